@@ -1,0 +1,110 @@
+"""A circuit: a qubit count, a list of gates, a global phase and the measured qubits."""
+
+from __future__ import annotations
+
+import cmath
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from circuits.errors import CircuitError
+from circuits.gate import Gate
+
+
+class Circuit:
+    """An ordered list of :class:`Gate` on ``n_qubits`` qubits (qubit 0 = least significant bit).
+
+    Attributes:
+        n_qubits: number of qubits.
+        gates: the gates, applied in order.
+        global_phase: radians; the state is multiplied by ``exp(i * global_phase)``.
+        measured: (qubit, clbit) pairs of final measurements, for sampling.
+        n_clbits: number of classical bits.
+    """
+
+    def __init__(self, n_qubits: int, gates: Iterable[Gate] = (), *, global_phase: float = 0.0,
+                 measured: Iterable[tuple[int, int]] = (), n_clbits: int = 0, name: str = "circuit"):
+        if isinstance(n_qubits, bool) or not isinstance(n_qubits, (int, np.integer)) or n_qubits < 1:
+            raise CircuitError(f"n_qubits must be a positive int, got {n_qubits!r}")
+        self.n_qubits = int(n_qubits)
+        self.gates: list[Gate] = []
+        self.global_phase = float(global_phase)
+        self.measured = [(int(q), int(c)) for q, c in measured]
+        self.n_clbits = int(max([n_clbits] + [c + 1 for _, c in self.measured]))
+        self.name = name
+        for g in gates:
+            self.append(g)
+
+    def append(self, gate: Gate) -> Circuit:
+        """Add a gate; its qubits must lie in ``range(n_qubits)``."""
+        if not isinstance(gate, Gate):
+            raise TypeError(f"gate must be a circuits.Gate, got {type(gate).__name__}")
+        bad = [q for q in gate.qubits if q >= self.n_qubits]
+        if bad:
+            raise CircuitError(f"gate {gate.name!r} acts on qubit(s) {bad}, outside range(0, {self.n_qubits})")
+        self.gates.append(gate)
+        return self
+
+    def add(self, matrix, qubits, name: str = "unitary", **kw) -> Circuit:
+        """Build a :class:`Gate` and append it."""
+        return self.append(Gate(matrix, qubits, name, **kw))
+
+    def __iter__(self) -> Iterator[Gate]:
+        return iter(self.gates)
+
+    def __len__(self) -> int:
+        return len(self.gates)
+
+    @property
+    def max_gate_qubits(self) -> int:
+        return max((g.num_qubits for g in self.gates), default=0)
+
+    def inverse(self) -> Circuit:
+        """The adjoint circuit (gates reversed and conjugate-transposed, phase negated)."""
+        return Circuit(self.n_qubits, [g.inverse() for g in reversed(self.gates)],
+                       global_phase=-self.global_phase, name=self.name + "_dg")
+
+    def then(self, other: Circuit) -> Circuit:
+        """This circuit followed by ``other`` (same width)."""
+        if other.n_qubits != self.n_qubits:
+            raise CircuitError(f"cannot compose circuits of {self.n_qubits} and {other.n_qubits} qubits")
+        return Circuit(self.n_qubits, [*self.gates, *other.gates],
+                       global_phase=self.global_phase + other.global_phase, name=f"{self.name}+{other.name}")
+
+    @property
+    def phase_factor(self) -> complex:
+        return cmath.exp(1j * self.global_phase)
+
+    def __repr__(self) -> str:
+        return f"Circuit({self.name!r}, n_qubits={self.n_qubits}, gates={len(self.gates)})"
+
+    # --- persistence -------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> None:
+        """Write the circuit to an ``.npz`` file (matrices, qubits, names, phase, measurements)."""
+        arrays = {f"m{i}": g.matrix for i, g in enumerate(self.gates)}
+        arrays.update({f"q{i}": np.array(g.qubits, dtype=np.int64) for i, g in enumerate(self.gates)})
+        np.savez_compressed(
+            path,
+            n_qubits=np.int64(self.n_qubits),
+            n_gates=np.int64(len(self.gates)),
+            names=np.array([g.name for g in self.gates], dtype=str),
+            global_phase=np.float64(self.global_phase),
+            measured=np.array(self.measured, dtype=np.int64).reshape(-1, 2),
+            n_clbits=np.int64(self.n_clbits),
+            circuit_name=np.array(self.name),
+            **arrays,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> Circuit:
+        """Read a circuit written by :meth:`save`."""
+        with np.load(path, allow_pickle=False) as z:
+            n = int(z["n_gates"])
+            names = [str(s) for s in z["names"]] if n else []
+            gates = [Gate(z[f"m{i}"], tuple(int(q) for q in z[f"q{i}"]), names[i], check_unitary=False)
+                     for i in range(n)]
+            return cls(int(z["n_qubits"]), gates, global_phase=float(z["global_phase"]),
+                       measured=[tuple(r) for r in z["measured"]], n_clbits=int(z["n_clbits"]),
+                       name=str(z["circuit_name"]))

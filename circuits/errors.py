@@ -1,0 +1,5 @@
+"""Exceptions raised while building or importing circuits."""
+
+
+class CircuitError(ValueError):
+    """A circuit or gate is malformed (bad qubits, bad matrix, unsupported instruction)."""

@@ -1,0 +1,15 @@
+"""qsim-tc: a state-vector simulator in which every gate is one matrix product.
+
+    from circuits import brickwork
+    from qsim_tc import Simulator
+    result = Simulator(backend="native").run(brickwork(20, 4, 10, seed=1))
+"""
+
+from qsim_tc.errors import InsufficientMemoryError, QubitError, SimulationError
+from qsim_tc.simulator import GateStat, Result, Simulator
+from qsim_tc.state import StateVector
+
+__version__ = "0.1.0"
+
+__all__ = ["GateStat", "InsufficientMemoryError", "QubitError", "Result", "SimulationError", "Simulator",
+           "StateVector", "__version__"]

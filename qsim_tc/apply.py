@@ -1,0 +1,129 @@
+"""Gate application: turn ``U`` on target qubits into one GEMM (or a small-gate kernel).
+
+With targets on physical bits [t, t+d) of an N-qubit state, the state is a (H, 2^d, L) array,
+H = 2^(N-t-d), L = 2^t, and the gate is ``U @ S[h]`` for every h. Three cases need no transpose:
+
+* bottom (t = 0):      S (2^(N-d), 2^d) @ U^T     -- one GEMM, m huge, k = n = 2^d
+* top (t + d = N):     U @ S (2^d, 2^(N-d))      -- one GEMM
+* middle, L large:     U @ S[h], batched          -- one strided-batched GEMM
+
+Targets that are not contiguous, or a middle block with a short L, are first brought to the
+bottom by one permutation of the state, recorded in the lazy :class:`~qsim_tc.layout.Layout`
+(the permutation is not undone until the state is read).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import gemm
+from qsim_tc.gate_matrix import reorder_bits
+from qsim_tc.layout import permute_bits
+
+# A batched GEMM whose blocks are narrower than this is slower than permuting the state first
+# and applying at the bottom (cuBLAS and OpenBLAS both lose efficiency on skinny blocks).
+MIN_BATCHED_L = {"cpu": 1 << 4, "gpu": 1 << 5}
+
+
+@dataclass
+class ApplyInfo:
+    """What one gate application did."""
+
+    path: str  # "bottom", "top", "batched", "kernel", with "permute+" prefixed if it permuted
+    method: str
+    n_targets: int
+    physical_targets: tuple
+    report: Any = None  # gemm.Report of the product, if a GEMM ran
+    timer: Any = field(default=None, repr=False)
+
+    @property
+    def time_ms(self) -> float:
+        return self.timer.result().get("apply", 0.0) if self.timer is not None else 0.0
+
+    def to_dict(self) -> dict:
+        out = {
+            "path": self.path,
+            "method": self.method,
+            "n_targets": self.n_targets,
+            "physical_targets": list(self.physical_targets),
+            "time_ms": self.time_ms,
+        }
+        if self.report is not None:
+            out["report"] = self.report.to_dict()
+        return out
+
+
+def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bool):
+    """Decide the path for a gate on logical ``qubits``.
+
+    Returns (path, order, new_phys): ``order`` sorts the targets by physical bit (to reorder the
+    matrix), ``new_phys`` is the layout to permute to first, or None.
+    """
+    d = len(qubits)
+    pos = [layout.pos[q] for q in qubits]
+    order = sorted(range(d), key=lambda i: pos[i])
+    sorted_pos = [pos[i] for i in order]
+    if use_kernel:
+        return "kernel", order, None
+    t = sorted_pos[0]
+    contiguous = sorted_pos[-1] - t == d - 1
+    if contiguous:
+        if t == 0:
+            return "bottom", order, None
+        if t + d == n_qubits:
+            return "top", order, None
+        if (1 << t) >= MIN_BATCHED_L[device_name]:
+            return "batched", order, None
+    # bring the targets to the bottom in their current physical order, keep the rest in order
+    targets_sorted = [qubits[i] for i in order]
+    rest = [q for q in layout.phys if q not in set(qubits)]
+    return "permute+bottom", order, targets_sorted + rest
+
+
+def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, method: str,
+                  options: dict, xp, device_name: str, small_kernel=None):
+    """Apply ``matrix`` on logical ``qubits`` to the physical array ``data``.
+
+    Returns (new_data, new_phys or None, ApplyInfo). Nothing is modified in place, so a failure
+    leaves the caller's state as it was.
+    """
+    d = len(qubits)
+    use_kernel = small_kernel is not None
+    path, order, new_phys = plan_targets(layout, qubits, n_qubits, device_name, use_kernel)
+    u_host = reorder_bits(matrix, order).astype(data.dtype, copy=False)
+    timer = gemm.timing.StageTimer(xp)
+    report = None
+    dim = 1 << d
+    with timer.stage("apply"):
+        if path == "kernel":
+            phys = tuple(layout.pos[qubits[i]] for i in order)
+            out = small_kernel(data, n_qubits, u_host, phys)
+        else:
+            src = data
+            if new_phys is not None:
+                src = permute_bits(data, n_qubits, new_phys, layout.phys, xp)
+                t = 0
+            else:
+                t = min(layout.pos[q] for q in qubits)
+            u = xp.asarray(u_host)
+            if t == 0:
+                out, report = gemm.matmul(src.reshape(-1, dim), u.T, method=method, return_report=True, **options)
+            elif t + d == n_qubits:
+                out, report = gemm.matmul(u, src.reshape(dim, -1), method=method, return_report=True, **options)
+            else:
+                out, report = gemm.matmul(u, src.reshape(-1, dim, 1 << t), method=method,
+                                          return_report=True, **options)
+            out = out.reshape(-1)
+            if out.dtype != data.dtype:
+                out = out.astype(data.dtype)
+    phys_t = tuple(sorted((new_phys or layout.phys).index(q) for q in qubits))
+    info = ApplyInfo(path, "kernel" if use_kernel else method, d, phys_t, report, timer)
+    return out, new_phys, info
+
+
+def wall_ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3

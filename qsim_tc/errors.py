@@ -1,0 +1,24 @@
+"""Exceptions of the simulator."""
+
+from circuits.errors import CircuitError
+
+
+class SimulationError(Exception):
+    """Base class of the simulator's domain errors."""
+
+
+class QubitError(CircuitError):
+    """Qubit indices out of range, repeated, or not matching the matrix."""
+
+
+class InsufficientMemoryError(SimulationError, MemoryError):
+    """The state plus workspace would not fit in the memory available."""
+
+    def __init__(self, what: str, needed: int, available: int, device: str):
+        self.needed = int(needed)
+        self.available = int(available)
+        self.device = device
+        super().__init__(
+            f"{what} needs {needed:,} bytes ({needed / 2**30:.2f} GiB) on the {device}, "
+            f"but only {available:,} bytes ({available / 2**30:.2f} GiB) are available"
+        )

@@ -1,0 +1,81 @@
+"""Lazy qubit layout: which logical qubit each physical bit of the state index holds.
+
+The engine may leave the state permuted after a gate (a transpose is a full pass over memory,
+so it is done only when a gate needs it); the layout remembers the permutation and is undone
+when the state is read in logical order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Layout:
+    """``phys[p]`` is the logical qubit stored at physical bit ``p``; ``pos[q]`` is its inverse."""
+
+    def __init__(self, n_qubits: int):
+        self.phys = list(range(n_qubits))
+        self.pos = list(range(n_qubits))
+
+    @property
+    def is_identity(self) -> bool:
+        return all(p == q for p, q in enumerate(self.phys))
+
+    def set(self, phys: list[int]) -> None:
+        self.phys = list(phys)
+        self.pos = [0] * len(phys)
+        for p, q in enumerate(self.phys):
+            self.pos[q] = p
+
+    def copy(self) -> Layout:
+        other = Layout(len(self.phys))
+        other.set(self.phys)
+        return other
+
+    def physical_index(self, logical_index: int) -> int:
+        """The position in the physical array of the amplitude with logical index ``logical_index``."""
+        out = 0
+        for p, q in enumerate(self.phys):
+            out |= ((logical_index >> q) & 1) << p
+        return out
+
+    def physical_indices(self, logical: np.ndarray) -> np.ndarray:
+        logical = np.asarray(logical, dtype=np.int64)
+        out = np.zeros_like(logical)
+        for p, q in enumerate(self.phys):
+            out |= ((logical >> q) & 1) << p
+        return out
+
+    def logical_indices(self, physical: np.ndarray) -> np.ndarray:
+        physical = np.asarray(physical, dtype=np.int64)
+        out = np.zeros_like(physical)
+        for p, q in enumerate(self.phys):
+            out |= ((physical >> p) & 1) << q
+        return out
+
+
+def permute_bits(data, n_qubits: int, new_phys: list[int], old_phys: list[int], xp):
+    """Return the state with physical bit order ``new_phys`` from one stored as ``old_phys``.
+
+    Runs of bits that stay adjacent are merged into one axis first, so the transpose has as
+    few axes as possible (fewer, longer loops in the copy).
+    """
+    old_pos = {q: p for p, q in enumerate(old_phys)}
+    # source physical bit for each destination physical bit
+    src = [old_pos[q] for q in new_phys]
+    if src == list(range(n_qubits)):
+        return data
+    # group destination bits into runs whose sources are consecutive
+    runs = []  # (src_start, length) in destination order, low to high
+    for s in src:
+        if runs and runs[-1][0] + runs[-1][1] == s:
+            runs[-1][1] += 1
+        else:
+            runs.append([s, 1])
+    # source axes, ordered high bit first (C order), one axis per run
+    by_src = sorted(range(len(runs)), key=lambda r: runs[r][0], reverse=True)
+    shape = [1 << runs[r][1] for r in by_src]
+    axis_of_run = {r: i for i, r in enumerate(by_src)}
+    # destination order high to low = runs reversed
+    axes = [axis_of_run[r] for r in reversed(range(len(runs)))]
+    return xp.ascontiguousarray(data.reshape(shape).transpose(axes)).reshape(-1)

@@ -1,0 +1,37 @@
+"""Memory checks made before anything large is allocated."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from qsim_tc.errors import InsufficientMemoryError
+
+
+def available_bytes(device) -> int:
+    """Free memory on ``device`` (a gemm.Device): cudaMemGetInfo plus cupy's pool, or MemAvailable."""
+    if device.is_gpu:
+        cp = device.xp
+        free, _total = cp.cuda.runtime.memGetInfo()
+        pool = cp.get_default_memory_pool()
+        return int(free + pool.free_bytes())
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+
+
+def state_bytes(n_qubits: int, dtype) -> int:
+    return (1 << n_qubits) * np.dtype(dtype).itemsize
+
+
+def check_fits(what: str, needed: int, device) -> None:
+    """Raise InsufficientMemoryError naming ``what`` when ``needed`` bytes exceed what is free."""
+    avail = available_bytes(device)
+    if needed > avail:
+        raise InsufficientMemoryError(what, needed, avail, device.name)

@@ -1,0 +1,127 @@
+"""The simulator loop: a circuit, a backend, a state; per-gate statistics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import gemm
+from circuits import Circuit
+from qsim_tc import memory
+from qsim_tc.apply import ApplyInfo
+from qsim_tc.state import StateVector
+
+
+@dataclass
+class GateStat:
+    """Statistics of one applied gate."""
+
+    index: int
+    name: str
+    qubits: tuple
+    info: ApplyInfo
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "name": self.name, "qubits": list(self.qubits), **self.info.to_dict()}
+
+
+@dataclass
+class Result:
+    """The outcome of :meth:`Simulator.run`: the final state and what each gate cost."""
+
+    state: StateVector
+    stats: list[GateStat]
+    backend: str
+    device: str
+    wall_s: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gate_time_ms(self) -> float:
+        return float(sum(s.info.time_ms for s in self.stats))
+
+    def to_dict(self, gates: bool = True) -> dict:
+        out = {
+            "backend": self.backend,
+            "device": self.device,
+            "n_qubits": self.state.n_qubits,
+            "dtype": str(self.state.dtype),
+            "wall_s": self.wall_s,
+            "gate_time_ms": self.gate_time_ms,
+            "n_gates": len(self.stats),
+            "metadata": self.metadata,
+        }
+        if gates:
+            out["gates"] = [s.to_dict() for s in self.stats]
+        return out
+
+
+class Simulator:
+    """Runs circuits gate by gate, each gate one GEMM through ``backend``.
+
+    Args:
+        backend: a GEMM method name (``gemm.methods()``); it fixes the state dtype.
+        device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
+        small_gate_kernel: None (default: use it where the backend allows), True or False.
+        **backend_options: passed to every ``gemm.matmul`` call (``threshold=``, ``splits=``...).
+
+    Raises:
+        ValueError: unknown backend or device (the message lists the valid ones).
+        TypeError: an option the backend does not accept.
+    """
+
+    def __init__(self, backend: str = "native", device="auto", *, small_gate_kernel: bool | None = None,
+                 **backend_options):
+        self.method = gemm.get_method(backend)
+        self.method.check_options(backend_options)
+        self.backend = backend
+        self.device = gemm.resolve_device(device)
+        self.small_gate_kernel = small_gate_kernel
+        self.options = backend_options
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.method.state_dtype
+
+    def run(self, circuit: Circuit, initial_state: StateVector | None = None,
+            progress: Callable[[int, int], None] | None = None) -> Result:
+        """Simulate ``circuit`` from |0...0> (or a copy of ``initial_state``).
+
+        Args:
+            circuit: the circuit.
+            initial_state: optional start state (same width; it is copied, not changed).
+            progress: called as ``progress(done, total)`` after each gate.
+
+        Raises:
+            InsufficientMemoryError: before anything is allocated, if state + workspace do not fit.
+        """
+        if not isinstance(circuit, Circuit):
+            raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+        n = circuit.n_qubits
+        need = 3 * memory.state_bytes(n, self.dtype)  # state, GEMM output, permutation/workspace
+        memory.check_fits(f"simulating {n} qubits with {self.backend!r}", need, self.device)
+        t0 = time.perf_counter()
+        if initial_state is not None:
+            if initial_state.n_qubits != n:
+                raise ValueError(f"initial_state has {initial_state.n_qubits} qubits, the circuit {n}")
+            state = initial_state.copy()
+        else:
+            state = StateVector(n, dtype=self.dtype, device=self.device)
+        stats = []
+        total = len(circuit)
+        for i, g in enumerate(circuit):
+            info = state.apply(g.matrix, g.qubits, method=self.backend, check_unitary=False,
+                               small_gate_kernel=self.small_gate_kernel, **self.options)
+            stats.append(GateStat(i, g.name, g.qubits, info))
+            if progress is not None:
+                progress(i + 1, total)
+        if circuit.global_phase:
+            state._data *= circuit.phase_factor
+        gemm.device.synchronize(self.device.xp)
+        wall = time.perf_counter() - t0
+        return Result(state, stats, self.backend, self.device.name, wall,
+                      {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options)})

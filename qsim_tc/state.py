@@ -1,0 +1,220 @@
+"""The state vector.
+
+Layout: ``2**n_qubits`` amplitudes, complex128 (FP64-class backends) or complex64 (FP32-class),
+in one numpy (CPU) or cupy (GPU) array. Logical qubit q is bit q of the amplitude index
+(little-endian, as Qiskit). Internally the bits may be stored permuted (see ``Layout``); every
+public accessor speaks logical indices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import gemm
+from qsim_tc import memory
+from qsim_tc.apply import ApplyInfo, apply_to_data
+from qsim_tc.gate_matrix import check_matrix, check_targets
+from qsim_tc.layout import Layout, permute_bits
+
+DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))
+MAX_QUBITS = 40
+
+
+class StateVector:
+    """An n-qubit pure state on the CPU or the GPU.
+
+    Args:
+        n_qubits: number of qubits (1..40).
+        dtype: complex128 or complex64.
+        device: ``"auto"``, ``"cpu"`` or ``"gpu"`` (or a resolved ``gemm.Device``).
+        data: optional initial amplitudes (length 2**n_qubits, logical order); |0...0> if None.
+
+    Raises:
+        ValueError: bad n_qubits, dtype, device or data length.
+        InsufficientMemoryError: the state does not fit on the device.
+    """
+
+    def __init__(self, n_qubits: int, *, dtype=np.complex128, device="auto", data=None):
+        if isinstance(n_qubits, bool) or not isinstance(n_qubits, (int, np.integer)) or not 1 <= n_qubits <= MAX_QUBITS:
+            raise ValueError(f"n_qubits must be an int in 1..{MAX_QUBITS}, got {n_qubits!r}")
+        dtype = np.dtype(dtype)
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be complex128 or complex64, got {dtype}")
+        self._device = gemm.resolve_device(device)
+        self._n = int(n_qubits)
+        self._dtype = dtype
+        xp = self._device.xp
+        memory.check_fits(f"a {n_qubits}-qubit {dtype} state", memory.state_bytes(n_qubits, dtype), self._device)
+        if data is None:
+            self._data = xp.zeros(1 << n_qubits, dtype=dtype)
+            self._data[0] = 1
+        else:
+            if getattr(data, "ndim", None) != 1 and hasattr(data, "shape"):
+                data = data.reshape(-1)
+            arr = xp.asarray(data)
+            if arr.shape != (1 << n_qubits,):
+                raise ValueError(f"data has shape {tuple(arr.shape)}; a {n_qubits}-qubit state needs ({1 << n_qubits},)")
+            if not bool(xp.isfinite(arr).all()):
+                raise ValueError("data holds NaN or Inf")
+            self._data = arr.astype(dtype, copy=True)
+        self._layout = Layout(n_qubits)
+
+    @classmethod
+    def from_array(cls, data, *, dtype=None, device="auto") -> StateVector:
+        """A state holding a copy of ``data`` (numpy or cupy, logical order)."""
+        n = int(len(data)).bit_length() - 1
+        if len(data) != 1 << n or n < 1:
+            raise ValueError(f"data length {len(data)} is not a power of two >= 2")
+        dt = dtype if dtype is not None else (np.complex64 if np.dtype(data.dtype) == np.complex64 else np.complex128)
+        return cls(n, dtype=dt, device=device, data=data)
+
+    # --- properties --------------------------------------------------------------------------
+
+    @property
+    def n_qubits(self) -> int:
+        return self._n
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def device(self) -> gemm.Device:
+        return self._device
+
+    @property
+    def xp(self):
+        return self._device.xp
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.nbytes)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def data(self):
+        """The amplitudes in logical order, as a numpy or cupy array (undoes any pending permutation)."""
+        self._canonicalize()
+        return self._data
+
+    def to_numpy(self) -> np.ndarray:
+        """A host copy of the amplitudes in logical order."""
+        d = self.data()
+        return d.get() if self._device.is_gpu else d.copy()
+
+    def amplitude(self, index: int) -> complex:
+        """The amplitude of basis state ``index`` (logical, little-endian)."""
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < (1 << self._n):
+            raise ValueError(f"index must be an int in 0..{(1 << self._n) - 1}, got {index!r}")
+        return complex(self._data[self._layout.physical_index(int(index))])
+
+    def probabilities(self):
+        """|amplitude|^2 in logical order (numpy or cupy array, float of the state's precision)."""
+        d = self.data()
+        return d.real**2 + d.imag**2
+
+    def norm(self) -> float:
+        """The 2-norm of the state."""
+        return float(self.xp.linalg.norm(self._data))
+
+    def sample(self, shots: int, seed=None, qubits=None) -> np.ndarray:
+        """Draw ``shots`` basis-state outcomes from |amplitude|^2.
+
+        Args:
+            shots: number of samples (>= 1).
+            seed: seed for numpy's generator (the random numbers are drawn on the host, so the
+                same seed gives the same samples on every device).
+            qubits: if given, return outcomes of these qubits only, qubits[0] as bit 0.
+
+        Returns:
+            numpy int64 array of outcomes (logical indices).
+        """
+        if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
+            raise ValueError(f"shots must be a positive int, got {shots!r}")
+        xp = self.xp
+        p = self._data.real.astype(np.float64) ** 2 + self._data.imag.astype(np.float64) ** 2
+        cdf = xp.cumsum(p)
+        total = float(cdf[-1])
+        rng = np.random.default_rng(seed)
+        u = xp.asarray(rng.random(shots) * total)
+        phys = xp.searchsorted(cdf, u, side="right")
+        phys = xp.minimum(phys, (1 << self._n) - 1)
+        if self._device.is_gpu:
+            phys = phys.get()
+        out = self._layout.logical_indices(np.asarray(phys, dtype=np.int64))
+        if qubits is not None:
+            qs = check_targets(qubits, self._n)
+            out = sum(((out >> q) & 1) << i for i, q in enumerate(qs))
+        return np.asarray(out, dtype=np.int64)
+
+    def copy(self) -> StateVector:
+        other = object.__new__(StateVector)
+        other._device, other._n, other._dtype = self._device, self._n, self._dtype
+        other._data = self._data.copy()
+        other._layout = self._layout.copy()
+        return other
+
+    # --- changing ----------------------------------------------------------------------------
+
+    def apply(self, matrix, qubits, *, method: str = "native", check_unitary: bool = True,
+              small_gate_kernel: bool | None = None, **options) -> ApplyInfo:
+        """Apply a gate: ``matrix`` (2^d x 2^d, Qiskit bit order) on logical ``qubits``.
+
+        Args:
+            matrix: host or device array; the first listed qubit is the matrix index's low bit.
+            qubits: distinct targets in any order and position.
+            method: GEMM method name (``gemm.methods()``).
+            check_unitary: reject a non-unitary matrix (to 1e-10).
+            small_gate_kernel: use the dedicated kernel for d <= 4 when the method allows it
+                (None: when the method computes in the state's native arithmetic, on the GPU).
+            **options: options of the GEMM method.
+
+        Returns:
+            ApplyInfo: the path taken, the GEMM report, the time.
+
+        Raises:
+            QubitError / ValueError / TypeError on bad input; InsufficientMemoryError if the
+            output and workspace do not fit. The state is unchanged on any error.
+        """
+        qs = check_targets(qubits, self._n)
+        m = check_matrix(matrix, len(qs), check_unitary=check_unitary)
+        meth = gemm.get_method(method)
+        meth.check_options(options)
+        if meth.state_dtype != self._dtype and meth.precision != "dd":
+            raise ValueError(
+                f"method {method!r} works on {meth.state_dtype} states; this state is {self._dtype} "
+                f"(create it with dtype={meth.state_dtype})"
+            )
+        kernel = self._small_kernel(meth, len(qs), small_gate_kernel)
+        if kernel is None:
+            need = 2 * self.nbytes + self._workspace(meth, len(qs), options)
+            memory.check_fits(f"applying a {len(qs)}-qubit gate with {method!r}", need - self.nbytes, self._device)
+        out, new_phys, info = apply_to_data(
+            self._data, self._n, self._layout, m, qs, method=method, options=options,
+            xp=self.xp, device_name=self._device.name, small_kernel=kernel,
+        )
+        self._data = out
+        if new_phys is not None:
+            self._layout.set(new_phys)
+        return info
+
+    def _small_kernel(self, meth, d: int, want):
+        from qsim_tc import small_gate  # noqa: PLC0415
+
+        return small_gate.select(meth, d, self._device, want)
+
+    def _workspace(self, meth, d: int, options) -> int:
+        est = getattr(meth, "workspace_bytes", None)
+        if est is None:
+            return self.nbytes  # room for a permutation copy
+        m = (1 << self._n) >> d
+        return int(est(m, 1 << d, 1 << d, self._dtype, **options)) + self.nbytes
+
+    def _canonicalize(self) -> None:
+        """Undo a pending qubit permutation (one pass over the state)."""
+        if not self._layout.is_identity:
+            self._data = permute_bits(self._data, self._n, list(range(self._n)), self._layout.phys, self.xp)
+            self._layout = Layout(self._n)
+
+    def __repr__(self) -> str:
+        return f"StateVector(n_qubits={self._n}, dtype={self._dtype}, device={self._device.name!r})"
