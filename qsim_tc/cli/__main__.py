@@ -1,0 +1,5 @@
+import sys
+
+from qsim_tc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,111 @@
+"""Pieces shared by subcommands: backend lists, options, progress bar, JSON output."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+
+import numpy as np
+
+
+def add_device(p) -> None:
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                   help="where to run (auto: the GPU if cupy finds one)")
+
+
+def add_backend_options(p) -> None:
+    """Options of the emulated backends; only those a backend accepts are passed to it."""
+    g = p.add_argument_group("backend options")
+    g.add_argument("--threshold", type=float, default=None, help="int8-auto: mean mantissa loss allowed (bits)")
+    g.add_argument("--splits", type=int, default=None, help="int8: number of INT8 slices")
+    g.add_argument("--max-splits", type=int, default=None, help="int8-auto: most slices before falling back")
+
+
+def backend_options(args, method) -> dict:
+    """The backend options given on the command line that ``method`` accepts."""
+    given = {
+        "threshold": getattr(args, "threshold", None),
+        "splits": getattr(args, "splits", None),
+        "max_splits": getattr(args, "max_splits", None),
+    }
+    return {k: v for k, v in given.items() if v is not None and k in method.options}
+
+
+def parse_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+class Progress:
+    """A one-line progress bar on stderr, shown only once a run has lasted ``after`` seconds."""
+
+    def __init__(self, label: str, after: float = 2.0, stream=None):
+        self.label = label
+        self.after = after
+        self.stream = stream or sys.stderr
+        self.t0 = time.perf_counter()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        el = time.perf_counter() - self.t0
+        if el < self.after and done < total:
+            return
+        if not self.shown and done == total and el < self.after:
+            return
+        self.shown = True
+        width = 30
+        fill = int(width * done / max(total, 1))
+        eta = el / done * (total - done) if done else 0.0
+        self.stream.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total} "
+                          f"{el:6.1f}s eta {eta:5.1f}s")
+        if done == total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def environment() -> dict:
+    """Machine and library versions, for result files."""
+    import gemm  # noqa: PLC0415
+
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "numpy": np.__version__,
+    }
+    try:
+        import scipy  # noqa: PLC0415
+
+        env["scipy"] = scipy.__version__
+    except ImportError:
+        pass
+    if gemm.gpu_available():
+        import cupy  # noqa: PLC0415
+
+        dev = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        name = props["name"]
+        env["gpu"] = name.decode() if isinstance(name, bytes) else name
+        env["cupy"] = cupy.__version__
+        env["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+        env["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+        try:
+            env["cublas"] = cupy.cuda.cublas.getVersion(cupy.cuda.device.get_cublas_handle())
+        except Exception:  # noqa: BLE001 - version is informative only
+            pass
+    return env
+
+
+def write_json(path: str, payload: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=1, default=_default)
+    print(f"wrote {path}")
+
+
+def _default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    return str(o)
