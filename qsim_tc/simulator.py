@@ -67,6 +67,7 @@ class Simulator:
         backend: a GEMM method name (``gemm.methods()``); it fixes the state dtype.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
         small_gate_kernel: None (default: use it where the backend allows), True or False.
+        fuse: None (no fusion) or the most qubits a fused block may have.
         **backend_options: passed to every ``gemm.matmul`` call (``threshold=``, ``splits=``...).
 
     Raises:
@@ -75,13 +76,22 @@ class Simulator:
     """
 
     def __init__(self, backend: str = "native", device="auto", *, small_gate_kernel: bool | None = None,
-                 **backend_options):
+                 fuse=None, **backend_options):
         self.method = gemm.get_method(backend)
         self.method.check_options(backend_options)
         self.backend = backend
         self.device = gemm.resolve_device(device)
         self.small_gate_kernel = small_gate_kernel
+        self.fuse = fuse  # None: no fusion; an int: fuse into blocks of at most that many qubits
         self.options = backend_options
+
+    def _fused(self, circuit: Circuit) -> Circuit:
+        """The circuit after gate fusion, or the circuit itself when fusion is off."""
+        if self.fuse is None:
+            return circuit
+        from circuits import fusion  # noqa: PLC0415
+
+        return fusion.fuse(circuit, self.fuse)
 
     @property
     def dtype(self) -> np.dtype:
@@ -101,6 +111,7 @@ class Simulator:
         """
         if not isinstance(circuit, Circuit):
             raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+        circuit = self._fused(circuit)
         n = circuit.n_qubits
         need = 3 * memory.state_bytes(n, self.dtype)  # state, GEMM output, permutation/workspace
         memory.check_fits(f"simulating {n} qubits with {self.backend!r}", need, self.device)
