@@ -2,7 +2,41 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from gemm.method import Method
+
+# OpenBLAS runs a complex (M, k) @ (k, n) with huge M and small k, n far below its real rate
+# (measured 264 ms for k = n = 16 at M = 2^20 on 2 cores, against 42 ms for the same product
+# as one real DGEMM of the interleaved view). Use the real form up to this n.
+REAL_FORM_MAX_N = 64
+
+
+def real_form(b: np.ndarray) -> np.ndarray:
+    """The (2k, 2n) real matrix R with ``view_real(a @ b) == view_real(a) @ R`` for complex a, b.
+
+    A complex row vector a (re/im interleaved) times b: [ar, ai] @ [[br, bi], [-bi, br]].
+    """
+    k, n = b.shape
+    r = np.empty((k, 2, n, 2), dtype=b.real.dtype)
+    r[:, 0, :, 0] = b.real
+    r[:, 0, :, 1] = b.imag
+    r[:, 1, :, 0] = -b.imag
+    r[:, 1, :, 1] = b.real
+    return r.reshape(2 * k, 2 * n)
+
+
+def _use_real_form(a, b) -> bool:
+    return (
+        isinstance(a, np.ndarray)
+        and a.ndim == 2
+        and b.ndim == 2
+        and a.dtype.kind == "c"
+        and a.dtype == b.dtype
+        and a.flags.c_contiguous
+        and b.shape[1] <= REAL_FORM_MAX_N
+        and a.shape[0] >= 4 * b.shape[0]
+    )
 
 
 class Native(Method):
@@ -12,10 +46,18 @@ class Native(Method):
     precision = "fp64"
     description = "cuBLAS (GPU) or BLAS (CPU) GEMM in the operands' precision"
     options = {"out": None}
+    # the engine may apply gates of 1-4 qubits with a direct kernel: same arithmetic as this method
+    direct_small_gates = True
 
     def _run(self, ops, report, timer, *, out=None):
+        a, b = ops.a, ops.b
         with timer.stage("gemm"):
-            c = ops.xp.matmul(ops.a, ops.b, out=out)
+            if out is None and _use_real_form(a, b):
+                r = real_form(b)
+                c = np.matmul(a.view(a.real.dtype), r).view(a.dtype)
+                report.choices["form"] = "real-interleaved"
+            else:
+                c = ops.xp.matmul(a, b, out=out)
         report.choices["library"] = "cublas" if report.device == "gpu" else "blas"
         return c
 

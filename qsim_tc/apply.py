@@ -57,8 +57,13 @@ class ApplyInfo:
         return out
 
 
-def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bool):
+def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bool, next_qubits=None):
     """Decide the path for a gate on logical ``qubits``.
+
+    Args:
+        next_qubits: targets of the gate that follows, if known. When this gate needs a
+            permutation anyway, the next gate's targets are placed at the top of the new layout,
+            where it applies as one plain GEMM with no further permutation.
 
     Returns (path, order, new_phys): ``order`` sorts the targets by physical bit (to reorder the
     matrix), ``new_phys`` is the layout to permute to first, or None.
@@ -79,13 +84,17 @@ def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bo
         if (1 << t) >= MIN_BATCHED_L[device_name]:
             return "batched", order, None
     # bring the targets to the bottom in their current physical order, keep the rest in order
+    targets = set(qubits)
     targets_sorted = [qubits[i] for i in order]
-    rest = [q for q in layout.phys if q not in set(qubits)]
+    rest = [q for q in layout.phys if q not in targets]
+    if next_qubits is not None and targets.isdisjoint(next_qubits) and len(next_qubits) + d <= n_qubits:
+        nxt = set(next_qubits)
+        rest = [q for q in rest if q not in nxt] + sorted(nxt, key=lambda q: layout.pos[q])
     return "permute+bottom", order, targets_sorted + rest
 
 
 def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, method: str,
-                  options: dict, xp, device_name: str, small_kernel=None):
+                  options: dict, xp, device_name: str, small_kernel=None, next_qubits=None):
     """Apply ``matrix`` on logical ``qubits`` to the physical array ``data``.
 
     Returns (new_data, new_phys or None, ApplyInfo). Nothing is modified in place, so a failure
@@ -93,7 +102,7 @@ def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, me
     """
     d = len(qubits)
     use_kernel = small_kernel is not None
-    path, order, new_phys = plan_targets(layout, qubits, n_qubits, device_name, use_kernel)
+    path, order, new_phys = plan_targets(layout, qubits, n_qubits, device_name, use_kernel, next_qubits)
     u_host = reorder_bits(matrix, order).astype(data.dtype, copy=False)
     timer = gemm.timing.StageTimer(xp)
     report = None

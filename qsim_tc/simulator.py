@@ -124,9 +124,11 @@ class Simulator:
             state = StateVector(n, dtype=self.dtype, device=self.device)
         stats = []
         total = len(circuit)
-        for i, g in enumerate(circuit):
+        gates = circuit.gates
+        for i, g in enumerate(gates):
+            nxt = gates[i + 1].qubits if i + 1 < total else None
             info = state.apply(g.matrix, g.qubits, method=self.backend, check_unitary=False,
-                               small_gate_kernel=self.small_gate_kernel, **self.options)
+                               small_gate_kernel=self.small_gate_kernel, next_qubits=nxt, **self.options)
             stats.append(GateStat(i, g.name, g.qubits, info))
             if progress is not None:
                 progress(i + 1, total)

@@ -157,7 +157,7 @@ class StateVector:
     # --- changing ----------------------------------------------------------------------------
 
     def apply(self, matrix, qubits, *, method: str = "native", check_unitary: bool = True,
-              small_gate_kernel: bool | None = None, **options) -> ApplyInfo:
+              small_gate_kernel: bool | None = None, next_qubits=None, **options) -> ApplyInfo:
         """Apply a gate: ``matrix`` (2^d x 2^d, Qiskit bit order) on logical ``qubits``.
 
         Args:
@@ -167,6 +167,7 @@ class StateVector:
             check_unitary: reject a non-unitary matrix (to 1e-10).
             small_gate_kernel: use the dedicated kernel for d <= 4 when the method allows it
                 (None: when the method computes in the state's native arithmetic, on the GPU).
+            next_qubits: targets of the gate to be applied next, if known (a layout hint only).
             **options: options of the GEMM method.
 
         Returns:
@@ -191,7 +192,7 @@ class StateVector:
             memory.check_fits(f"applying a {len(qs)}-qubit gate with {method!r}", need - self.nbytes, self._device)
         out, new_phys, info = apply_to_data(
             self._data, self._n, self._layout, m, qs, method=method, options=options,
-            xp=self.xp, device_name=self._device.name, small_kernel=kernel,
+            xp=self.xp, device_name=self._device.name, small_kernel=kernel, next_qubits=next_qubits,
         )
         self._data = out
         if new_phys is not None:
