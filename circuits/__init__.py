@@ -5,5 +5,7 @@ from circuits.circuit import Circuit
 from circuits.errors import CircuitError
 from circuits.gate import Gate
 from circuits.haar import haar_unitary
+from circuits.qasm import from_qasm  # qiskit is imported only when called
+from circuits.qiskit_import import from_qiskit  # qiskit is imported only when called
 
-__all__ = ["Circuit", "CircuitError", "Gate", "brickwork", "haar_unitary"]
+__all__ = ["Circuit", "CircuitError", "Gate", "brickwork", "from_qasm", "from_qiskit", "haar_unitary"]
