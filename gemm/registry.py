@@ -14,6 +14,7 @@ from gemm.method import Method
 _TABLE: dict[str, str] = {
     "native": "gemm.native:Native",
     "native32": "gemm.native:Native32",
+    "dd": "gemm.dd:DoubleDouble",
 }
 _CACHE: dict[str, Method] = {}
 
