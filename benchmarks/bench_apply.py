@@ -1,0 +1,240 @@
+"""Time apply() for d = 1..12 at the bottom, middle and top of an N-qubit state, and whole
+brickwork circuits; beside cuStateVec's applyMatrix (GPU, when its library is on sys.path) and
+Qiskit Aer's statevector method (CPU, when qiskit-aer is installed), in the same run.
+
+    python benchmarks/bench_apply.py --device gpu --qubits 28 --custatevec --json out.json
+    python benchmarks/bench_apply.py --device cpu --qubits 24 --d 1-8 --brickwork 24:4:10 --aer
+
+GPU times are CUDA-event medians after a warm-up; CPU times are perf_counter medians. Every
+timed apply is first checked against the peer (cuStateVec) or a reference product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gemm  # noqa: E402
+from circuits import brickwork, haar_unitary  # noqa: E402
+from qsim_tc import Simulator, StateVector  # noqa: E402
+from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.layout import Layout  # noqa: E402
+
+
+def parse_range(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out += list(range(int(a), int(b) + 1))
+        else:
+            out.append(int(part))
+    return out
+
+
+def targets_for(n: int, d: int, placement: str) -> list[int]:
+    if placement == "bottom":
+        return list(range(d))
+    if placement == "top":
+        return list(range(n - d, n))
+    start = (n - d) // 2
+    return list(range(start, start + d))
+
+
+class Clock:
+    """Median wall time of a callable: CUDA events on the GPU, perf_counter on the CPU."""
+
+    def __init__(self, xp):
+        self.xp = xp
+        self.gpu = xp is not np
+
+    def time(self, fn, repeats: int, before=None) -> list[float]:
+        out = []
+        for _ in range(repeats):
+            if before is not None:
+                before()
+            if self.gpu:
+                s, e = self.xp.cuda.Event(), self.xp.cuda.Event()
+                s.record()
+                fn()
+                e.record()
+                e.synchronize()
+                out.append(self.xp.cuda.get_elapsed_time(s, e))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+
+def random_state(n, dtype, dev, seed):
+    xp = dev.xp
+    if dev.is_gpu:
+        rs = xp.random.RandomState(seed)
+        real = np.float64 if dtype == np.complex128 else np.float32
+        v = rs.standard_normal(2 << n, dtype=real).view(dtype)
+    else:
+        rng = np.random.default_rng(seed)
+        v = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(dtype)
+    v /= xp.linalg.norm(v)
+    return StateVector(n, dtype=dtype, device=dev, data=v)
+
+
+def bench_gates(args, dev, peer, clock, rows):
+    dtype = np.dtype(args.dtype)
+    st = random_state(args.qubits, dtype, dev, 1)
+    x0 = st._data.copy()
+    rng = np.random.default_rng(2)
+    for d in parse_range(args.d):
+        u = haar_unitary(1 << d, rng)
+        for placement in args.placements.split(","):
+            tg = targets_for(args.qubits, d, placement)
+            row = {"d": d, "placement": placement, "targets": [tg[0], tg[-1]]}
+
+            def reset_layout():
+                # timing only: each repeat starts from the identity layout, so a permuting path
+                # pays its permutation every time (the amplitudes are scrambled, their cost is not)
+                st._layout = Layout(args.qubits)
+
+            # correctness first: one apply from x0 against the peer (or a dense reference)
+            st._data = x0.copy()
+            reset_layout()
+            info = st.apply(u, tg, check_unitary=False)
+            row["path"] = info.path
+            ours = st.data()
+            if peer is not None:
+                ref = x0.copy()
+                peer.apply_matrix(ref, args.qubits, u, tg)
+            else:
+                ref = reference_apply(x0, args.qubits, u, tg, dev.xp)
+            err = float(dev.xp.abs(ours - ref).max())
+            row["max_abs_diff_vs_ref"] = err
+            ok_tol = 1e-12 if dtype == np.complex128 else 1e-5
+            row["checked"] = err < ok_tol
+            del ref, ours
+            ts = clock.time(lambda: st.apply(u, tg, check_unitary=False), args.repeats, before=reset_layout)
+            row["ms"] = float(np.median(ts))
+            if peer is not None:
+                sv = st._data
+                peer.apply_matrix(sv, args.qubits, u, tg)  # warm-up
+                tc = clock.time(lambda: peer.apply_matrix(sv, args.qubits, u, tg), args.repeats)
+                row["custatevec_ms"] = float(np.median(tc))
+                row["ratio_vs_custatevec"] = row["custatevec_ms"] / row["ms"]
+            rows.append(row)
+            print(f"d={d:2d} {placement:6s} {info.path:15s} {row['ms']:9.3f} ms"
+                  + (f"  cuStateVec {row['custatevec_ms']:9.3f} ms  x{row['ratio_vs_custatevec']:.2f}"
+                     if peer is not None else "") + f"  err {err:.1e}", flush=True)
+    del st, x0
+
+
+def reference_apply(x0, n, u, targets, xp):
+    """A dense reference with tensordot over a (2,)*n view (slow, memory-hungry, obviously right)."""
+    d = len(targets)
+    t = x0.reshape((2,) * n)
+    axes = [n - 1 - q for q in reversed(targets)]  # C-order axis of each matrix index bit, high first
+    g = xp.asarray(u).reshape((2,) * (2 * d))
+    out = xp.tensordot(g, t, axes=(list(range(d, 2 * d)), axes))
+    # out axes: gate row bits (high first), then the remaining state axes in order
+    rest = [a for a in range(n) if a not in axes]
+    order = [0] * n
+    for i, a in enumerate(axes):
+        order[a] = i
+    for i, a in enumerate(rest):
+        order[a] = d + i
+    return xp.ascontiguousarray(out.transpose(order)).reshape(-1)
+
+
+def bench_brickwork(args, dev, rows):
+    for spec in args.brickwork:
+        n, d, depth = (int(x) for x in spec.split(":"))
+        circ = brickwork(n, d, depth, seed=7)
+        row = {"qubits": n, "d": d, "depth": depth, "gates": len(circ), "backend": "native"}
+        sim = Simulator("native", device=dev)
+        sim.run(brickwork(min(n, 12), d, 2, seed=1))  # warm-up: kernels, handles, plans
+        res = sim.run(circ)
+        row["s"] = res.wall_s
+        row["paths"] = _count(s.info.path for s in res.stats)
+        if args.aer and not dev.is_gpu:
+            aer_s, fid = run_aer(circ, res.state)
+            row["aer_s"] = aer_s
+            row["speedup_vs_aer"] = aer_s / res.wall_s
+            row["fidelity_vs_aer"] = fid
+        rows.append(row)
+        extra = (f"  Aer {row['aer_s']:.3f} s  x{row['speedup_vs_aer']:.2f}  fidelity {row['fidelity_vs_aer']:.15f}"
+                 if "aer_s" in row else "")
+        print(f"brickwork N={n} d={d} depth={depth} ({len(circ)} gates): {res.wall_s:.3f} s{extra}", flush=True)
+
+
+def run_aer(circ, state):
+    from qiskit import QuantumCircuit  # noqa: PLC0415
+    from qiskit.circuit.library import UnitaryGate  # noqa: PLC0415
+    from qiskit_aer import AerSimulator  # noqa: PLC0415
+
+    qc = QuantumCircuit(circ.n_qubits)
+    for g in circ:
+        # a writable copy: qiskit-aer 0.18 misreads read-only matrices (our Gate.matrix is frozen)
+        qc.append(UnitaryGate(np.array(g.matrix), check_input=False), list(g.qubits))
+    qc.save_statevector()
+    sim = AerSimulator(method="statevector")
+    t0 = time.perf_counter()
+    res = sim.run(qc).result()
+    aer_s = time.perf_counter() - t0
+    sv = np.asarray(res.get_statevector())
+    fid = abs(np.vdot(sv, state.to_numpy())) ** 2
+    return aer_s, float(fid)
+
+
+def _count(items):
+    out = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
+    p.add_argument("--qubits", type=int, default=None, help="N for the per-gate table (default 28 GPU, 22 CPU)")
+    p.add_argument("--d", default="1-12", help="gate sizes, e.g. 1-12 or 2,4,6")
+    p.add_argument("--placements", default="bottom,middle,top")
+    p.add_argument("--dtype", default="complex128", choices=("complex128", "complex64"))
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--custatevec", action="store_true", help="compare with cuStateVec applyMatrix (GPU)")
+    p.add_argument("--aer", action="store_true", help="compare brickwork times with Qiskit Aer (CPU)")
+    p.add_argument("--brickwork", action="append", default=[], metavar="N:d:depth")
+    p.add_argument("--skip-gates", action="store_true", help="only the brickwork circuits")
+    p.add_argument("--json", metavar="FILE")
+    args = p.parse_args(argv)
+    dev = gemm.resolve_device(args.device)
+    if args.qubits is None:
+        args.qubits = 28 if dev.is_gpu else 22
+    clock = Clock(dev.xp)
+    peer = None
+    if args.custatevec and dev.is_gpu:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from custatevec_peer import CuStateVec  # noqa: PLC0415
+
+        peer = CuStateVec()
+    rows, brick = [], []
+    print(f"device: {dev.name} ({dev.reason})", flush=True)
+    if not args.skip_gates:
+        bench_gates(args, dev, peer, clock, rows)
+    bench_brickwork(args, dev, brick)
+    payload = {"command": " ".join(sys.argv), "environment": environment(), "device": dev.name,
+               "qubits": args.qubits, "dtype": args.dtype, "repeats": args.repeats,
+               "gates": rows, "brickwork": brick}
+    if args.json:
+        Path(args.json).write_text(json.dumps(payload, indent=1))
+        print(f"wrote {args.json}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()
