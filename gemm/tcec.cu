@@ -1,0 +1,409 @@
+// Error-corrected TF32 / FP16 tensor-core GEMM (after Ootomo and Yokota).
+//
+// Stages, one kernel each:
+//   tcec_range  exponent range of an operand (max / min nonzero biased exponent, NaN/Inf count)
+//   tcec_split  hi = round(x * scale) to TF32 (RNA) or FP16 (RN); lo = round((x*scale - hi) * lo_scale),
+//               written as a zero-padded K-contiguous workspace (rows x words), transposing on the fly
+//   tcec_gemm   C = A_ws @ B_ws^T on mma.sync (m16n8k8 TF32 / m16n8k16 FP16), both workspaces
+//               K-contiguous ("TN"); MODE selects the error-corrected, plain or Markidis scheme.
+//
+// Compile-time constants (options=("-D...",)):
+//   FMT     0: TF32, 1: FP16
+//   MODE    0: error-corrected (hi*hi from zero per mma, added in FP32 registers with RN;
+//              lo*hi + hi*lo in a second, tensor-core accumulator; lo*lo dropped)
+//           1: plain (hi*hi accumulated inside the tensor core)
+//           2: Markidis (hi*hi + lo*hi + hi*lo + lo*lo, all inside the tensor core, lo unscaled)
+//   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration
+//
+// Shared-memory words are 32 bits: one TF32 value or two FP16 values along k. A k-step of the
+// mma covers 8 words for either format, so fragment loads are the same code: each lane reads
+// the word pair (2t, 2t+1) of its row and uses it as the k-slots (t, t+4) of both A and B. The
+// pairing is the same for A and B, so each product still multiplies equal k indices.
+
+#ifndef FMT
+#define FMT 0
+#endif
+#ifndef MODE
+#define MODE 0
+#endif
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef WARPS_M
+#define WARPS_M 2
+#endif
+#ifndef WARPS_N
+#define WARPS_N 4
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+
+#define NTHREADS (WARPS_M * WARPS_N * 32)
+#define BKW 16      // words of k per stage (TF32: 16 values, FP16: 32 values)
+#define SROW 24     // shared row stride in words: conflict-free 64-bit fragment loads
+#define WM (BM / WARPS_M)
+#define WN (BN / WARPS_N)
+#define MT (WM / 16)
+#define NT (WN / 8)
+#define USE_LO (MODE != 1)
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef long long i64;
+
+// ---------------------------------------------------------------- conversions
+
+__device__ __forceinline__ u32 to_tf32_rna(float x) {
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ u16 to_f16_rn(float x) {
+    u16 r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+    return r;
+}
+
+__device__ __forceinline__ bool finite_f(float x) {
+    return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// ---------------------------------------------------------------- range
+
+// out[0] = max biased exponent of the finite nonzero elements (subnormals count as 0), out[1] =
+// the min, out[2] = number of NaN/Inf, out[3] = number of nonzero finite elements. out[1] must
+// start at a large value and the others at 0.
+// Logical operand: batch x R rows x KU units, unit = 1 float (real) or 2 floats (complex),
+// float offset of (b, r, c) = b*sb + r*sr + c*sc; grid.x = batch * ceil(R/32), grid.y = ceil(KU/32).
+extern "C" __global__ void tcec_range(const float* __restrict__ src, i64 R, i64 KU, int unit, i64 sb,
+                                      i64 sr, i64 sc, int r_fast, i64 tiles_r,
+                                      unsigned long long* __restrict__ out) {
+    const i64 b = blockIdx.x / tiles_r;
+    const i64 r0 = (blockIdx.x % tiles_r) * 32;
+    const i64 c0 = (i64)blockIdx.y * 32;
+    u32 emax = 0, emin = 0xffffffffu;
+    unsigned long long bad = 0, nz = 0;
+    for (int j = 0; j < 4; ++j) {
+        i64 r, c;
+        if (r_fast) { r = r0 + threadIdx.x; c = c0 + threadIdx.y + 8 * j; }
+        else        { r = r0 + threadIdx.y + 8 * j; c = c0 + threadIdx.x; }
+        if (r >= R || c >= KU) continue;
+        const float* p = src + b * sb + r * sr + c * sc;
+        for (int q = 0; q < unit; ++q) {
+            u32 u = __float_as_uint(p[q]) & 0x7fffffffu;
+            if (u == 0) continue;
+            u32 e = u >> 23;
+            if (e == 255) { ++bad; continue; }
+            ++nz;
+            emax = max(emax, e);
+            emin = min(emin, e);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, o));
+        emin = min(emin, __shfl_xor_sync(0xffffffffu, emin, o));
+        bad += __shfl_xor_sync(0xffffffffu, bad, o);
+        nz += __shfl_xor_sync(0xffffffffu, nz, o);
+    }
+    if (threadIdx.x == 0) {
+        if (nz) {
+            atomicMax(&out[0], (unsigned long long)emax);
+            atomicMin(&out[1], (unsigned long long)emin);
+            atomicAdd(&out[3], nz);
+        }
+        if (bad) atomicAdd(&out[2], bad);
+    }
+}
+
+// ---------------------------------------------------------------- split
+
+// Writes hi and lo workspaces of shape batch x Rp x KWp words (K-contiguous, zero padded) from
+// the logical operand described as in tcec_range. Element e of a workspace row is unit e/unit,
+// component e%unit. Block 32 x 8; grid.x = batch * ceil(Rp/32), grid.y = ceil(KUp/32).
+extern "C" __global__ void tcec_split(const float* __restrict__ src, i64 R, i64 KU, int unit, i64 sb,
+                                      i64 sr, i64 sc, int r_fast, i64 tiles_r, i64 Rp, i64 KUp,
+                                      i64 wsb, u32* __restrict__ hi, u32* __restrict__ lo,
+                                      float scale, float lo_scale) {
+    __shared__ float tile[32][2 * 32 + 1];
+    const i64 b = blockIdx.x / tiles_r;
+    const i64 r0 = (blockIdx.x % tiles_r) * 32;
+    const i64 c0 = (i64)blockIdx.y * 32;
+    for (int j = 0; j < 4; ++j) {
+        int rl, cl;
+        if (r_fast) { rl = threadIdx.x; cl = threadIdx.y + 8 * j; }
+        else        { rl = threadIdx.y + 8 * j; cl = threadIdx.x; }
+        const i64 r = r0 + rl, c = c0 + cl;
+        const bool in = r < R && c < KU;
+        const float* p = src + b * sb + r * sr + c * sc;
+        for (int q = 0; q < unit; ++q) tile[rl][cl * unit + q] = in ? p[q] : 0.0f;
+    }
+    __syncthreads();
+    const i64 row_elems = KUp * unit;
+    for (int j = 0; j < 4; ++j) {
+        const int rl = threadIdx.y + 8 * j;
+        const i64 r = r0 + rl;
+        if (r >= Rp) continue;
+        for (int q = 0; q < unit; ++q) {
+            const int el = threadIdx.x * unit + q;   // element within the tile's row segment
+            const i64 e = c0 * unit + el;
+            if (e >= row_elems) continue;
+            const float x = tile[rl][el] * scale;
+#if FMT == 0
+            const u32 h = to_tf32_rna(x);
+            const float hf = __uint_as_float(h);
+            const float res = finite_f(hf) ? (x - hf) * lo_scale : 0.0f;
+            const u32 l = to_tf32_rna(res);
+            const i64 o = b * wsb + r * row_elems + e;
+            hi[o] = h;
+            lo[o] = l;
+#else
+            const u16 h = to_f16_rn(x);
+            const float hf = f16_to_f32(h);
+            const float res = finite_f(hf) ? (x - hf) * lo_scale : 0.0f;
+            const u16 l = to_f16_rn(res);
+            const i64 o = 2 * b * wsb + r * row_elems + e;   // in halves
+            reinterpret_cast<u16*>(hi)[o] = h;
+            reinterpret_cast<u16*>(lo)[o] = l;
+#endif
+        }
+    }
+}
+
+// ---------------------------------------------------------------- gemm
+
+__device__ __forceinline__ void mma(float d[4], const u32 a[4], const u32 b[2], const float c[4]) {
+#if FMT == 0
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+          "f"(c[2]), "f"(c[3]));
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+          "f"(c[2]), "f"(c[3]));
+#endif
+}
+
+__device__ __forceinline__ void cp_async16(u32* smem, const u32* gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+#define TILE_A (BM * SROW)
+#define TILE_B (BN * SROW)
+#define STAGE_WORDS ((USE_LO ? 2 : 1) * (TILE_A + TILE_B))
+
+// C = A_ws @ B_ws^T.
+//   A_ws: batch x Mp x KW words (hi, lo), B_ws: batch x Np x KW words; KW a multiple of BKW,
+//   Mp, Np multiples of BM, BN; sa, sb: batch strides in words (0 broadcasts).
+//   epi 0: C[b*sc + m*ldc + n] (floats), m < M, n < N.
+//   epi 1: complex rows paired: in each 16-row tile, rows g and g+8 are the real and imaginary
+//          parts of complex row i = tile/2 + g; writes (re, im) at C + b*sc + 2*(i*ldc + n), i < M.
+//   vec: C, ldc and sc allow 8-byte (epi 0) / 16-byte (epi 1) stores.
+//   n_fast: tile order with n fastest (A reused from L2) or m fastest.
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32* __restrict__ b_hi,
+          const u32* __restrict__ b_lo, float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m,
+          i64 tiles_n, i64 sa, i64 sb, i64 sc, i64 ldc, int epi, int vec, int n_fast, float corr_scale,
+          float out_scale_a, float out_scale_b) {
+    extern __shared__ __align__(16) u32 smem[];
+    const i64 tiles = tiles_m * tiles_n;
+    const i64 bz = blockIdx.x / tiles;
+    const i64 rem = blockIdx.x % tiles;
+    i64 tm, tn;
+    if (n_fast) { tm = rem / tiles_n; tn = rem % tiles_n; }
+    else        { tn = rem / tiles_m; tm = rem % tiles_m; }
+
+    const int tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int g = lane >> 2, t = lane & 3;
+
+    const u32* gA_hi = a_hi + bz * sa + tm * BM * KW;
+    const u32* gB_hi = b_hi + bz * sb + tn * BN * KW;
+#if USE_LO
+    const u32* gA_lo = a_lo + bz * sa + tm * BM * KW;
+    const u32* gB_lo = b_lo + bz * sb + tn * BN * KW;
+#endif
+
+    auto load_stage = [&](int stage, i64 kt) {
+        u32* s = smem + stage * STAGE_WORDS;
+        const i64 koff = kt * BKW;
+        // each row has BKW/4 = 4 chunks of 16 bytes
+        for (int i = tid; i < BM * 4; i += NTHREADS) {
+            const int r = i >> 2, ch = (i & 3) * 4;
+            cp_async16(s + r * SROW + ch, gA_hi + r * KW + koff + ch);
+#if USE_LO
+            cp_async16(s + TILE_A + TILE_B + r * SROW + ch, gA_lo + r * KW + koff + ch);
+#endif
+        }
+        for (int i = tid; i < BN * 4; i += NTHREADS) {
+            const int r = i >> 2, ch = (i & 3) * 4;
+            cp_async16(s + TILE_A + r * SROW + ch, gB_hi + r * KW + koff + ch);
+#if USE_LO
+            cp_async16(s + 2 * TILE_A + TILE_B + r * SROW + ch, gB_lo + r * KW + koff + ch);
+#endif
+        }
+    };
+
+    float acc[MT][NT][4];
+#if MODE == 0
+    float cor[MT][NT][4];
+#endif
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                acc[i][j][q] = 0.0f;
+#if MODE == 0
+                cor[i][j][q] = 0.0f;
+#endif
+            }
+
+    const i64 KT = KW / BKW;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_commit();
+    }
+
+    for (i64 kt = 0; kt < KT; ++kt) {
+        cp_wait<STAGES - 2>();
+        __syncthreads();
+        {
+            const i64 nk = kt + STAGES - 1;
+            if (nk < KT) load_stage((int)(nk % STAGES), nk);
+            cp_commit();
+        }
+        const u32* s = smem + (int)(kt % STAGES) * STAGE_WORDS;
+        const u32* sAh = s;
+        const u32* sBh = s + TILE_A;
+#if USE_LO
+        const u32* sAl = s + TILE_A + TILE_B;
+        const u32* sBl = s + 2 * TILE_A + TILE_B;
+#endif
+#pragma unroll
+        for (int ks = 0; ks < BKW / 8; ++ks) {
+            u32 ah[MT][4], bh[NT][2];
+#if USE_LO
+            u32 al[MT][4], bl[NT][2];
+#endif
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                const int r = (wm * WM + i * 16 + g) * SROW + ks * 8 + 2 * t;
+                uint2 v0 = *reinterpret_cast<const uint2*>(sAh + r);
+                uint2 v1 = *reinterpret_cast<const uint2*>(sAh + r + 8 * SROW);
+                ah[i][0] = v0.x; ah[i][2] = v0.y; ah[i][1] = v1.x; ah[i][3] = v1.y;
+#if USE_LO
+                v0 = *reinterpret_cast<const uint2*>(sAl + r);
+                v1 = *reinterpret_cast<const uint2*>(sAl + r + 8 * SROW);
+                al[i][0] = v0.x; al[i][2] = v0.y; al[i][1] = v1.x; al[i][3] = v1.y;
+#endif
+            }
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int r = (wn * WN + j * 8 + g) * SROW + ks * 8 + 2 * t;
+                uint2 v = *reinterpret_cast<const uint2*>(sBh + r);
+                bh[j][0] = v.x; bh[j][1] = v.y;
+#if USE_LO
+                v = *reinterpret_cast<const uint2*>(sBl + r);
+                bl[j][0] = v.x; bl[j][1] = v.y;
+#endif
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i)
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+#if MODE == 0
+                    float p[4];
+                    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    mma(p, ah[i], bh[j], zero);
+                    acc[i][j][0] = __fadd_rn(acc[i][j][0], p[0]);
+                    acc[i][j][1] = __fadd_rn(acc[i][j][1], p[1]);
+                    acc[i][j][2] = __fadd_rn(acc[i][j][2], p[2]);
+                    acc[i][j][3] = __fadd_rn(acc[i][j][3], p[3]);
+                    mma(cor[i][j], al[i], bh[j], cor[i][j]);
+                    mma(cor[i][j], ah[i], bl[j], cor[i][j]);
+#elif MODE == 1
+                    mma(acc[i][j], ah[i], bh[j], acc[i][j]);
+#else
+                    mma(acc[i][j], ah[i], bh[j], acc[i][j]);
+                    mma(acc[i][j], al[i], bh[j], acc[i][j]);
+                    mma(acc[i][j], ah[i], bl[j], acc[i][j]);
+                    mma(acc[i][j], al[i], bl[j], acc[i][j]);
+#endif
+                }
+        }
+    }
+    cp_wait<0>();
+
+    // epilogue
+    float* Cb = C + bz * sc;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            float v[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                float x = acc[i][j][q];
+#if MODE == 0
+                // a non-finite hi*hi sum is the IEEE result; corrections could only turn Inf into NaN
+                if (finite_f(x)) x = __fmaf_rn(cor[i][j][q], corr_scale, x);
+#endif
+                v[q] = x * out_scale_a * out_scale_b;
+            }
+            const i64 col = tn * BN + wn * WN + j * 8 + 2 * t;
+            if (epi == 0) {
+                const i64 row = tm * BM + wm * WM + i * 16 + g;
+                if (row < M) {
+                    if (vec && col + 1 < N) {
+                        *reinterpret_cast<float2*>(Cb + row * ldc + col) = make_float2(v[0], v[1]);
+                    } else {
+                        if (col < N) Cb[row * ldc + col] = v[0];
+                        if (col + 1 < N) Cb[row * ldc + col + 1] = v[1];
+                    }
+                }
+                if (row + 8 < M) {
+                    if (vec && col + 1 < N) {
+                        *reinterpret_cast<float2*>(Cb + (row + 8) * ldc + col) = make_float2(v[2], v[3]);
+                    } else {
+                        if (col < N) Cb[(row + 8) * ldc + col] = v[2];
+                        if (col + 1 < N) Cb[(row + 8) * ldc + col + 1] = v[3];
+                    }
+                }
+            } else {
+                const i64 row = (tm * BM + wm * WM + i * 16) / 2 + g;   // complex row
+                if (row < M) {
+                    float* p = Cb + 2 * (row * ldc + col);
+                    if (vec && col + 1 < N) {
+                        *reinterpret_cast<float4*>(p) = make_float4(v[0], v[2], v[1], v[3]);
+                    } else {
+                        if (col < N) { p[0] = v[0]; p[1] = v[2]; }
+                        if (col + 1 < N) { p[2] = v[1]; p[3] = v[3]; }
+                    }
+                }
+            }
+        }
+}
