@@ -67,7 +67,8 @@ class Simulator:
         backend: a GEMM method name (``gemm.methods()``); it fixes the state dtype.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
         small_gate_kernel: None (default: use it where the backend allows), True or False.
-        fuse: None (no fusion) or the most qubits a fused block may have.
+        fuse: None (no fusion), the most qubits a fused block may have, or ``"auto"`` (chosen per
+            circuit from the measured gate costs of this backend and device, circuits.gate_costs).
         **backend_options: passed to every ``gemm.matmul`` call (``threshold=``, ``splits=``...).
 
     Raises:
@@ -82,7 +83,9 @@ class Simulator:
         self.backend = backend
         self.device = gemm.resolve_device(device)
         self.small_gate_kernel = small_gate_kernel
-        self.fuse = fuse  # None: no fusion; an int: fuse into blocks of at most that many qubits
+        from circuits.fusion import check_fuse_option  # noqa: PLC0415
+        self.fuse = check_fuse_option(fuse)  # None: off; an int d: blocks of at most d qubits; "auto"
+        self.fusion_choice = None  # the last "auto" choice (circuits.fusion.FusionChoice)
         self.options = backend_options
 
     def _fused(self, circuit: Circuit) -> Circuit:
@@ -91,6 +94,12 @@ class Simulator:
             return circuit
         from circuits import fusion  # noqa: PLC0415
 
+        if self.fuse == "auto":
+            choice = fusion.choose(circuit, self.backend, self.device.name, str(np.dtype(self.dtype)))
+            self.fusion_choice = choice
+            if choice.max_qubits is None:
+                return circuit
+            return fusion.fuse(circuit, choice.max_qubits, min_qubits=choice.min_qubits)
         return fusion.fuse(circuit, self.fuse)
 
     @property

@@ -1,0 +1,237 @@
+"""Gate fusion: merge consecutive gates into blocks of at most d qubits, one matrix per block.
+
+Greedy, in one pass over the gates. Each qubit remembers the last block that touched it (its
+frontier). A gate joins its qubits' frontier blocks when their qubits together with the gate's
+number at most d and every joined block other than the latest is the last block on all of its
+qubits (so moving it forward past the blocks in between changes nothing: they share no qubit).
+Otherwise the gate starts a new block. Gates wider than d stay as they are.
+
+A block's matrix is the product of its gates, each expanded to the block's qubits (sorted
+ascending; the first listed qubit is the low bit of the matrix index, as in ``circuits.Gate``).
+
+The choice of d for a backend (``choose_max_qubits``) uses the measured per-gate costs in
+``circuits.gate_costs``: it plans the fusion for every candidate d (cheap: qubit sets only) and
+keeps the d whose blocks cost least in total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from circuits.circuit import Circuit
+from circuits.errors import CircuitError
+from circuits.gate import Gate
+
+MAX_FUSE_QUBITS = 14  # a 2^14 x 2^14 complex128 matrix is 4 GiB: beyond this fusion makes no sense
+
+
+@dataclass
+class Block:
+    """A fused block: the indices of its gates (in a valid order) and its qubits."""
+
+    gates: list[int]
+    qubits: set[int]
+
+
+def plan(circuit: Circuit, max_qubits: int) -> list[Block]:
+    """The blocks greedy fusion makes of ``circuit`` with at most ``max_qubits`` qubits each.
+
+    Only the qubit sets are looked at (no matrices), so this is fast enough to try several d.
+    """
+    d = _check_max_qubits(max_qubits)
+    blocks: list[Block | None] = []
+    last: dict[int, int] = {}  # qubit -> id of the last block touching it
+    for gi, g in enumerate(circuit.gates):
+        qs = g.qubits
+        if len(qs) <= d:
+            cands = {last[q] for q in qs if q in last}
+            union = set(qs)
+            for b in cands:
+                union |= blocks[b].qubits
+            if cands and len(union) <= d:
+                host = max(cands)
+                others = [b for b in cands if b != host]
+                if all(last[q] == b for b in others for q in blocks[b].qubits):
+                    blk = blocks[host]
+                    merged = list(blk.gates)
+                    for b in others:
+                        merged.extend(blocks[b].gates)
+                        for q in blocks[b].qubits:
+                            last[q] = host
+                        blocks[b] = None
+                    # original order is a valid order for any subset of the gates
+                    blk.gates = sorted(merged) + [gi] if others else merged + [gi]
+                    blk.qubits = union
+                    for q in qs:  # not the host's other qubits: a later block may hold them
+                        last[q] = host
+                    continue
+        bid = len(blocks)
+        blocks.append(Block([gi], set(qs)))
+        for q in qs:
+            last[q] = bid
+    return [b for b in blocks if b is not None]
+
+
+def fuse(circuit: Circuit, max_qubits: int, *, min_qubits: int = 1) -> Circuit:
+    """Fuse consecutive gates of ``circuit`` into blocks of at most ``max_qubits`` qubits.
+
+    Args:
+        circuit: the circuit (not changed).
+        max_qubits: d, the most qubits a fused block may act on (1..14). Gates wider than d
+            are kept unfused.
+        min_qubits: blocks narrower than this are widened to it with identity on neighbouring
+            qubits (for engines where a narrow gate costs more than a wider one); 1: never.
+
+    Returns:
+        A new circuit with the same width, global phase and measurements whose gates are the
+        blocks (a block of one gate keeps that gate).
+
+    Raises:
+        TypeError / CircuitError: ``max_qubits`` not an int in 1..14, or ``min_qubits`` not an
+            int in 1..max_qubits.
+    """
+    if not isinstance(circuit, Circuit):
+        raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+    blocks = plan(circuit, max_qubits)
+    if isinstance(min_qubits, bool) or not isinstance(min_qubits, (int, np.integer)):
+        raise TypeError(f"min_qubits must be an int, got {min_qubits!r}")
+    if not 1 <= min_qubits <= max_qubits:
+        raise CircuitError(f"min_qubits must be in 1..max_qubits={max_qubits}, got {min_qubits}")
+    pad_to = min(int(min_qubits), circuit.n_qubits)
+    gates = []
+    for blk in blocks:
+        if len(blk.gates) == 1 and len(blk.qubits) >= pad_to:
+            gates.append(circuit.gates[blk.gates[0]])
+            continue
+        qubits = tuple(sorted(_padded(blk.qubits, pad_to, circuit.n_qubits)))
+        m = block_matrix([circuit.gates[i] for i in blk.gates], qubits)
+        gates.append(Gate(m, qubits, f"fused{len(blk.gates)}", check_unitary=False))
+    return Circuit(circuit.n_qubits, gates, global_phase=circuit.global_phase, measured=circuit.measured,
+                   n_clbits=circuit.n_clbits, name=f"{circuit.name}_fused{int(max_qubits)}")
+
+
+def _padded(qubits: set, width: int, n_qubits: int) -> set:
+    """``qubits`` widened to ``width`` with the qubits nearest to them (gaps first, then the ends)."""
+    if len(qubits) >= width:
+        return qubits
+    out = set(qubits)
+    free = sorted((q for q in range(n_qubits) if q not in out), key=lambda q: (min(abs(q - p) for p in qubits), q))
+    out.update(free[: width - len(out)])
+    return out
+
+
+def block_matrix(gates, qubits) -> np.ndarray:
+    """The product ``G_last ... G_first`` of ``gates`` on ``qubits`` (low bit first) as one matrix."""
+    k = len(qubits)
+    dim = 1 << k
+    bit = {q: i for i, q in enumerate(qubits)}
+    # m viewed as a tensor: axes 0..k-1 are row bits k-1..0, the last axis is the column
+    m = np.eye(dim, dtype=np.complex128).reshape([2] * k + [dim])
+    for g in gates:
+        gd = g.num_qubits
+        u = g.matrix.reshape([2] * (2 * gd))  # axes: out bits gd-1..0, in bits gd-1..0
+        # gate bit j (j-th listed qubit) sits at block bit bit[q_j], i.e. tensor axis k-1-bit[q_j]
+        m_axes = [k - 1 - bit[g.qubits[gd - 1 - a]] for a in range(gd)]  # for in-axis gd + a
+        m = np.tensordot(u, m, axes=(list(range(gd, 2 * gd)), m_axes))
+        # result axes: gate out bits gd-1..0 first, then m's remaining axes in order
+        m = np.moveaxis(m, list(range(gd)), m_axes)
+    return np.ascontiguousarray(m.reshape(dim, dim))
+
+
+def _check_max_qubits(max_qubits) -> int:
+    if isinstance(max_qubits, bool) or not isinstance(max_qubits, (int, np.integer)):
+        raise TypeError(f"max_qubits must be an int in 1..{MAX_FUSE_QUBITS}, got {max_qubits!r}")
+    if not 1 <= max_qubits <= MAX_FUSE_QUBITS:
+        raise CircuitError(f"max_qubits must be in 1..{MAX_FUSE_QUBITS}, got {max_qubits}")
+    return int(max_qubits)
+
+
+# --- choosing d from the measured gate costs -------------------------------------------------
+
+# host-side cost of building block matrices: complex multiply-adds per millisecond (tensordot
+# with its axis moves, measured on 2 CPU cores); makes wide blocks pay for their construction
+_BUILD_MACS_PER_MS = 1.0e6
+MAX_AUTO_QUBITS = 12
+
+
+@dataclass
+class FusionChoice:
+    """The fusion ``choose`` picked and what it expects it to cost."""
+
+    max_qubits: int | None  # None: do not fuse
+    min_qubits: int  # blocks narrower than this are widened to it
+    estimated_ms: float  # gates plus building the block matrices
+    unfused_ms: float
+    n_blocks: int
+    cost_row: str  # which measured row was used
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def choose(circuit: Circuit, backend: str = "native", device: str = "cpu", dtype: str = "complex128",
+           *, max_candidate: int = MAX_AUTO_QUBITS) -> FusionChoice:
+    """Pick (max_qubits, min_qubits) for ``circuit`` from ``circuits.gate_costs``.
+
+    Every d in 1..max_candidate (at most the circuit's width) is planned (qubit sets only);
+    for each plan every padding width p <= d is priced as the sum of the measured costs of its
+    blocks at the circuit's width, plus the host time to build the block matrices. The
+    cheapest wins, if it beats the unfused circuit.
+
+    Args:
+        circuit: the circuit.
+        backend: GEMM method name (a row measured for it is used if present, else the native row).
+        device: ``"cpu"`` or ``"gpu"``.
+        dtype: the state dtype (``"complex128"`` or ``"complex64"``).
+        max_candidate: the widest d to consider.
+    """
+    from circuits import gate_costs  # noqa: PLC0415
+
+    row, note = gate_costs.lookup(backend, device, dtype)
+    n = circuit.n_qubits
+    top = max(1, min(int(max_candidate), n, MAX_FUSE_QUBITS))
+    widest = max([top] + [g.num_qubits for g in circuit.gates])
+    cost = {k: row.gate_ms(k, n) for k in range(1, widest + 1)}
+    unfused = sum(cost[g.num_qubits] for g in circuit.gates)
+    best = FusionChoice(None, 1, unfused, unfused, len(circuit.gates), _row_name(row), note)
+    for d in range(1, top + 1):
+        blocks = plan(circuit, d)
+        widths = [len(b.qubits) for b in blocks]
+        build = _build_macs(circuit, blocks) / _BUILD_MACS_PER_MS
+        for p in range(1, d + 1):
+            total = build + sum(cost[max(w, p)] for w in widths)
+            if p > 1:
+                total += sum(_pad_macs(w, p) for w in widths if w < p) / _BUILD_MACS_PER_MS
+            if total < best.estimated_ms * (1 - 1e-9):
+                best = FusionChoice(d, p, total, unfused, len(blocks), _row_name(row), note)
+    return best
+
+
+def _build_macs(circuit: Circuit, blocks) -> float:
+    """Multiply-adds to build the block matrices (a gate of g qubits in a block of k: 4^k 2^g)."""
+    total = 0.0
+    for b in blocks:
+        if len(b.gates) > 1:
+            k = len(b.qubits)
+            total += sum(float(1 << (2 * k + circuit.gates[i].num_qubits)) for i in b.gates)
+    return total
+
+
+def _pad_macs(w: int, p: int) -> float:
+    return float(1 << (2 * p + w))
+
+
+def _row_name(row) -> str:
+    return f"{row.backend}/{row.device}/{row.dtype} at {row.n_qubits} qubits ({row.machine}; {row.source})"
+
+
+def check_fuse_option(fuse):
+    """Validate a simulator's ``fuse=``: None, ``"auto"`` or an int d in 1..14; return it."""
+    if fuse is None or fuse == "auto":
+        return fuse
+    if isinstance(fuse, bool) or not isinstance(fuse, (int, np.integer)):
+        raise TypeError(f"fuse must be None, 'auto' or an int in 1..{MAX_FUSE_QUBITS}, got {fuse!r}")
+    return _check_max_qubits(fuse)
