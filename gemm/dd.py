@@ -80,22 +80,37 @@ def split_rows(hi, lo, n: int, b: int, xp, out=None):
     Returns ``(e, P)`` with ``P`` of shape ``(n, R, K)`` (or written into ``out``, any array
     whose ``[p]`` is an (R, K) view), such that
     ``hi + lo = 2^e[:, None] * sum_p P[p] * 2^(-b (p + 1)) + r``, ``|r| <= 2^(e - b n)``.
+    Every piece is an integer of magnitude at most ``2^b``.
+
+    The pair is first renormalised (TwoSum), so ``|lo| <= 2^-53 |hi|``; then ``hi`` and ``lo``
+    are cut separately on the same fixed-point grid (their digits add up exactly), and ``lo``
+    only from the first piece it can reach.
     """
+    hi, lo = dd_arith.two_sum(hi, lo)
     amax = xp.abs(hi).max(axis=1)
     _, e = xp.frexp(amax)  # amax < 2^e; 0 for an all-zero row
     e = e.astype(np.int64)
     scale = _pow2(-e, xp)[:, None]
-    x = hi * scale
-    y = lo * scale
+    x = hi * scale  # |x| <= 1
+    y = lo * scale  # |y| <= 2^-53
     if out is None:
         out = xp.empty((n,) + tuple(hi.shape), dtype=np.float64)
     t = float(2**b)
     for p in range(n):
-        x = x * t
-        y = y * t
-        q = xp.rint(x)
-        out[p] = q
-        x, y = dd_arith.two_sum(x - q, y)  # x - q is exact (q is x rounded to an integer)
+        xp.multiply(x, t, out=x)
+        q = out[p]
+        xp.rint(x, out=q)
+        xp.subtract(x, q, out=x)  # exact: q is x rounded to an integer; now |x| <= 1/2
+    # lo's digits are zero while b (p + 1) <= 51 (|y| 2^(b (p + 1)) < 1/2)
+    p0 = min(n, 51 // b)
+    if p0 < n:
+        xp.multiply(y, float(2.0 ** (b * p0)), out=y)
+        q = xp.empty_like(y)
+        for p in range(p0, n):
+            xp.multiply(y, t, out=y)
+            xp.rint(y, out=q)
+            xp.subtract(y, q, out=y)
+            xp.add(out[p], q, out=out[p])  # |hi digit| + |lo digit| <= 2^(b-1) + 2^(b-1) for p >= 1
     return e, out
 
 
@@ -166,13 +181,9 @@ class _Split2D:
                 ea, pa = split_rows(ah, al, n, bp, xp)
         products = (_level_products_cpu(pa, self.pb, n, kp) if xp is np
                     else _level_products_gpu(pa, self.pb, n, xp))
-        acc_hi = acc_lo = None
-        for level, c in _timed(products, timer, "product"):
-            with timer.stage("accumulate"):
-                if level == 0:
-                    acc_hi, acc_lo = c, xp.zeros_like(c)
-                else:
-                    acc_hi, acc_lo = dd_arith.dd_add_d(acc_hi, acc_lo, c * float(2.0 ** (-bp * level)))
+        levels = dict(_timed(products, timer, "product"))
+        with timer.stage("accumulate"):
+            acc_hi, acc_lo = accumulate_levels(levels, n, bp, xp)
         with timer.stage("rescale"):
             sa = _pow2(ea - bp, xp)[:, None]
             sb = _pow2(self.eb - bp, xp)[None, :]
@@ -189,6 +200,31 @@ class _Split2D:
             else:
                 out_hi[...] = acc_hi
                 out_lo[...] = acc_lo
+
+
+def accumulate_levels(levels: dict, n: int, b: int, xp):
+    """DD value of ``sum_L levels[L] * 2^(-b L)``, each level an exact float64 matrix.
+
+    Levels of weight 2^(-b L) <= 2^-66 (``L >= ceil(66 / b)``) are summed in plain float64,
+    smallest first: their rounding is below 2^-119 of level 0's scale. The others are added
+    into a DD accumulator by TwoSum, least significant first, so that each step adds a larger
+    number to a smaller accumulator and the low part keeps every bit that matters.
+    """
+    plain_from = min(n, -(-66 // b))
+    tail = None
+    for level in range(n - 1, plain_from - 1, -1):
+        v = levels[level] * float(2.0 ** (-b * level))
+        tail = v if tail is None else xp.add(tail, v, out=tail)
+    top = plain_from - 1
+    acc_hi = levels[top] * float(2.0 ** (-b * top)) if top > 0 else levels[0]
+    if tail is None:
+        acc_lo = xp.zeros_like(acc_hi)
+    else:
+        acc_hi, acc_lo = dd_arith.two_sum(acc_hi, tail)
+    for level in range(top - 1, -1, -1):
+        v = levels[level] * float(2.0 ** (-b * level)) if level else levels[0]
+        acc_hi, acc_lo = dd_arith.dd_add_d(acc_hi, acc_lo, v)
+    return acc_hi, acc_lo
 
 
 def _timed(iterable, timer, name):
