@@ -1,0 +1,229 @@
+"""Error-corrected TF32/FP16 tensor-core GEMM (after Ootomo and Yokota), and its comparison methods.
+
+Every operand element is split into a high part in the low format and a low part holding the
+rest, scaled by 2^11 (``gemm.tcec_split``):
+
+    hi = round(x) to TF32 (nearest, ties away) or FP16 (nearest; after a power-of-two scaling of
+         the operand into the workspace), lo = round((x - hi) * 2^11)
+    C  = hiA hiB + (loA hiB + hiA loB) / 2^11          (lo*lo dropped)
+
+On the GPU (``gemm/tcec.cu``) each k-step's hi*hi product is computed from zero on the tensor
+core (mma.sync m16n8k8 TF32 / m16n8k16 FP16) and added to an FP32 register accumulator with
+round-to-nearest, because the tensor core's own accumulation truncates (round toward zero) and
+that, not the split, is what costs the accuracy. The two correction products share a second
+accumulator inside the tensor core, added at the end. On the CPU the same split is done bit for
+bit and the products are emulated in float64 block by block (``gemm.tcec_split.emulate``).
+
+Methods (all keep a complex64 state in the simulator: ``precision = "fp32"``):
+
+========== ====== ============================================================================
+tf32tf32   TF32   error-corrected, FP32 accuracy
+halfhalf   FP16   error-corrected, FP32 accuracy where the operand fits FP16's range after
+                  scaling; otherwise it warns (or raises, ``on_range="raise"``) with the
+                  fraction of elements out of range
+tc-auto    either FP16 when both operands fit after scaling, else TF32, decided on the device
+                  with one small host read; ``report.choices["precision"]`` says which
+tf32       TF32   uncorrected: hi*hi only, accumulated inside the tensor core
+fp16       FP16   uncorrected, scaled like halfhalf
+markidis   TF32   four products hi*hi + lo*hi + hi*lo + lo*lo (lo unscaled), all accumulated
+                  inside the tensor core (Markidis et al.), to show what the truncation costs
+========== ====== ============================================================================
+
+Operands are float32/complex64. float64/complex128 operands are a TypeError unless the caller
+passes ``downcast=True``, which rounds them to FP32 explicitly (the result is then float32 /
+complex64). NaN and Inf propagate as in IEEE arithmetic: a non-finite hi*hi sum is returned as
+it is (the corrections could only turn an Inf into a NaN).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from gemm import tcec_split as ts
+from gemm.errors import GemmError
+from gemm.method import Method
+from gemm.operands import COMPLEX, REAL, Operands
+
+
+class FP16RangeError(GemmError, ValueError):
+    """A forced FP16 method met elements outside FP16's range (with ``on_range="raise"``)."""
+
+
+class FP16RangeWarning(RuntimeWarning):
+    """A forced FP16 method met elements outside FP16's range; the result loses accuracy there."""
+
+
+ON_RANGE = ("warn", "raise")
+
+
+class TensorCoreMethod(Method):
+    """Common part of the TF32/FP16 methods: FP32 coercion, FP16 range plan, CPU or GPU path."""
+
+    precision = "fp32"
+    dtypes = REAL + COMPLEX  # float64 is rejected in _run with a message that offers downcast=True
+    fmt: str | None = "tf32"  # None: chosen per call (tc-auto)
+    scheme: str = "ec"
+    options = {"downcast": False}
+
+    # ------------------------------------------------------------------ protocol
+
+    def workspace_bytes(self, m: int, k: int, n: int, dtype=np.complex64, **opts) -> int:
+        """Bytes of the hi/lo workspaces for an (m, k) @ (k, n) product on the GPU (upper bound over formats)."""
+        from gemm import tcec_gpu  # noqa: PLC0415 - no cupy needed for the arithmetic
+
+        c = np.dtype(dtype).kind == "c"
+        mm, nn, kk = (m, 2 * n, 2 * k) if c else (m, n, k)
+        return tcec_gpu.workspace_bytes(mm, nn, kk, 1, 1, self.fmt or "tf32", self.scheme)
+
+    def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn"):
+        if on_range not in ON_RANGE:
+            raise ValueError(f"on_range={on_range!r} is not valid; expected one of {', '.join(ON_RANGE)}")
+        ops = self._to_fp32(ops, downcast, report)
+        report.choices["scheme"] = self.scheme
+        if ops.xp is np:
+            return self._run_cpu(ops, report, timer, on_range)
+        return self._run_gpu(ops, report, timer, on_range)
+
+    # ------------------------------------------------------------------ checks
+
+    def _to_fp32(self, ops: Operands, downcast: bool, report) -> Operands:
+        a, b = ops.a, ops.b
+        wide = [nm for nm, x in (("a", a), ("b", b)) if np.dtype(x.dtype) in (np.float64, np.complex128)]
+        if wide:
+            if not downcast:
+                got = ", ".join(f"{nm} is {getattr(ops, nm).dtype}" for nm in wide)
+                raise TypeError(f"method {self.name!r} computes in FP32 and takes float32/complex64 operands; "
+                                f"{got}; pass downcast=True to round them to FP32 explicitly")
+            report.notes.append(f"downcast: {', '.join(wide)} rounded to FP32")
+        target = np.complex64 if ops.is_complex else np.float32
+        if a.dtype != target:
+            a = a.astype(target)
+        if b.dtype != target:
+            b = b.astype(target)
+        return Operands(a, b, ops.xp, ops.batch, ops.m, ops.k, ops.n, np.dtype(target))
+
+    def _decide(self, ranges, ops, report, on_range) -> tuple[str, tuple[int, int]]:
+        """Format and FP16 scalings from the exponent ranges ``[[emax, emin, nonfinite, nonzero]] x 2``."""
+        if self.fmt == "tf32":
+            report.choices["precision"] = "tf32"
+            return "tf32", (0, 0)
+        (ea, fa), (eb, fb) = (ts.plan_fp16(int(r[0]), int(r[1]), int(r[3])) for r in ranges)
+        fits = fa and fb
+        report.choices["fp16_fits"] = bool(fits)
+        report.choices["nonfinite"] = int(ranges[0][2]) + int(ranges[1][2])
+        if self.fmt is None:
+            fmt = "fp16" if fits else "tf32"
+            report.choices["precision"] = fmt
+            if fmt == "tf32":
+                report.notes.append("tc-auto: an operand does not fit FP16's range after scaling; TF32 used")
+                return "tf32", (0, 0)
+            report.choices["fp16_scale_exp"] = [ea, eb]
+            return "fp16", (ea, eb)
+        report.choices["precision"] = "fp16"
+        report.choices["fp16_scale_exp"] = [ea, eb]
+        if not fits:
+            xp = ops.xp
+            parts = 2 if ops.is_complex else 1
+            lines = []
+            for name, x, e, ok in (("a", ops.a, ea, fa), ("b", ops.b, eb, fb)):
+                if not ok:
+                    frac = ts.count_below(x, e, xp) / (x.size * parts)
+                    report.choices[f"fp16_out_of_range_{name}"] = frac
+                    lines.append(f"{frac:.3g} of the elements of {name} fall below FP16's normal range "
+                                 f"after scaling by 2^{e}")
+            msg = (f"method {self.name!r}: {'; '.join(lines)}; those lose accuracy "
+                   f"(use tf32tf32 or tc-auto for such data)")
+            if on_range == "raise":
+                raise FP16RangeError(msg)
+            warnings.warn(msg, FP16RangeWarning, stacklevel=4)
+            report.notes.append(msg)
+        return "fp16", (ea, eb)
+
+    # ------------------------------------------------------------------ paths
+
+    def _run_cpu(self, ops, report, timer, on_range):
+        ranges = None
+        if self.fmt != "tf32":
+            with timer.stage("range"):
+                ar, br = ts.real_form(ops.a, ops.b)
+                ranges = [ts.exponent_range(ar), ts.exponent_range(br)]
+        fmt, scales = self._decide(ranges, ops, report, on_range)
+        with timer.stage("product"):
+            c = ts.emulate(ops.a, ops.b, fmt, self.scheme, *scales)
+        report.choices["form"] = "real (cpu emulation)"
+        return c
+
+    def _run_gpu(self, ops, report, timer, on_range):
+        from gemm import tcec_gpu  # noqa: PLC0415 - imports cupy lazily through its functions
+
+        cp = ops.xp
+        with timer.stage("split"):
+            plan = tcec_gpu.make_plan(cp, ops)
+        ranges = None
+        if self.fmt != "tf32":
+            probe_fmt = self.fmt or "fp16"
+            with timer.stage("range"):
+                ranges = tcec_gpu.exponent_ranges(cp, plan, probe_fmt, self.scheme,
+                                                  tcec_gpu.tile_config(plan.m, plan.n)).get()
+        fmt, scales = self._decide(ranges, ops, report, on_range)
+        return tcec_gpu.run(cp, ops, plan, fmt, self.scheme, scales, timer, report)
+
+
+class _OnRange:
+    options = {"downcast": False, "on_range": "warn"}
+
+
+class TF32TF32(TensorCoreMethod):
+    """Error-corrected TF32: FP32 accuracy from three TF32 tensor-core products."""
+
+    name = "tf32tf32"
+    fmt = "tf32"
+    scheme = "ec"
+    description = "error-corrected TF32 tensor cores (hi/lo split, hi*hi accumulated in FP32 RN)"
+
+
+class HalfHalf(_OnRange, TensorCoreMethod):
+    """Error-corrected FP16 with power-of-two operand scaling; warns when the range does not fit."""
+
+    name = "halfhalf"
+    fmt = "fp16"
+    scheme = "ec"
+    description = "error-corrected FP16 tensor cores (scaled hi/lo split); warns out of FP16 range"
+
+
+class TCAuto(TensorCoreMethod):
+    """Error-corrected FP16 where both operands fit FP16 after scaling, else TF32."""
+
+    name = "tc-auto"
+    fmt = None
+    scheme = "ec"
+    description = "error-corrected FP16 if the operands fit its range after scaling, else TF32"
+
+
+class TF32(TensorCoreMethod):
+    """Uncorrected TF32 (hi*hi only, accumulated inside the tensor core), for comparison."""
+
+    name = "tf32"
+    fmt = "tf32"
+    scheme = "plain"
+    description = "uncorrected TF32 tensor cores (comparison)"
+
+
+class FP16(_OnRange, TensorCoreMethod):
+    """Uncorrected FP16 with power-of-two scaling, for comparison."""
+
+    name = "fp16"
+    fmt = "fp16"
+    scheme = "plain"
+    description = "uncorrected FP16 tensor cores, scaled (comparison)"
+
+
+class Markidis(TensorCoreMethod):
+    """Four TF32 products (hi*hi, lo*hi, hi*lo, lo*lo) accumulated inside the tensor core."""
+
+    name = "markidis"
+    fmt = "tf32"
+    scheme = "markidis"
+    description = "Markidis: four TF32 products accumulated in the tensor core (comparison)"

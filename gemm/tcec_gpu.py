@@ -1,0 +1,259 @@
+"""GPU path of the error-corrected TF32/FP16 methods: stages around the kernels of ``tcec.cu``.
+
+range (FP16 only; one small host read) -> split (hi/lo workspaces, K-contiguous, zero padded)
+-> product (``tcec_gemm``, mma.sync) into a fresh output.
+
+Operand forms. The kernel computes a real ``C = A @ B`` from workspaces ``A (m', k')`` and
+``B^T (n', k')``. Real operands go as they are. Complex operands use one of two real forms, the
+smaller operand being the one expanded to 2x2 blocks (4x its size, but it is the gate matrix):
+
+* ``"interleaved-A"``: ``[Ar Ai] @ [[Br Bi], [-Bi Br]]``: A read as it lies in memory (re/im
+  interleaved along k), the product lands interleaved in C: the bottom orientation ``S @ U.T``.
+* ``"interleaved-B"``: ``[[Ar -Ai], [Ai Ar]] @ [Br; Bi]`` with B's columns split on the fly and
+  the rows of the expanded A ordered so that each thread of the epilogue holds the real and
+  imaginary parts of the same entries: the top and batched orientations ``U @ S``.
+
+Every stride pattern is accepted: the split kernel reads the operand through its strides
+(tiles of 32 x 32, read along whichever axis is contiguous) and transposes where needed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from dataclasses import dataclass
+
+import numpy as np
+
+from gemm.tcec_split import LO_SHIFT, pow2
+
+# name -> (BM, BN, WARPS_M, WARPS_N, STAGES); chosen per shape class by tile_config()
+TILES = {
+    "square": (128, 128, 2, 4, 4),
+    "narrow-n": (256, 64, 4, 2, 3),
+    "tiny-n": (256, 32, 8, 1, 3),
+    "narrow-m": (64, 256, 2, 4, 3),
+}
+SROW = 24
+BKW = 16
+MODES = {"ec": 0, "plain": 1, "markidis": 2}
+FMT_IDS = {"tf32": 0, "fp16": 1}
+
+
+def tile_config(m: int, n: int) -> str:
+    """Tile shape for a real product of m' x n' (gate shapes: m' huge, n' = 2^(d+1))."""
+    if n <= 32:
+        return "tiny-n"
+    if n <= 64:
+        return "narrow-n"
+    if m <= 64:
+        return "narrow-m"
+    return "square"
+
+
+def smem_bytes(tile: str, scheme: str) -> int:
+    bm, bn, _, _, stages = TILES[tile]
+    return stages * (1 if scheme == "plain" else 2) * (bm + bn) * SROW * 4
+
+
+@functools.lru_cache(maxsize=None)
+def _source() -> str:
+    return importlib.resources.files("gemm").joinpath("tcec.cu").read_text()
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels(device_id: int, fmt: str, scheme: str, tile: str):
+    """(range, split, gemm) kernels for one configuration, compiled once per process and device."""
+    import cupy  # noqa: PLC0415
+
+    bm, bn, wm, wn, stages = TILES[tile]
+    opts = ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[scheme]}", f"-DBM={bm}", f"-DBN={bn}",
+            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}")
+    mod = cupy.RawModule(code=_source(), options=opts)
+    gemm_k = mod.get_function("tcec_gemm")
+    gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, scheme)
+    return mod.get_function("tcec_range"), mod.get_function("tcec_split"), gemm_k
+
+
+@dataclass
+class Operand:
+    """A logical operand ``batch x rows x units`` (unit = 1 float, or 2 for complex), read from
+    ``array`` at float offset ``b*sb + r*sr + c*sc``."""
+
+    array: object
+    batch: int
+    rows: int
+    units: int
+    unit: int
+    sb: int
+    sr: int
+    sc: int
+
+    @property
+    def r_fast(self) -> int:
+        return int(abs(self.sr) < abs(self.sc))
+
+
+def _fstrides(x) -> tuple[int, ...]:
+    return tuple(s // 4 for s in x.strides)
+
+
+def _as_a(x, complex_: bool) -> Operand:
+    """``x`` (…, m, k) as a left operand: rows m, units k."""
+    st = _fstrides(x)
+    return Operand(x, x.shape[0] if x.ndim == 3 else 1, x.shape[-2], x.shape[-1], 2 if complex_ else 1,
+                   st[0] if x.ndim == 3 else 0, st[-2], st[-1])
+
+
+def _as_bt(x, complex_: bool) -> Operand:
+    """``x`` (…, k, n) as a right operand read transposed: rows n, units k."""
+    st = _fstrides(x)
+    return Operand(x, x.shape[0] if x.ndim == 3 else 1, x.shape[-1], x.shape[-2], 2 if complex_ else 1,
+                   st[0] if x.ndim == 3 else 0, st[-1], st[-2])
+
+
+def _dense(x) -> Operand:
+    """A C-contiguous float32 (batch, rows, k) array as an operand."""
+    b, r, k = x.shape
+    return Operand(x, b, r, k, 1, r * k, k, 1)
+
+
+def _expand_b(cp, b):
+    """``[[Br Bi], [-Bi Br]]`` transposed: (batch, 2n, 2k) float32, row (j, c), column (k, c')."""
+    b3 = b if b.ndim == 3 else b[None]
+    br = b3.real.transpose(0, 2, 1)
+    bi = b3.imag.transpose(0, 2, 1)
+    w = cp.empty((b3.shape[0], b3.shape[2], 2, b3.shape[1], 2), cp.float32)
+    w[:, :, 0, :, 0] = br
+    w[:, :, 0, :, 1] = -bi
+    w[:, :, 1, :, 0] = bi
+    w[:, :, 1, :, 1] = br
+    return w.reshape(b3.shape[0], 2 * b3.shape[2], 2 * b3.shape[1])
+
+
+def _expand_a(cp, a):
+    """``[[Ar -Ai], [Ai Ar]]`` with rows in 16-row groups: row 16r+g is Re of complex row 8r+g and
+    row 16r+8+g its Im. Returns (batch, 16*ceil(m/8), 2k) float32."""
+    a3 = a if a.ndim == 3 else a[None]
+    bsz, m, k = a3.shape
+    m8 = -(-m // 8) * 8
+    v = cp.zeros((bsz, m8 // 8, 2, 8, k, 2), cp.float32)
+    ar = cp.zeros((bsz, m8, k), cp.float32)
+    ai = cp.zeros((bsz, m8, k), cp.float32)
+    ar[:, :m] = a3.real
+    ai[:, :m] = a3.imag
+    ar = ar.reshape(bsz, m8 // 8, 8, k)
+    ai = ai.reshape(bsz, m8 // 8, 8, k)
+    v[:, :, 0, :, :, 0] = ar
+    v[:, :, 0, :, :, 1] = -ai
+    v[:, :, 1, :, :, 0] = ai
+    v[:, :, 1, :, :, 1] = ar
+    return v.reshape(bsz, 2 * m8, 2 * k)
+
+
+@dataclass
+class Plan:
+    """The real product the kernel computes and how C is written."""
+
+    form: str
+    a: Operand
+    b: Operand  # read transposed (rows = n')
+    m: int  # real rows of the product
+    n: int  # real columns
+    k: int  # real inner size
+    epi: int
+    m_out: int  # rows checked by the epilogue (complex rows for epi 1)
+    n_out: int
+    ldc: int
+    sc: int
+
+
+def make_plan(cp, ops) -> Plan:
+    """Choose the real form of ``ops`` and describe both operands for the split kernel."""
+    a, b = ops.a, ops.b
+    m, k, n = ops.m, ops.k, ops.n
+    if not ops.is_complex:
+        return Plan("real", _as_a(a, False), _as_bt(b, False), m, n, k, 0, m, n, n, m * n)
+    if b.size <= a.size:  # B is the small one: expand it
+        w = _expand_b(cp, b)
+        return Plan("interleaved-A", _as_a(a, True), _dense(w), m, 2 * n, 2 * k, 0, m, 2 * n, 2 * n, 2 * m * n)
+    v = _expand_a(cp, a)
+    return Plan("interleaved-B", _dense(v), _as_bt(b, True), v.shape[1], n, 2 * k, 1, m, n, n, 2 * m * n)
+
+
+def exponent_ranges(cp, plan: Plan, fmt: str, scheme: str, tile: str):
+    """Device-side exponent range of both operands; returns the (2, 4) uint64 array, still on the device."""
+    range_k, _, _ = _kernels(cp.cuda.Device().id, fmt, scheme, tile)
+    out = cp.zeros((2, 4), cp.uint64)
+    out[:, 1] = 0xFFFFFFFF
+    for i, op in enumerate((plan.a, plan.b)):
+        tiles_r = -(-op.rows // 32)
+        grid = (op.batch * tiles_r, -(-op.units // 32), 1)
+        range_k(grid, (32, 8, 1), (op.array, np.int64(op.rows), np.int64(op.units), np.int32(op.unit),
+                                   np.int64(op.sb), np.int64(op.sr), np.int64(op.sc), np.int32(op.r_fast),
+                                   np.int64(tiles_r), out[i]))
+    return out
+
+
+def _split(cp, op: Operand, rows_p: int, k_p: int, fmt: str, scheme: str, tile: str, scale_exp: int):
+    """hi, lo workspaces (uint32 words, batch x rows_p x k_p/epw)."""
+    _, split_k, _ = _kernels(cp.cuda.Device().id, fmt, scheme, tile)
+    epw = 1 if fmt == "tf32" else 2
+    kw = k_p // epw
+    hi = cp.empty(op.batch * rows_p * kw, cp.uint32)
+    lo = cp.empty_like(hi) if scheme != "plain" else hi
+    ku_p = k_p // op.unit
+    tiles_r = rows_p // 32
+    grid = (op.batch * tiles_r, -(-ku_p // 32), 1)
+    lo_shift = 0 if scheme == "markidis" else LO_SHIFT
+    split_k(grid, (32, 8, 1), (op.array, np.int64(op.rows), np.int64(op.units), np.int32(op.unit),
+                               np.int64(op.sb), np.int64(op.sr), np.int64(op.sc), np.int32(op.r_fast),
+                               np.int64(tiles_r), np.int64(rows_p), np.int64(ku_p), np.int64(rows_p * kw),
+                               hi, lo, np.float32(pow2(scale_exp)), np.float32(pow2(lo_shift))))
+    return hi, lo, kw
+
+
+def workspace_bytes(plan_m: int, plan_n: int, plan_k: int, batch_a: int, batch_b: int, fmt: str, scheme: str) -> int:
+    bm, bn, _, _, _ = TILES[tile_config(plan_m, plan_n)]
+    kp = _pad(plan_k, BKW * (1 if fmt == "tf32" else 2))
+    words = kp // (1 if fmt == "tf32" else 2)
+    parts = 1 if scheme == "plain" else 2
+    return 4 * parts * words * (batch_a * _pad(plan_m, bm) + batch_b * _pad(plan_n, bn))
+
+
+def _pad(x: int, q: int) -> int:
+    return -(-x // q) * q
+
+
+def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], timer, report):
+    """Split both operands and run the product; returns C (complex64 or float32, ops.out_shape)."""
+    tile = tile_config(plan.m, plan.n)
+    bm, bn, wm, wn, _ = TILES[tile]
+    kq = BKW * (1 if fmt == "tf32" else 2)
+    k_p = _pad(plan.k, kq)
+    m_p, n_p = _pad(plan.m, bm), _pad(plan.n, bn)
+    with timer.stage("split"):
+        a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, scheme, tile, scales[0])
+        b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, scheme, tile, scales[1])
+    _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, scheme, tile)
+    out_dtype = cp.complex64 if ops.is_complex else cp.float32
+    c = cp.empty(ops.out_shape, out_dtype)
+    batch = ops.batch or 1
+    tiles_m, tiles_n = m_p // bm, n_p // bn
+    sa = m_p * kw if plan.a.batch > 1 else 0
+    sb = n_p * kw if plan.b.batch > 1 else 0
+    sc = plan.sc if batch > 1 else 0
+    vec = int(plan.ldc % 2 == 0 and sc % (4 if plan.epi else 2) == 0)
+    a_big = plan.a.batch * plan.a.rows * plan.a.units >= plan.b.batch * plan.b.rows * plan.b.units
+    nthreads = wm * wn * 32
+    with timer.stage("product"):
+        gemm_k((batch * tiles_m * tiles_n, 1, 1), (nthreads, 1, 1),
+               (a_hi, a_lo, b_hi, b_lo, c, np.int64(plan.m_out), np.int64(plan.n_out), np.int64(kw),
+                np.int64(tiles_m), np.int64(tiles_n), np.int64(sa), np.int64(sb), np.int64(sc),
+                np.int64(plan.ldc), np.int32(plan.epi), np.int32(vec), np.int32(a_big),
+                np.float32(pow2(-LO_SHIFT)), np.float32(pow2(-scales[0])), np.float32(pow2(-scales[1]))),
+               shared_mem=smem_bytes(tile, scheme))
+    report.choices["form"] = plan.form
+    report.choices["tile"] = f"{tile} {bm}x{bn}"
+    report.workspace_bytes = int(a_hi.nbytes + b_hi.nbytes) * (1 if scheme == "plain" else 2)
+    return c
