@@ -49,16 +49,16 @@ class CostRow:
         return t
 
 
-# CPU: this project's engine through StateVector.apply, numpy 2.4 / OpenBLAS, 2 cores of an AMD
-# EPYC (23 GiB), 22 qubits, Haar gates on random qubit sets in sequence (so the permutations the
-# lazy layout needs are included), mean of 6 gates (3 for d >= 9).
+# CPU: this project's engine (commit 03a6b49) through StateVector.apply, numpy 2.4 / OpenBLAS, 2
+# cores of an AMD EPYC, 22 qubits, Haar gates on random qubit sets in sequence (so the
+# permutations the lazy layout needs are included), median of 8 gates (4 for d >= 9).
 # GPU: DESIGN.md's measured ceilings (one H200, cupy 14.2, cuBLAS 13.1, 28 qubits): the ZGEMM /
 # CGEMM of one gate, plus 6 ms for the permutation a gate at a random position usually needs.
 TABLE: tuple[CostRow, ...] = (
     CostRow("cpu", "complex128", "native", 22,
-            {1: 95.2 * 4, 2: 71.1 * 4, 3: 6.3 * 4, 4: 9.9 * 4, 5: 11.2 * 4, 6: 13.4 * 4, 7: 18.4 * 4,
-             8: 34.7 * 4, 9: 58.1 * 4, 10: 110.4 * 4},
-            machine="AMD EPYC, 2 cores, numpy 2.4.6", source="provisional: 20-qubit figures x4"),
+            {1: 23.82, 2: 44.93, 3: 43.65, 4: 45.33, 5: 52.81, 6: 63.64, 7: 93.69, 8: 123.2, 9: 224.58,
+             10: 412.25},
+            machine="AMD EPYC, 2 cores, 23 GiB, numpy 2.4.6", source="bench_qiskit.py costs, median of 8 (4 for d >= 9)"),
     CostRow("gpu", "complex128", "native", 28,
             {2: 26.7, 4: 6.8, 6: 4.3, 8: 12.8, 10: 40.5, 12: 165.0}, permute_ms=6.0,
             machine="NVIDIA H200, cupy 14.2, cuBLAS 13.1", source="DESIGN.md measured ceilings (ZGEMM gate)"),

@@ -1,0 +1,309 @@
+"""Qiskit-circuit benchmark: quantum volume and QFT through qsim-tc, beside Qiskit Aer on the CPU.
+
+Modes:
+
+  cpu    N-qubit quantum_volume (default 24) with qsim-tc (fuse="auto" and any --fuse d) and with
+         Qiskit Aer's statevector method (its default fusion), the same circuit in the same run;
+         the final states are compared before any time is reported.
+
+            python benchmarks/bench_qiskit.py cpu --qubits 24 --json benchmarks/results/qiskit_cpu.json
+
+  gpu    quantum_volume and QFT at --qubits (default 28 30) for native and every registered
+         backend (gemm.methods()), fuse="auto"; each emulated result is compared with native's
+         state of the same run (max amplitude error, infidelity). Needs no qiskit-aer. The
+         circuits come from qiskit when it imports (carry the wheels in .whl/ to the GPU machine:
+         pip install --no-index --find-links .whl qiskit), else from an equivalent built-in
+         generator (Haar SU(4) on random pairs per layer; H + controlled phases + swaps); the JSON
+         says which.
+
+            export PYTHONPATH=$PWD
+            pip install --no-index --find-links .whl qiskit     # optional
+            python benchmarks/bench_qiskit.py gpu --qubits 28 30 --json $OUT/qiskit_gpu.json
+
+  costs  per-gate time of d-qubit Haar gates on random qubit sets for d = 1..--max-d through the
+         engine, for each --backends entry on --device; prints rows in circuits/gate_costs.py
+         syntax, to paste into that table.
+
+            python benchmarks/bench_qiskit.py costs --device gpu --qubits 28 --max-d 10
+
+Every result file records the device, library versions and the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gemm  # noqa: E402
+from circuits import Circuit, Gate, haar_unitary  # noqa: E402
+from circuits.fusion import choose, fuse  # noqa: E402
+from qsim_tc import Simulator, StateVector  # noqa: E402
+from qsim_tc.cli.common import environment  # noqa: E402
+
+# --- circuits ------------------------------------------------------------------------------
+
+
+def qiskit_available() -> bool:
+    try:
+        import qiskit  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+def qv_circuit(n: int, seed: int):
+    """(Circuit, source): Qiskit's quantum_volume(n, seed=seed), or the built-in equivalent."""
+    if qiskit_available():
+        from qiskit.circuit.library import quantum_volume  # noqa: PLC0415
+
+        from circuits import from_qiskit  # noqa: PLC0415
+
+        return from_qiskit(quantum_volume(n, seed=seed)), "qiskit.circuit.library.quantum_volume"
+    rng = np.random.default_rng(seed)
+    c = Circuit(n, name=f"qv{n}")
+    for _ in range(n):
+        perm = rng.permutation(n)
+        for k in range(n // 2):
+            c.append(Gate(haar_unitary(4, rng), (int(perm[2 * k]), int(perm[2 * k + 1])), "su4", check_unitary=False))
+    return c, "built-in (Haar SU(4) on random pairs, n layers)"
+
+
+def qft_circuit(n: int):
+    """(Circuit, source): Qiskit's full QFT synthesis (H, CP, swaps), or the built-in equivalent."""
+    if qiskit_available():
+        from qiskit.synthesis import synth_qft_full  # noqa: PLC0415
+
+        from circuits import from_qiskit  # noqa: PLC0415
+
+        # a superposition input, so the QFT does not act on a basis state only
+        qc = synth_qft_full(n)
+        return from_qiskit(qc), "qiskit.synthesis.synth_qft_full"
+    h = np.array([[1, 1], [1, -1]]) / np.sqrt(2)
+    c = Circuit(n, name=f"qft{n}")
+    for j in reversed(range(n)):
+        c.append(Gate(h, (j,), "h", check_unitary=False))
+        for k in reversed(range(j)):
+            lam = np.pi / 2 ** (j - k)
+            c.append(Gate(np.diag([1, 1, 1, np.exp(1j * lam)]), (j, k), "cp", check_unitary=False))
+    sw = np.eye(4)[[0, 2, 1, 3]]
+    for k in range(n // 2):
+        c.append(Gate(sw, (k, n - 1 - k), "swap", check_unitary=False))
+    return c, "built-in (H, CP, swaps)"
+
+
+def prepend_hadamards(c: Circuit) -> Circuit:
+    """H on every qubit first, so a QFT starts from a state with all amplitudes nonzero."""
+    h = np.array([[1, 1], [1, -1]]) / np.sqrt(2)
+    pre = [Gate(h, (q,), "h", check_unitary=False) for q in range(c.n_qubits)]
+    return Circuit(c.n_qubits, pre + c.gates, global_phase=c.global_phase, name=c.name)
+
+
+# --- timing ----------------------------------------------------------------------------------
+
+
+def run_qsim(circ: Circuit, backend: str, device: str, fuse_opt):
+    """Simulate once; return (result, seconds to fuse, seconds to simulate, fusion info)."""
+    sim = Simulator(backend, device=device)
+    t0 = time.perf_counter()
+    info = {"fuse": fuse_opt}
+    if fuse_opt == "auto":
+        ch = choose(circ, backend, sim.device.name, str(np.dtype(sim.dtype)))
+        info.update(ch.to_dict())
+        fused = circ if ch.max_qubits is None else fuse(circ, ch.max_qubits, min_qubits=ch.min_qubits)
+    elif fuse_opt is None:
+        fused = circ
+    else:
+        fused = fuse(circ, int(fuse_opt))
+    t_fuse = time.perf_counter() - t0
+    info["gates_after_fusion"] = len(fused)
+    t0 = time.perf_counter()
+    res = sim.run(fused)
+    gemm.device.synchronize(sim.device.xp)
+    t_sim = time.perf_counter() - t0
+    return res, t_fuse, t_sim, info
+
+
+def aer_statevector(circ_qiskit):
+    """(state as numpy, seconds, Aer's own time_taken and fusion metadata)."""
+    from qiskit_aer import AerSimulator  # noqa: PLC0415
+
+    qc = circ_qiskit.copy()
+    qc.save_statevector()
+    sim = AerSimulator(method="statevector")
+    t0 = time.perf_counter()
+    res = sim.run(qc).result()
+    dt = time.perf_counter() - t0
+    r = res.results[0]
+    return np.asarray(res.get_statevector()), dt, {"time_taken": r.time_taken, "fusion": r.metadata.get("fusion")}
+
+
+def compare(a: np.ndarray, b: np.ndarray) -> dict:
+    """Max amplitude error and infidelity of a against b (both host arrays)."""
+    fid = abs(np.vdot(b, a)) ** 2 / (np.vdot(a, a).real * np.vdot(b, b).real)
+    return {"max_abs_error": float(np.abs(a - b).max()), "infidelity": float(max(0.0, 1.0 - fid))}
+
+
+# --- modes ---------------------------------------------------------------------------------
+
+
+def mode_cpu(args) -> dict:
+    from qiskit.circuit.library import quantum_volume  # noqa: PLC0415
+
+    from circuits import from_qiskit  # noqa: PLC0415
+
+    n = args.qubits[0]
+    qc = quantum_volume(n, seed=args.seed)
+    t0 = time.perf_counter()
+    circ = from_qiskit(qc)
+    t_import = time.perf_counter() - t0
+    print(f"quantum_volume({n}, seed={args.seed}): {len(circ)} gates, import {t_import:.2f} s", flush=True)
+    rows = []
+    ref, t_aer, aer_meta = aer_statevector(qc)
+    print(f"aer statevector: {t_aer:.2f} s (its time_taken {aer_meta['time_taken']:.2f} s)", flush=True)
+    rows.append({"simulator": "qiskit-aer statevector", "fuse": "aer default", "seconds": t_aer, **aer_meta})
+    for f in ["auto"] + [int(x) for x in args.fuse]:
+        res, t_fuse, t_sim, info = run_qsim(circ, "native", "cpu", f)
+        err = compare(res.state.to_numpy(), ref)
+        total = t_import + t_fuse + t_sim
+        print(f"qsim-tc native fuse={f}: {total:.2f} s (import {t_import:.2f}, fuse {t_fuse:.2f}, "
+              f"simulate {t_sim:.2f}), {info['gates_after_fusion']} gates; vs aer {err}", flush=True)
+        if err["max_abs_error"] > 1e-10:
+            raise SystemExit(f"qsim-tc and Aer disagree: {err}")
+        rows.append({"simulator": "qsim-tc native", "import_s": t_import, "fuse_s": t_fuse, "simulate_s": t_sim,
+                     "seconds": total, "vs_aer": err, "fusion": info})
+    return {"circuit": f"quantum_volume({n}, seed={args.seed})", "n_qubits": n, "rows": rows}
+
+
+def mode_gpu(args) -> dict:
+    device = args.device
+    backends = args.backends or gemm.methods()
+    rows = []
+    for n in args.qubits:
+        for kind in args.circuits:
+            circ, source = qv_circuit(n, args.seed) if kind == "qv" else qft_circuit(n)
+            if kind == "qft":
+                circ = prepend_hadamards(circ)
+            # warm-up at a small size (kernel compilation, cuBLAS handles)
+            ref = None
+            for b in backends:
+                try:
+                    method = gemm.get_method(b)
+                except Exception as exc:  # noqa: BLE001 - list what cannot load, and why
+                    rows.append({"circuit": kind, "n_qubits": n, "backend": b, "error": str(exc)})
+                    continue
+                small, _ = qv_circuit(12, 0)
+                run_qsim(small, b, device, "auto")
+                try:
+                    res, t_fuse, t_sim, info = run_qsim(circ, b, device, args.fuse_mode)
+                except Exception as exc:  # noqa: BLE001 - report and go on with the other backends
+                    rows.append({"circuit": kind, "n_qubits": n, "backend": b, "error": f"{type(exc).__name__}: {exc}"})
+                    print(f"{kind} {n} {b}: {type(exc).__name__}: {exc}", flush=True)
+                    continue
+                row = {"circuit": kind, "source": source, "n_qubits": n, "n_gates": len(circ), "backend": b,
+                       "precision": method.precision, "device": res.device, "fuse_s": t_fuse, "simulate_s": t_sim,
+                       "gate_time_ms": res.gate_time_ms, "fusion": info}
+                host = res.state.to_numpy() if args.check else None
+                del res
+                if b == backends[0] and host is not None:
+                    ref = host
+                elif ref is not None and host is not None:
+                    row["vs_" + backends[0]] = compare(host.astype(np.complex128), ref)
+                rows.append(row)
+                print(f"{kind} {n} {b}: simulate {t_sim:.3f} s, fuse {t_fuse:.2f} s, "
+                      f"{info['gates_after_fusion']} gates (d={info.get('max_qubits', args.fuse_mode)}) "
+                      f"{row.get('vs_' + backends[0], '')}", flush=True)
+            ref = None
+    return {"rows": rows}
+
+
+def mode_costs(args) -> dict:
+    backends = args.backends or ["native"]
+    n = args.qubits[0]
+    dev = gemm.resolve_device(args.device)
+    rng = np.random.default_rng(args.seed)
+    out = {}
+    for b in backends:
+        method = gemm.get_method(b)
+        ms = {}
+        for d in range(1, args.max_d + 1):
+            st = StateVector(n, dtype=method.state_dtype, device=dev)
+            reps = args.repeats if d <= 8 else max(3, args.repeats // 2)
+            gates = [(haar_unitary(1 << d, rng), tuple(int(x) for x in rng.choice(n, d, replace=False)))
+                     for _ in range(reps + 2)]
+            for m, q in gates[:2]:  # warm-up
+                st.apply(m, q, method=b, check_unitary=False)
+            times = []
+            for m, q in gates[2:]:
+                gemm.device.synchronize(dev.xp)
+                t0 = time.perf_counter()
+                st.apply(m, q, method=b, check_unitary=False)
+                gemm.device.synchronize(dev.xp)
+                times.append((time.perf_counter() - t0) * 1e3)
+            ms[d] = round(float(np.median(times)), 2)
+            print(f"{b} d={d}: {ms[d]} ms (median of {reps})", flush=True)
+        out[b] = ms
+        row = (f'    CostRow("{dev.name}", "{np.dtype(method.state_dtype)}", "{b}", {n},\n'
+               f"            {ms},\n"
+               f'            machine="<machine>", source="bench_qiskit.py costs, median of {args.repeats}"),')
+        print(row)
+    return {"n_qubits": n, "device": dev.name, "ms": out}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=("cpu", "gpu", "costs"), help="what to measure (see above)")
+    p.add_argument("--qubits", type=int, nargs="+", default=None,
+                   help="sizes (cpu: 24; gpu: 28 30; costs: 22 on the CPU, 28 on the GPU)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--fuse", nargs="*", default=[], help="cpu: fixed fusion widths to time beside 'auto'")
+    p.add_argument("--fuse-mode", default="auto", help="gpu: 'auto' or an int d")
+    p.add_argument("--circuits", nargs="+", default=["qv", "qft"], choices=("qv", "qft"), help="gpu: circuits")
+    p.add_argument("--backends", nargs="+", default=None, help="gpu/costs: methods (default: all registered)")
+    p.add_argument("--device", default="gpu", choices=("auto", "cpu", "gpu"), help="gpu/costs: device")
+    p.add_argument("--no-check", dest="check", action="store_false",
+                   help="gpu: skip the comparison with the first backend's state (saves host memory)")
+    p.add_argument("--max-d", type=int, default=10, help="costs: widest gate")
+    p.add_argument("--repeats", type=int, default=8, help="costs: gates timed per width")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    args = p.parse_args(argv)
+    if args.qubits is None:
+        args.qubits = {"cpu": [24], "gpu": [28, 30]}.get(args.mode, [22 if args.device == "cpu" else 28])
+    if args.fuse_mode != "auto":
+        args.fuse_mode = int(args.fuse_mode)
+    env = environment()
+    for mod in ("qiskit", "qiskit_aer"):
+        try:
+            env[mod] = __import__(mod).__version__
+        except ImportError:
+            env[mod] = None
+    t0 = time.perf_counter()
+    result = {"cpu": mode_cpu, "gpu": mode_gpu, "costs": mode_costs}[args.mode](args)
+    payload = {"command": " ".join(["python", "benchmarks/bench_qiskit.py"] + (argv or sys.argv[1:])),
+               "mode": args.mode, "environment": env, "wall_s": time.perf_counter() - t0, **result}
+    if args.mode == "gpu":
+        print(f"\n{'circuit':8s}{'n':>4s} {'backend':12s}{'simulate s':>12s}{'fuse s':>9s}{'gates':>7s}  vs first")
+        for r in result["rows"]:
+            if "error" in r:
+                print(f"{r['circuit']:8s}{r['n_qubits']:4d} {r['backend']:12s} error: {r['error'][:60]}")
+                continue
+            vs = next((v for k, v in r.items() if k.startswith("vs_")), None)
+            vs_s = f"max err {vs['max_abs_error']:.2e}, infid {vs['infidelity']:.2e}" if vs else ""
+            print(f"{r['circuit']:8s}{r['n_qubits']:4d} {r['backend']:12s}{r['simulate_s']:12.3f}{r['fuse_s']:9.2f}"
+                  f"{r['fusion']['gates_after_fusion']:7d}  {vs_s}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(payload, f, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

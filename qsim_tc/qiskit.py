@@ -1,0 +1,326 @@
+"""Qiskit primitives backed by qsim-tc: ``Sampler`` (BaseSamplerV2) and ``Estimator`` (BaseEstimatorV2).
+
+They follow the contracts of Qiskit's ``StatevectorSampler`` and ``StatevectorEstimator``: the
+same PUBs (circuit, parameter values, shots or observables and precision), the same parameter
+broadcasting, the same ``DataBin`` fields (one ``BitArray`` per classical register; ``evs`` and
+``stds``) and metadata keys. The state comes from :class:`qsim_tc.Simulator` on any backend and
+device, after :func:`circuits.from_qiskit`; so a mid-circuit measurement, a reset or classical
+control is rejected with a ``circuits.CircuitError`` that names the instruction.
+
+    from qsim_tc.qiskit import Sampler, Estimator
+    result = Sampler(backend="native", seed=7).run([(qc, params)], shots=1000).result()
+
+Expectation values of Pauli sums are computed on the state vector itself: a Pauli string is a
+bit flip (X part) and a sign (Z part) times i^(number of Y); terms that flip the same bits share
+one pass over the state, in which their signs are one small matrix product. No 2^N x 2^N
+operator is ever built.
+
+Needs qiskit (``pip install qsim-tc[qiskit]``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+
+import numpy as np
+
+from circuits.qiskit_import import from_qiskit, require_qiskit
+
+require_qiskit("qsim_tc.qiskit")
+
+from qiskit.primitives import BaseEstimatorV2, BaseSamplerV2  # noqa: E402
+from qiskit.primitives.containers import (  # noqa: E402
+    BitArray,
+    DataBin,
+    PrimitiveResult,
+    PubResult,
+    SamplerPubResult,
+)
+from qiskit.primitives.containers.estimator_pub import EstimatorPub  # noqa: E402
+from qiskit.primitives.containers.sampler_pub import SamplerPub  # noqa: E402
+from qiskit.primitives.primitive_job import PrimitiveJob  # noqa: E402
+
+from qsim_tc.simulator import Simulator  # noqa: E402
+from qsim_tc.state import StateVector  # noqa: E402
+
+__all__ = ["Estimator", "Sampler", "pauli_expectation_values"]
+
+# elements of one pass over the state in the expectation value (host or device)
+_CHUNK = {"cpu": 1 << 20, "gpu": 1 << 24}
+_LOW_BITS = 12  # the low bits of an index form the columns of a chunk
+
+
+class _Backed:
+    """The simulator shared by both primitives."""
+
+    def _init_simulator(self, backend, device, fuse, backend_options) -> None:
+        self._simulator = Simulator(backend, device=device, fuse=fuse, **backend_options)
+
+    @property
+    def simulator(self) -> Simulator:
+        """The :class:`qsim_tc.Simulator` that runs the circuits."""
+        return self._simulator
+
+    def _state(self, bound_circuit) -> tuple[StateVector, object]:
+        circuit = from_qiskit(bound_circuit)
+        return self._simulator.run(circuit).state, circuit
+
+    def _sim_metadata(self) -> dict:
+        sim = self._simulator
+        return {"backend": sim.backend, "device": sim.device.name, "fuse": sim.fuse}
+
+
+class Sampler(_Backed, BaseSamplerV2):
+    """A ``BaseSamplerV2`` whose states come from qsim-tc.
+
+    Args:
+        backend: GEMM method (``gemm.methods()``), as for :class:`qsim_tc.Simulator`.
+        device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
+        fuse: gate fusion: None, an int d or ``"auto"``.
+        default_shots: shots of a PUB that does not give its own.
+        seed: an int or a ``numpy.random.Generator``. An int seeds one generator per PUB, used
+            for all its parameter sets in order (so repeated runs give the same bits); a
+            Generator is drawn from as it is.
+        **backend_options: options of the backend (``splits=``, ``threshold=``...).
+    """
+
+    def __init__(self, *, backend: str = "native", device="auto", fuse=None, default_shots: int = 1024,
+                 seed: np.random.Generator | int | None = None, **backend_options):
+        if isinstance(default_shots, bool) or not isinstance(default_shots, (int, np.integer)) or default_shots < 1:
+            raise ValueError(f"default_shots must be a positive int, got {default_shots!r}")
+        self._init_simulator(backend, device, fuse, backend_options)
+        self._default_shots = int(default_shots)
+        self._seed = seed
+
+    @property
+    def default_shots(self) -> int:
+        """Shots of PUBs that give none."""
+        return self._default_shots
+
+    @property
+    def seed(self) -> np.random.Generator | int | None:
+        """The seed or generator of the samples."""
+        return self._seed
+
+    def run(self, pubs: Iterable, *, shots: int | None = None) -> PrimitiveJob:
+        """Sample each PUB ``(circuit, parameter_values?, shots?)``; return a job of a PrimitiveResult."""
+        if shots is None:
+            shots = self._default_shots
+        coerced = [SamplerPub.coerce(pub, shots) for pub in pubs]
+        if any(len(pub.circuit.cregs) == 0 for pub in coerced):
+            warnings.warn("One of your circuits has no output classical registers and so the result will be "
+                          "empty. Did you mean to add measurement instructions?", UserWarning, stacklevel=2)
+        job = PrimitiveJob(self._run, coerced)
+        job._submit()
+        return job
+
+    def _run(self, pubs: list[SamplerPub]) -> PrimitiveResult:
+        return PrimitiveResult([self._run_pub(pub) for pub in pubs],
+                               metadata={"version": 2, "simulator": self._sim_metadata()})
+
+    def _run_pub(self, pub: SamplerPub) -> SamplerPubResult:
+        qc = pub.circuit
+        rng = np.random.default_rng(self._seed)
+        registers = [(creg.name, creg.size, [qc.find_bit(bit).index for bit in creg]) for creg in qc.cregs]
+        bound = pub.parameter_values.bind_all(qc)
+        arrays = {name: np.zeros(bound.shape + (pub.shots, (size + 7) // 8), dtype=np.uint8)
+                  for name, size, _ in registers}
+        for index, bound_circuit in np.ndenumerate(bound):
+            state, circuit = self._state(bound_circuit)
+            clbit_qubit = {c: q for q, c in circuit.measured}
+            qargs = sorted(set(clbit_qubit.values()))
+            slot = {q: i for i, q in enumerate(qargs)}
+            samples = state.sample(pub.shots, seed=rng, qubits=qargs) if qargs else np.zeros(pub.shots, np.int64)
+            for name, size, clbits in registers:
+                bits = np.zeros((pub.shots, size), dtype=bool)
+                for k, cb in enumerate(clbits):
+                    if cb in clbit_qubit:
+                        bits[:, k] = (samples >> slot[clbit_qubit[cb]]) & 1
+                arrays[name][index] = BitArray.from_bool_array(bits, order="little").array
+        data = {name: BitArray(arrays[name], size) for name, size, _ in registers}
+        return SamplerPubResult(DataBin(**data, shape=pub.shape),
+                                metadata={"shots": pub.shots, "circuit_metadata": qc.metadata})
+
+
+class Estimator(_Backed, BaseEstimatorV2):
+    """A ``BaseEstimatorV2`` whose states come from qsim-tc; exact Pauli expectation values.
+
+    Args:
+        backend: GEMM method (``gemm.methods()``), as for :class:`qsim_tc.Simulator`.
+        device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
+        fuse: gate fusion: None, an int d or ``"auto"``.
+        default_precision: precision of PUBs that give none; 0 returns the exact values, a
+            positive value adds normal noise of that standard deviation (as Qiskit's
+            StatevectorEstimator does, drawn in the same order from the same seed).
+        seed: an int or a ``numpy.random.Generator`` for that noise.
+        **backend_options: options of the backend.
+    """
+
+    def __init__(self, *, backend: str = "native", device="auto", fuse=None, default_precision: float = 0.0,
+                 seed: np.random.Generator | int | None = None, **backend_options):
+        if isinstance(default_precision, bool) or not isinstance(default_precision, (int, float, np.floating)) \
+                or not default_precision >= 0:
+            raise ValueError(f"default_precision must be a float >= 0, got {default_precision!r}")
+        self._init_simulator(backend, device, fuse, backend_options)
+        self._default_precision = float(default_precision)
+        self._seed = seed
+
+    @property
+    def default_precision(self) -> float:
+        """Precision of PUBs that give none."""
+        return self._default_precision
+
+    @property
+    def seed(self) -> np.random.Generator | int | None:
+        """The seed or generator of the precision noise."""
+        return self._seed
+
+    def run(self, pubs: Iterable, *, precision: float | None = None) -> PrimitiveJob:
+        """Estimate each PUB ``(circuit, observables, parameter_values?, precision?)``."""
+        if precision is None:
+            precision = self._default_precision
+        coerced = [EstimatorPub.coerce(pub, precision) for pub in pubs]
+        job = PrimitiveJob(self._run, coerced)
+        job._submit()
+        return job
+
+    def _run(self, pubs: list[EstimatorPub]) -> PrimitiveResult:
+        return PrimitiveResult([self._run_pub(pub) for pub in pubs],
+                               metadata={"version": 2, "simulator": self._sim_metadata()})
+
+    def _run_pub(self, pub: EstimatorPub) -> PubResult:
+        rng = np.random.default_rng(self._seed)
+        bound = pub.parameter_values.bind_all(pub.circuit)
+        obs = pub.observables.__array__()  # object array of {pauli label: real coefficient}
+        shape = np.broadcast_shapes(bound.shape, obs.shape)
+        ci, oi = np.broadcast_arrays(np.arange(bound.size).reshape(bound.shape), np.arange(obs.size).reshape(obs.shape))
+        evs = np.zeros(shape, dtype=np.float64)
+        for c in range(bound.size):
+            where = ci == c
+            if not where.any():
+                continue
+            state, _ = self._state(bound.flat[c])
+            wanted = np.unique(oi[where])
+            values = dict(zip(wanted.tolist(), pauli_expectation_values(state, [obs.flat[o] for o in wanted])))
+            evs[where] = [values[o] for o in oi[where].tolist()]
+        precision = pub.precision
+        if precision != 0:
+            evs = rng.normal(evs, precision).reshape(shape) if evs.size else evs
+        data = DataBin(evs=evs, stds=np.zeros_like(evs), shape=evs.shape)
+        return PubResult(data, metadata={"target_precision": precision, "circuit_metadata": pub.circuit.metadata})
+
+
+# --- expectation values ----------------------------------------------------------------------
+
+
+def pauli_expectation_values(state: StateVector, observables) -> np.ndarray:
+    """<psi|O|psi> for each observable, a mapping {Pauli label: coefficient} (or a SparsePauliOp).
+
+    Labels use Qiskit's order (the last character acts on qubit 0). Terms of all observables that
+    flip the same bits are evaluated together in one pass over the state.
+
+    Returns:
+        numpy float64 array, one real value per observable (the real part, as for a Hermitian O).
+
+    Raises:
+        ValueError: a label of the wrong length or with a letter other than I, X, Y, Z.
+    """
+    n = state.n_qubits
+    index: dict[str, int] = {}
+    rows = []
+    for o in observables:
+        items = _items(o)
+        row = {}
+        for label, coeff in items:
+            if len(label) != n:
+                raise ValueError(f"Pauli label {label!r} has {len(label)} letters; the state has {n} qubits")
+            t = index.setdefault(label, len(index))
+            row[t] = row.get(t, 0) + complex(coeff)
+        rows.append(row)
+    labels = list(index)
+    coeffs = np.zeros((len(observables), len(labels)), dtype=np.complex128)
+    for i, row in enumerate(rows):
+        for t, c in row.items():
+            coeffs[i, t] = c
+    values = _term_values(state, labels) if labels else np.zeros(0, np.complex128)
+    return (coeffs @ values).real
+
+
+def _items(o):
+    if hasattr(o, "to_list"):  # SparsePauliOp
+        return o.to_list()
+    if isinstance(o, str):
+        return [(o, 1.0)]
+    return list(o.items())
+
+
+def _masks(label: str) -> tuple[int, int, int]:
+    """(x mask, z mask, number of Y) of a Pauli label; qubit 0 is the last letter."""
+    x = z = ny = 0
+    for q, ch in enumerate(reversed(label)):
+        if ch == "I":
+            continue
+        if ch == "X":
+            x |= 1 << q
+        elif ch == "Z":
+            z |= 1 << q
+        elif ch == "Y":
+            x |= 1 << q
+            z |= 1 << q
+            ny += 1
+        else:
+            raise ValueError(f"Pauli label {label!r} holds {ch!r}; expected only I, X, Y, Z")
+    return x, z, ny
+
+
+def _parity(v, xp):
+    """Parity of the set bits of each int64 in ``v`` (0 or 1)."""
+    v = v.copy()
+    for s in (32, 16, 8, 4, 2, 1):
+        v ^= v >> s
+    return v & 1
+
+
+def _term_values(state: StateVector, labels: list[str]) -> np.ndarray:
+    """<psi|P|psi> for each Pauli label, complex, grouped by X mask."""
+    xp = state.xp
+    n = state.n_qubits
+    psi = state.data()
+    m = min(n, _LOW_BITS)
+    cols = 1 << m
+    n_rows = 1 << (n - m)
+    psi2 = psi.reshape(n_rows, cols)
+    chunk_rows = max(1, min(n_rows, _CHUNK[state.device.name] // cols))
+    masks = [_masks(lb) for lb in labels]
+    groups: dict[int, list[int]] = {}
+    for t, (x, _, _) in enumerate(masks):
+        groups.setdefault(x, []).append(t)
+    out = np.zeros(len(labels), dtype=np.complex128)
+    lo = xp.arange(cols, dtype=np.int64)
+    for x, terms in groups.items():
+        x_lo, x_hi = x & (cols - 1), x >> m
+        z_lo = xp.asarray(np.array([masks[t][1] & (cols - 1) for t in terms], dtype=np.int64))
+        z_hi = xp.asarray(np.array([masks[t][1] >> m for t in terms], dtype=np.int64))
+        sign_lo = (1 - 2 * _parity(lo[None, :] & z_lo[:, None], xp)).astype(np.float64)  # (terms, cols)
+        perm_lo = lo ^ x_lo
+        acc = xp.zeros(len(terms), dtype=np.complex128)
+        for r0 in range(0, n_rows, chunk_rows):
+            r1 = min(n_rows, r0 + chunk_rows)
+            rows = xp.arange(r0, r1, dtype=np.int64)
+            a = psi2[r0:r1].astype(np.complex128, copy=False)
+            if x:
+                b = psi2[(rows ^ x_hi)[:, None], perm_lo[None, :]].astype(np.complex128, copy=False)
+                prod = b.conj() * a
+            else:
+                prod = (a.real**2 + a.imag**2).astype(np.complex128)
+            per_row = prod @ sign_lo.T.astype(np.complex128)  # (rows, terms)
+            if n_rows > 1:
+                sign_hi = (1 - 2 * _parity(rows[:, None] & z_hi[None, :], xp)).astype(np.float64)
+                acc += (per_row * sign_hi).sum(axis=0)
+            else:
+                acc += per_row.sum(axis=0)
+        acc_host = acc.get() if hasattr(acc, "get") else acc
+        for k, t in enumerate(terms):
+            out[t] = acc_host[k] * (1j ** masks[t][2])
+    return out
