@@ -1,0 +1,110 @@
+"""``qsim-tc run``: simulate an OpenQASM file on a backend; sample it, compare with a reference."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+import gemm
+from qsim_tc.cli.common import Progress, add_backend_options, add_device, backend_options, environment, write_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="simulate an OpenQASM 2 (or 3) file")
+    p.add_argument("file", metavar="FILE.qasm", help="OpenQASM program")
+    p.add_argument("--backend", default="native", help=f"GEMM method ({', '.join(gemm.methods())})")
+    add_device(p)
+    p.add_argument("--shots", type=int, default=0,
+                   help="sample this many shots of the measured bits (all qubits if nothing is measured)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the samples")
+    p.add_argument("--reference", default=None, metavar="METHOD",
+                   help="also simulate with METHOD (dd: the double-double reference) and report the errors")
+    p.add_argument("--fuse", default="none", metavar="D",
+                   help="gate fusion: none, auto (from the measured gate costs) or the widest block d")
+    p.add_argument("--top", type=int, default=10, help="how many of the most frequent outcomes to print")
+    add_backend_options(p)
+    p.add_argument("--json", metavar="FILE", help="write the result, errors and counts as JSON")
+    p.set_defaults(func=run)
+
+
+def _fuse_arg(text: str):
+    if text in ("none", "None", "0"):
+        return None
+    if text == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--fuse must be none, auto or an int d >= 1, got {text!r}") from None
+
+
+def run(args) -> int:
+    from circuits import from_qasm  # noqa: PLC0415
+    from qsim_tc import Simulator  # noqa: PLC0415
+
+    if args.shots < 0:
+        raise ValueError(f"--shots must be >= 0, got {args.shots}")
+    circ = from_qasm(args.file)
+    method = gemm.get_method(args.backend)
+    sim = Simulator(args.backend, device=args.device, fuse=_fuse_arg(args.fuse), **backend_options(args, method))
+    print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
+          f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
+    result = sim.run(circ, progress=Progress("simulating"))
+    st = result.state
+    if sim.fusion_choice is not None:
+        ch = sim.fusion_choice
+        print(f"fusion: auto -> d={ch.max_qubits}, min width {ch.min_qubits} ({ch.n_blocks} blocks, "
+              f"estimated {ch.estimated_ms:.0f} ms vs {ch.unfused_ms:.0f} ms unfused){'; ' + ch.note if ch.note else ''}")
+    print(f"time: {result.wall_s:.3f} s wall, {len(result.stats)} gates applied, {result.gate_time_ms:.1f} ms in gates")
+    print(f"norm: {st.norm():.15f}")
+    print(f"amplitude[0] = {st.amplitude(0):.6e}")
+    payload = {"command": "run", "args": vars(args) | {"func": None}, "environment": environment(),
+               "result": result.to_dict(gates=False), "norm": st.norm(),
+               "amp0": [st.amplitude(0).real, st.amplitude(0).imag]}
+    if sim.fusion_choice is not None:
+        payload["fusion"] = sim.fusion_choice.to_dict()
+    if args.reference:
+        payload["reference"] = {"method": args.reference, **_compare(st, circ, args)}
+    if args.shots:
+        counts = _counts(st, circ, args.shots, args.seed)
+        width = max(len(k) for k in counts)
+        print(f"counts ({args.shots} shots, {'measured clbits' if circ.measured else 'all qubits'}, "
+              f"bit 0 rightmost):")
+        for key, c in counts.most_common(args.top):
+            print(f"  {key:>{width}s} {c}")
+        payload["counts"] = dict(counts)
+    if args.json:
+        write_json(args.json, payload)
+    return 0
+
+
+def _compare(state, circ, args) -> dict:
+    from qsim_tc import Simulator, accuracy  # noqa: PLC0415
+
+    if args.reference == "dd":
+        from qsim_tc.reference import simulate_dd  # noqa: PLC0415
+
+        ref = simulate_dd(circ, device=args.device)
+    else:
+        ref = Simulator(args.reference, device=args.device).run(circ).state.data()
+    m = accuracy.compare(state, ref)
+    print(f"vs {args.reference}: max_rel {m['max_rel']:.3e}, l2_rel {m['l2_rel']:.3e}, "
+          f"infidelity {m['infidelity']:.3e}, amp0_real_rel {m['amp0_real_rel']:.3e}")
+    return m
+
+
+def _counts(state, circ, shots: int, seed) -> Counter:
+    """Counts of the measured classical bits (Qiskit's bit strings: clbit 0 rightmost)."""
+    if circ.measured:
+        qargs = sorted({q for q, _ in circ.measured})
+        slot = {q: i for i, q in enumerate(qargs)}
+        samples = state.sample(shots, seed=seed, qubits=qargs)
+        values = np.zeros(shots, dtype=object)
+        for q, c in circ.measured:
+            values = values + (((samples >> slot[q]) & 1).astype(object) << c)
+        width = circ.n_clbits
+    else:
+        values = state.sample(shots, seed=seed)
+        width = circ.n_qubits
+    return Counter(format(int(v), f"0{width}b") for v in values)
