@@ -101,9 +101,6 @@ def _visit(inst, qubits, clbits, index, walk: _Walk, opts, qiskit) -> None:
     where = f"instruction {index} ({name!r} on qubit(s) {qubits})"
     if name in _IGNORED:
         return
-    if getattr(op, "condition", None) is not None:
-        raise CircuitError(f"{where} is classically conditioned; classical control cannot be simulated "
-                           "on a pure state")
     if isinstance(op, qiskit.circuit.ControlFlowOp):
         if name == "box":  # a scope, no classical control: inline its body
             body = op.blocks[0]
@@ -115,6 +112,9 @@ def _visit(inst, qubits, clbits, index, walk: _Walk, opts, qiskit) -> None:
             return
         raise CircuitError(f"{where} is classical control flow ({type(op).__name__}); it cannot be "
                            "simulated on a pure state")
+    if getattr(op, "condition", None) is not None:
+        raise CircuitError(f"{where} is classically conditioned; classical control cannot be simulated "
+                           "on a pure state")
     if name == "measure":
         if not clbits:
             raise CircuitError(f"{where} is a measurement inside a definition; only final measurements are supported")
