@@ -121,6 +121,9 @@ def bench_gates(args, dev, peer, clock, rows):
             del ref, ours
             ts = clock.time(lambda: st.apply(u, tg, check_unitary=False), args.repeats, before=reset_layout)
             row["ms"] = float(np.median(ts))
+            if args.compare_paths:
+                alt = alternatives(args, st, u, tg, d, placement, clock, reset_layout)
+                row.update(alt)
             if peer is not None:
                 sv = st._data
                 peer.apply_matrix(sv, args.qubits, u, tg)  # warm-up
@@ -128,10 +131,38 @@ def bench_gates(args, dev, peer, clock, rows):
                 row["custatevec_ms"] = float(np.median(tc))
                 row["ratio_vs_custatevec"] = row["custatevec_ms"] / row["ms"]
             rows.append(row)
-            print(f"d={d:2d} {placement:6s} {info.path:15s} {row['ms']:9.3f} ms"
+            alts = "".join(f"  {k[:-3]} {row[k]:.3f}" for k in ("gemm_ms", "kernel_ms", "rotate_ms") if k in row)
+            print(f"d={d:2d} {placement:6s} {info.path:15s} {row['ms']:9.3f} ms{alts}"
                   + (f"  cuStateVec {row['custatevec_ms']:9.3f} ms  x{row['ratio_vs_custatevec']:.2f}"
                      if peer is not None else "") + f"  err {err:.1e}", flush=True)
     del st, x0
+
+
+def alternatives(args, st, u, tg, d, placement, clock, reset_layout) -> dict:
+    """Times of the paths the planner did not take: the GEMM for kernel-sized gates, and the
+    rotating orientation for bottom targets."""
+    import qsim_tc.apply as apply_mod  # noqa: PLC0415
+    from qsim_tc import small_gate  # noqa: PLC0415
+
+    out = {}
+    if clock.gpu and small_gate.fits(args.qubits, d):
+        ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=False), args.repeats,
+                        before=reset_layout)
+        out["gemm_ms"] = float(np.median(ts))
+        ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=True), args.repeats,
+                        before=reset_layout)
+        out["kernel_ms"] = float(np.median(ts))
+    if placement == "bottom" and d > 1:
+        dev = "gpu" if clock.gpu else "cpu"
+        saved = apply_mod.ROTATE_BOTTOM_MIN_D[dev]
+        apply_mod.ROTATE_BOTTOM_MIN_D[dev] = 1
+        try:
+            ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=False), args.repeats,
+                            before=reset_layout)
+        finally:
+            apply_mod.ROTATE_BOTTOM_MIN_D[dev] = saved
+        out["rotate_ms"] = float(np.median(ts))
+    return out
 
 
 def reference_apply(x0, n, u, targets, xp):
@@ -210,6 +241,8 @@ def main(argv=None):
     p.add_argument("--aer", action="store_true", help="compare brickwork times with Qiskit Aer (CPU)")
     p.add_argument("--brickwork", action="append", default=[], metavar="N:d:depth")
     p.add_argument("--skip-gates", action="store_true", help="only the brickwork circuits")
+    p.add_argument("--compare-paths", action="store_true",
+                   help="also time the paths not chosen (GEMM vs kernel for small d, rotating bottom GEMM)")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args(argv)
     dev = gemm.resolve_device(args.device)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gemm import cublas
 from gemm.method import Method
 
 # OpenBLAS runs a complex (M, k) @ (k, n) with huge M and small k, n far below its real rate
@@ -56,6 +57,9 @@ class Native(Method):
                 r = real_form(b)
                 c = np.matmul(a.view(a.real.dtype), r).view(a.dtype)
                 report.choices["form"] = "real-interleaved"
+            elif report.device == "gpu" and cublas.supported(a, b):
+                c = cublas.matmul(a, b, out=out)
+                report.choices["form"] = "cublas-direct"
             else:
                 c = ops.xp.matmul(a, b, out=out)
         report.choices["library"] = "cublas" if report.device == "gpu" else "blas"

@@ -27,6 +27,10 @@ from qsim_tc.layout import permute_bits
 # A batched GEMM whose blocks are narrower than this is slower than permuting the state first
 # and applying at the bottom (cuBLAS and OpenBLAS both lose efficiency on skinny blocks).
 MIN_BATCHED_L = {"cpu": 1 << 4, "gpu": 1 << 5}
+# Targets at the bottom can also be applied as U @ S^T, which writes the result with the targets
+# moved to the top (a free layout rotation). cuBLAS runs that orientation (m = 2^(N-d), n = 2^d)
+# faster than S @ U^T (m = 2^d, n = 2^(N-d)) for large d; OpenBLAS does not (None: never).
+ROTATE_BOTTOM_MIN_D = {"cpu": None, "gpu": None}
 
 
 @dataclass
@@ -78,6 +82,10 @@ def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bo
     contiguous = sorted_pos[-1] - t == d - 1
     if contiguous:
         if t == 0:
+            rot = ROTATE_BOTTOM_MIN_D[device_name]
+            if rot is not None and d >= rot and d < n_qubits:
+                targets_sorted = [qubits[i] for i in order]
+                return "bottom-rotate", order, [q for q in layout.phys if q not in set(qubits)] + targets_sorted
             return "bottom", order, None
         if t + d == n_qubits:
             return "top", order, None
@@ -112,20 +120,23 @@ def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, me
             phys = tuple(layout.pos[qubits[i]] for i in order)
             out = small_kernel(data, n_qubits, u_host, phys)
         else:
-            src = data
-            if new_phys is not None:
-                src = permute_bits(data, n_qubits, new_phys, layout.phys, xp)
-                t = 0
-            else:
-                t = min(layout.pos[q] for q in qubits)
             u = xp.asarray(u_host)
-            if t == 0:
-                out, report = gemm.matmul(src.reshape(-1, dim), u.T, method=method, return_report=True, **options)
-            elif t + d == n_qubits:
-                out, report = gemm.matmul(u, src.reshape(dim, -1), method=method, return_report=True, **options)
+            if path == "bottom-rotate":
+                a, b = u, data.reshape(-1, dim).T  # result (2^d, 2^(N-d)): targets on top
             else:
-                out, report = gemm.matmul(u, src.reshape(-1, dim, 1 << t), method=method,
-                                          return_report=True, **options)
+                src = data
+                if new_phys is not None:
+                    src = permute_bits(data, n_qubits, new_phys, layout.phys, xp)
+                    t = 0
+                else:
+                    t = min(layout.pos[q] for q in qubits)
+                if t == 0:
+                    a, b = src.reshape(-1, dim), u.T
+                elif t + d == n_qubits:
+                    a, b = u, src.reshape(dim, -1)
+                else:
+                    a, b = u, src.reshape(-1, dim, 1 << t)
+            out, report = gemm.matmul(a, b, method=method, return_report=True, **options)
             out = out.reshape(-1)
             if out.dtype != data.dtype:
                 out = out.astype(data.dtype)

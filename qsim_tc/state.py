@@ -202,7 +202,7 @@ class StateVector:
     def _small_kernel(self, meth, d: int, want):
         from qsim_tc import small_gate  # noqa: PLC0415
 
-        return small_gate.select(meth, d, self._device, want)
+        return small_gate.select(meth, d, self._device, want, self._n)
 
     def _workspace(self, meth, d: int, options) -> int:
         est = getattr(meth, "workspace_bytes", None)

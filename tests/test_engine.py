@@ -140,3 +140,14 @@ def test_sampling_sees_logical_order_after_permutation():
     assert not st._layout.is_identity
     assert set(st.sample(100, seed=0)) == {0b1010}
     assert set(st.sample(100, seed=0, qubits=[3, 1])) == {0b11}
+
+
+def test_bottom_rotate_path_matches_qiskit(monkeypatch):
+    """U @ S^T leaves the targets on top; the lazy layout must account for it."""
+    import qsim_tc.apply as apply_mod
+
+    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_MIN_D, "cpu", 2)
+    circ = brickwork(11, 3, 5, seed=4)
+    res = Simulator(device="cpu").run(circ)
+    assert "bottom-rotate" in {s.info.path for s in res.stats}
+    assert np.abs(res.state.to_numpy() - Statevector(to_qiskit(circ)).data).max() < 1e-12

@@ -15,7 +15,7 @@ def random_psi(n, rng):
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
-@pytest.mark.parametrize("d", [1, 2, 3, 4])
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 6])
 def test_small_gate_kernel_matches_cpu(cp, rng, d, dtype, tol):
     n = 12
     psi = random_psi(n, rng)
@@ -23,7 +23,7 @@ def test_small_gate_kernel_matches_cpu(cp, rng, d, dtype, tol):
         qs = [int(q) for q in rng.choice(n, d, replace=False)]
         u = haar_unitary(1 << d, rng)
         g = StateVector(n, dtype=dtype, device="gpu", data=psi)
-        info = g.apply(u, qs)
+        info = g.apply(u, qs, method="native" if dtype == np.complex128 else "native32", small_gate_kernel=True)
         assert info.path == "kernel"
         c = StateVector(n, dtype=np.complex128, device="cpu", data=psi)
         c.apply(u, qs)
@@ -68,3 +68,35 @@ def test_mixed_circuit_gpu(cp, rng):
     g = Simulator(device="gpu").run(circ).state.to_numpy()
     c = Simulator(device="cpu").run(circ).state.to_numpy()
     assert np.abs(g - c).max() < 1e-12
+
+
+def test_bottom_rotate_on_gpu(cp, rng, monkeypatch):
+    import qsim_tc.apply as apply_mod
+
+    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_MIN_D, "gpu", 5)
+    circ = brickwork(14, 7, 4, seed=2)
+    g = Simulator(device="gpu").run(circ)
+    assert "bottom-rotate" in {s.info.path for s in g.stats}
+    c = Simulator(device="cpu").run(circ).state.to_numpy()
+    assert np.abs(g.state.to_numpy() - c).max() < 1e-12
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_direct_cublas_layouts(cp, rng, dtype):
+    from gemm import cublas
+
+    def mk(*shape):
+        x = rng.standard_normal(shape)
+        if np.dtype(dtype).kind == "c":
+            x = x + 1j * rng.standard_normal(shape)
+        return cp.asarray(x.astype(dtype))
+
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    a, b = mk(300, 64), mk(64, 48)
+    for x, y in ((a, b), (a, b.T.copy().T), (cp.asfortranarray(a), b), (mk(64, 300).T, mk(48, 64).T)):
+        assert cublas.supported(x, y)
+        ref = cp.asnumpy(x).astype(np.complex128) @ cp.asnumpy(y).astype(np.complex128)
+        assert np.abs(cp.asnumpy(cublas.matmul(x, y)) - ref).max() < tol * np.abs(ref).max()
+    u, s3 = mk(16, 16), mk(50, 16, 40)
+    ref = cp.asnumpy(u).astype(np.complex128) @ cp.asnumpy(s3).astype(np.complex128)
+    assert np.abs(cp.asnumpy(cublas.matmul(u, s3)) - ref).max() < tol * np.abs(ref).max()

@@ -1,67 +1,115 @@
-// Dense gates of 1..4 qubits applied in place, at any target positions.
+// Dense gates of 1..6 qubits applied in place, at any target positions, one pass over memory.
 //
-// Thread g owns the 2^D amplitudes whose non-target bits spell g: it gathers them, multiplies
-// by the gate matrix (held in shared memory, read as a broadcast) and writes them back. Groups
-// are disjoint, so the update is in place with no second state buffer.
+// A block works on tiles of TILE = G * 2^D amplitudes (G = 2^LOG_G groups of 2^D): 2^K
+// contiguous low amplitudes (K = LOG_G + the number of targets below K) times the 2^H
+// combinations of the targets at or above K.
+//   1. the tile is loaded into shared memory, each warp reading contiguous runs (coalesced
+//      whatever the targets are; a thread-per-group gather from global memory would stride
+//      by 2^p on low targets);
+//   2. each group is multiplied by the matrix: thread t takes group t % G and R consecutive
+//      rows of the matrix, streaming the group's amplitudes from shared memory and reading
+//      the matrix as a broadcast (all threads of a warp share their rows);
+//   3. the tile is stored back, coalesced.
+// Shared-memory indices are XOR-swizzled so that the strided group gathers of step 2 do not
+// fall into one bank.
 //
-// Compiled once per (element type, D) through cupy.RawModule name expressions.
-
+// Compile-time: Real (double/float), D, LOG_G, R (rows per thread). Run-time: the target layout
+// (computed by small_gate.py).
 
 template <typename T>
 struct cplx { T x, y; };
 
-template <typename Real, int D>
-__global__ void __launch_bounds__(256, 2)
-apply_small(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix,
-            long long n_groups, int p0, int p1, int p2, int p3)
-{
-    constexpr int DIM = 1 << D;
-    __shared__ cplx<Real> u[DIM * DIM];
-    __shared__ long long off[DIM];
-    const int pos[4] = {p0, p1, p2, p3};  // sorted ascending; unused entries ignored
-    for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
-    for (int j = threadIdx.x; j < DIM; j += blockDim.x) {
-        long long o = 0;
-#pragma unroll
-        for (int b = 0; b < D; ++b) o |= (long long)((j >> b) & 1) << pos[b];
-        off[j] = o;
-    }
-    __syncthreads();
-
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < n_groups; g += stride) {
-        // insert a zero bit at each target position, lowest first
-        long long base = g;
-#pragma unroll
-        for (int b = 0; b < D; ++b) {
-            const long long low = base & ((1LL << pos[b]) - 1);
-            base = ((base >> pos[b]) << (pos[b] + 1)) | low;
-        }
-        cplx<Real> v[DIM];
-#pragma unroll
-        for (int j = 0; j < DIM; ++j) v[j] = state[base | off[j]];
-        // rows one at a time (not unrolled): keeps v[] in registers without hoisting the matrix
-#pragma unroll 1
-        for (int i = 0; i < DIM; ++i) {
-            Real re = 0, im = 0;
-#pragma unroll
-            for (int j = 0; j < DIM; ++j) {
-                const cplx<Real> m = u[i * DIM + j];
-                re = fma(m.x, v[j].x, re);
-                re = fma(-m.y, v[j].y, re);
-                im = fma(m.x, v[j].y, im);
-                im = fma(m.y, v[j].x, im);
-            }
-            state[base | off[i]] = cplx<Real>{re, im};
-        }
-    }
+__device__ __forceinline__ long long insert_zero(long long x, int p) {
+    return ((x >> p) << (p + 1)) | (x & ((1LL << p) - 1));
 }
 
-template __global__ void apply_small<double, 1>(cplx<double>*, const cplx<double>*, long long, int, int, int, int);
-template __global__ void apply_small<double, 2>(cplx<double>*, const cplx<double>*, long long, int, int, int, int);
-template __global__ void apply_small<double, 3>(cplx<double>*, const cplx<double>*, long long, int, int, int, int);
-template __global__ void apply_small<double, 4>(cplx<double>*, const cplx<double>*, long long, int, int, int, int);
-template __global__ void apply_small<float, 1>(cplx<float>*, const cplx<float>*, long long, int, int, int, int);
-template __global__ void apply_small<float, 2>(cplx<float>*, const cplx<float>*, long long, int, int, int, int);
-template __global__ void apply_small<float, 3>(cplx<float>*, const cplx<float>*, long long, int, int, int, int);
-template __global__ void apply_small<float, 4>(cplx<float>*, const cplx<float>*, long long, int, int, int, int);
+template <typename Real>
+__device__ __forceinline__ int swz(int e, int shift) {
+    constexpr int MASK = sizeof(Real) == 8 ? 7 : 15;  // elements per 128-byte bank row - 1
+    return e ^ ((e >> shift) & MASK);
+}
+
+// Layout arguments:
+//   n_tiles  number of tiles
+//   k        low contiguous bits per tile (every low target lies below k)
+//   h        number of targets at or above k; hp0..hp5 their positions, ascending
+//   tp0..tp5 positions of the D targets inside the tile index, ascending
+//   shift    swizzle shift
+template <typename Real, int D, int LOG_G, int R>
+__global__ void __launch_bounds__((1 << LOG_G) * ((1 << D) / R))
+apply_small(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_tiles,
+            int k, int h, int hp0, int hp1, int hp2, int hp3, int hp4, int hp5,
+            int tp0, int tp1, int tp2, int tp3, int tp4, int tp5, int shift)
+{
+    constexpr int DIM = 1 << D;
+    constexpr int G = 1 << LOG_G;
+    constexpr int NT = G * (DIM / R);
+    constexpr int TILE = G * DIM;
+    constexpr bool U_SHARED = D <= 4;  // larger matrices (16-64 KB in FP64) are read through L1
+    const int hi_pos[6] = {hp0, hp1, hp2, hp3, hp4, hp5};
+    const int tile_pos[6] = {tp0, tp1, tp2, tp3, tp4, tp5};
+
+    __shared__ cplx<Real> buf[TILE];
+    __shared__ cplx<Real> u_sh[U_SHARED ? DIM * DIM : 1];
+    __shared__ long long hoff[DIM];   // address offset of each high-target combination
+    __shared__ int toff[DIM];         // tile offset of each target combination
+
+    const int tid = threadIdx.x;
+    if (U_SHARED)
+        for (int i = tid; i < DIM * DIM; i += NT) u_sh[i] = matrix[i];
+    for (int j = tid; j < DIM; j += NT) {
+        long long o = 0;
+#pragma unroll
+        for (int b = 0; b < 6; ++b)
+            if (b < h) o |= (long long)((j >> b) & 1) << hi_pos[b];
+        hoff[j] = o;
+        int t = 0;
+#pragma unroll
+        for (int b = 0; b < D; ++b) t |= ((j >> b) & 1) << tile_pos[b];
+        toff[j] = t;
+    }
+    const cplx<Real>* u = U_SHARED ? u_sh : matrix;
+    // this thread's group inside the tile (a zero inserted at each target position) and rows
+    int mine = tid & (G - 1);
+#pragma unroll
+    for (int b = 0; b < D; ++b) mine = (int)insert_zero(mine, tile_pos[b]);
+    const int row0 = (tid >> LOG_G) * R;
+    const long long low_mask = (1LL << k) - 1;
+    __syncthreads();
+
+    for (long long tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+        // tile base address: the tile number spread over the bits >= k that are not targets
+        long long base = tile << k;
+#pragma unroll
+        for (int b = 0; b < 6; ++b)
+            if (b < h) base = insert_zero(base, hi_pos[b]);
+#pragma unroll 4
+        for (int e = tid; e < TILE; e += NT)
+            buf[swz<Real>(e, shift)] = state[base | (e & low_mask) | hoff[e >> k]];
+        __syncthreads();
+
+        Real re[R], im[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) re[r] = im[r] = 0;
+#pragma unroll 4
+        for (int j = 0; j < DIM; ++j) {
+            const cplx<Real> v = buf[swz<Real>(mine | toff[j], shift)];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const cplx<Real> m = u[(row0 + r) * DIM + j];
+                re[r] = fma(m.x, v.x, re[r]);
+                re[r] = fma(-m.y, v.y, re[r]);
+                im[r] = fma(m.x, v.y, im[r]);
+                im[r] = fma(m.y, v.x, im[r]);
+            }
+        }
+        if (R < DIM) __syncthreads();  // other threads still read this group
+#pragma unroll
+        for (int r = 0; r < R; ++r) buf[swz<Real>(mine | toff[row0 + r], shift)] = cplx<Real>{re[r], im[r]};
+        __syncthreads();
+#pragma unroll 4
+        for (int e = tid; e < TILE; e += NT)
+            state[base | (e & low_mask) | hoff[e >> k]] = buf[swz<Real>(e, shift)];
+        __syncthreads();
+    }
+}

@@ -1,0 +1,66 @@
+"""Direct cuBLAS calls for the shapes the engine produces, without the copies cupy.matmul makes.
+
+``cupy.matmul`` copies a transposed (F-contiguous) operand into C order before calling cuBLAS,
+and runs a 2-D operand broadcast against a 3-D one through a pointer-array batched GEMM. Here a
+transposed view becomes cuBLAS's ``T`` flag, and the broadcast operand gets stride 0 in a
+strided-batched GEMM. Row-major products are issued as their col-major transposes:
+C = A @ B  <=>  C^T = B^T @ A^T.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_N, _T = 0, 1
+
+
+def _routine(dtype, batched: bool):
+    from cupy.cuda import cublas  # noqa: PLC0415
+
+    prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+              np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}[np.dtype(dtype)]
+    return getattr(cublas, prefix + ("gemmStridedBatched" if batched else "gemm"))
+
+
+def _layout(x, name):
+    """(flag, leading dimension) of a 2-D operand seen as the col-major transpose cuBLAS wants."""
+    rows, cols = x.shape
+    if x.flags.c_contiguous:
+        return _N, cols
+    if x.flags.f_contiguous:
+        return _T, rows
+    raise ValueError(f"{name} must be C- or F-contiguous for a direct cuBLAS call")
+
+
+def supported(a, b) -> bool:
+    """True when :func:`matmul` handles these operands (same dtype, contiguous layouts)."""
+    if a.dtype != b.dtype or a.dtype not in (np.float32, np.float64, np.complex64, np.complex128):
+        return False
+    if a.ndim == 2 and b.ndim == 2:
+        return (a.flags.c_contiguous or a.flags.f_contiguous) and (b.flags.c_contiguous or b.flags.f_contiguous)
+    return a.ndim == 2 and b.ndim == 3 and a.flags.c_contiguous and b.flags.c_contiguous
+
+
+def matmul(a, b, out=None):
+    """``a @ b`` for 2-D @ 2-D (C- or F-contiguous) or 2-D @ 3-D (C-contiguous), one cuBLAS call."""
+    import cupy  # noqa: PLC0415
+
+    handle = cupy.cuda.device.get_cublas_handle()
+    one = np.ones(1, dtype=a.dtype)
+    zero = np.zeros(1, dtype=a.dtype)
+    if a.ndim == 2 and b.ndim == 2:
+        m, k = a.shape
+        n = b.shape[1]
+        c = out if out is not None else cupy.empty((m, n), dtype=a.dtype)
+        tb, ldb = _layout(b, "b")
+        ta, lda = _layout(a, "a")
+        _routine(a.dtype, False)(handle, tb, ta, n, m, k, one.ctypes.data, b.data.ptr, ldb,
+                                 a.data.ptr, lda, zero.ctypes.data, c.data.ptr, n)
+        return c
+    # (m, k) @ (p, k, n): the left operand is shared by every batch (stride 0)
+    p, k, n = b.shape
+    m = a.shape[0]
+    c = out if out is not None else cupy.empty((p, m, n), dtype=a.dtype)
+    _routine(a.dtype, True)(handle, _N, _N, n, m, k, one.ctypes.data, b.data.ptr, n, k * n,
+                            a.data.ptr, k, 0, zero.ctypes.data, c.data.ptr, n, m * n, p)
+    return c
