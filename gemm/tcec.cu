@@ -9,11 +9,12 @@
 //
 // Compile-time constants (options=("-D...",)):
 //   FMT     0: TF32, 1: FP16
-//   MODE    0: error-corrected (hi*hi from zero per mma, added in FP32 registers with RN;
+//   MODE    0: error-corrected (hi*hi summed on the tensor core from zero over a k-block of
+//              HI_KSTEPS instructions, each k-block added in FP32 registers with RN;
 //              lo*hi + hi*lo in a second, tensor-core accumulator; lo*lo dropped)
 //           1: plain (hi*hi accumulated inside the tensor core)
 //           2: Markidis (hi*hi + lo*hi + hi*lo + lo*lo, all inside the tensor core, lo unscaled)
-//   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration
+//   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration; HI_KSTEPS: k-block length in instructions
 //
 // Shared-memory words are 32 bits: one TF32 value or two FP16 values along k. A k-step of the
 // mma covers 8 words for either format, so fragment loads are the same code: each lane reads
@@ -50,6 +51,9 @@
 #define MT (WM / 16)
 #define NT (WN / 8)
 #define USE_LO (MODE != 1)
+#ifndef HI_KSTEPS
+#define HI_KSTEPS 4   // mma k-steps summed inside the tensor core before the FP32 round-to-nearest add
+#endif
 
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -268,6 +272,7 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
     float acc[MT][NT][4];
 #if MODE == 0
     float cor[MT][NT][4];
+    float blk[MT][NT][4];
 #endif
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -278,6 +283,7 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                 acc[i][j][q] = 0.0f;
 #if MODE == 0
                 cor[i][j][q] = 0.0f;
+                blk[i][j][q] = 0.0f;
 #endif
             }
 
@@ -336,13 +342,7 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
 #pragma unroll
                 for (int j = 0; j < NT; ++j) {
 #if MODE == 0
-                    float p[4];
-                    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    mma(p, ah[i], bh[j], zero);
-                    acc[i][j][0] = __fadd_rn(acc[i][j][0], p[0]);
-                    acc[i][j][1] = __fadd_rn(acc[i][j][1], p[1]);
-                    acc[i][j][2] = __fadd_rn(acc[i][j][2], p[2]);
-                    acc[i][j][3] = __fadd_rn(acc[i][j][3], p[3]);
+                    mma(blk[i][j], ah[i], bh[j], blk[i][j]);
                     mma(cor[i][j], al[i], bh[j], cor[i][j]);
                     mma(cor[i][j], ah[i], bl[j], cor[i][j]);
 #elif MODE == 1
@@ -354,6 +354,21 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                     mma(acc[i][j], al[i], bl[j], acc[i][j]);
 #endif
                 }
+#if MODE == 0
+            // each k-block's hi*hi product, computed from zero on the tensor core, is added to
+            // the FP32 accumulator with round-to-nearest
+            if (((kt * (BKW / 8) + ks + 1) % HI_KSTEPS) == 0 || (kt == KT - 1 && ks == BKW / 8 - 1)) {
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j)
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) {
+                            acc[i][j][q] = __fadd_rn(acc[i][j][q], blk[i][j][q]);
+                            blk[i][j][q] = 0.0f;
+                        }
+            }
+#endif
         }
     }
     cp_wait<0>();

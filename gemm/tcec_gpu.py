@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gemm.tcec_split import LO_SHIFT, pow2
+from gemm.tcec_split import HI_KSTEPS, LO_SHIFT, pow2
 
 # name -> (BM, BN, WARPS_M, WARPS_N, STAGES); chosen per shape class by tile_config()
 TILES = {
@@ -68,7 +68,7 @@ def _kernels(device_id: int, fmt: str, scheme: str, tile: str):
 
     bm, bn, wm, wn, stages = TILES[tile]
     opts = ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[scheme]}", f"-DBM={bm}", f"-DBN={bn}",
-            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}")
+            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DHI_KSTEPS={HI_KSTEPS}")
     mod = cupy.RawModule(code=_source(), options=opts)
     gemm_k = mod.get_function("tcec_gemm")
     gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, scheme)
