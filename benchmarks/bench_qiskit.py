@@ -127,6 +127,10 @@ def run_qsim(circ: Circuit, backend: str, device: str, fuse_opt):
     res = sim.run(fused)
     gemm.device.synchronize(sim.device.xp)
     t_sim = time.perf_counter() - t0
+    by_path: dict = {}
+    for st in res.stats:
+        by_path[st.info.path] = by_path.get(st.info.path, 0.0) + st.info.time_ms
+    info["ms_by_path"] = {k: round(v, 1) for k, v in sorted(by_path.items())}
     return res, t_fuse, t_sim, info
 
 
@@ -173,7 +177,8 @@ def mode_cpu(args) -> dict:
         err = compare(res.state.to_numpy(), ref)
         total = t_import + t_fuse + t_sim
         print(f"qsim-tc native fuse={f}: {total:.2f} s (import {t_import:.2f}, fuse {t_fuse:.2f}, "
-              f"simulate {t_sim:.2f}), {info['gates_after_fusion']} gates; vs aer {err}", flush=True)
+              f"simulate {t_sim:.2f}), {info['gates_after_fusion']} gates (d={info.get('max_qubits', f)}, "
+              f"min {info.get('min_qubits', 1)}); ms by path {info['ms_by_path']}; vs aer {err}", flush=True)
         if err["max_abs_error"] > 1e-10:
             raise SystemExit(f"qsim-tc and Aer disagree: {err}")
         rows.append({"simulator": "qsim-tc native", "import_s": t_import, "fuse_s": t_fuse, "simulate_s": t_sim,

@@ -1,22 +1,26 @@
-"""Gate fusion: merge consecutive gates into blocks of at most d qubits, one matrix per block.
+"""Gate fusion: merge gates into blocks of at most d qubits, one matrix per block.
 
-Greedy, in one pass over the gates. Each qubit remembers the last block that touched it (its
-frontier). A gate joins its qubits' frontier blocks when their qubits together with the gate's
-number at most d and every joined block other than the latest is the last block on all of its
-qubits (so moving it forward past the blocks in between changes nothing: they share no qubit).
-Otherwise the gate starts a new block. Gates wider than d stay as they are.
+Greedy, in one pass over the gates, on the dependency graph of blocks (an edge joins two blocks
+that touch a qubit in turn). Each qubit remembers the last block on it. A gate joins the last
+blocks of its qubits (all of them, else the one giving the widest block that fits) when the
+union has at most d qubits and the merged set is convex: no path leaves one of the merged
+blocks and comes back into the set, or into a block the gate depends on, through another
+block. A convex merge keeps the graph acyclic, so the blocks are emitted in a topological order
+(earliest first gate first). Otherwise the gate starts a new block. Gates wider than d stay as
+they are.
 
 A block's matrix is the product of its gates, each expanded to the block's qubits (sorted
 ascending; the first listed qubit is the low bit of the matrix index, as in ``circuits.Gate``).
 
-The choice of d for a backend (``choose_max_qubits``) uses the measured per-gate costs in
+The choice of d for a backend (``choose``) uses the measured per-gate costs in
 ``circuits.gate_costs``: it plans the fusion for every candidate d (cheap: qubit sets only) and
 keeps the d whose blocks cost least in total.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +29,7 @@ from circuits.errors import CircuitError
 from circuits.gate import Gate
 
 MAX_FUSE_QUBITS = 14  # a 2^14 x 2^14 complex128 matrix is 4 GiB: beyond this fusion makes no sense
+_SEARCH_LIMIT = 256  # blocks visited by one convexity check before giving up (and not merging)
 
 
 @dataclass
@@ -33,45 +38,122 @@ class Block:
 
     gates: list[int]
     qubits: set[int]
+    preds: set[int] = field(default_factory=set, repr=False)
+    succs: set[int] = field(default_factory=set, repr=False)
 
 
 def plan(circuit: Circuit, max_qubits: int) -> list[Block]:
     """The blocks greedy fusion makes of ``circuit`` with at most ``max_qubits`` qubits each.
 
     Only the qubit sets are looked at (no matrices), so this is fast enough to try several d.
+    Returns the blocks in an order in which they can be applied.
     """
     d = _check_max_qubits(max_qubits)
-    blocks: list[Block | None] = []
+    blocks: dict[int, Block] = {}
     last: dict[int, int] = {}  # qubit -> id of the last block touching it
     for gi, g in enumerate(circuit.gates):
         qs = g.qubits
-        if len(qs) <= d:
-            cands = {last[q] for q in qs if q in last}
-            union = set(qs)
-            for b in cands:
-                union |= blocks[b].qubits
-            if cands and len(union) <= d:
-                host = max(cands)
-                others = [b for b in cands if b != host]
-                if all(last[q] == b for b in others for q in blocks[b].qubits):
-                    blk = blocks[host]
-                    merged = list(blk.gates)
-                    for b in others:
-                        merged.extend(blocks[b].gates)
-                        for q in blocks[b].qubits:
-                            last[q] = host
-                        blocks[b] = None
-                    # original order is a valid order for any subset of the gates
-                    blk.gates = sorted(merged) + [gi] if others else merged + [gi]
-                    blk.qubits = union
-                    for q in qs:  # not the host's other qubits: a later block may hold them
-                        last[q] = host
-                    continue
-        bid = len(blocks)
-        blocks.append(Block([gi], set(qs)))
-        for q in qs:
-            last[q] = bid
-    return [b for b in blocks if b is not None]
+        deps = {last[q] for q in qs if q in last}
+        members = _members(blocks, deps, qs, d) if len(qs) <= d and deps else None
+        if members is None:
+            bid = gi  # gate indices are unique ids
+            blocks[bid] = Block([gi], set(qs), set(deps))
+            for c in deps:
+                blocks[c].succs.add(bid)
+            for q in qs:
+                last[q] = bid
+            continue
+        _merge(blocks, last, members, deps, gi, qs)
+    return _topological(blocks)
+
+
+def _members(blocks, deps: set, qs, d: int):
+    """The set of blocks the gate joins, or None."""
+    union = set(qs)
+    for c in deps:
+        union |= blocks[c].qubits
+    if len(union) <= d and _convex(blocks, deps, deps):
+        return set(deps)
+    if len(deps) == 1:
+        return None
+    for c in sorted(deps, key=lambda b: (-len(blocks[b].qubits | set(qs)), -b)):
+        if len(blocks[c].qubits | set(qs)) <= d and _convex(blocks, {c}, deps):
+            return {c}
+    return None
+
+
+def _convex(blocks, members: set, deps: set) -> bool:
+    """No path from a member through a non-member back into the members or into ``deps``."""
+    targets = deps - members
+    stack = [x for m in members for x in blocks[m].succs if x not in members]
+    seen = set()
+    while stack:
+        x = stack.pop()
+        if x in targets:
+            return False
+        if x in seen:
+            continue
+        seen.add(x)
+        if len(seen) > _SEARCH_LIMIT:
+            return False
+        for y in blocks[x].succs:
+            if y in members or y in targets:
+                return False
+            stack.append(y)
+    return True
+
+
+def _merge(blocks, last, members: set, deps: set, gi: int, qs) -> None:
+    host = min(members)
+    hb = blocks[host]
+    gates, qubits = [], set(qs)
+    preds, succs = set(), set()
+    for m in members:
+        b = blocks[m]
+        gates.extend(b.gates)
+        qubits |= b.qubits
+        preds |= b.preds
+        succs |= b.succs
+    preds = (preds | deps) - members
+    succs -= members
+    for m in members:
+        if m == host:
+            continue
+        b = blocks.pop(m)
+        for p in b.preds:
+            if p not in members:
+                blocks[p].succs.discard(m)
+        for x in b.succs:
+            if x not in members:
+                blocks[x].preds.discard(m)
+        for q in b.qubits:
+            if last.get(q) == m:
+                last[q] = host
+    for p in preds:
+        blocks[p].succs.add(host)
+    for x in succs:
+        blocks[x].preds.add(host)
+    hb.gates = sorted(gates) + [gi]  # original order is a valid order for any subset of the gates
+    hb.qubits, hb.preds, hb.succs = qubits, preds, succs
+    for q in qs:
+        last[q] = host
+
+
+def _topological(blocks: dict) -> list[Block]:
+    """Blocks in dependency order, the one with the earliest first gate first among the ready."""
+    indeg = {b: len(blk.preds) for b, blk in blocks.items()}
+    ready = [(blk.gates[0], b) for b, blk in blocks.items() if indeg[b] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        _, b = heapq.heappop(ready)
+        out.append(blocks[b])
+        for x in blocks[b].succs:
+            indeg[x] -= 1
+            if indeg[x] == 0:
+                heapq.heappush(ready, (blocks[x].gates[0], x))
+    assert len(out) == len(blocks), "fusion produced a cyclic block graph"
+    return out
 
 
 def fuse(circuit: Circuit, max_qubits: int, *, min_qubits: int = 1) -> Circuit:

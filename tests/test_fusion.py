@@ -1,0 +1,154 @@
+"""Gate fusion: fused and unfused runs agree, blocks are valid, the cost-based choice, bad input."""
+
+import time
+
+import numpy as np
+import pytest
+
+from circuits import Circuit, CircuitError, Gate, brickwork, haar_unitary
+from circuits import gate_costs
+from circuits.fusion import block_matrix, check_fuse_option, choose, fuse, plan
+from qsim_tc import Simulator
+
+
+def random_gate_circuit(n, n_gates, max_width, seed):
+    rng = np.random.default_rng(seed)
+    c = Circuit(n, name=f"rand{seed}", global_phase=0.25)
+    for _ in range(n_gates):
+        w = int(rng.integers(1, max_width + 1))
+        qs = tuple(int(q) for q in rng.choice(n, w, replace=False))
+        c.append(Gate(haar_unitary(1 << w, rng), qs, f"g{w}", check_unitary=False))
+    return c
+
+
+def state(circ, **kw):
+    return Simulator("native", device="cpu", **kw).run(circ).state.to_numpy()
+
+
+def dense(circ):
+    """The circuit's unitary by explicit Kronecker expansion (independent of the engine)."""
+    n = circ.n_qubits
+    u = np.eye(1 << n, dtype=complex)
+    for g in circ.gates:
+        full = np.zeros((1 << n, 1 << n), dtype=complex)
+        others = [q for q in range(n) if q not in g.qubits]
+        for col in range(1 << n):
+            sub = sum(((col >> q) & 1) << j for j, q in enumerate(g.qubits))
+            rest = col & ~sum(1 << q for q in g.qubits)
+            for row_sub in range(1 << g.num_qubits):
+                row = rest | sum(((row_sub >> j) & 1) << q for j, q in enumerate(g.qubits))
+                full[row, col] = g.matrix[row_sub, sub]
+        assert others is not None
+        u = full @ u
+    return u * np.exp(1j * circ.global_phase)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 7])
+def test_fused_equals_unfused(seed, d):
+    c = random_gate_circuit(9, 60, 3, seed)
+    ref = state(c)
+    f = fuse(c, d)
+    assert all(g.num_qubits <= max(d, 3) for g in f.gates)
+    assert np.abs(state(f) - ref).max() <= 1e-12
+    assert f.global_phase == c.global_phase
+
+
+@pytest.mark.parametrize("min_qubits", [2, 4])
+def test_padding_to_min_qubits(min_qubits):
+    c = random_gate_circuit(8, 40, 2, 11)
+    f = fuse(c, 5, min_qubits=min_qubits)
+    assert min(g.num_qubits for g in f.gates) >= min_qubits
+    assert np.abs(state(f) - state(c)).max() <= 1e-12
+
+
+def test_block_matrix_matches_dense_expansion():
+    c = random_gate_circuit(4, 12, 3, 5)
+    m = block_matrix(c.gates, (0, 1, 2, 3))
+    assert np.abs(m - dense(Circuit(4, c.gates))).max() <= 1e-12
+    # scattered, unsorted block qubits: the matrix is in the listed order (first = low bit)
+    sub = [Gate(g.matrix, tuple({0: 7, 1: 2, 2: 5, 3: 0}[q] for q in g.qubits), check_unitary=False) for g in c.gates]
+    m2 = block_matrix(sub, (7, 2, 5, 0))
+    assert np.abs(m2 - m).max() <= 1e-12
+
+
+def test_plan_covers_each_gate_once_in_valid_order():
+    c = random_gate_circuit(10, 200, 3, 2)
+    for d in (2, 4, 6):
+        blocks = plan(c, d)
+        seen = sorted(i for b in blocks for i in b.gates)
+        assert seen == list(range(len(c)))
+        for b in blocks:
+            assert b.gates == sorted(b.gates)
+            assert len(b.qubits) <= d or len(b.gates) == 1
+            assert set().union(*(c.gates[i].qubits for i in b.gates)) == b.qubits
+
+
+def test_wide_gates_stay_unfused():
+    c = random_gate_circuit(8, 30, 4, 9)
+    f = fuse(c, 2)
+    assert np.abs(state(f) - state(c)).max() <= 1e-12
+    assert sum(g.num_qubits == 4 for g in f.gates) == sum(g.num_qubits == 4 for g in c.gates)
+
+
+def test_measurements_and_phase_kept():
+    c = Circuit(3, [Gate(np.eye(2), (0,)), Gate(np.eye(4), (1, 0))], global_phase=0.5, measured=[(0, 1), (2, 0)])
+    f = fuse(c, 2)
+    assert f.measured == c.measured and f.n_clbits == 2 and f.global_phase == 0.5 and len(f) == 1
+
+
+def test_fusion_is_fast_for_thousands_of_gates():
+    c = brickwork(20, 2, 300, seed=1)  # 2850 two-qubit gates
+    t0 = time.perf_counter()
+    f = fuse(c, 5)
+    assert time.perf_counter() - t0 < 3.0
+    assert len(f) < len(c) / 2
+
+
+def test_simulator_fuse_options_agree_with_native():
+    c = random_gate_circuit(10, 80, 2, 4)
+    ref = state(c)
+    for opt in (3, 6, "auto"):
+        assert np.abs(state(c, fuse=opt) - ref).max() <= 1e-12
+
+
+def test_choose_uses_the_cost_table():
+    c = brickwork(22, 2, 20, seed=3)
+    ch = choose(c, "native", "cpu", "complex128")
+    assert ch.max_qubits is not None and ch.estimated_ms < ch.unfused_ms
+    assert "native/cpu/complex128" in ch.cost_row
+    row, _ = gate_costs.lookup("native", "cpu", "complex128")
+    # the estimate of the unfused circuit is the table's cost of each gate
+    assert ch.unfused_ms == pytest.approx(len(c) * row.gate_ms(2, 22))
+    gpu = choose(c, "int8", "gpu", "complex128")
+    assert "no cost row for 'int8' on gpu" in gpu.note
+    tiny = Circuit(2, [Gate(np.eye(2), (0,))])
+    assert choose(tiny).max_qubits is None  # nothing to gain
+
+
+def test_cost_row_interpolates_and_scales():
+    row = gate_costs.CostRow("cpu", "complex128", "x", 20, {2: 1.0, 4: 4.0})
+    assert row.gate_ms(3) == pytest.approx(2.0)
+    assert row.gate_ms(1) == 1.0
+    assert row.gate_ms(5) == pytest.approx(16.0)
+    assert row.gate_ms(2, 22) == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="no gate cost row for device 'tpu'"):
+        gate_costs.lookup("native", "tpu", "complex128")
+
+
+def test_bad_fuse_arguments():
+    c = random_gate_circuit(4, 5, 2, 0)
+    with pytest.raises(CircuitError, match=r"max_qubits must be in 1..14, got 0"):
+        fuse(c, 0)
+    with pytest.raises(TypeError, match=r"max_qubits must be an int in 1..14, got 2.5"):
+        fuse(c, 2.5)
+    with pytest.raises(CircuitError, match=r"min_qubits must be in 1..max_qubits=3, got 4"):
+        fuse(c, 3, min_qubits=4)
+    with pytest.raises(TypeError, match="circuit must be a circuits.Circuit, got list"):
+        fuse([], 3)
+    with pytest.raises(TypeError, match=r"fuse must be None, 'auto' or an int in 1..14, got 'fast'"):
+        check_fuse_option("fast")
+    with pytest.raises(TypeError, match=r"fuse must be None, 'auto' or an int"):
+        Simulator("native", device="cpu", fuse="fast")
+    with pytest.raises(CircuitError, match=r"max_qubits must be in 1..14, got 20"):
+        Simulator("native", device="cpu", fuse=20)
