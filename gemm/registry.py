@@ -15,6 +15,7 @@ _TABLE: dict[str, str] = {
     "native": "gemm.native:Native",
     "native32": "gemm.native:Native32",
     "dd": "gemm.dd:DoubleDouble",
+    "int8": "gemm.ozaki:Int8", "int8-auto": "gemm.ozaki:Int8Auto",
     "tf32tf32": "gemm.tcec:TF32TF32", "halfhalf": "gemm.tcec:HalfHalf", "tc-auto": "gemm.tcec:TCAuto", "tf32": "gemm.tcec:TF32", "fp16": "gemm.tcec:FP16", "markidis": "gemm.tcec:Markidis",  # noqa: E501
 }
 _CACHE: dict[str, Method] = {}

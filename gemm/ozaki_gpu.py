@@ -1,0 +1,142 @@
+"""GPU stages of the INT8 Ozaki scheme (:mod:`gemm.ozaki`): kernels from ``ozaki.cu`` and the
+INT8 GEMM through cuBLAS ``gemmEx`` (CUDA_R_8I in, CUDA_R_32I out, CUBLAS_COMPUTE_32I, TN).
+
+Every function here mirrors a CPU stage of :mod:`gemm.ozaki` operation by operation. cupy is
+imported by the caller; this module is only imported when a cupy array arrives.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import numpy as np
+
+from gemm import ozaki
+
+NSTAT = ozaki.SMAX + 2  # per operand: [non-finite, nonzero, loss sums s = 1..SMAX]
+_OP_N, _OP_T = 0, 1
+_CUDA_R_8I, _CUDA_R_32I = 3, 10
+_CUBLAS_COMPUTE_32I = 72
+_CUBLAS_GEMM_DEFAULT = -1
+_ONE = np.array(1, dtype=np.int32)
+_ZERO = np.array(0, dtype=np.int32)
+_i32, _i64 = np.int32, np.int64
+
+
+@functools.lru_cache(maxsize=None)
+def _module(device_id: int):
+    """The kernels of ``ozaki.cu``, compiled once per process and device."""
+    import cupy  # noqa: PLC0415
+
+    code = resources.files("gemm").joinpath("ozaki.cu").read_text()
+    return cupy.RawModule(code=code, options=("-std=c++17",))
+
+
+def _fn(cp, name):
+    return _module(cp.cuda.Device().id).get_function(name)
+
+
+def _line_view(X):
+    """(s_out, s_in, s_k, n_in) in elements of the 3-D line view X = (outer, inner, K)."""
+    item = X.dtype.itemsize
+    so, si, sk = (st // item for st in X.strides)
+    return _i64(so), _i64(si), _i64(sk), _i64(X.shape[1])
+
+
+def _kmajor(X) -> bool:
+    so, si, sk, n_in = (int(v) for v in _line_view(X))
+    line_stride = si if X.shape[1] > 1 else so
+    return abs(sk) <= abs(line_stride) or X.shape[0] * X.shape[1] == 1
+
+
+def line_stats(cp, XA, XB, cplx, want_loss, b, pa, pb, cached_copy, Xsmall):
+    """Line exponents of both operands, non-finite counts, int8-auto loss sums and the cache
+    check, with one small host read.
+
+    Returns:
+        (eA, eB, (bad_a, bad_b, stats_a, stats_b, equal)) with eA/eB int32 device arrays and
+        stats as ``(nonzero count, loss sums)`` (None when not wanted).
+    """
+    stats = cp.zeros(2 * NSTAT + 1, dtype=cp.uint64)
+    es = []
+    for i, (X, p) in enumerate(((XA, pa), (XB, pb))):
+        nlines = X.shape[0] * X.shape[1]
+        K = X.shape[2]
+        e = cp.empty(nlines, dtype=cp.int32)
+        so, si, sk, n_in = _line_view(X)
+        args = (X, so, si, sk, n_in, _i64(nlines), _i32(K), _i32(cplx), _i32(want_loss), _i32(b), _i32(p), e,
+                stats[i * NSTAT:(i + 1) * NSTAT])
+        if _kmajor(X):
+            blocks = int(min(-(-nlines // 8), 8192))
+            _fn(cp, "line_stats_warp")((blocks,), (256,), args)
+        else:
+            blocks = int(min(-(-nlines // 256), 8192))
+            _fn(cp, "line_stats_thread")((blocks,), (256,), args)
+        es.append(e)
+    if cached_copy is not None:
+        stats[2 * NSTAT] = cp.array_equal(cached_copy, Xsmall).astype(cp.uint64)
+    host = stats.get()  # the one host read of the call
+    out = []
+    for i in range(2):
+        h = host[i * NSTAT:(i + 1) * NSTAT]
+        out.append((int(h[0]), (int(h[1]), h[2:].astype(np.int64)) if want_loss else None))
+    equal = bool(host[2 * NSTAT]) if cached_copy is not None else False
+    return es[0], es[1], (out[0][0], out[1][0], out[0][1], out[1][1], equal)
+
+
+def split(cp, X, e, line0, nlines, plan, role):
+    """INT8 slices of lines [line0, line0 + nlines) of X: ``(lines_out, s * Kp)``."""
+    s, Kp, K = plan.s, plan.Kp, plan.K
+    nout = plan.lines_out(role, nlines)
+    out = cp.empty((nout, s * Kp), dtype=cp.int8)
+    if Kp > plan.kk:  # the padding columns of every slice must read as zeros
+        out.reshape(nout, s, Kp)[:, :, plan.kk:] = 0
+    so, si, sk, n_in = _line_view(X)
+    grid = (int(-(-nlines // 32)), int(-(-K // 32)))
+    _fn(cp, "split_tile")(grid, (32, 8), (
+        X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(plan.cplx), _i32(_kmajor(X)), e,
+        out, _i64(s * Kp), _i32(Kp), _i32(s), _i32(plan.b), _i32(0 if role == "a" else 1)))
+    return out
+
+
+def gemm_s8(cp, m, n, k, a_ptr, lda, b_ptr, ldb, c_ptr, ldc):
+    """C (m x n, column-major, INT32) = A^T B with A (k x m) and B (k x n) INT8, column-major
+    (the TN layout: both operands K-major). ``lda``, ``ldb``, ``ldc`` multiples of 4."""
+    from cupy.cuda import cublas, device  # noqa: PLC0415
+
+    handle = device.get_cublas_handle()
+    cublas.setPointerMode(handle, 0)  # host scalars
+    cublas.gemmEx(handle, _OP_T, _OP_N, int(m), int(n), int(k), _ONE.ctypes.data, int(a_ptr), _CUDA_R_8I, int(lda),
+                  int(b_ptr), _CUDA_R_8I, int(ldb), _ZERO.ctypes.data, int(c_ptr), _CUDA_R_32I, int(ldc),
+                  _CUBLAS_COMPUTE_32I, _CUBLAS_GEMM_DEFAULT)
+
+
+def products(cp, SA, sA, SB, sB, plan):
+    """The grouped slice products as INT32 ``(G, rows of SA, ldP)``: P[g, r, c] = SA_g[r] . SB_g[c]."""
+    Kp = plan.Kp
+    groups = plan.groups
+    rows, cols = SA.shape[0], SB.shape[0]
+    ldP = -(-cols // 4) * 4
+    P = cp.empty((len(groups), rows, ldP), dtype=cp.int32)
+    slab = rows * ldP * 4
+    lda_b, ldb_a = sB * Kp, sA * Kp  # bytes per line of SB and SA
+    for g, (w, i0, i1) in enumerate(groups):
+        L = (i1 - i0 + 1) * Kp
+        oa = (i0 - 1) * Kp
+        ob = (sB - w + i0) * Kp
+        gemm_s8(cp, cols, rows, L, SB.data.ptr + ob, lda_b, SA.data.ptr + oa, ldb_a, P.data.ptr + g * slab, ldP)
+    return P
+
+
+def accumulate(cp, P, plan, eA, eB, r0, c0, rows, colsp, out):
+    """Fused FP64 accumulation and rescaling of one block into the output (its final layout)."""
+    total = rows * colsp
+    blocks = int(min(-(-total // 256), 132 * 64))
+    if out.ndim == 3 and out.shape[1] == plan.R and out.shape[0] * out.shape[2] == plan.NC:
+        n2 = out.shape[2]  # B stacked: column c = h * L + l
+    else:
+        n2 = plan.NC
+    _fn(cp, "accumulate")((blocks,), (256,), (
+        P, _i64(P.shape[1] * P.shape[2]), _i64(P.shape[2]), _i64(rows), _i64(colsp), _i64(r0), _i64(c0),
+        eA, eB, _i32(plan.s), _i32(plan.cap), _i32(plan.b), _i32(plan.cplx), out, _i64(plan.R), _i64(n2)))
