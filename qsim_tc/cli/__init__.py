@@ -10,6 +10,7 @@ import sys
 SUBCOMMANDS = (
     "qsim_tc.cli.brickwork",
     "qsim_tc.cli.info",
+    "qsim_tc.cli.gemm_accuracy",
     "qsim_tc.cli.probe",
     "qsim_tc.cli.run",
 )
