@@ -1,0 +1,115 @@
+"""circuits.from_qasm: OpenQASM 2 text and files against Qiskit's Statevector; parser errors."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+pytest.importorskip("qiskit")
+
+from qiskit import QuantumCircuit  # noqa: E402
+from qiskit.quantum_info import Statevector  # noqa: E402
+
+from circuits import CircuitError, from_qasm  # noqa: E402
+from qsim_tc import Simulator  # noqa: E402
+
+PROGRAM = """OPENQASM 2.0;
+include "qelib1.inc";
+// a custom gate, standard gates with parameters, multi-qubit gates on scattered qubits
+gate mix(theta) a, b { cx a, b; ry(theta) b; cx a, b; u3(theta, pi/3, -pi/5) a; }
+qreg q[6];
+qreg r[2];
+creg c[4];
+h q;
+mix(0.37) q[4], q[1];
+cu1(pi/7) q[0], q[5];
+ccx q[2], q[5], q[3];
+u2(0.1, 0.2) r[1];
+swap q[3], r[0];
+rzz(0.9) q[1], r[1];
+sx q[2];
+cswap r[1], q[0], q[4];
+barrier q;
+measure q[0] -> c[0];
+measure r[1] -> c[3];
+"""
+
+
+def reference(text):
+    qc = QuantumCircuit.from_qasm_str(text)
+    return Statevector(qc.remove_final_measurements(inplace=False)).data
+
+
+def simulate(circ):
+    return Simulator("native", device="cpu").run(circ).state.to_numpy()
+
+
+def test_qasm2_text_matches_statevector():
+    c = from_qasm(PROGRAM)
+    assert c.n_qubits == 8
+    assert np.abs(simulate(c) - reference(PROGRAM)).max() <= 1e-12
+    assert c.measured == [(0, 0), (7, 3)] and c.n_clbits == 4
+
+
+def test_qasm2_file_with_local_include(tmp_path):
+    (tmp_path / "mine.inc").write_text("gate flip a, b { x a; cz a, b; h b; }\n")
+    text = 'OPENQASM 2.0;\ninclude "qelib1.inc";\ninclude "mine.inc";\nqreg q[3];\nh q[0];\nflip q[0], q[2];\n'
+    f = tmp_path / "prog.qasm"
+    f.write_text(text)
+    expanded = text.replace('include "mine.inc";\n', "gate flip a, b { x a; cz a, b; h b; }\n")
+    for src in (f, str(f)):
+        c = from_qasm(src)
+        assert c.name == "prog"
+        assert np.abs(simulate(c) - reference(expanded)).max() <= 1e-12
+
+
+def test_syntax_error_gives_the_parsers_line():
+    bad = 'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\nh q[0]\ncx q[0],q[1];\n'
+    with pytest.raises(CircuitError, match=r"OpenQASM 2 syntax error in <input>: <input>:5,0: needed ';'"):
+        from_qasm(bad)
+
+
+def test_syntax_error_in_a_file_names_the_file(tmp_path):
+    f = tmp_path / "bad.qasm"
+    f.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\nfoo q[0];\n')
+    with pytest.raises(CircuitError, match=r"syntax error in .*bad\.qasm: .*4,0: 'foo' is not defined"):
+        from_qasm(f)
+
+
+def test_reset_and_classical_control_in_qasm_are_rejected():
+    reset = 'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\nh q[0];\nreset q[0];\n'
+    with pytest.raises(CircuitError, match=r"instruction 1 \('reset' on qubit\(s\) \[0\]\) is a reset"):
+        from_qasm(reset)
+    cond = 'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\ncreg c[1];\nmeasure q[0] -> c[0];\nif (c==1) x q[1];\n'
+    with pytest.raises(CircuitError, match=r"instruction 1 \('if_else' on qubit\(s\) \[1\]\) is classical control"):
+        from_qasm(cond)
+    mid = 'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\ncreg c[1];\nmeasure q[0] -> c[0];\nh q[0];\n'
+    with pytest.raises(CircuitError, match=r"mid-circuit measurement: qubit 0 is measured by instruction 0"):
+        from_qasm(mid)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("qiskit_qasm3_import") is not None,
+                    reason="qiskit-qasm3-import is installed")
+def test_qasm3_without_its_parser_says_what_to_install():
+    with pytest.raises(ImportError, match=r"OpenQASM 3 import needs the qiskit-qasm3-import package: "
+                                          r"pip install qiskit-qasm3-import"):
+        from_qasm('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[2] q;\nh q[0];\n')
+
+
+@pytest.mark.skipif(importlib.util.find_spec("qiskit_qasm3_import") is None,
+                    reason="needs qiskit-qasm3-import")
+def test_qasm3_matches_statevector():
+    text = 'OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[3] q;\nh q[0];\ncx q[0], q[2];\nrz(0.3) q[1];\n'
+    from qiskit import qasm3
+
+    c = from_qasm(text)
+    assert np.abs(simulate(c) - Statevector(qasm3.loads(text)).data).max() <= 1e-12
+
+
+def test_bad_sources():
+    with pytest.raises(CircuitError, match=r"OPENQASM 4 in <input> is not supported; expected version 2 or 3"):
+        from_qasm("OPENQASM 4.0;\nqreg q[1];\n")
+    with pytest.raises(FileNotFoundError, match=r"'no_such_file.qasm' is not OpenQASM text .* and no such file"):
+        from_qasm("no_such_file.qasm")
+    with pytest.raises(TypeError, match="source must be OpenQASM text or a path, got int"):
+        from_qasm(3)
