@@ -14,7 +14,7 @@ import numpy as np
 
 BM = BN = 32
 THREADS = (16, 16, 1)
-OPTIONS = ("--fmad=false", "--std=c++17")  # TwoSum needs additions rounded on their own
+OPTIONS = ("--fmad=false",)  # TwoSum needs additions rounded on their own
 
 
 @functools.lru_cache(maxsize=None)

@@ -205,33 +205,3 @@ def test_dd_bad_input(rng):
         gemm.matmul(a, a, method="dd", a_lo=bad)
     with pytest.raises(TypeError, match="unknown option"):
         gemm.matmul(a, a, method="dd", splits=3)
-
-
-# --- GPU ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.gpu
-def test_gpu_split_matches_cpu_bitwise(cp, rng):
-    for m, k, n in ((1000, 16, 16), (300, 256, 40), (64, 1024, 64)):
-        a = testmats.complex_phi_matrix(m, k, 1.0, rng)
-        alo = testmats.complex_urand(m, k, rng) * 2.0**-60
-        b = testmats.complex_urand(k, n, rng)
-        chi, clo = dd.matmul_pair((a, alo), b)
-        ghi, glo = dd.matmul_pair((cp.asarray(a), cp.asarray(alo)), cp.asarray(b))
-        assert np.array_equal(ghi.get(), chi) and np.array_equal(glo.get(), clo)
-
-
-@pytest.mark.gpu
-def test_gpu_fma_kernel_matches_cpu(cp, rng):
-    for m, k, n in ((200, 16, 16), (130, 256, 70), (64, 1024, 64)):
-        a = testmats.complex_urand(m, k, rng)
-        alo = testmats.complex_urand(m, k, rng) * 2.0**-60
-        b = testmats.complex_urand(k, n, rng)
-        chi, clo = dd.matmul_pair((a, alo), b)
-        ghi, glo = dd.matmul_pair((cp.asarray(a), cp.asarray(alo)), cp.asarray(b), algorithm="fma")
-        ghi, glo = ghi.get(), glo.get()
-        # difference in DD, relative to the magnitude of the row times the column
-        dre = dd_arith.dd_add(ghi.real, glo.real, -chi.real, -clo.real)[0]
-        dim = dd_arith.dd_add(ghi.imag, glo.imag, -chi.imag, -clo.imag)[0]
-        scale = np.abs(a).sum(axis=1)[:, None] * np.abs(b).max(axis=0)[None, :]
-        assert float((np.hypot(dre, dim) / scale).max()) < 1e-30

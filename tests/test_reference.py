@@ -100,12 +100,3 @@ def test_bad_arguments(rng):
         simulate_dd(brickwork(4, 2, 1, seed=0), device="cpu", initial_state=np.ones(8))
     with pytest.raises(TypeError, match="unknown option"):
         simulate_dd(brickwork(4, 2, 1, seed=0), device="cpu", splits=2)
-
-
-@pytest.mark.gpu
-def test_gpu_reference_matches_cpu_bitwise():
-    circ = brickwork(14, 4, 4, seed=2)
-    cpu = simulate_dd(circ, device="cpu")
-    gpu = simulate_dd(circ, device="gpu")
-    hi, lo = gpu.to_numpy()
-    assert np.array_equal(hi, cpu.hi) and np.array_equal(lo, cpu.lo)
