@@ -14,7 +14,8 @@
 //              lo*hi + hi*lo in a second, tensor-core accumulator; lo*lo dropped)
 //           1: plain (hi*hi accumulated inside the tensor core)
 //           2: Markidis (hi*hi + lo*hi + hi*lo + lo*lo, all inside the tensor core, lo unscaled)
-//   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration; HI_KSTEPS: k-block length in instructions
+//   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration; HI_KSTEPS: k-block length in instructions;
+//   MIDPOINT: 1 to move each truncated k-block result to the middle of its truncation interval
 //
 // Shared-memory words are 32 bits: one TF32 value or two FP16 values along k. A k-step of the
 // mma covers 8 words for either format, so fragment loads are the same code: each lane reads
@@ -51,6 +52,9 @@
 #define MT (WM / 16)
 #define NT (WN / 8)
 #define USE_LO (MODE != 1)
+#ifndef MIDPOINT
+#define MIDPOINT 1    // add half an ulp (away from zero) to each truncated k-block result
+#endif
 #ifndef HI_KSTEPS
 #define HI_KSTEPS 4   // mma k-steps summed inside the tensor core before the FP32 round-to-nearest add
 #endif
@@ -364,7 +368,15 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                     for (int j = 0; j < NT; ++j)
 #pragma unroll
                         for (int q = 0; q < 4; ++q) {
-                            acc[i][j][q] = __fadd_rn(acc[i][j][q], blk[i][j][q]);
+#if MIDPOINT
+                            // the tensor core truncates: the exact k-block sum lies in [|x|, |x| + ulp);
+                            // its midpoint removes the bias toward zero (error <= ulp/2, like RN)
+                            const float x = __fmaf_rn(
+                                __uint_as_float(__float_as_uint(blk[i][j][q]) & 0xff800000u), 0x1p-24f, blk[i][j][q]);
+#else
+                            const float x = blk[i][j][q];
+#endif
+                            acc[i][j][q] = __fadd_rn(acc[i][j][q], x);
                             blk[i][j][q] = 0.0f;
                         }
             }

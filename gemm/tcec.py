@@ -29,6 +29,13 @@ markidis   TF32   four products hi*hi + lo*hi + hi*lo + lo*lo (lo unscaled), all
                   inside the tensor core (Markidis et al.), to show what the truncation costs
 ========== ====== ============================================================================
 
+Options of the error-corrected methods: ``kblock`` (1, 2, 4 or 8; default 1), the number of mma
+instructions whose hi*hi products the tensor core sums from zero before the FP32 addition, and
+``midpoint`` (default True), which moves each k-block result, truncated toward zero by the
+tensor core, to the middle of its truncation interval (``x + sign(x) ulp(x) / 2``): the error
+stays below half an ulp and loses its bias toward zero, which would otherwise drain the norm of
+a state a little at every gate.
+
 Operands are float32/complex64. float64/complex128 operands are a TypeError unless the caller
 passes ``downcast=True``, which rounds them to FP32 explicitly (the result is then float32 /
 complex64). NaN and Inf propagate as in IEEE arithmetic: a non-finite hi*hi sum is returned as
@@ -56,6 +63,7 @@ class FP16RangeWarning(RuntimeWarning):
 
 
 ON_RANGE = ("warn", "raise")
+KBLOCKS = (1, 2, 4, 8)
 
 
 class TensorCoreMethod(Method):
@@ -77,14 +85,23 @@ class TensorCoreMethod(Method):
         mm, nn, kk = (m, 2 * n, 2 * k) if c else (m, n, k)
         return tcec_gpu.workspace_bytes(mm, nn, kk, 1, 1, self.fmt or "tf32", self.scheme)
 
-    def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn"):
+    def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn", kblock=ts.HI_KSTEPS,
+             midpoint=ts.MIDPOINT):
         if on_range not in ON_RANGE:
             raise ValueError(f"on_range={on_range!r} is not valid; expected one of {', '.join(ON_RANGE)}")
+        if kblock not in KBLOCKS:
+            raise ValueError(f"kblock={kblock!r} is not valid; expected one of {', '.join(map(str, KBLOCKS))}")
+        if not isinstance(midpoint, (bool, np.bool_)):
+            raise TypeError(f"midpoint must be True or False, got {midpoint!r}")
+        acc = (int(kblock), bool(midpoint))
+        if self.scheme == "ec":
+            report.choices["kblock"] = int(kblock)
+            report.choices["midpoint"] = bool(midpoint)
         ops = self._to_fp32(ops, downcast, report)
         report.choices["scheme"] = self.scheme
         if ops.xp is np:
-            return self._run_cpu(ops, report, timer, on_range)
-        return self._run_gpu(ops, report, timer, on_range)
+            return self._run_cpu(ops, report, timer, on_range, acc)
+        return self._run_gpu(ops, report, timer, on_range, acc)
 
     # ------------------------------------------------------------------ checks
 
@@ -143,7 +160,7 @@ class TensorCoreMethod(Method):
 
     # ------------------------------------------------------------------ paths
 
-    def _run_cpu(self, ops, report, timer, on_range):
+    def _run_cpu(self, ops, report, timer, on_range, acc):
         ranges = None
         if self.fmt != "tf32":
             with timer.stage("range"):
@@ -151,11 +168,11 @@ class TensorCoreMethod(Method):
                 ranges = [ts.exponent_range(ar), ts.exponent_range(br)]
         fmt, scales = self._decide(ranges, ops, report, on_range)
         with timer.stage("product"):
-            c = ts.emulate(ops.a, ops.b, fmt, self.scheme, *scales)
+            c = ts.emulate(ops.a, ops.b, fmt, self.scheme, *scales, *acc)
         report.choices["form"] = "real (cpu emulation)"
         return c
 
-    def _run_gpu(self, ops, report, timer, on_range):
+    def _run_gpu(self, ops, report, timer, on_range, acc):
         from gemm import tcec_gpu  # noqa: PLC0415 - imports cupy lazily through its functions
 
         cp = ops.xp
@@ -168,25 +185,26 @@ class TensorCoreMethod(Method):
                 ranges = tcec_gpu.exponent_ranges(cp, plan, probe_fmt, self.scheme,
                                                   tcec_gpu.tile_config(plan.m, plan.n)).get()
         fmt, scales = self._decide(ranges, ops, report, on_range)
-        return tcec_gpu.run(cp, ops, plan, fmt, self.scheme, scales, timer, report)
+        return tcec_gpu.run(cp, ops, plan, fmt, self.scheme, scales, timer, report, *acc)
 
 
-class _OnRange:
-    options = {"downcast": False, "on_range": "warn"}
+_EC_OPTIONS = {"downcast": False, "kblock": ts.HI_KSTEPS, "midpoint": ts.MIDPOINT}
 
 
 class TF32TF32(TensorCoreMethod):
     """Error-corrected TF32: FP32 accuracy from three TF32 tensor-core products."""
 
+    options = _EC_OPTIONS
     name = "tf32tf32"
     fmt = "tf32"
     scheme = "ec"
     description = "error-corrected TF32 tensor cores (hi/lo split, hi*hi accumulated in FP32 RN)"
 
 
-class HalfHalf(_OnRange, TensorCoreMethod):
+class HalfHalf(TensorCoreMethod):
     """Error-corrected FP16 with power-of-two operand scaling; warns when the range does not fit."""
 
+    options = {**_EC_OPTIONS, "on_range": "warn"}
     name = "halfhalf"
     fmt = "fp16"
     scheme = "ec"
@@ -196,6 +214,7 @@ class HalfHalf(_OnRange, TensorCoreMethod):
 class TCAuto(TensorCoreMethod):
     """Error-corrected FP16 where both operands fit FP16 after scaling, else TF32."""
 
+    options = _EC_OPTIONS
     name = "tc-auto"
     fmt = None
     scheme = "ec"
@@ -211,9 +230,10 @@ class TF32(TensorCoreMethod):
     description = "uncorrected TF32 tensor cores (comparison)"
 
 
-class FP16(_OnRange, TensorCoreMethod):
+class FP16(TensorCoreMethod):
     """Uncorrected FP16 with power-of-two scaling, for comparison."""
 
+    options = {"downcast": False, "on_range": "warn"}
     name = "fp16"
     fmt = "fp16"
     scheme = "plain"

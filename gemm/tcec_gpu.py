@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gemm.tcec_split import HI_KSTEPS, LO_SHIFT, pow2
+from gemm.tcec_split import LO_SHIFT, pow2
 
 # name -> (BM, BN, WARPS_M, WARPS_N, STAGES); chosen per shape class by tile_config()
 TILES = {
@@ -62,13 +62,13 @@ def _source() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernels(device_id: int, fmt: str, scheme: str, tile: str):
+def _kernels(device_id: int, fmt: str, scheme: str, tile: str, kblock: int = 1, midpoint: bool = True):
     """(range, split, gemm) kernels for one configuration, compiled once per process and device."""
     import cupy  # noqa: PLC0415
 
     bm, bn, wm, wn, stages = TILES[tile]
     opts = ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[scheme]}", f"-DBM={bm}", f"-DBN={bn}",
-            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DHI_KSTEPS={HI_KSTEPS}")
+            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DHI_KSTEPS={kblock}", f"-DMIDPOINT={int(midpoint)}")
     mod = cupy.RawModule(code=_source(), options=opts)
     gemm_k = mod.get_function("tcec_gemm")
     gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, scheme)
@@ -225,7 +225,8 @@ def _pad(x: int, q: int) -> int:
     return -(-x // q) * q
 
 
-def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], timer, report):
+def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], timer, report, kblock: int = 1,
+        midpoint: bool = True):
     """Split both operands and run the product; returns C (complex64 or float32, ops.out_shape)."""
     tile = tile_config(plan.m, plan.n)
     bm, bn, wm, wn, _ = TILES[tile]
@@ -235,7 +236,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     with timer.stage("split"):
         a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, scheme, tile, scales[0])
         b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, scheme, tile, scales[1])
-    _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, scheme, tile)
+    _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, scheme, tile, kblock, midpoint)
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
     c = cp.empty(ops.out_shape, out_dtype)
     batch = ops.batch or 1

@@ -11,13 +11,15 @@
   exact and rounded toward zero to FP32 (the tensor core's rounding, see ``qsim-tc probe``),
   then accumulated as the scheme says:
 
-  - ``ec`` (error-corrected): hi*hi summed on the tensor core over a k-block of
-    :data:`HI_KSTEPS` instructions (32 TF32 / 64 FP16 values), starting from zero, and each
-    k-block result added to an FP32 accumulator with round-to-nearest; lo*hi and hi*lo
+  - ``ec`` (error-corrected): hi*hi summed on the tensor core over a k-block of ``kblock``
+    instructions (default 1: 8 TF32 / 16 FP16 values), starting from zero; each k-block
+    result, truncated by the tensor core, is moved to the middle of its truncation interval
+    (``midpoint``: ``x + sign(x) ulp(x)/2``, so the error is at most half an ulp and has no
+    bias toward zero) and added to an FP32 accumulator with round-to-nearest; lo*hi and hi*lo
     accumulated with round-toward-zero in a second FP32 accumulator (as the tensor core
-    does), added at the end times 2^-11; lo*lo dropped. Short k-blocks keep the truncation
-    relative to a small partial sum; fewer round-to-nearest additions (K/32 rather than K/8)
-    keep the FP32 accumulation error at the level of a native FP32 GEMM.
+    does), added at the end times 2^-11; lo*lo dropped. Without the midpoint step every
+    k-block loses on average half an ulp toward zero, a bias that a circuit of many gates
+    turns into a steady loss of norm.
   - ``plain``: hi*hi only, accumulated with round-toward-zero (the tensor core's accumulator).
   - ``markidis``: hi*hi, lo*hi, hi*lo and lo*lo (lo unscaled) all accumulated with
     round-toward-zero in one accumulator.
@@ -40,7 +42,8 @@ import numpy as np
 FORMATS = ("tf32", "fp16")
 SCHEMES = ("ec", "plain", "markidis")
 BLOCK_K = {"tf32": 8, "fp16": 16}  # real inner values per mma instruction
-HI_KSTEPS = 4  # mma instructions per k-block of hi*hi (32 TF32 / 64 FP16 values)
+HI_KSTEPS = 1  # default k-block of hi*hi, in mma instructions (8 TF32 / 16 FP16 values)
+MIDPOINT = True  # default: move truncated k-block results to the middle of their interval
 LO_SHIFT = 11  # lo is scaled by 2^11
 FP16_TOP = 14  # FP16 scaling puts the largest magnitude in [2^14, 2^15)
 FP16_MIN_EXP = -14  # smallest normal FP16 exponent
@@ -173,6 +176,14 @@ def _rz(s: np.ndarray) -> np.ndarray:
     return r
 
 
+def _midpoint(x: np.ndarray) -> np.ndarray:
+    """``x + sign(x) * ulp(x) / 2`` (one rounding, as the kernel's FMA): the middle of the interval a
+    result truncated toward zero came from."""
+    h = (x.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (x.astype(np.float64) + h * 2.0**-24).astype(np.float32)
+
+
 def _blocks(x: np.ndarray, y: np.ndarray, kb: int) -> np.ndarray:
     """Exact-ish block products: (nblk, batch, m, n) float64 of 3-D x (bx, m, K), y (by, K, n)."""
     k = x.shape[-1]
@@ -186,7 +197,7 @@ def _blocks(x: np.ndarray, y: np.ndarray, kb: int) -> np.ndarray:
     return np.matmul(xb, yb)
 
 
-def _accumulate(scheme: str, fmt: str, ah, al, bh, bl) -> np.ndarray:
+def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, kblock: int, midpoint: bool) -> np.ndarray:
     kb = BLOCK_K[fmt]
     with np.errstate(invalid="ignore", over="ignore"):
         hh = _blocks(ah, bh, kb)
@@ -210,20 +221,23 @@ def _accumulate(scheme: str, fmt: str, ah, al, bh, bl) -> np.ndarray:
             blk = _rz(blk.astype(np.float64) + hh[i])
             cor = _rz(cor.astype(np.float64) + lh[i])
             cor = _rz(cor.astype(np.float64) + hl[i])
-            if (i + 1) % HI_KSTEPS == 0 or i == last:
-                acc = acc + blk  # float32 + float32: round to nearest
+            if (i + 1) % kblock == 0 or i == last:
+                acc = acc + (_midpoint(blk) if midpoint else blk)  # float32 + float32: round to nearest
                 blk = np.zeros_like(acc)
         fixed = (acc.astype(np.float64) + cor.astype(np.float64) * 2.0**-LO_SHIFT).astype(np.float32)
         return np.where(np.isfinite(acc), fixed, acc)
 
 
-def emulate(a: np.ndarray, b: np.ndarray, fmt: str, scheme: str, scale_a: int = 0, scale_b: int = 0) -> np.ndarray:
+def emulate(a: np.ndarray, b: np.ndarray, fmt: str, scheme: str, scale_a: int = 0, scale_b: int = 0,
+            kblock: int = HI_KSTEPS, midpoint: bool = MIDPOINT) -> np.ndarray:
     """The product ``a @ b`` (numpy float32/complex64, 2-D or 3-D) as the GPU kernel computes it.
 
     Args:
         a, b: operands (not modified).
         fmt: ``"tf32"`` or ``"fp16"``; scheme: ``"ec"``, ``"plain"`` or ``"markidis"``.
         scale_a, scale_b: FP16 power-of-two scalings (exponents); the result is scaled back.
+        kblock, midpoint: ``ec`` only: instructions per hi*hi k-block, and whether each truncated
+            k-block result is moved to the middle of its truncation interval.
     """
     complex_ = a.dtype.kind == "c"
     ar, br = real_form(a, b)
@@ -245,7 +259,8 @@ def emulate(a: np.ndarray, b: np.ndarray, fmt: str, scheme: str, scale_a: int = 
     for i in range(0, m, rows):
         for j in range(0, n, cols):
             out[:, i:i + rows, j:j + cols] = _accumulate(
-                scheme, fmt, ah[:, i:i + rows], al[:, i:i + rows], bh[:, :, j:j + cols], bl[:, :, j:j + cols])
+                scheme, fmt, ah[:, i:i + rows], al[:, i:i + rows], bh[:, :, j:j + cols], bl[:, :, j:j + cols],
+                kblock, midpoint)
     if scale_a or scale_b:
         out = _mul_pow2(_mul_pow2(out, -scale_a), -scale_b)
     if out_batch is None:
