@@ -89,6 +89,7 @@ def main(argv=None) -> int:
                         "norm_hi": float(xp.linalg.norm(ref.hi))}
     print(f"DD reference: {wall:.2f} s wall, {np.median(gate_s):.3f} s median per gate, "
           f"effective DD GEMM rate {rate / 1e9:.2f} GFLOP/s (8MKN per complex product)", flush=True)
+    save(out, args.json)
 
     if args.fma_rows and dev.is_gpu:
         rows = min(args.fma_rows, m_rows)
@@ -115,6 +116,7 @@ def main(argv=None) -> int:
                 print(f"  fma vs split: max rel diff {out['gate_subset']['fma_vs_split_max_rel']:.2e}", flush=True)
         del a, hi_lo, split_pair
         _free(xp)
+        save(out, args.json)
 
     backends = [b for b in args.compare.split(",") if b]
     if backends:
@@ -135,17 +137,26 @@ def main(argv=None) -> int:
             if b == "native" and "time_s" in row:
                 native_t = row["time_s"]
             out["backends"].append(row)
+            save(out, args.json)
         for row in out["backends"]:
             if native_t and "time_s" in row:
                 row["speedup_vs_native"] = native_t / row["time_s"]
             print("  " + ", ".join(f"{k}={v:.3e}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
                   flush=True)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=str)
-        print(f"wrote {args.json}")
+    save(out, args.json, final=True)
     return 0
+
+
+def save(out: dict, path: str | None, final: bool = False) -> None:
+    """Write the results so far (called after every stage, so a killed run keeps what it did)."""
+    if not path:
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    out["complete"] = final
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1, default=str)
+    if final:
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -103,11 +103,15 @@ def cdd_parts(hi, lo):
 
 def cdd_join(re_hi, re_lo, im_hi, im_lo, xp=np):
     """Four float64 arrays -> complex DD ``(hi, lo)`` of complex128 arrays."""
-    hi = xp.empty(re_hi.shape, dtype=np.complex128)
-    lo = xp.empty(re_hi.shape, dtype=np.complex128)
-    hi.real, hi.imag = re_hi, im_hi
-    lo.real, lo.imag = re_lo, im_lo
-    return hi, lo
+    shape = tuple(re_hi.shape)
+    out = []
+    for re, im in ((re_hi, im_hi), (re_lo, im_lo)):
+        z = xp.empty(shape or (1,), dtype=np.complex128)
+        v = z.view(np.float64)  # interleaved (re, im), last axis doubled
+        v[..., 0::2] = re
+        v[..., 1::2] = im
+        out.append(z.reshape(shape))
+    return out[0], out[1]
 
 
 def cdd_mul(ahi, alo, bhi, blo, xp=np):
