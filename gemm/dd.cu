@@ -68,7 +68,7 @@ dd_zgemm_fma(const double *__restrict__ a_hi, const double *__restrict__ a_lo,
             const int gr = row0 + r, gk = k0 + kk;
             cdd v = {0.0, 0.0, 0.0, 0.0};
             if (gr < M && gk < K) {
-                const size_t idx = ((size_t)gr * K + gk) * 2;
+                const unsigned long long idx = ((unsigned long long)gr * K + gk) * 2;
                 v.rh = a_hi[idx]; v.ih = a_hi[idx + 1];
                 v.rl = a_lo[idx]; v.il = a_lo[idx + 1];
             }
@@ -79,7 +79,7 @@ dd_zgemm_fma(const double *__restrict__ a_hi, const double *__restrict__ a_lo,
             const int gk = k0 + kk, gc = col0 + c;
             cdd v = {0.0, 0.0, 0.0, 0.0};
             if (gk < K && gc < N) {
-                const size_t idx = ((size_t)gk * N + gc) * 2;
+                const unsigned long long idx = ((unsigned long long)gk * N + gc) * 2;
                 v.rh = b_hi[idx]; v.ih = b_hi[idx + 1];
                 v.rl = b_lo[idx]; v.il = b_lo[idx + 1];
             }
@@ -113,7 +113,7 @@ dd_zgemm_fma(const double *__restrict__ a_hi, const double *__restrict__ a_lo,
         for (int j = 0; j < 2; ++j) {
             const int gr = row0 + ty + TY * i, gc = col0 + tx + TX * j;
             if (gr < M && gc < N) {
-                const size_t idx = ((size_t)gr * N + gc) * 2;
+                const unsigned long long idx = ((unsigned long long)gr * N + gc) * 2;
                 c_hi[idx] = acc[i][j][0];
                 c_lo[idx] = acc[i][j][1];
                 c_hi[idx + 1] = acc[i][j][2];
