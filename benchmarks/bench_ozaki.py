@@ -159,8 +159,11 @@ def main(argv=None):
     thresholds = [float(x) for x in args.thresholds.split(",") if x]
     configs = _configs(splits, thresholds)
     dims = [int(x) for x in args.dims.split(",") if x]
+    from gemm import ozaki_gpu
+
     payload = {"command": " ".join(["python", "benchmarks/bench_ozaki.py", *(argv or sys.argv[1:])]),
-               "environment": environment(), "gates": [], "brickwork": []}
+               "environment": environment(), "kernels": "fast" if ozaki_gpu.FAST else "basic",
+               "timing": f"CUDA events, one warm-up, median of {args.repeats}", "gates": [], "brickwork": []}
     t0 = time.time()
     for d in dims:
         payload["gates"] += bench_gate(cp, gemm, args.qubits, d, "bottom", configs, args.repeats, rng)

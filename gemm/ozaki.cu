@@ -273,3 +273,148 @@ extern "C" __global__ void accumulate(const int* __restrict__ P, long long slab,
         if (cplx) out[2 * off + (cl & 1)] = v; else out[off] = v;
     }
 }
+
+// ---- faster variants (same results bit for bit) ---------------------------------------------
+
+__device__ __forceinline__ signed char slice_step(double& t, double scale) {
+    t = t * scale;
+    double q = trunc(t);
+    t = t - q;
+    return (signed char)(int)q;
+}
+
+__device__ __forceinline__ char4 neg4(char4 v) {
+    return make_char4((signed char)(-(int)v.x), (signed char)(-(int)v.y), (signed char)(-(int)v.z),
+                      (signed char)(-(int)v.w));
+}
+
+// split_tile for K % 4 == 0: a tile of 16 lines x 128 k; each thread cuts 4 adjacent elements of
+// a line and stores 4 slices at once (char4), so a warp writes 128 contiguous bytes.
+extern "C" __global__ void split_tile4(const double* __restrict__ x, long long s_out, long long s_in,
+                                       long long s_k, long long n_in, long long line0, long long nlines,
+                                       int K, int cplx, int kmajor, const int* __restrict__ e_line,
+                                       signed char* __restrict__ out, long long ld_out, int Kp, int s, int b,
+                                       int role) {
+    __shared__ double sre[16][129];
+    __shared__ double sim[16][129];
+    const int tid = threadIdx.y * 32 + threadIdx.x;
+    const long long lt = (long long)blockIdx.x * 16;
+    const int kt = blockIdx.y * 128;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        int flat = i * 256 + tid;
+        int ll = kmajor ? flat >> 7 : flat & 15;
+        int kl = kmajor ? flat & 127 : flat >> 4;
+        long long line = lt + ll;
+        int k = kt + kl;
+        double re = 0.0, im = 0.0;
+        if (line < nlines && k < K) {
+            long long off = elem_offset(line0 + line, k, s_out, s_in, s_k, n_in);
+            if (cplx) {
+                re = x[2 * off];
+                im = x[2 * off + 1];
+            } else {
+                re = x[off];
+            }
+        }
+        sre[ll][kl] = re;
+        sim[ll][kl] = im;
+    }
+    __syncthreads();
+    const double scale = (double)(1 << b);
+    const int k4 = (tid & 31) * 4;
+    const int k = kt + k4;
+    if (k >= K) return;
+    for (int h = 0; h < 2; ++h) {
+        int ll = (tid >> 5) + 8 * h;
+        long long line = lt + ll;
+        if (line >= nlines) continue;
+        int e = e_line[line0 + line];
+        double tr[4], ti[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            tr[j] = ldexp(sre[ll][k4 + j], -e);
+            ti[j] = ldexp(sim[ll][k4 + j], -e);
+        }
+        for (int q = 0; q < s; ++q) {
+            char4 cr, ci = make_char4(0, 0, 0, 0);
+            cr.x = slice_step(tr[0], scale);
+            cr.y = slice_step(tr[1], scale);
+            cr.z = slice_step(tr[2], scale);
+            cr.w = slice_step(tr[3], scale);
+            if (cplx) {
+                ci.x = slice_step(ti[0], scale);
+                ci.y = slice_step(ti[1], scale);
+                ci.z = slice_step(ti[2], scale);
+                ci.w = slice_step(ti[3], scale);
+            }
+            if (role == 0) {
+                signed char* row = out + line * ld_out + (long long)q * Kp;
+                *reinterpret_cast<char4*>(row + k) = cr;
+                if (cplx) *reinterpret_cast<char4*>(row + K + k) = ci;
+            } else {
+                long long slot = (long long)(s - 1 - q) * Kp;
+                if (cplx) {
+                    signed char* re_line = out + (2 * line) * ld_out + slot;
+                    signed char* im_line = re_line + ld_out;
+                    *reinterpret_cast<char4*>(re_line + k) = cr;
+                    *reinterpret_cast<char4*>(re_line + K + k) = neg4(ci);
+                    *reinterpret_cast<char4*>(im_line + k) = ci;
+                    *reinterpret_cast<char4*>(im_line + K + k) = cr;
+                } else {
+                    *reinterpret_cast<char4*>(out + line * ld_out + slot + k) = cr;
+                }
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void two_sum_acc(double& hi, double& lo, double x) {
+    double t = __dadd_rn(hi, x);
+    double bv = __dsub_rn(t, hi);
+    double err = __dadd_rn(__dsub_rn(hi, __dsub_rn(t, bv)), __dsub_rn(x, bv));
+    lo = __dadd_rn(lo, err);
+    hi = t;
+}
+
+// accumulate without 64-bit divisions: blockIdx.y walks the rows, threads the columns; for a
+// complex product a thread takes the (Re, Im) pair of P columns 2j, 2j + 1 (int2 loads, one
+// double2 store). Same operations in the same order as `accumulate`.
+extern "C" __global__ void accumulate2(const int* __restrict__ P, long long slab, long long ldP, int rows,
+                                       int ncols, long long r0, long long c0, const int* __restrict__ eA,
+                                       const int* __restrict__ eB, int s, int cap, int b, int cplx,
+                                       double* __restrict__ out, long long R, unsigned int N2) {
+    for (int rl = blockIdx.y; rl < rows; rl += gridDim.y) {
+        const long long r = r0 + rl;
+        const int ea = eA[r];
+        const int* prow = P + (long long)rl * ldP;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < ncols; j += gridDim.x * blockDim.x) {
+            double h0 = 0.0, l0 = 0.0, h1 = 0.0, l1 = 0.0;
+            long long g = 0;
+            for (int w = s + 1; w >= 2; --w) {
+                const double sc = __longlong_as_double((long long)(1023 - b * w) << 52);  // 2^(-b w)
+                const int nch = (w - 1 + cap - 1) / cap;
+                for (int ch = 0; ch < nch; ++ch, ++g) {
+                    if (cplx) {
+                        int2 v = *reinterpret_cast<const int2*>(prow + g * slab + 2 * j);
+                        two_sum_acc(h0, l0, (double)v.x * sc);
+                        two_sum_acc(h1, l1, (double)v.y * sc);
+                    } else {
+                        two_sum_acc(h0, l0, (double)prow[g * slab + j] * sc);
+                    }
+                }
+            }
+            const long long c = c0 + j;
+            const int e = ea + eB[c];
+            const unsigned int cc = (unsigned int)c;
+            const unsigned int hb = cc / N2;
+            const long long off = (long long)hb * (R * (long long)N2) + r * (long long)N2 + (cc - hb * N2);
+            if (cplx) {
+                *reinterpret_cast<double2*>(out + 2 * off) =
+                    make_double2(ldexp(__dadd_rn(h0, l0), e), ldexp(__dadd_rn(h1, l1), e));
+            } else {
+                out[off] = ldexp(__dadd_rn(h0, l0), e);
+            }
+        }
+    }
+}

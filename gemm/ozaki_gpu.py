@@ -3,11 +3,16 @@ INT8 GEMM through cuBLAS ``gemmEx`` (CUDA_R_8I in, CUDA_R_32I out, CUBLAS_COMPUT
 
 Every function here mirrors a CPU stage of :mod:`gemm.ozaki` operation by operation. cupy is
 imported by the caller; this module is only imported when a cupy array arrives.
+
+Two kernel sets compute the same bits: "fast" (default: char4 slice stores, row-blocked
+accumulation with paired loads) and "basic" (one element per thread, the first version, kept as
+a cross-check); the environment variable ``QSIM_TC_OZAKI_KERNELS=basic`` selects the latter.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from importlib import resources
 
 import numpy as np
@@ -22,6 +27,7 @@ _CUBLAS_GEMM_DEFAULT = -1
 _ONE = np.array(1, dtype=np.int32)
 _ZERO = np.array(0, dtype=np.int32)
 _i32, _i64 = np.int32, np.int64
+FAST = os.environ.get("QSIM_TC_OZAKI_KERNELS", "fast") != "basic"
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,12 +95,18 @@ def split(cp, X, e, line0, nlines, plan, role):
     """INT8 slices of lines [line0, line0 + nlines) of X: ``(lines_out, s * Kp)``."""
     s, Kp, K = plan.s, plan.Kp, plan.K
     nout = plan.lines_out(role, nlines)
-    out = cp.empty((nout, s * Kp), dtype=cp.int8)
+    # lines rounded up to 4 so that a product may cover whole groups of 4 output columns; the
+    # extra lines feed only output columns that are never read
+    full = cp.empty((-(-nout // 4) * 4, s * Kp), dtype=cp.int8)
+    out = full[:nout]
     if Kp > plan.kk:  # the padding columns of every slice must read as zeros
         out.reshape(nout, s, Kp)[:, :, plan.kk:] = 0
     so, si, sk, n_in = _line_view(X)
-    grid = (int(-(-nlines // 32)), int(-(-K // 32)))
-    _fn(cp, "split_tile")(grid, (32, 8), (
+    if FAST and K % 4 == 0:
+        name, grid = "split_tile4", (int(-(-nlines // 16)), int(-(-K // 128)))
+    else:
+        name, grid = "split_tile", (int(-(-nlines // 32)), int(-(-K // 32)))
+    _fn(cp, name)(grid, (32, 8), (
         X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(plan.cplx), _i32(_kmajor(X)), e,
         out, _i64(s * Kp), _i32(Kp), _i32(s), _i32(plan.b), _i32(0 if role == "a" else 1)))
     return out
@@ -125,7 +137,7 @@ def products(cp, SA, sA, SB, sB, plan):
         L = (i1 - i0 + 1) * Kp
         oa = (i0 - 1) * Kp
         ob = (sB - w + i0) * Kp
-        gemm_s8(cp, cols, rows, L, SB.data.ptr + ob, lda_b, SA.data.ptr + oa, ldb_a, P.data.ptr + g * slab, ldP)
+        gemm_s8(cp, ldP, rows, L, SB.data.ptr + ob, lda_b, SA.data.ptr + oa, ldb_a, P.data.ptr + g * slab, ldP)
     return P
 
 
@@ -137,6 +149,14 @@ def accumulate(cp, P, plan, eA, eB, r0, c0, rows, colsp, out):
         n2 = out.shape[2]  # B stacked: column c = h * L + l
     else:
         n2 = plan.NC
+    if FAST:
+        ncols = colsp // 2 if plan.cplx else colsp
+        threads = int(min(256, -(-ncols // 32) * 32))
+        grid = (int(-(-ncols // threads)), int(min(rows, 65535)))
+        _fn(cp, "accumulate2")(grid, (threads,), (
+            P, _i64(P.shape[1] * P.shape[2]), _i64(P.shape[2]), _i32(rows), _i32(ncols), _i64(r0), _i64(c0),
+            eA, eB, _i32(plan.s), _i32(plan.cap), _i32(plan.b), _i32(plan.cplx), out, _i64(plan.R), np.uint32(n2)))
+        return
     _fn(cp, "accumulate")((blocks,), (256,), (
         P, _i64(P.shape[1] * P.shape[2]), _i64(P.shape[2]), _i64(rows), _i64(colsp), _i64(r0), _i64(c0),
         eA, eB, _i32(plan.s), _i32(plan.cap), _i32(plan.b), _i32(plan.cplx), out, _i64(plan.R), _i64(n2)))

@@ -144,3 +144,17 @@ def test_gpu_engine_int8_auto_against_dd(cp):
     g = Simulator("int8-auto", device="gpu", threshold=0).run(small).state.to_numpy()
     c = Simulator("int8-auto", device="cpu", threshold=0).run(small).state.to_numpy()
     assert np.array_equal(g, c), float(np.abs(g - c).max())
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_gpu_basic_kernels_bit_identical(cp, rng, monkeypatch, form):
+    from gemm import ozaki_gpu
+
+    monkeypatch.setattr(ozaki_gpu, "FAST", False)
+    sa, sb, tb = FORMS[form]
+    a = _gen(rng, sa, True)
+    b = _gen(rng, sb[::-1] if tb else sb, True)
+    bh, bd = (b.T, cp.asarray(b).T) if tb else (b, cp.asarray(b))
+    c_cpu = gemm.matmul(a, bh, method="int8", splits=10)
+    c_gpu = gemm.matmul(cp.asarray(a), bd, method="int8", splits=10)
+    assert np.array_equal(cp.asnumpy(c_gpu), c_cpu)
