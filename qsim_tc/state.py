@@ -186,7 +186,7 @@ class StateVector:
                 f"method {method!r} works on {meth.state_dtype} states; this state is {self._dtype} "
                 f"(create it with dtype={meth.state_dtype})"
             )
-        kernel = self._small_kernel(meth, len(qs), small_gate_kernel)
+        kernel = self._small_kernel(meth, qs, small_gate_kernel)
         if kernel is None:
             need = 2 * self.nbytes + self._workspace(meth, len(qs), options)
             memory.check_fits(f"applying a {len(qs)}-qubit gate with {method!r}", need - self.nbytes, self._device)
@@ -199,10 +199,11 @@ class StateVector:
             self._layout.set(new_phys)
         return info
 
-    def _small_kernel(self, meth, d: int, want):
+    def _small_kernel(self, meth, qubits, want):
         from qsim_tc import small_gate  # noqa: PLC0415
 
-        return small_gate.select(meth, d, self._device, want, self._n)
+        positions = sorted(self._layout.pos[q] for q in qubits)
+        return small_gate.select(meth, self._device, want, self._n, positions, self._dtype.itemsize)
 
     def _workspace(self, meth, d: int, options) -> int:
         est = getattr(meth, "workspace_bytes", None)

@@ -146,7 +146,7 @@ def test_bottom_rotate_path_matches_qiskit(monkeypatch):
     """U @ S^T leaves the targets on top; the lazy layout must account for it."""
     import qsim_tc.apply as apply_mod
 
-    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_MIN_D, "cpu", 2)
+    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_D, "cpu", frozenset(range(1, 40)))
     circ = brickwork(11, 3, 5, seed=4)
     res = Simulator(device="cpu").run(circ)
     assert "bottom-rotate" in {s.info.path for s in res.stats}

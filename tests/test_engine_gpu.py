@@ -35,7 +35,7 @@ def test_gemm_paths_match_cpu(cp, rng, d):
     n = 13
     psi = random_psi(n, rng)
     u = haar_unitary(1 << d, rng)
-    for qs in (list(range(d)), list(range(n - d, n)), list(range(4, 4 + d)), list(range(7, 7 + d)),
+    for qs in (list(range(d)), list(range(n - d, n)), list(range(4, 4 + d)), list(range(n - d - 1, n - 1)),
                [int(q) for q in rng.choice(n, d, replace=False)]):
         g = StateVector(n, device="gpu", data=psi)
         g.apply(u, qs, small_gate_kernel=False)
@@ -73,7 +73,7 @@ def test_mixed_circuit_gpu(cp, rng):
 def test_bottom_rotate_on_gpu(cp, rng, monkeypatch):
     import qsim_tc.apply as apply_mod
 
-    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_MIN_D, "gpu", 5)
+    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_D, "gpu", frozenset(range(1, 40)))
     circ = brickwork(14, 7, 4, seed=2)
     g = Simulator(device="gpu").run(circ)
     assert "bottom-rotate" in {s.info.path for s in g.stats}

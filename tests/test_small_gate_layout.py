@@ -67,3 +67,27 @@ def test_swizzle_is_a_permutation(itemsize):
         e = np.arange((1 << CONFIG[len(positions)][0]) << len(positions))
         s = e ^ ((e >> lay["shift"]) & mask)
         assert sorted(s) == list(e)
+
+
+def test_policy_picks_kernels_by_position():
+    """The measured default policy: direct kernel when coalesced, tiled for low targets, GEMM
+    for four targets at the bottom and for d > 4; nothing on the CPU or for emulated methods."""
+    import gemm
+    from qsim_tc.small_gate import apply_direct_gpu, apply_tiled_gpu, select
+
+    native = gemm.get_method("native")
+    gpu = gemm.Device("gpu", np, "test")
+    assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
+    assert select(native, gpu, None, 28, [0, 5], 16) is apply_tiled_gpu
+    assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is None
+    assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is None
+    assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_direct_gpu
+    assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 16) is apply_tiled_gpu
+    assert select(native, gemm.resolve_device("cpu"), None, 28, [12], 16) is None
+
+    class Emulated:
+        name = "emulated"
+
+    with pytest.raises(ValueError, match="computes every gate as its own GEMM"):
+        select(Emulated(), gpu, True, 28, [12], 16)
+    assert select(Emulated(), gpu, None, 28, [12], 16) is None

@@ -113,3 +113,59 @@ apply_small(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
         __syncthreads();
     }
 }
+
+
+// Targets whose lowest position is >= 3 (complex128) or >= 4 (complex64): neighbouring groups
+// are neighbouring in memory, so a warp's loads are coalesced without staging. Thread g owns
+// groups g, g + T, ..., (GPT of them per pass) and issues all their loads before any
+// arithmetic, to keep enough bytes in flight.
+template <typename Real, int D, int GPT>
+__global__ void __launch_bounds__(256)
+apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_groups,
+             int p0, int p1, int p2, int p3, int p4, int p5)
+{
+    constexpr int DIM = 1 << D;
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};
+    __shared__ cplx<Real> u[DIM * DIM];
+    __shared__ long long off[DIM];
+    for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
+    for (int j = threadIdx.x; j < DIM; j += blockDim.x) {
+        long long o = 0;
+#pragma unroll
+        for (int b = 0; b < D; ++b) o |= (long long)((j >> b) & 1) << pos[b];
+        off[j] = o;
+    }
+    __syncthreads();
+    const long long n_threads = (long long)gridDim.x * blockDim.x;
+    for (long long g0 = (long long)blockIdx.x * blockDim.x + threadIdx.x; g0 < n_groups; g0 += n_threads * GPT) {
+        cplx<Real> v[GPT][DIM];
+        long long base[GPT];
+#pragma unroll
+        for (int q = 0; q < GPT; ++q) {
+            long long b = g0 + q * n_threads;
+            if (b >= n_groups) b = g0;  // recompute a valid group; its store is skipped below
+#pragma unroll
+            for (int t = 0; t < D; ++t) b = insert_zero(b, pos[t]);
+            base[q] = b;
+#pragma unroll
+            for (int j = 0; j < DIM; ++j) v[q][j] = state[b | off[j]];
+        }
+#pragma unroll
+        for (int q = 0; q < GPT; ++q) {
+            if (g0 + q * n_threads >= n_groups) break;
+#pragma unroll 1
+            for (int i = 0; i < DIM; ++i) {
+                Real re = 0, im = 0;
+#pragma unroll
+                for (int j = 0; j < DIM; ++j) {
+                    const cplx<Real> m = u[i * DIM + j];
+                    re = fma(m.x, v[q][j].x, re);
+                    re = fma(-m.y, v[q][j].y, re);
+                    im = fma(m.x, v[q][j].y, im);
+                    im = fma(m.y, v[q][j].x, im);
+                }
+                state[base[q] | off[i]] = cplx<Real>{re, im};
+            }
+        }
+    }
+}

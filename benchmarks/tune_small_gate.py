@@ -1,0 +1,125 @@
+"""Tune the small-gate kernels: time every (kernel, d, groups per thread, grid) variant at N
+qubits on the GPU, after checking each against a CPU reference at 16 qubits.
+
+    python benchmarks/tune_small_gate.py --qubits 28 --json tune.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from circuits import haar_unitary  # noqa: E402
+from qsim_tc.small_gate import CONFIG, tile_layout  # noqa: E402
+
+
+def main():
+    import cupy as cp
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--qubits", type=int, default=28)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--json")
+    args = p.parse_args()
+    code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
+    direct = [(t, d, g) for t in ("double", "float") for d in (1, 2, 3, 4, 5) for g in (1, 2, 4)
+              if not (d >= 4 and g == 4) and not (d == 5 and g > 1)]
+    names = [f"apply_direct<{t}, {d}, {g}>" for t, d, g in direct]
+    names += [f"apply_small<{t}, {d}, {CONFIG[d][0]}, {CONFIG[d][1]}>" for t in ("double", "float") for d in CONFIG]
+    mod = cp.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    rng = np.random.default_rng(0)
+
+    def run_direct(st, n, u, pos, g, grid):
+        d = len(pos)
+        t = "double" if st.dtype == np.complex128 else "float"
+        k = mod.get_function(f"apply_direct<{t}, {d}, {g}>")
+        pp = list(pos) + [0] * (6 - d)
+        k((grid,), (256,), (st, u, np.int64((1 << n) >> d), *(np.int32(x) for x in pp)))
+
+    def run_tiled(st, n, u, pos, grid_mult):
+        d = len(pos)
+        t = "double" if st.dtype == np.complex128 else "float"
+        log_g, r = CONFIG[d]
+        k = mod.get_function(f"apply_small<{t}, {d}, {log_g}, {r}>")
+        lay = tile_layout(n, list(pos), st.dtype.itemsize)
+        grid = int(min(lay["n_tiles"], sms * grid_mult))
+        i32 = np.int32
+        k((grid,), ((1 << log_g) * ((1 << d) // r),),
+          (st, u, np.int64(lay["n_tiles"]), i32(lay["k"]), i32(lay["h"]), *(i32(x) for x in lay["hi_pos"]),
+           *(i32(x) for x in lay["tile_pos"]), i32(lay["shift"])))
+
+    def reference(psi, n, u, pos):
+        d = len(pos)
+        t = psi.reshape((2,) * n)
+        axes = [n - 1 - q for q in reversed(pos)]
+        out = np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes))
+        return np.moveaxis(out, list(range(d)), axes).reshape(-1)
+
+    def timed(fn, reps):
+        fn()
+        ts = []
+        for _ in range(reps):
+            s, e = cp.cuda.Event(), cp.cuda.Event()
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            ts.append(cp.cuda.get_elapsed_time(s, e))
+        return float(np.median(ts))
+
+    rows = []
+    n = args.qubits
+    for dtype in (np.complex128, np.complex64):
+        real = np.float64 if dtype == np.complex128 else np.float32
+        big = cp.random.RandomState(1).standard_normal(2 << n, dtype=real).view(dtype)
+        small_n = 16
+        psi = (rng.standard_normal(1 << small_n) + 1j * rng.standard_normal(1 << small_n)).astype(dtype)
+        tol = 1e-12 if dtype == np.complex128 else 1e-4
+        for d in (1, 2, 3, 4, 5):
+            u_h = haar_unitary(1 << d, rng).astype(dtype)
+            u = cp.asarray(u_h)
+            mid = list(range(12, 12 + d))
+            bot = list(range(d))
+            variants = []
+            for g in (1, 2, 4):
+                if (dtype, d, g) and f"apply_direct<{'double' if dtype == np.complex128 else 'float'}, {d}, {g}>" in names:
+                    for gm in (2, 4, 8, 16):
+                        variants.append((f"direct g{g} x{gm}", mid, lambda st, nn, pos, g=g, gm=gm: run_direct(
+                            st, nn, u, pos, g, sms * gm)))
+            if d in CONFIG:
+                for gm in (8, 16, 32):
+                    for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):
+                        variants.append((f"{name} x{gm}", pos, lambda st, nn, pos, gm=gm: run_tiled(st, nn, u, pos, gm)))
+            for name, pos, fn in variants:
+                spos = [q - 12 + 3 if q >= 12 else q for q in pos]  # same shape of positions at 16 qubits
+                x = cp.asarray(psi)
+                fn(x, small_n, spos)
+                err = float(np.abs(cp.asnumpy(x) - reference(psi, small_n, u_h, spos)).max())
+                ms = timed(lambda: fn(big, n, pos), args.repeats)
+                rows.append({"dtype": str(np.dtype(dtype)), "d": d, "variant": name, "ms": ms, "err": err,
+                             "ok": err < tol})
+                print(f"{np.dtype(dtype)} d={d} {name:22s} {ms:8.3f} ms  err {err:.1e}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"qubits": n, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+                                               "rows": rows}, indent=1))
+    best = {}
+    for r in rows:
+        if r["ok"]:
+            key = (r["dtype"], r["d"], r["variant"].split()[0])
+            if key not in best or r["ms"] < best[key]["ms"]:
+                best[key] = r
+    print("\nbest per (dtype, d, kernel):")
+    for key in sorted(best):
+        print(key, best[key]["variant"], f"{best[key]['ms']:.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
