@@ -55,8 +55,11 @@
 #ifndef MIDPOINT
 #define MIDPOINT 1    // add half an ulp (away from zero) to each truncated k-block result
 #endif
+#ifndef MIDPOINT_SKIP
+#define MIDPOINT_SKIP 7
+#endif
 #ifndef HI_KSTEPS
-#define HI_KSTEPS 4   // mma k-steps summed inside the tensor core before the FP32 round-to-nearest add
+#define HI_KSTEPS 1   // mma k-steps summed inside the tensor core before the FP32 round-to-nearest add
 #endif
 
 typedef unsigned int u32;
@@ -368,15 +371,20 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                     for (int j = 0; j < NT; ++j)
 #pragma unroll
                         for (int q = 0; q < 4; ++q) {
+                            acc[i][j][q] = __fadd_rn(acc[i][j][q], blk[i][j][q]);
 #if MIDPOINT
-                            // the tensor core truncates: the exact k-block sum lies in [|x|, |x| + ulp);
-                            // its midpoint removes the bias toward zero (error <= ulp/2, like RN)
-                            const float x = __fmaf_rn(
-                                __uint_as_float(__float_as_uint(blk[i][j][q]) & 0xff800000u), 0x1p-24f, blk[i][j][q]);
-#else
-                            const float x = blk[i][j][q];
+                            // the tensor core truncates: the exact k-block sum lies between x and
+                            // x + sign(x) ulp(x). Its midpoint, x + sign(x) 2^(e-24), removes the
+                            // bias toward zero; the half ulp goes to the correction accumulator
+                            // (scaled by 2^11 there), where it is added without rounding it away.
+                            // A result whose MIDPOINT_SKIP low bits are zero is taken as exact
+                            // (every single product of two 11-bit significands is).
+                            {
+                                const u32 bb = __float_as_uint(blk[i][j][q]);
+                                const float h = (bb & MIDPOINT_SKIP) ? __uint_as_float(bb & 0xff800000u) : 0.0f;
+                                cor[i][j][q] = __fmaf_rn(h, 0x1p-13f, cor[i][j][q]);
+                            }
 #endif
-                            acc[i][j][q] = __fadd_rn(acc[i][j][q], x);
                             blk[i][j][q] = 0.0f;
                         }
             }

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gemm.tcec_split import LO_SHIFT, pow2
+from gemm.tcec_split import LO_SHIFT, SKIP_MASK, pow2
 
 # name -> (BM, BN, WARPS_M, WARPS_N, STAGES); chosen per shape class by tile_config()
 TILES = {
@@ -68,7 +68,8 @@ def _kernels(device_id: int, fmt: str, scheme: str, tile: str, kblock: int = 1, 
 
     bm, bn, wm, wn, stages = TILES[tile]
     opts = ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[scheme]}", f"-DBM={bm}", f"-DBN={bn}",
-            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DHI_KSTEPS={kblock}", f"-DMIDPOINT={int(midpoint)}")
+            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DHI_KSTEPS={kblock}", f"-DMIDPOINT={int(midpoint)}",
+            f"-DMIDPOINT_SKIP={SKIP_MASK}")
     mod = cupy.RawModule(code=_source(), options=opts)
     gemm_k = mod.get_function("tcec_gemm")
     gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, scheme)

@@ -13,9 +13,14 @@
 
   - ``ec`` (error-corrected): hi*hi summed on the tensor core over a k-block of ``kblock``
     instructions (default 1: 8 TF32 / 16 FP16 values), starting from zero; each k-block
-    result, truncated by the tensor core, is moved to the middle of its truncation interval
-    (``midpoint``: ``x + sign(x) ulp(x)/2``, so the error is at most half an ulp and has no
-    bias toward zero) and added to an FP32 accumulator with round-to-nearest; lo*hi and hi*lo
+    result, truncated by the tensor core, is added to an FP32 accumulator with
+    round-to-nearest, and (``midpoint``) half its ulp, ``sign(x) ulp(x)/2``, goes to the
+    correction accumulator, which moves the k-block to the middle of its truncation interval
+    (error at most half an ulp, no bias toward zero) without rounding the half ulp away.
+    Results whose three lowest bits are zero are taken as exact and left alone (an exact
+    product of two 11-bit significands always is; a truncated result is with probability 1/8,
+    leaving a bias of 1/16 ulp). On a brickwork circuit this brings the norm drift from
+    ~1e-6 to ~1e-8 (native CGEMM: ~1e-9); lo*hi and hi*lo
     accumulated with round-toward-zero in a second FP32 accumulator (as the tensor core
     does), added at the end times 2^-11; lo*lo dropped. Without the midpoint step every
     k-block loses on average half an ulp toward zero, a bias that a circuit of many gates
@@ -43,6 +48,7 @@ FORMATS = ("tf32", "fp16")
 SCHEMES = ("ec", "plain", "markidis")
 BLOCK_K = {"tf32": 8, "fp16": 16}  # real inner values per mma instruction
 HI_KSTEPS = 1  # default k-block of hi*hi, in mma instructions (8 TF32 / 16 FP16 values)
+SKIP_MASK = 7  # k-block results whose 3 lowest bits are zero are taken as exact (no midpoint)
 MIDPOINT = True  # default: move truncated k-block results to the middle of their interval
 LO_SHIFT = 11  # lo is scaled by 2^11
 FP16_TOP = 14  # FP16 scaling puts the largest magnitude in [2^14, 2^15)
@@ -176,12 +182,13 @@ def _rz(s: np.ndarray) -> np.ndarray:
     return r
 
 
-def _midpoint(x: np.ndarray) -> np.ndarray:
-    """``x + sign(x) * ulp(x) / 2`` (one rounding, as the kernel's FMA): the middle of the interval a
-    result truncated toward zero came from."""
-    h = (x.view(np.uint32) & np.uint32(0xFF800000)).view(np.float32).astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return (x.astype(np.float64) + h * 2.0**-24).astype(np.float32)
+def _half_ulp(x: np.ndarray) -> np.ndarray:
+    """``sign(x) * 2^(e-24)`` as float64 (x = m 2^e): half an ulp of float32 ``x``, away from zero."""
+    bits = x.view(np.uint32)
+    h = (bits & np.uint32(0xFF800000)).view(np.float32).astype(np.float64) * 2.0**-24
+    if SKIP_MASK:
+        h = np.where((bits & np.uint32(SKIP_MASK)) == 0, 0.0, h)
+    return h
 
 
 def _blocks(x: np.ndarray, y: np.ndarray, kb: int) -> np.ndarray:
@@ -222,7 +229,9 @@ def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, kblock: int, midpoint: bo
             cor = _rz(cor.astype(np.float64) + lh[i])
             cor = _rz(cor.astype(np.float64) + hl[i])
             if (i + 1) % kblock == 0 or i == last:
-                acc = acc + (_midpoint(blk) if midpoint else blk)  # float32 + float32: round to nearest
+                acc = acc + blk  # float32 + float32: round to nearest
+                if midpoint:  # the half ulp, scaled by 2^11, into the correction accumulator (FMA, RN)
+                    cor = (cor.astype(np.float64) + _half_ulp(blk) * 2.0**LO_SHIFT).astype(np.float32)
                 blk = np.zeros_like(acc)
         fixed = (acc.astype(np.float64) + cor.astype(np.float64) * 2.0**-LO_SHIFT).astype(np.float32)
         return np.where(np.isfinite(acc), fixed, acc)
