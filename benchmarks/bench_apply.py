@@ -124,6 +124,11 @@ def bench_gates(args, dev, peer, clock, rows):
             if args.compare_paths:
                 alt = alternatives(args, st, u, tg, d, placement, clock, reset_layout)
                 row.update(alt)
+            for m in args.extra_methods.split(",") if args.extra_methods else []:
+                if d >= args.extra_min_d:
+                    ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, method=m), args.repeats,
+                                    before=reset_layout)
+                    row[f"{m}_ms"] = float(np.median(ts))
             if peer is not None:
                 sv = st._data
                 peer.apply_matrix(sv, args.qubits, u, tg)  # warm-up
@@ -131,7 +136,8 @@ def bench_gates(args, dev, peer, clock, rows):
                 row["custatevec_ms"] = float(np.median(tc))
                 row["ratio_vs_custatevec"] = row["custatevec_ms"] / row["ms"]
             rows.append(row)
-            alts = "".join(f"  {k[:-3]} {row[k]:.3f}" for k in ("gemm_ms", "kernel_ms", "rotate_ms") if k in row)
+            alts = "".join(f"  {k[:-3]} {v:.3f}" for k, v in row.items()
+                           if k.endswith("_ms") and k != "custatevec_ms")
             print(f"d={d:2d} {placement:6s} {info.path:15s} {row['ms']:9.3f} ms{alts}"
                   + (f"  cuStateVec {row['custatevec_ms']:9.3f} ms  x{row['ratio_vs_custatevec']:.2f}"
                      if peer is not None else "") + f"  err {err:.1e}", flush=True)
@@ -243,6 +249,8 @@ def main(argv=None):
     p.add_argument("--skip-gates", action="store_true", help="only the brickwork circuits")
     p.add_argument("--compare-paths", action="store_true",
                    help="also time the paths not chosen (GEMM vs kernel for small d, rotating bottom GEMM)")
+    p.add_argument("--extra-methods", default="", help="comma list of other GEMM methods to time per gate")
+    p.add_argument("--extra-min-d", type=int, default=7, help="time the extra methods from this d on")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args(argv)
     dev = gemm.resolve_device(args.device)

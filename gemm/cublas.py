@@ -14,12 +14,52 @@ import numpy as np
 _N, _T = 0, 1
 
 
-def _routine(dtype, batched: bool):
+def _routine(dtype, batched: bool, gauss: bool = False):
+    """The cuBLAS entry point; ``gauss`` picks the 3M (three real products) variant of a complex GEMM."""
     from cupy.cuda import cublas  # noqa: PLC0415
 
     prefix = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
               np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}[np.dtype(dtype)]
+    if gauss and prefix in "cz" and not batched:
+        return _gemm3m(prefix)
     return getattr(cublas, prefix + ("gemmStridedBatched" if batched else "gemm"))
+
+
+def _gemm3m(prefix: str):
+    """cublas{C,Z}gemm3m: from cupy's bindings when they have it, else from the loaded libcublas."""
+    from cupy.cuda import cublas  # noqa: PLC0415
+
+    fn = getattr(cublas, prefix + "gemm3m", None)
+    if fn is not None:
+        return fn
+    return _ctypes_gemm3m(prefix)
+
+
+def _ctypes_gemm3m(prefix: str):
+    import ctypes  # noqa: PLC0415
+    import ctypes.util  # noqa: PLC0415
+
+    lib = None
+    for name in ("libcublas.so.13", "libcublas.so.12", ctypes.util.find_library("cublas")):
+        if name:
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+    if lib is None:
+        raise RuntimeError("cuBLAS gemm3m is not reachable: libcublas could not be loaded")
+    fn = getattr(lib, f"cublas{prefix.upper()}gemm3m")
+    vp, i = ctypes.c_void_p, ctypes.c_int
+    fn.argtypes = [vp, i, i, i, i, i, vp, vp, i, vp, i, vp, vp, i]
+    fn.restype = i
+
+    def call(handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        status = fn(handle, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        if status != 0:
+            raise RuntimeError(f"cublas{prefix.upper()}gemm3m failed with status {status}")
+
+    return call
 
 
 def _layout(x, name):
@@ -41,8 +81,12 @@ def supported(a, b) -> bool:
     return a.ndim == 2 and b.ndim == 3 and a.flags.c_contiguous and b.flags.c_contiguous
 
 
-def matmul(a, b, out=None):
-    """``a @ b`` for 2-D @ 2-D (C- or F-contiguous) or 2-D @ 3-D (C-contiguous), one cuBLAS call."""
+def matmul(a, b, out=None, gauss: bool = False):
+    """``a @ b`` for 2-D @ 2-D (C- or F-contiguous) or 2-D @ 3-D (C-contiguous), one cuBLAS call.
+
+    ``gauss``: complex 2-D products through cuBLAS's 3M routine (Gauss's three real products:
+    a quarter fewer flops, slightly larger error in the imaginary part).
+    """
     import cupy  # noqa: PLC0415
 
     handle = cupy.cuda.device.get_cublas_handle()
@@ -54,7 +98,7 @@ def matmul(a, b, out=None):
         c = out if out is not None else cupy.empty((m, n), dtype=a.dtype)
         tb, ldb = _layout(b, "b")
         ta, lda = _layout(a, "a")
-        _routine(a.dtype, False)(handle, tb, ta, n, m, k, one.ctypes.data, b.data.ptr, ldb,
+        _routine(a.dtype, False, gauss)(handle, tb, ta, n, m, k, one.ctypes.data, b.data.ptr, ldb,
                                  a.data.ptr, lda, zero.ctypes.data, c.data.ptr, n)
         return c
     # (m, k) @ (p, k, n): the left operand is shared by every batch (stride 0)

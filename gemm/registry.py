@@ -14,6 +14,7 @@ from gemm.method import Method
 _TABLE: dict[str, str] = {
     "native": "gemm.native:Native",
     "native32": "gemm.native:Native32",
+    "native3m": "gemm.native:Native3M",
     "dd": "gemm.dd:DoubleDouble",
     "int8": "gemm.ozaki:Int8", "int8-auto": "gemm.ozaki:Int8Auto",
     "tf32tf32": "gemm.tcec:TF32TF32", "halfhalf": "gemm.tcec:HalfHalf", "tc-auto": "gemm.tcec:TCAuto", "tf32": "gemm.tcec:TF32", "fp16": "gemm.tcec:FP16", "markidis": "gemm.tcec:Markidis",  # noqa: E501

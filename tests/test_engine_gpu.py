@@ -100,3 +100,11 @@ def test_direct_cublas_layouts(cp, rng, dtype):
     u, s3 = mk(16, 16), mk(50, 16, 40)
     ref = cp.asnumpy(u).astype(np.complex128) @ cp.asnumpy(s3).astype(np.complex128)
     assert np.abs(cp.asnumpy(cublas.matmul(u, s3)) - ref).max() < tol * np.abs(ref).max()
+
+
+def test_native3m_close_to_native(cp, rng):
+    circ = brickwork(14, 8, 3, seed=5)
+    a = Simulator("native3m", device="gpu").run(circ)
+    b = Simulator("native", device="gpu").run(circ)
+    assert any(s.info.report is not None and s.info.report.choices.get("form") == "gemm3m" for s in a.stats)
+    assert np.abs(a.state.to_numpy() - b.state.to_numpy()).max() < 1e-13
