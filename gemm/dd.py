@@ -303,11 +303,9 @@ class DoubleDouble(Method):
         out_lo = xp.empty(ops.out_shape, dtype=odt)
         if ops.batch is None:
             jobs = [(a, a_lo, b, b_lo, out_hi, out_lo)]
-        elif a.ndim == 3 and b.ndim == 2:
-            m = ops.m
+        elif a.ndim == 3 and b.ndim == 2:  # stacked A against one B: one tall product
             jobs = [(a.reshape(-1, ops.k), a_lo.reshape(-1, ops.k), b, b_lo,
                      out_hi.reshape(-1, ops.n), out_lo.reshape(-1, ops.n))]
-            del m
         else:
             jobs = []
             for i in range(ops.batch):

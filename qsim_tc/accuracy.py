@@ -15,7 +15,6 @@ and norms are summed in double-double, so ``1 - F`` keeps its digits down to ~1e
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
