@@ -1,0 +1,286 @@
+"""Error-corrected TF32/FP16 methods on the CPU: the split bit for bit, accuracy against DD, bad input.
+
+The CPU path emulates the GPU kernel (products of the split parts in float64 by k-blocks, rounded
+as the tensor core and the FP32 accumulators do), so these tests check the algorithm in CI.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import gemm
+from gemm import tcec_split as ts
+from gemm import testmats as tm
+from gemm.tcec import FP16RangeError, FP16RangeWarning
+
+EC = ("tf32tf32", "halfhalf", "tc-auto")
+ALL = EC + ("tf32", "fp16", "markidis")
+KINDS = ("urand", 1, 2, 3, 4)
+
+
+def _pair(kind, m, k, n, rng, dtype=np.complex64):
+    if kind == "urand":
+        if np.dtype(dtype).kind == "c":
+            return tm.complex_urand(m, k, rng, dtype=dtype), tm.complex_urand(k, n, rng, dtype=dtype)
+        return tm.urand(m, k, rng, dtype=dtype), tm.urand(k, n, rng, dtype=dtype)
+    return tm.exp_rand_type(kind, m, k, n, rng, dtype=dtype)
+
+
+def _wide(x):
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+def _dd(a, b):
+    return gemm.matmul(_wide(a), _wide(b), method="dd")
+
+
+def _res(c, ref):
+    return float(np.linalg.norm(_wide(c) - ref) / np.linalg.norm(ref))
+
+
+def _simt_fp32(a, b):
+    """FP32 GEMM as a GPU's SIMT cores compute it: one FMA chain along k per output (the real
+    form of a complex product: re/im interleaved, as CGEMM does it)."""
+    ar, br = ts.real_form(a, b)
+    ar, br = ar.astype(np.float64), br.astype(np.float64)
+    acc = np.zeros((ar.shape[0], br.shape[1]), np.float32)
+    for k in range(ar.shape[1]):
+        acc = (acc.astype(np.float64) + np.outer(ar[:, k], br[k])).astype(np.float32)
+    return ts.from_real_form(acc, a.dtype.kind == "c")
+
+
+def _run(a, b, method, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FP16RangeWarning)
+        return gemm.matmul(a, b, method=method, return_report=True, **kw)
+
+
+# ---------------------------------------------------------------- split
+
+
+def test_tf32_rna_ties_specials():
+    x = np.array([1 + 2**-11, -(1 + 2**-11), 1 + 2**-12, 1 + 3 * 2**-11, 1 + 2**-11 + 2**-20,
+                  np.inf, -np.inf, np.finfo(np.float32).max, 2.0**-130, 2.0**-140, 0.0], np.float32)
+    got = ts.tf32_rna(x)
+    want = [1 + 2**-10, -(1 + 2**-10), 1.0, 1 + 2**-9, 1 + 2**-10, np.inf, -np.inf, np.inf, 2.0**-130, 0.0, 0.0]
+    assert got.tolist() == want
+    assert np.isnan(ts.tf32_rna(np.array([np.nan], np.float32)))[0]
+
+
+@pytest.mark.parametrize("fmt", ["tf32", "fp16"])
+def test_split_parts_and_reconstruction(fmt, rng):
+    x = (rng.uniform(1, 2, 4000) * np.exp2(rng.integers(-12, 12, 4000)) * rng.choice([-1, 1], 4000)).astype(np.float32)
+    e = 0
+    if fmt == "fp16":
+        emax, emin, _, nz = ts.exponent_range(x)
+        e, fits = ts.plan_fp16(emax, emin, nz)
+        assert fits and e == 14 - 11
+    hi, lo = ts.split(x, fmt, e)
+    if fmt == "tf32":
+        assert np.array_equal(ts.tf32_rna(hi), hi) and np.array_equal(ts.tf32_rna(lo), lo)
+    else:
+        assert np.array_equal(ts.round_fp16(hi), hi) and np.array_equal(ts.round_fp16(lo), lo)
+    back = (hi.astype(np.float64) + lo.astype(np.float64) * 2.0**-11) * 2.0**-e
+    # hi keeps 11 bits, lo 11 more of a residual below half an ulp of hi: error <= 2^-23 |x|
+    assert np.all(np.abs(back - x) <= 2.0**-23 * np.abs(x.astype(np.float64)))
+    # the input is never modified
+    x0 = x.copy()
+    ts.split(x, fmt, e)
+    assert np.array_equal(x, x0)
+
+
+def test_plan_fp16_scales_into_range():
+    x = np.array([3.0e-6, 5.0e-3, -2.5e2], np.float32)
+    emax, emin, bad, nz = ts.exponent_range(x)
+    e, fits = ts.plan_fp16(emax, emin, nz)
+    s = np.abs(x.astype(np.float64)) * 2.0**e
+    assert fits and s.max() < 2**15 and s.max() >= 2**14 and s.min() >= 2**-14
+    wide = np.array([1e-30, 1e10], np.float32)
+    emax, emin, bad, nz = ts.exponent_range(wide)
+    assert ts.plan_fp16(emax, emin, nz)[1] is False
+    assert ts.plan_fp16(0, 0xFFFFFFFF, 0) == (0, True)  # all zeros
+
+
+# ---------------------------------------------------------------- accuracy against DD
+
+
+@pytest.mark.parametrize("k", [256, 1024, 4096])
+@pytest.mark.parametrize("kind", ["urand", 1, 2, 3])
+def test_tf32tf32_halfhalf_match_fp32_gemm(kind, k, rng):
+    a, b = _pair(kind, 8, k, 8, rng)
+    ref = _dd(a, b)
+    simt = _res(_simt_fp32(a, b), ref)
+    for method in ("tf32tf32", "halfhalf", "tc-auto"):
+        c, rep = _run(a, b, method)
+        assert c.dtype == np.complex64
+        r = _res(c, ref)
+        assert r <= 1.5 * simt, (method, kind, k, r, simt)
+        if method == "halfhalf":
+            assert rep.choices["fp16_fits"] is True
+
+
+@pytest.mark.parametrize("k", [256, 1024])
+@pytest.mark.parametrize("kind", ["urand", 1])
+def test_tf32tf32_vs_numpy_blas(kind, k, rng):
+    a, b = _pair(kind, 8, k, 8, rng)
+    ref = _dd(a, b)
+    assert _res(_run(a, b, "tf32tf32")[0], ref) <= 1.5 * _res(a @ b, ref)
+
+
+@pytest.mark.parametrize("k", [16, 256, 4096])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_error_bound_every_case(kind, k, dtype, rng):
+    """|C - C_ref| <= (2^-21 + k' 2^-24) |A||B| elementwise: the split's own representation error
+    (2^-23 per operand, lo*lo dropped) plus the accumulation. Holds for every data type, where
+    uncorrected TF32 is far above its split term."""
+    a, b = _pair(kind, 6, k, 5, rng, dtype)
+    ref = _dd(a, b)
+    kp = 2 * k if np.dtype(dtype).kind == "c" else k
+    bound = (2.0**-21 + kp * 2.0**-24) * (np.abs(_wide(a)) @ np.abs(_wide(b))) * (2 if np.dtype(dtype).kind == "c" else 1)
+    for method in ("tf32tf32", "tc-auto"):
+        err = np.abs(_wide(_run(a, b, method)[0]) - ref)
+        assert np.all(err <= bound), (method, float((err / bound).max()))
+    err_tf32 = np.abs(_wide(_run(a, b, "tf32")[0]) - ref)
+    assert err_tf32.max() > 50 * err.max()  # without the correction the error is ~2^11 times larger
+
+
+def test_uncorrected_and_markidis(rng):
+    a, b = _pair("urand", 8, 4096, 8, rng)
+    ref = _dd(a, b)
+    r_tf32 = _res(_run(a, b, "tf32")[0], ref)
+    r_fp16 = _res(_run(a, b, "fp16")[0], ref)
+    assert 1e-5 <= r_tf32 <= 2e-3 and 1e-5 <= r_fp16 <= 2e-3
+    a2, b2 = a[:, :256], b[:256]
+    ref2 = _dd(a2, b2)
+    m_small = _res(_run(a2, b2, "markidis")[0], ref2)
+    m_large = _res(_run(a, b, "markidis")[0], ref)
+    ec_large = _res(_run(a, b, "tf32tf32")[0], ref)
+    # truncation inside the tensor core: Markidis' error grows with k, far above tf32tf32
+    assert m_large > 4 * m_small
+    assert m_large > 20 * ec_large
+
+
+@pytest.mark.parametrize("kind,expect", [("urand", "fp16"), (1, "fp16"), (2, "fp16"), (3, "fp16"), (4, "tf32")])
+def test_tc_auto_choice(kind, expect, rng):
+    a, b = _pair(kind, 4, 64, 4, rng)
+    _, rep = _run(a, b, "tc-auto")
+    assert rep.choices["precision"] == expect
+
+
+def test_halfhalf_out_of_range_warns_or_raises(rng):
+    a, b = _pair(4, 4, 64, 4, rng)
+    with pytest.warns(FP16RangeWarning, match=r"of the elements of a fall below FP16's normal range"):
+        c, rep = gemm.matmul(a, b, method="halfhalf", return_report=True)
+    assert 0 < rep.choices["fp16_out_of_range_a"] < 1
+    with pytest.raises(FP16RangeError, match=r"halfhalf.*fall below FP16's normal range after scaling"):
+        gemm.matmul(a, b, method="halfhalf", on_range="raise")
+    with pytest.raises(ValueError, match=r"on_range='x' is not valid"):
+        gemm.matmul(a, b, method="halfhalf", on_range="x")
+
+
+# ---------------------------------------------------------------- shapes, orientations, dtypes
+
+
+def _shape_cases(rng):
+    c64 = lambda *s: (rng.standard_normal(s) + 1j * rng.standard_normal(s)).astype(np.complex64)  # noqa: E731
+    u = c64(16, 16)
+    s = c64(40, 16)
+    h = c64(3, 16, 20)
+    return {
+        "bottom S @ U.T": (s, u.T),
+        "top U @ S": (u, c64(16, 33)),
+        "batched U @ S[h]": (u, h),
+        "stacked @ 2-D": (c64(2, 7, 16), u),
+        "stacked @ stacked": (c64(2, 7, 13), c64(2, 13, 9)),
+        "sliced views": (s[::2, 1:12], c64(33, 5)[::3][:11, ::-1]),
+        "real odd sizes": (rng.standard_normal((17, 19)).astype(np.float32), rng.standard_normal((19, 3)).astype(np.float32)),
+        "real @ complex": (rng.standard_normal((5, 9)).astype(np.float32), c64(9, 4)),
+    }
+
+
+@pytest.mark.parametrize("method", ALL)
+def test_shapes_orientations(method, rng):
+    for name, (a, b) in _shape_cases(rng).items():
+        a0, b0 = a.copy(), b.copy()
+        c = _run(a, b, method)[0]
+        ref = np.matmul(_wide(a), _wide(b))
+        assert c.shape == ref.shape, name
+        tol = 2e-6 if method in EC else (1e-4 if method == "markidis" else 3e-3)
+        assert _res(c, ref) < tol, (name, _res(c, ref))
+        assert np.array_equal(a, a0) and np.array_equal(b, b0), name
+
+
+def test_float64_needs_downcast(rng):
+    a = rng.standard_normal((4, 8))
+    b = rng.standard_normal((8, 3)).astype(np.float32)
+    with pytest.raises(TypeError, match=r"'tf32tf32' computes in FP32.*a is float64.*downcast=True"):
+        gemm.matmul(a, b, method="tf32tf32")
+    c, rep = gemm.matmul(a, b, method="tf32tf32", downcast=True, return_report=True)
+    assert c.dtype == np.float32 and "downcast" in rep.notes[0]
+    assert _res(c, a @ b.astype(np.float64)) < 1e-6
+
+
+def test_bad_options():
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(ValueError, match=r"kblock=3 is not valid; expected one of 1, 2, 4, 8"):
+        gemm.matmul(a, a, method="tf32tf32", kblock=3)
+    with pytest.raises(TypeError, match=r"midpoint must be True or False, got 'yes'"):
+        gemm.matmul(a, a, method="tf32tf32", midpoint="yes")
+    with pytest.raises(TypeError, match=r"'markidis' got unknown option\(s\) kblock"):
+        gemm.matmul(a, a, method="markidis", kblock=1)
+
+
+@pytest.mark.parametrize("method", ["tf32tf32", "halfhalf", "tc-auto", "tf32", "fp16"])
+def test_nan_inf_propagate(method, rng):
+    a = rng.standard_normal((4, 24)).astype(np.float32)
+    b = rng.standard_normal((24, 5)).astype(np.float32)
+    a[0, 3] = np.inf
+    a[1, 0] = np.nan
+    a[2, 5] = -np.inf
+    b[5, 1] = 0.0  # -inf * 0 = NaN in row 2, column 1
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    c = _run(a, b, method)[0]
+    assert np.array_equal(np.isnan(c), np.isnan(want))
+    assert np.array_equal(np.isposinf(c), np.isposinf(want)) and np.array_equal(np.isneginf(c), np.isneginf(want))
+    fin = np.isfinite(want)
+    assert np.allclose(c[fin], want[fin], rtol=1e-2)
+
+
+def test_registered_fp32_precision():
+    for name in ALL:
+        m = gemm.get_method(name)
+        assert m.precision == "fp32" and m.state_dtype == np.complex64
+
+
+# ---------------------------------------------------------------- engine
+
+
+@pytest.fixture(scope="module")
+def brickwork_12():
+    from circuits.brickwork import brickwork
+    from qsim_tc.reference import simulate_dd
+
+    circ = brickwork(12, 6, 6, seed=5)
+    return circ, simulate_dd(circ, device="cpu")
+
+
+def test_engine_brickwork_matches_native_cgemm(brickwork_12):
+    """A complex64 brickwork: the state's L2 error, mean amplitude error and infidelity against DD
+    stay within 1.5x of native CGEMM's; the norm does not drift (no bias toward zero)."""
+    from qsim_tc.accuracy import compare
+    from qsim_tc.simulator import Simulator
+
+    circ, ref = brickwork_12
+    native = compare(Simulator(backend="native32", device="cpu").run(circ), ref)
+    for backend in ("tf32tf32", "tc-auto"):
+        res = Simulator(backend=backend, device="cpu").run(circ)
+        assert res.state.dtype == np.complex64
+        got = compare(res, ref)
+        for key in ("l2_rel", "mean_rel", "infidelity"):
+            assert got[key] <= 1.5 * native[key], (backend, key, got[key], native[key])
+        assert abs(got["norm_drift"]) < 3e-8, (backend, got["norm_drift"])
+    # without the midpoint step the truncation drains the norm
+    biased = compare(Simulator(backend="tf32tf32", device="cpu", midpoint=False).run(circ), ref)
+    assert biased["norm_drift"] < -1e-7
