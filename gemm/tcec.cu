@@ -414,7 +414,7 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                 const i64 row = tm * BM + wm * WM + i * 16 + g;
                 if (row < M) {
                     if (vec && col + 1 < N) {
-                        *reinterpret_cast<float2*>(Cb + row * ldc + col) = make_float2(v[0], v[1]);
+                        { float2 w; w.x = v[0]; w.y = v[1]; *reinterpret_cast<float2*>(Cb + row * ldc + col) = w; }
                     } else {
                         if (col < N) Cb[row * ldc + col] = v[0];
                         if (col + 1 < N) Cb[row * ldc + col + 1] = v[1];
@@ -422,7 +422,7 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                 }
                 if (row + 8 < M) {
                     if (vec && col + 1 < N) {
-                        *reinterpret_cast<float2*>(Cb + (row + 8) * ldc + col) = make_float2(v[2], v[3]);
+                        { float2 w; w.x = v[2]; w.y = v[3]; *reinterpret_cast<float2*>(Cb + (row + 8) * ldc + col) = w; }
                     } else {
                         if (col < N) Cb[(row + 8) * ldc + col] = v[2];
                         if (col + 1 < N) Cb[(row + 8) * ldc + col + 1] = v[3];
@@ -433,7 +433,7 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                 if (row < M) {
                     float* p = Cb + 2 * (row * ldc + col);
                     if (vec && col + 1 < N) {
-                        *reinterpret_cast<float4*>(p) = make_float4(v[0], v[2], v[1], v[3]);
+                        { float4 w; w.x = v[0]; w.y = v[2]; w.z = v[1]; w.w = v[3]; *reinterpret_cast<float4*>(p) = w; }
                     } else {
                         if (col < N) { p[0] = v[0]; p[1] = v[2]; }
                         if (col + 1 < N) { p[2] = v[1]; p[3] = v[3]; }

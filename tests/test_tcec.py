@@ -284,3 +284,12 @@ def test_engine_brickwork_matches_native_cgemm(brickwork_12):
     # without the midpoint step the truncation drains the norm
     biased = compare(Simulator(backend="tf32tf32", device="cpu", midpoint=False).run(circ), ref)
     assert biased["norm_drift"] < -1e-7
+
+
+def test_probe_cli_without_gpu(capsys, monkeypatch):
+    """``qsim-tc probe`` needs a GPU; without one it says so and exits with status 2."""
+    from qsim_tc.cli import main
+
+    monkeypatch.setattr(gemm, "gpu_available", lambda: False)
+    assert main(["probe"]) == 2
+    assert "the probe runs mma instructions on a CUDA GPU; none is available" in capsys.readouterr().err

@@ -1,0 +1,157 @@
+"""Speed of the error-corrected TF32/FP16 methods against native CGEMM/SGEMM (cuBLAS), on the GPU.
+
+Cases: a 28-qubit complex64 gate at d = 8, 10, 11 (bottom orientation ``S @ U.T``, and the top
+orientation ``U @ S`` at d = 10), and square 8192 SGEMM and CGEMM. Every result is checked against
+a complex128 product of a slice of rows before it is timed. Times: CUDA events around the whole
+call, after a warm-up, median of repeats; the stages of the method's own report beside them.
+
+    python benchmarks/bench_tcec.py --out results.json [--quick] [--variants]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+
+METHODS = ("native32", "tf32tf32", "halfhalf", "tc-auto", "tf32", "fp16", "markidis")
+
+
+def _env():
+    import cupy as cp
+
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    env = {"gpu": name, "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
+           "cuda_driver": cp.cuda.runtime.driverGetVersion(), "numpy": np.__version__,
+           "python": sys.version.split()[0]}
+    try:
+        env["cublas"] = cp.cuda.cublas.getVersion(cp.cuda.device.get_cublas_handle())
+    except Exception:  # noqa: BLE001 - informative only
+        pass
+    return env
+
+
+def _cases(quick: bool):
+    out = []
+    for d in ((10,) if quick else (8, 10, 11)):
+        out.append((f"gate28 d={d} bottom", "bottom", 28, d))
+    if not quick:
+        out.append(("gate28 d=10 top", "top", 28, 10))
+    out.append(("sgemm 8192", "square-real", 8192, None))
+    out.append(("cgemm 8192", "square-complex", 8192, None))
+    return out
+
+
+def _operands(cp, kind, n, d, rng):
+    if kind in ("bottom", "top"):
+        dim = 1 << d
+        m = 1 << (n - d)
+        s = (cp.random.standard_normal((m * dim,), dtype=cp.float32)
+             + 1j * cp.random.standard_normal((m * dim,), dtype=cp.float32)).astype(cp.complex64)
+        s *= np.float32(2.0 ** (-n / 2) / np.sqrt(2))
+        u, _ = np.linalg.qr(rng.standard_normal((dim, dim)) + 1j * rng.standard_normal((dim, dim)))
+        u = cp.asarray(u.astype(np.complex64))
+        if kind == "bottom":
+            return s.reshape(m, dim), u.T
+        return u, s.reshape(dim, m)
+    if kind == "square-real":
+        return (cp.random.uniform(-1, 1, (n, n), dtype=cp.float32), cp.random.uniform(-1, 1, (n, n), dtype=cp.float32))
+    a = (cp.random.uniform(-1, 1, (n, n), dtype=cp.float32) + 1j * cp.random.uniform(-1, 1, (n, n), dtype=cp.float32))
+    b = (cp.random.uniform(-1, 1, (n, n), dtype=cp.float32) + 1j * cp.random.uniform(-1, 1, (n, n), dtype=cp.float32))
+    return a.astype(cp.complex64), b.astype(cp.complex64)
+
+
+def _check(cp, a, b, c, kind):
+    """Relative error of ``c`` on a slice, against a complex128 product."""
+    if kind == "top":
+        cols = slice(0, 4096)
+        ref = a.astype(cp.complex128) @ b[:, cols].astype(cp.complex128)
+        got = c[:, cols]
+    else:
+        rows = slice(0, 512)
+        ref = a[rows].astype(cp.complex128 if a.dtype.kind == "c" else cp.float64) @ b.astype(
+            cp.complex128 if b.dtype.kind == "c" else cp.float64)
+        got = c[rows]
+    return float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref))
+
+
+def _time(cp, fn, repeats):
+    fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(cp.cuda.get_elapsed_time(s, e))
+    return statistics.median(times), times
+
+
+def run(quick=False, variants=False, repeats=5, methods=METHODS):
+    import cupy as cp
+
+    import gemm
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for label, kind, n, d in _cases(quick):
+        a, b = _operands(cp, kind, n, d, rng)
+        flops = (8.0 if a.dtype.kind == "c" else 2.0) * a.shape[0] * a.shape[1] * b.shape[1]
+        native_ms = None
+        todo = [(m, {}) for m in methods]
+        if variants and kind == "bottom" and d == 10:
+            todo += [("tf32tf32", {"kblock": 4}), ("tf32tf32", {"midpoint": False}), ("halfhalf", {"kblock": 4})]
+        for method, opts in todo:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                c, rep = gemm.matmul(a, b, method=method, return_report=True, **opts)
+                err = _check(cp, a, b, c, kind)
+                del c
+                ms, all_ms = _time(cp, lambda: gemm.matmul(a, b, method=method, **opts), repeats)
+                _, rep = gemm.matmul(a, b, method=method, return_report=True, **opts)
+            if method == "native32":
+                native_ms = ms
+            row = {"case": label, "method": method, "options": opts, "ms": ms, "all_ms": all_ms,
+                   "tflops": flops / ms / 1e9, "speedup_vs_native": (native_ms / ms) if native_ms else None,
+                   "rel_err_slice": err, "stages_ms": rep.stages, "choices": rep.choices,
+                   "workspace_bytes": rep.workspace_bytes}
+            rows.append(row)
+            print(f"{label:22s} {method:9s} {str(opts):18s} {ms:9.2f} ms {row['tflops']:7.1f} TFLOP/s "
+                  f"x{row['speedup_vs_native'] or 0:5.2f} err {err:.1e} "
+                  + " ".join(f"{k}={v:.2f}" for k, v in rep.stages.items()), flush=True)
+            cp.get_default_memory_pool().free_all_blocks()
+        del a, b
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--variants", action="store_true", help="also time kblock/midpoint variants at d=10")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--methods", default=",".join(METHODS))
+    args = p.parse_args(argv)
+    t0 = time.time()
+    env = _env()
+    rows = run(args.quick, args.variants, args.repeats, tuple(args.methods.split(",")))
+    payload = {"environment": env, "command": "python benchmarks/bench_tcec.py " + " ".join(argv or sys.argv[1:]),
+               "timing": "CUDA events around the whole gemm.matmul call, 1 warm-up, median of repeats",
+               "rows": rows, "wall_s": time.time() - t0}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(payload, f, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+        print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""Error-corrected TF32/FP16 methods on the GPU (mma.sync kernels): split, accuracy, shapes, engine."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import gemm
+from gemm import tcec_split as ts
+from gemm import testmats as tm
+from gemm.tcec import FP16RangeWarning
+
+pytestmark = pytest.mark.gpu
+
+EC = ("tf32tf32", "halfhalf", "tc-auto")
+ALL = EC + ("tf32", "fp16", "markidis")
+
+
+def _run(a, b, method, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FP16RangeWarning)
+        return gemm.matmul(a, b, method=method, return_report=True, **kw)
+
+
+def _wide(x):
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+
+
+def _res(c, ref, xp):
+    return float(xp.linalg.norm(_wide(c) - ref) / xp.linalg.norm(ref))
+
+
+def _pair(kind, m, k, n, rng, dtype=np.complex64):
+    if kind == "urand":
+        return tm.complex_urand(m, k, rng, dtype=dtype), tm.complex_urand(k, n, rng, dtype=dtype)
+    return tm.exp_rand_type(kind, m, k, n, rng, dtype=dtype)
+
+
+@pytest.mark.parametrize("fmt", ["tf32", "fp16"])
+def test_gpu_split_bit_exact(fmt, cp, rng):
+    from gemm import tcec_gpu
+
+    x = (rng.standard_normal((70, 45)) * np.exp2(rng.integers(-30, 30, (70, 45)))).astype(np.float32)
+    if fmt == "fp16":
+        x = (rng.uniform(1, 2, (70, 45)) * np.exp2(rng.integers(-12, 12, (70, 45)))).astype(np.float32)
+    special = [1 + 2**-11, -(1 + 2**-11), 1 + 3 * 2**-11, 2.0**-130, 2.0**-140, 0.0, -0.0, np.inf, -np.inf, 3e38]
+    x[0, :len(special)] = special
+    x[1, 0] = np.nan
+    e = 3 if fmt == "fp16" else 0
+    op = tcec_gpu._as_a(cp.asarray(x), False)
+    hi, lo, kw = tcec_gpu._split(cp, op, 96, 64, fmt, "ec", "square", e)
+    if fmt == "tf32":
+        ghi, glo = (w.get().view(np.float32).reshape(96, 64) for w in (hi, lo))
+    else:
+        ghi, glo = (w.get().view(np.float16).astype(np.float32).reshape(96, 64) for w in (hi, lo))
+    chi, clo = ts.split(x, fmt, e)
+    for g, c in ((ghi, chi), (glo, clo)):
+        assert np.array_equal(g[:70, :45], c, equal_nan=True)
+        assert not g[70:].any() and not g[:, 45:].any()  # zero padding
+
+
+@pytest.mark.parametrize("k", [16, 256, 1024, 4096])
+@pytest.mark.parametrize("kind", ["urand", 1, 2, 3, 4])
+def test_gpu_accuracy_vs_dd_and_cgemm(kind, k, cp, rng):
+    a, b = _pair(kind, 64, k, 48, rng)
+    a, b = cp.asarray(a), cp.asarray(b)
+    ref = gemm.matmul(_wide(a), _wide(b), method="dd")
+    native = _res(a @ b, ref, cp)
+    res = {m: _res(_run(a, b, m)[0], ref, cp) for m in ALL}
+    print(f"\nkind={kind} k={k} cgemm={native:.2e} " + " ".join(f"{m}={v:.2e}" for m, v in res.items()))
+    kp = 2 * k
+    assert res["tf32tf32"] <= 2.0**-21 + kp * 2.0**-24  # normwise form of the split + accumulation bound
+    if k >= 256 and kind != 4:
+        assert res["tf32tf32"] <= 1.5 * native
+        assert res["halfhalf"] <= 1.5 * native
+        assert res["tc-auto"] <= 1.5 * native
+    assert 1e-5 <= res["tf32"] <= 2e-3
+    if k >= 1024:
+        assert res["markidis"] > 10 * res["tf32tf32"]  # truncation inside the tensor core
+
+
+def test_gpu_markidis_grows_with_k(cp, rng):
+    a, b = _pair("urand", 64, 4096, 64, rng)
+    a, b = cp.asarray(a), cp.asarray(b)
+    errs = []
+    for k in (256, 4096):
+        ref = gemm.matmul(_wide(a[:, :k]), _wide(b[:k]), method="dd")
+        errs.append((_res(_run(a[:, :k], b[:k], "markidis")[0], ref, cp), _res(_run(a[:, :k], b[:k], "tf32tf32")[0], ref, cp)))
+    (m256, e256), (m4096, e4096) = errs
+    assert m4096 > 4 * m256
+    assert m4096 / e4096 > 4 * (m256 / e256) or m4096 > 50 * e4096
+
+
+def test_gpu_matches_cpu_emulation(cp, rng):
+    a, b = _pair(1, 40, 300, 24, rng)
+    for method in ("tf32tf32", "halfhalf", "tf32", "markidis"):
+        g = _run(cp.asarray(a), cp.asarray(b), method)[0].get()
+        c = _run(a, b, method)[0]
+        assert np.linalg.norm(g - c) / np.linalg.norm(c) < 3e-7, method
+
+
+def _shape_cases(cp, rng):
+    def c64(*s):
+        return cp.asarray((rng.standard_normal(s) + 1j * rng.standard_normal(s)).astype(np.complex64))
+
+    u8 = c64(256, 256)
+    u4 = c64(16, 16)
+    return {
+        "bottom d=8": (c64(3000, 256), u8.T),
+        "bottom d=4": (c64(5000, 16), u4.T),
+        "top d=8": (u8, c64(256, 2000)),
+        "top d=4": (u4, c64(16, 3001)),
+        "batched d=8": (u8, c64(5, 256, 64)),
+        "batched d=4": (u4, c64(7, 16, 96)),
+        "stacked @ 2-D": (c64(3, 130, 70), c64(70, 90)),
+        "stacked @ stacked": (c64(2, 33, 47), c64(2, 47, 29)),
+        "sliced views": (c64(300, 200)[::2, 3:150], c64(600, 77)[::4][:147, ::-1]),
+        "real tails": (cp.asarray(rng.standard_normal((1003, 100)).astype(np.float32)),
+                       cp.asarray(rng.standard_normal((100, 77)).astype(np.float32))),
+        "real transposed": (cp.asarray(rng.standard_normal((64, 300)).astype(np.float32)).T,
+                            cp.asarray(rng.standard_normal((90, 64)).astype(np.float32)).T),
+        "real @ complex": (cp.asarray(rng.standard_normal((50, 40)).astype(np.float32)), c64(40, 30)),
+    }
+
+
+@pytest.mark.parametrize("method", ALL)
+def test_gpu_shapes_orientations(method, cp, rng):
+    for name, (a, b) in _shape_cases(cp, rng).items():
+        a0, b0 = a.copy(), b.copy()
+        c, rep = _run(a, b, method)
+        ref = cp.matmul(_wide(a), _wide(b))
+        assert c.shape == ref.shape, name
+        tol = 2e-6 if method in EC else (1e-4 if method == "markidis" else 3e-3)
+        r = _res(c, ref, cp)
+        assert r < tol, (name, r, rep.choices)
+        assert bool((a == a0).all()) and bool((b == b0).all()), name
+
+
+@pytest.mark.parametrize("method", ["tf32tf32", "halfhalf", "tc-auto", "tf32", "fp16"])
+def test_gpu_nan_inf(method, cp, rng):
+    a = rng.standard_normal((40, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 30)).astype(np.float32)
+    a[0, 3] = np.inf
+    a[1, 0] = np.nan
+    a[2, 5] = -np.inf
+    b[5, 1] = 0.0
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    c = _run(cp.asarray(a), cp.asarray(b), method)[0].get()
+    assert np.array_equal(np.isnan(c), np.isnan(want))
+    assert np.array_equal(np.isposinf(c), np.isposinf(want)) and np.array_equal(np.isneginf(c), np.isneginf(want))
+
+
+@pytest.mark.parametrize("kind,expect", [("urand", "fp16"), (1, "fp16"), (3, "fp16"), (4, "tf32")])
+def test_gpu_tc_auto_choice(kind, expect, cp, rng):
+    a, b = _pair(kind, 64, 128, 64, rng)
+    _, rep = _run(cp.asarray(a), cp.asarray(b), "tc-auto")
+    assert rep.choices["precision"] == expect
+    if kind == 4:
+        with pytest.warns(FP16RangeWarning, match="fall below FP16's normal range"):
+            gemm.matmul(cp.asarray(a), cp.asarray(b), method="halfhalf")
+
+
+def test_gpu_engine_brickwork_20_qubits(cp):
+    from circuits.brickwork import brickwork
+    from qsim_tc.accuracy import compare
+    from qsim_tc.reference import simulate_dd
+    from qsim_tc.simulator import Simulator
+
+    circ = brickwork(20, 6, 8, seed=11)
+    ref = simulate_dd(circ, device="gpu")
+    native = compare(Simulator(backend="native32", device="gpu").run(circ), ref)
+    keys = ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity", "norm_drift")
+    print("\nnative32 " + " ".join(f"{k}={native[k]:.2e}" for k in keys))
+    for backend in ("tf32tf32", "tc-auto", "halfhalf"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FP16RangeWarning)
+            res = Simulator(backend=backend, device="gpu").run(circ)
+        got = compare(res, ref)
+        print(f"{backend} " + " ".join(f"{k}={got[k]:.2e}" for k in keys))
+        if backend == "halfhalf":
+            continue  # a state spans more binades than FP16 after scaling; tc-auto takes TF32 there
+        for key in ("l2_rel", "mean_rel", "infidelity"):
+            assert got[key] <= 1.5 * native[key], (backend, key, got[key], native[key])
+        assert abs(got["norm_drift"]) < 3e-8, (backend, got["norm_drift"])
+        assert any(s.info.report is not None and "precision" in s.info.report.choices for s in res.stats)
