@@ -27,8 +27,7 @@ Modes:
          engine, for each --backends entry on --device; prints rows in circuits/gate_costs.py
          syntax, to paste into that table.
 
-            python benchmarks/bench_qiskit.py costs --device gpu --qubits 28 --max-d 10 \
-                --backends native native32 int8 tf32tf32
+            python benchmarks/bench_qiskit.py costs --device gpu --qubits 28 --backends native native32
 
 Every result file records the device, library versions and the command line.
 """
