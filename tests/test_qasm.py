@@ -113,3 +113,41 @@ def test_bad_sources():
         from_qasm("no_such_file.qasm")
     with pytest.raises(TypeError, match="source must be OpenQASM text or a path, got int"):
         from_qasm(3)
+
+
+# --- qsim-tc run -------------------------------------------------------------------------------
+
+
+def test_cli_run_samples_and_compares(tmp_path, capsys):
+    import json
+
+    from qsim_tc.cli import main
+
+    f = tmp_path / "prog.qasm"
+    f.write_text(PROGRAM)
+    out = tmp_path / "r.json"
+    rc = main(["run", str(f), "--device", "cpu", "--shots", "500", "--seed", "3", "--fuse", "auto",
+               "--reference", "dd", "--json", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "8 qubits, 14 gates, 2 measured bit(s)" in text and "vs dd: max_rel" in text
+    payload = json.loads(out.read_text())
+    assert sum(payload["counts"].values()) == 500
+    assert all(len(k) == 4 and k[1:3] == "00" for k in payload["counts"])  # clbits 1, 2 are never written
+    assert payload["reference"]["l2_rel"] <= 1e-14
+    assert payload["fusion"]["cost_row"].startswith("native/cpu/complex128")
+
+
+def test_cli_run_errors(tmp_path, capsys):
+    from qsim_tc.cli import main
+
+    f = tmp_path / "bad.qasm"
+    f.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\nh q[0]\n')
+    assert main(["run", str(f), "--device", "cpu"]) == 2
+    assert "qsim-tc run: error: OpenQASM 2 syntax error in" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "missing.qasm"), "--device", "cpu"]) == 2
+    assert "no such file exists" in capsys.readouterr().err
+    g = tmp_path / "ok.qasm"
+    g.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\nh q[0];\n')
+    assert main(["run", str(g), "--device", "cpu", "--fuse", "wide"]) == 2
+    assert "--fuse must be none, auto or an int d >= 1, got 'wide'" in capsys.readouterr().err

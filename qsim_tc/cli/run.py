@@ -45,7 +45,12 @@ def run(args) -> int:
 
     if args.shots < 0:
         raise ValueError(f"--shots must be >= 0, got {args.shots}")
-    circ = from_qasm(args.file)
+    try:
+        circ = from_qasm(args.file)
+    except FileNotFoundError as exc:
+        raise ValueError(str(exc)) from exc
+    except ImportError as exc:  # OpenQASM 3 without its parser: the message says what to install
+        raise RuntimeError(str(exc)) from exc
     method = gemm.get_method(args.backend)
     sim = Simulator(args.backend, device=args.device, fuse=_fuse_arg(args.fuse), **backend_options(args, method))
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
