@@ -152,3 +152,16 @@ def test_bad_fuse_arguments():
         Simulator("native", device="cpu", fuse="fast")
     with pytest.raises(CircuitError, match=r"max_qubits must be in 1..14, got 20"):
         Simulator("native", device="cpu", fuse=20)
+
+
+@pytest.mark.parametrize("backend,bound", [("int8", 1e-12), ("dd", 1e-12), ("tf32tf32", 1e-5), ("native32", 1e-5)])
+def test_fused_and_unfused_agree_within_the_backends_bound(backend, bound):
+    import gemm
+
+    if backend not in gemm.methods():
+        pytest.skip(f"{backend} is not registered")
+    c = random_gate_circuit(8, 40, 2, 21)
+    ref = state(c)
+    for f in (None, 4):
+        got = Simulator(backend, device="cpu", fuse=f).run(c).state.to_numpy()
+        assert np.abs(got - ref).max() <= bound, (backend, f)
