@@ -23,6 +23,7 @@ import numpy as np
 import gemm
 from qsim_tc.gate_matrix import reorder_bits
 from qsim_tc.layout import permute_bits
+from qsim_tc.transfer import to_device
 
 # A batched GEMM whose blocks are narrower than this is slower than permuting the state first
 # and applying at the bottom (cuBLAS and OpenBLAS both lose efficiency on skinny blocks).
@@ -122,7 +123,7 @@ def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, me
             phys = tuple(layout.pos[qubits[i]] for i in order)
             out = small_kernel(data, n_qubits, u_host, phys)
         else:
-            u = xp.asarray(u_host)
+            u = to_device(np.ascontiguousarray(u_host), xp)
             if path == "bottom-rotate":
                 a, b = u, data.reshape(-1, dim).T  # result (2^d, 2^(N-d)): targets on top
             else:

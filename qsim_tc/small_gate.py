@@ -24,6 +24,8 @@ from importlib import resources
 
 import numpy as np
 
+from qsim_tc.transfer import to_device
+
 MAX_QUBITS = 6  # the kernels compile for d <= 6; the default policy uses them up to KERNEL_MAX_D
 KERNEL_MAX_D = 4
 # tiled kernel: d -> (LOG_G, R): 2^LOG_G groups per tile, R matrix rows per thread
@@ -93,10 +95,17 @@ def coalesced(positions, itemsize: int) -> bool:
     return (1 << min(positions)) * itemsize >= 128
 
 
+@functools.lru_cache(maxsize=None)
+def _sms_of(device_id: int) -> int:
+    import cupy  # noqa: PLC0415
+
+    return cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
+
+
 def _sms() -> int:
     import cupy  # noqa: PLC0415
 
-    return cupy.cuda.Device().attributes["MultiProcessorCount"]
+    return _sms_of(cupy.cuda.Device().id)
 
 
 def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
@@ -106,7 +115,7 @@ def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     d = len(positions)
     real = "double" if data.dtype == np.complex128 else "float"
     kern = _module(cupy.cuda.Device().id).get_function(_direct_name(real, d))
-    u = cupy.asarray(np.ascontiguousarray(matrix, dtype=data.dtype))
+    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     n_groups = (1 << n_qubits) >> d
     grid = int(max(1, min((n_groups + 255) // 256, _sms() * DIRECT_GRID_PER_SM)))
     p = [np.int32(x) for x in list(positions) + [0] * (6 - d)]
@@ -121,7 +130,7 @@ def apply_tiled_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     d = len(positions)
     real = "double" if data.dtype == np.complex128 else "float"
     kern = _module(cupy.cuda.Device().id).get_function(_tiled_name(real, d))
-    u = cupy.asarray(np.ascontiguousarray(matrix, dtype=data.dtype))
+    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize)
     grid = int(min(lay["n_tiles"], _sms() * TILED_GRID_PER_SM))
     log_g, r = CONFIG[d]

@@ -27,3 +27,15 @@ def test_bad_backend_is_a_clear_error(capsys):
     rc = main(["brickwork", "--qubits", "4", "--backend", "nope", "--device", "cpu"])
     assert rc == 2
     assert "unknown GEMM method 'nope'" in capsys.readouterr().err
+
+
+def test_brickwork_compare_rows_against_dd(tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    rc = main(["brickwork", "--qubits", "8", "--gate-qubits", "2", "--depth", "3", "--device", "cpu",
+               "--backend", "native,native3m", "--reference", "dd", "--mirror", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "native3m" in text and "infidelity" in text and "dd (reference)" in text
+    rows = json.loads(out.read_text())["rows"]
+    native = next(r for r in rows if r["backend"] == "native")
+    assert native["l2_rel"] < 1e-14 and native["mirror_l2_rel"] < 1e-14

@@ -1,12 +1,19 @@
-"""``qsim-tc brickwork``: simulate a brickwork random circuit and print time and results."""
+"""``qsim-tc brickwork``: simulate a brickwork random circuit and print time and results.
+
+With one backend it prints the run's time and a few amplitudes. With several backends
+(``--backend native,int8-auto``), a reference (``--reference dd``) or ``--mirror`` it prints one
+row per backend: time, speed ratio to native in the same run, and every error metric.
+"""
 
 from __future__ import annotations
 
+import sys
 
 import gemm
 from circuits import brickwork
 from qsim_tc import Simulator
-from qsim_tc.cli.common import Progress, add_backend_options, add_device, backend_options, environment, write_json
+from qsim_tc.cli.common import (Progress, add_backend_options, add_device, backend_options, environment,
+                                parse_list, write_json)
 
 
 def register(sub) -> None:
@@ -16,7 +23,13 @@ def register(sub) -> None:
     p.add_argument("--depth", type=int, default=10, help="number of layers")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--periodic", action="store_true", help="wrap blocks around the last qubit")
-    p.add_argument("--backend", default="native", help=f"GEMM method ({', '.join(gemm.methods())})")
+    p.add_argument("--backend", default="native",
+                   help=f"GEMM method, or a comma list to compare ({', '.join(gemm.methods())})")
+    p.add_argument("--reference", choices=("dd",), default=None,
+                   help="measure every backend against the double-double reference")
+    p.add_argument("--mirror", action="store_true",
+                   help="run the circuit then its inverse and compare with |0...0> (no reference needed)")
+    p.add_argument("--plot", metavar="FILE.png", help="plot errors and times per backend (needs matplotlib)")
     add_device(p)
     add_backend_options(p)
     p.add_argument("--json", metavar="FILE", help="write the result and per-gate statistics as JSON")
@@ -25,10 +38,19 @@ def register(sub) -> None:
 
 def run(args) -> int:
     circ = brickwork(args.qubits, args.gate_qubits, args.depth, args.seed, periodic=args.periodic)
-    method = gemm.get_method(args.backend)
-    sim = Simulator(args.backend, device=args.device, **backend_options(args, method))
+    backends = parse_list(args.backend)
+    for b in backends:
+        gemm.get_method(b)  # unknown names fail here, with the list of valid ones
+    if len(backends) > 1 or args.reference or args.mirror:
+        return _compare(args, circ, backends)
+    return _single(args, circ, backends[0])
+
+
+def _single(args, circ, backend) -> int:
+    method = gemm.get_method(backend)
+    sim = Simulator(backend, device=args.device, **backend_options(args, method))
     print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates, "
-          f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
+          f"backend {backend}, device {sim.device.name} ({sim.device.reason})")
     result = sim.run(circ, progress=Progress("simulating"))
     st = result.state
     probs = st.probabilities()
@@ -43,8 +65,27 @@ def run(args) -> int:
         paths[s.info.path] = paths.get(s.info.path, 0) + 1
     print("gate paths: " + ", ".join(f"{k} x{v}" for k, v in sorted(paths.items())))
     if args.json:
+        amp0 = st.amplitude(0)
         payload = {"command": "brickwork", "args": vars(args) | {"func": None}, "environment": environment(),
-                   "result": result.to_dict(), "amp0": [st.amplitude(0).real, st.amplitude(0).imag],
-                   "norm": st.norm()}
+                   "result": result.to_dict(), "amp0": [amp0.real, amp0.imag], "norm": st.norm()}
         write_json(args.json, payload)
+    return 0
+
+
+def _compare(args, circ, backends) -> int:
+    from qsim_tc.accuracy import accuracy_table, format_table, plot_rows  # noqa: PLC0415
+
+    print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates; "
+          f"backends {', '.join(backends)}; reference {args.reference or 'none'}"
+          + ("; mirror" if args.mirror else ""))
+    options = {b: backend_options(args, gemm.get_method(b)) for b in backends}
+    rows = accuracy_table(circ, backends, device=args.device, reference=args.reference, mirror=args.mirror,
+                          options_per_backend=options, progress=lambda m: print(m, file=sys.stderr))
+    print(format_table(rows))
+    if args.plot:
+        plot_rows(rows, args.plot, title=circ.name)
+        print(f"wrote {args.plot}")
+    if args.json:
+        write_json(args.json, {"command": "brickwork", "args": vars(args) | {"func": None},
+                               "environment": environment(), "rows": rows})
     return 0
