@@ -13,7 +13,7 @@ space between their neighbours and held constant beyond the ends.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class CostRow:
     permute_ms: float = 0.0  # added per gate (0 when ms already includes the permutation)
     machine: str = ""
     source: str = ""
+    kernel_max_d: int = 0  # widths served by a dedicated small-gate kernel only this backend gets
 
     def gate_ms(self, d: int, n_qubits: int | None = None) -> float:
         """Estimated milliseconds of one d-qubit gate on an ``n_qubits`` state."""
@@ -52,24 +53,44 @@ class CostRow:
 # CPU: this project's engine (commit 03a6b49) through StateVector.apply, numpy 2.4 / OpenBLAS, 2
 # cores of an AMD EPYC, 22 qubits, Haar gates on random qubit sets in sequence (so the
 # permutations the lazy layout needs are included), median of 8 gates (4 for d >= 9).
-# GPU: DESIGN.md's measured ceilings (one H200, cupy 14.2, cuBLAS 13.1, 28 qubits): the ZGEMM /
-# CGEMM of one gate, plus 6 ms for the permutation a gate at a random position usually needs.
 TABLE: tuple[CostRow, ...] = (
     CostRow("cpu", "complex128", "native", 22,
             {1: 23.82, 2: 44.93, 3: 43.65, 4: 45.33, 5: 52.81, 6: 63.64, 7: 93.69, 8: 123.2, 9: 224.58,
              10: 412.25},
             machine="AMD EPYC, 2 cores, 23 GiB, numpy 2.4.6", source="bench_qiskit.py costs, median of 8 (4 for d >= 9)"),
+)
+
+# GPU, one H200 (cupy 14.2, cuBLAS 13.1), 28 qubits, complex128 unless said:
+# - native d <= 4: the in-place small-gate kernel at any targets, 2.17-2.20 ms (qsim_tc/small_gate.py);
+#   d >= 5: the ZGEMM of one gate (d=5 from small_gate.py's 3.2-4.6 ms, d=6/8/10 from
+#   benchmarks/results/ozaki_h200.json, d=12 from DESIGN.md) plus 6 ms for the permutation a
+#   fused block on scattered qubits usually needs (DESIGN.md: 5-7 ms);
+# - int8 (13 slices) and int8-auto (T = 0): benchmarks/results/ozaki_h200.json, bottom
+#   orientation, plus the same 6 ms; held constant below d = 6 (no small-gate kernel for them);
+# - native32: DESIGN.md's CGEMM figures plus 3 ms of permutation; d <= 4 assumed at half the
+#   complex128 kernel's time (same kernel, half the bytes; not measured).
+_GPU = "NVIDIA H200, cupy 14.2, cuBLAS 13.1"
+TABLE += (
     CostRow("gpu", "complex128", "native", 28,
-            {2: 26.7, 4: 6.8, 6: 4.3, 8: 12.8, 10: 40.5, 12: 165.0}, permute_ms=6.0,
-            machine="NVIDIA H200, cupy 14.2, cuBLAS 13.1", source="DESIGN.md measured ceilings (ZGEMM gate)"),
+            {1: 2.2, 2: 2.2, 3: 2.2, 4: 2.2, 5: 3.9 + 6, 6: 4.37 + 6, 8: 12.43 + 6, 10: 48.66 + 6, 12: 165.0 + 6},
+            machine=_GPU, source="small_gate.py, ozaki_h200.json, DESIGN.md (see comment)", kernel_max_d=4),
+    CostRow("gpu", "complex128", "int8", 28,
+            {6: 49.13 + 6, 8: 64.35 + 6, 10: 162.75 + 6},
+            machine=_GPU, source="ozaki_h200.json, splits=13, bottom"),
+    CostRow("gpu", "complex128", "int8-auto", 28,
+            {6: 47.34 + 6, 8: 64.97 + 6, 10: 147.51 + 6},
+            machine=_GPU, source="ozaki_h200.json, threshold=0, bottom"),
     CostRow("gpu", "complex64", "native32", 28,
-            {6: 3.2, 8: 10.2, 10: 39.9}, permute_ms=3.0,
-            machine="NVIDIA H200, cupy 14.2, cuBLAS 13.1", source="DESIGN.md measured ceilings (CGEMM gate)"),
+            {1: 1.1, 2: 1.1, 3: 1.1, 4: 1.1, 6: 3.2 + 3, 8: 10.2 + 3, 10: 39.9 + 3},
+            machine=_GPU, source="DESIGN.md CGEMM figures; d <= 4 estimated (see comment)", kernel_max_d=4),
 )
 
 
 def lookup(backend: str, device: str, dtype: str) -> tuple[CostRow, str]:
-    """The row for ``backend`` on ``device``; else the native row of the same device and dtype.
+    """The row for ``backend`` on ``device``; else a stand-in from the native row of that dtype.
+
+    A stand-in drops the widths the native row owes to its small-gate kernel (emulated methods
+    run every gate as a GEMM), so its narrowest GEMM width holds below.
 
     Returns:
         (row, note): ``note`` says when a stand-in row was used.
@@ -84,5 +105,9 @@ def lookup(backend: str, device: str, dtype: str) -> tuple[CostRow, str]:
     if not same:
         raise ValueError(f"no gate cost row for device {device!r}; rows exist for "
                          f"{sorted({r.device for r in TABLE})}")
-    row = same[0]
-    return row, f"no cost row for {backend!r} on {device}; using {row.backend!r} ({row.dtype})"
+    row = next((r for r in same if r.backend.startswith("native")), same[0])
+    note = f"no cost row for {backend!r} on {device}; using {row.backend!r} ({row.dtype})"
+    if row.kernel_max_d:
+        row = replace(row, ms={d: v for d, v in row.ms.items() if d > row.kernel_max_d}, kernel_max_d=0)
+        note += " without its small-gate kernel widths"
+    return row, note

@@ -121,7 +121,13 @@ def test_choose_uses_the_cost_table():
     # the estimate of the unfused circuit is the table's cost of each gate
     assert ch.unfused_ms == pytest.approx(len(c) * row.gate_ms(2, 22))
     gpu = choose(c, "int8", "gpu", "complex128")
-    assert "no cost row for 'int8' on gpu" in gpu.note
+    assert gpu.note == "" and "int8/gpu/complex128" in gpu.cost_row
+    stand_in = choose(c, "emulated-x", "gpu", "complex64")
+    assert stand_in.note == ("no cost row for 'emulated-x' on gpu; using 'native32' (complex64) without its "
+                             "small-gate kernel widths")
+    # without the kernel the narrowest GEMM width holds below it: no reason to fuse below it
+    row, _ = gate_costs.lookup("emulated-x", "gpu", "complex64")
+    assert min(row.ms) > 4 and row.gate_ms(2) == row.gate_ms(min(row.ms))
     tiny = Circuit(2, [Gate(np.eye(2), (0,))])
     assert choose(tiny).max_qubits is None  # nothing to gain
 
