@@ -171,3 +171,12 @@ def test_fused_and_unfused_agree_within_the_backends_bound(backend, bound):
     for f in (None, 4):
         got = Simulator(backend, device="cpu", fuse=f).run(c).state.to_numpy()
         assert np.abs(got - ref).max() <= bound, (backend, f)
+
+
+@pytest.mark.gpu
+def test_gpu_fused_runs_agree_with_cpu(cp):
+    c = random_gate_circuit(12, 60, 3, 8)
+    ref = state(c)
+    for opt in (None, 5, "auto"):
+        got = Simulator("native", device="gpu", fuse=opt).run(c).state.to_numpy()
+        assert np.abs(got - ref).max() <= 1e-12, opt
