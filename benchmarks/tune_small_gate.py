@@ -31,16 +31,16 @@ def main():
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
     direct = [(t, d, g) for t in ("double", "float") for d in (1, 2, 3, 4, 5) for g in (1, 2, 4)
               if not (d >= 4 and g == 4) and not (d == 5 and g > 1)]
-    names = [f"apply_direct<{t}, {d}, {g}>" for t, d, g in direct]
+    names = [f"apply_direct<{t}, {d}, {g}, {h}>" for t, d, g in direct for h in ("false", "true")]
     names += [f"apply_small<{t}, {d}, {CONFIG[d][0]}, {CONFIG[d][1]}>" for t in ("double", "float") for d in CONFIG]
     mod = cp.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     rng = np.random.default_rng(0)
 
-    def run_direct(st, n, u, pos, g, grid):
+    def run_direct(st, n, u, pos, g, grid, hint="false"):
         d = len(pos)
         t = "double" if st.dtype == np.complex128 else "float"
-        k = mod.get_function(f"apply_direct<{t}, {d}, {g}>")
+        k = mod.get_function(f"apply_direct<{t}, {d}, {g}, {hint}>")
         pp = list(pos) + [0] * (6 - d)
         k((grid,), (256,), (st, u, np.int64((1 << n) >> d), *(np.int32(x) for x in pp)))
 
@@ -90,12 +90,15 @@ def main():
             bot = list(range(d))
             variants = []
             for g in (1, 2, 4):
-                if (dtype, d, g) and f"apply_direct<{'double' if dtype == np.complex128 else 'float'}, {d}, {g}>" in names:
-                    for gm in (2, 4, 8, 16):
-                        variants.append((f"direct g{g} x{gm}", mid, lambda st, nn, pos, g=g, gm=gm: run_direct(
-                            st, nn, u, pos, g, sms * gm)))
+                real = "double" if dtype == np.complex128 else "float"
+                if f"apply_direct<{real}, {d}, {g}, false>" in names:
+                    for gm in (4, 8):
+                        for hint in ("false", "true"):
+                            variants.append((f"direct{'-cs' if hint == 'true' else ''} g{g} x{gm}", mid,
+                                             lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(
+                                                 st, nn, u, pos, g, sms * gm, hint)))
             if d in CONFIG:
-                for gm in (8, 16, 32):
+                for gm in (32,):
                     for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):
                         variants.append((f"{name} x{gm}", pos, lambda st, nn, pos, gm=gm: run_tiled(st, nn, u, pos, gm)))
             for name, pos, fn in variants:

@@ -33,6 +33,7 @@ CONFIG = {1: (7, 2), 2: (7, 4), 3: (7, 8), 4: (7, 16), 5: (6, 8), 6: (5, 16)}
 # direct kernel: d -> groups per thread per pass (more loads in flight for small d)
 DIRECT_GPT = {1: 2, 2: 4, 3: 4, 4: 1, 5: 1}
 DIRECT_GRID_PER_SM = 8
+DIRECT_STREAM = False  # evict-first loads/stores
 TILED_GRID_PER_SM = 32
 
 
@@ -52,7 +53,7 @@ def _tiled_name(real: str, d: int) -> str:
 
 
 def _direct_name(real: str, d: int) -> str:
-    return f"apply_direct<{real}, {d}, {DIRECT_GPT[d]}>"
+    return f"apply_direct<{real}, {d}, {DIRECT_GPT[d]}, {'true' if DIRECT_STREAM else 'false'}>"
 
 
 def tile_layout(n_qubits: int, positions, itemsize: int) -> dict:

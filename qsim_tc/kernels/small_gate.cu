@@ -119,7 +119,27 @@ apply_small(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
 // are neighbouring in memory, so a warp's loads are coalesced without staging. Thread g owns
 // groups g, g + T, ..., (GPT of them per pass) and issues all their loads before any
 // arithmetic, to keep enough bytes in flight.
-template <typename Real, int D, int GPT>
+// STREAM: load and store with the evict-first hint (each amplitude is touched once per gate).
+template <typename T>
+__device__ __forceinline__ cplx<T> load_amp(const cplx<T>* p, bool stream);
+template <>
+__device__ __forceinline__ cplx<double> load_amp(const cplx<double>* p, bool stream) {
+    if (stream) { const double2 v = __ldcs(reinterpret_cast<const double2*>(p)); return {v.x, v.y}; }
+    return *p;
+}
+template <>
+__device__ __forceinline__ cplx<float> load_amp(const cplx<float>* p, bool stream) {
+    if (stream) { const float2 v = __ldcs(reinterpret_cast<const float2*>(p)); return {v.x, v.y}; }
+    return *p;
+}
+__device__ __forceinline__ void store_amp(cplx<double>* p, cplx<double> v, bool stream) {
+    if (stream) __stcs(reinterpret_cast<double2*>(p), make_double2(v.x, v.y)); else *p = v;
+}
+__device__ __forceinline__ void store_amp(cplx<float>* p, cplx<float> v, bool stream) {
+    if (stream) __stcs(reinterpret_cast<float2*>(p), make_float2(v.x, v.y)); else *p = v;
+}
+
+template <typename Real, int D, int GPT, bool STREAM = false>
 __global__ void __launch_bounds__(256)
 apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_groups,
              int p0, int p1, int p2, int p3, int p4, int p5)
@@ -148,7 +168,7 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
             for (int t = 0; t < D; ++t) b = insert_zero(b, pos[t]);
             base[q] = b;
 #pragma unroll
-            for (int j = 0; j < DIM; ++j) v[q][j] = state[b | off[j]];
+            for (int j = 0; j < DIM; ++j) v[q][j] = load_amp(state + (b | off[j]), STREAM);
         }
 #pragma unroll
         for (int q = 0; q < GPT; ++q) {
@@ -164,7 +184,7 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
                     im = fma(m.x, v[q][j].y, im);
                     im = fma(m.y, v[q][j].x, im);
                 }
-                state[base[q] | off[i]] = cplx<Real>{re, im};
+                store_amp(state + (base[q] | off[i]), cplx<Real>{re, im}, STREAM);
             }
         }
     }
