@@ -134,6 +134,14 @@ def run_qsim(circ: Circuit, backend: str, device: str, fuse_opt):
     for st in res.stats:
         by_path[st.info.path] = by_path.get(st.info.path, 0.0) + st.info.time_ms
     info["ms_by_path"] = {k: round(v, 1) for k, v in sorted(by_path.items())}
+    # where the time goes: the GEMM stages the methods report, and the rest (permutations, kernels)
+    stages: dict = {}
+    for st in res.stats:
+        rep = st.info.report
+        for k, v in (rep.to_dict().get("stages_ms", {}) if rep is not None else {}).items():
+            stages[k] = stages.get(k, 0.0) + v
+    info["gemm_stages_ms"] = {k: round(v, 1) for k, v in stages.items()}
+    info["outside_gemm_ms"] = round(res.gate_time_ms - sum(stages.values()), 1)
     return res, t_fuse, t_sim, info
 
 
@@ -191,7 +199,8 @@ def mode_cpu(args) -> dict:
             infos[f] = info | {"vs_aer": err, "import_s": t_import, "fuse_s": t_fuse}
             print(f"[{rep}] qsim-tc native fuse={f}: {total:.2f} s (fuse {t_fuse:.2f}, simulate {t_sim:.2f}), "
                   f"{info['gates_after_fusion']} gates (d={info.get('max_qubits', f)}, min {info.get('min_qubits', 1)}); "
-                  f"ms by path {info['ms_by_path']}; vs aer max err {err['max_abs_error']:.1e}", flush=True)
+                  f"ms by path {info['ms_by_path']}, in GEMM stages {info['gemm_stages_ms']}, outside "
+                  f"{info['outside_gemm_ms']}; vs aer max err {err['max_abs_error']:.1e}", flush=True)
     rows = []
     best_aer = min(runs["aer"])
     for key, times in runs.items():
