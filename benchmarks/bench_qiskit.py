@@ -335,6 +335,7 @@ def main(argv=None) -> int:
     if args.fuse_mode != "auto":
         args.fuse_mode = int(args.fuse_mode)
     env = environment()
+    env["cpu_count"] = __import__("os").cpu_count()
     for mod in ("qiskit", "qiskit_aer"):
         try:
             env[mod] = __import__(mod).__version__
