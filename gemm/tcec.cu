@@ -9,13 +9,14 @@
 //
 // Compile-time constants (options=("-D...",)):
 //   FMT     0: TF32, 1: FP16
-//   MODE    0: error-corrected (hi*hi summed on the tensor core from zero over a k-block of
-//              HI_KSTEPS instructions, each k-block added in FP32 registers with RN;
-//              lo*hi + hi*lo in a second, tensor-core accumulator; lo*lo dropped)
+//   MODE    0: error-corrected (each k-step's hi*hi computed from zero on the tensor core, the
+//              two k-steps of a stage added together and then to FP32 registers with RN, plus
+//              their expected truncation loss; lo*hi + hi*lo in a second, tensor-core
+//              accumulator; lo*lo dropped)
 //           1: plain (hi*hi accumulated inside the tensor core)
 //           2: Markidis (hi*hi + lo*hi + hi*lo + lo*lo, all inside the tensor core, lo unscaled)
-//   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration; HI_KSTEPS: k-block length in instructions;
-//   MIDPOINT: 1 to move each truncated k-block result to the middle of its truncation interval
+//   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration
+//   DEBIAS, DEBIAS_SCALE: add back the expected truncation loss (3/8 ulp) of each k-block result
 //
 // Shared-memory words are 32 bits: one TF32 value or two FP16 values along k. A k-step of the
 // mma covers 8 words for either format, so fragment loads are the same code: each lane reads
@@ -52,14 +53,11 @@
 #define MT (WM / 16)
 #define NT (WN / 8)
 #define USE_LO (MODE != 1)
-#ifndef MIDPOINT
-#define MIDPOINT 1    // add half an ulp (away from zero) to each truncated k-block result
+#ifndef DEBIAS
+#define DEBIAS 1       // add back the expected truncation loss of each k-block result
 #endif
-#ifndef MIDPOINT_SKIP
-#define MIDPOINT_SKIP 7
-#endif
-#ifndef HI_KSTEPS
-#define HI_KSTEPS 1   // mma k-steps summed inside the tensor core before the FP32 round-to-nearest add
+#ifndef DEBIAS_SCALE
+#define DEBIAS_SCALE 0x1.8p-13f   // 3/8 ulp = 2^e * 3/8 * 2^-23, times 2^11 (correction scale)
 #endif
 
 typedef unsigned int u32;
@@ -96,29 +94,32 @@ __device__ __forceinline__ bool finite_f(float x) {
 // the min, out[2] = number of NaN/Inf, out[3] = number of nonzero finite elements. out[1] must
 // start at a large value and the others at 0.
 // Logical operand: batch x R rows x KU units, unit = 1 float (real) or 2 floats (complex),
-// float offset of (b, r, c) = b*sb + r*sr + c*sc; grid.x = batch * ceil(R/32), grid.y = ceil(KU/32).
+// float offset of (b, r, c) = b*sb + r*sr + c*sc. Block 32 x 8 threads; the blocks loop over the
+// ntiles = batch * tiles_r * tiles_c tiles of 32 x 32 units and reduce before one set of atomics.
 extern "C" __global__ void tcec_range(const float* __restrict__ src, i64 R, i64 KU, int unit, i64 sb,
-                                      i64 sr, i64 sc, int r_fast, i64 tiles_r,
+                                      i64 sr, i64 sc, int r_fast, i64 tiles_r, i64 tiles_c, i64 ntiles,
                                       unsigned long long* __restrict__ out) {
-    const i64 b = blockIdx.x / tiles_r;
-    const i64 r0 = (blockIdx.x % tiles_r) * 32;
-    const i64 c0 = (i64)blockIdx.y * 32;
     u32 emax = 0, emin = 0xffffffffu;
     unsigned long long bad = 0, nz = 0;
-    for (int j = 0; j < 4; ++j) {
-        i64 r, c;
-        if (r_fast) { r = r0 + threadIdx.x; c = c0 + threadIdx.y + 8 * j; }
-        else        { r = r0 + threadIdx.y + 8 * j; c = c0 + threadIdx.x; }
-        if (r >= R || c >= KU) continue;
-        const float* p = src + b * sb + r * sr + c * sc;
-        for (int q = 0; q < unit; ++q) {
-            u32 u = __float_as_uint(p[q]) & 0x7fffffffu;
-            if (u == 0) continue;
-            u32 e = u >> 23;
-            if (e == 255) { ++bad; continue; }
-            ++nz;
-            emax = max(emax, e);
-            emin = min(emin, e);
+    for (i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        const i64 b = tile / (tiles_r * tiles_c);
+        const i64 rem = tile % (tiles_r * tiles_c);
+        const i64 r0 = (rem / tiles_c) * 32, c0 = (rem % tiles_c) * 32;
+        for (int j = 0; j < 4; ++j) {
+            i64 r, c;
+            if (r_fast) { r = r0 + threadIdx.x; c = c0 + threadIdx.y + 8 * j; }
+            else        { r = r0 + threadIdx.y + 8 * j; c = c0 + threadIdx.x; }
+            if (r >= R || c >= KU) continue;
+            const float* p = src + b * sb + r * sr + c * sc;
+            for (int q = 0; q < unit; ++q) {
+                const u32 u = __float_as_uint(p[q]) & 0x7fffffffu;
+                if (u == 0) continue;
+                const u32 e = u >> 23;
+                if (e == 255) { ++bad; continue; }
+                ++nz;
+                emax = max(emax, e);
+                emin = min(emin, e);
+            }
         }
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -127,7 +128,16 @@ extern "C" __global__ void tcec_range(const float* __restrict__ src, i64 R, i64 
         bad += __shfl_xor_sync(0xffffffffu, bad, o);
         nz += __shfl_xor_sync(0xffffffffu, nz, o);
     }
+    __shared__ u32 s_max[8], s_min[8];
+    __shared__ unsigned long long s_bad[8], s_nz[8];
     if (threadIdx.x == 0) {
+        s_max[threadIdx.y] = emax; s_min[threadIdx.y] = emin; s_bad[threadIdx.y] = bad; s_nz[threadIdx.y] = nz;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        for (int w = 1; w < 8; ++w) {
+            emax = max(emax, s_max[w]); emin = min(emin, s_min[w]); bad += s_bad[w]; nz += s_nz[w];
+        }
         if (nz) {
             atomicMax(&out[0], (unsigned long long)emax);
             atomicMin(&out[1], (unsigned long long)emin);
@@ -171,10 +181,10 @@ extern "C" __global__ void tcec_split(const float* __restrict__ src, i64 R, i64 
             if (e >= row_elems) continue;
             const float x = tile[rl][el] * scale;
 #if FMT == 0
-            const u32 h = to_tf32_rna(x);
+            const u32 h = to_tf32_rna(x) & 0xffffe000u;
             const float hf = __uint_as_float(h);
             const float res = finite_f(hf) ? (x - hf) * lo_scale : 0.0f;
-            const u32 l = to_tf32_rna(res);
+            const u32 l = to_tf32_rna(res) & 0xffffe000u;
             const i64 o = b * wsb + r * row_elems + e;
             hi[o] = h;
             lo[o] = l;
@@ -279,7 +289,6 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
     float acc[MT][NT][4];
 #if MODE == 0
     float cor[MT][NT][4];
-    float blk[MT][NT][4];
 #endif
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -290,7 +299,6 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                 acc[i][j][q] = 0.0f;
 #if MODE == 0
                 cor[i][j][q] = 0.0f;
-                blk[i][j][q] = 0.0f;
 #endif
             }
 
@@ -317,78 +325,81 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
         const u32* sBl = s + 2 * TILE_A + TILE_B;
 #endif
 #pragma unroll
-        for (int ks = 0; ks < BKW / 8; ++ks) {
-            u32 ah[MT][4], bh[NT][2];
+        // B fragments of both k-steps of the stage; A fragments per row tile
+        u32 bh[2][NT][2];
 #if USE_LO
-            u32 al[MT][4], bl[NT][2];
+        u32 bl[2][NT][2];
 #endif
 #pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                const int r = (wm * WM + i * 16 + g) * SROW + ks * 8 + 2 * t;
-                uint2 v0 = *reinterpret_cast<const uint2*>(sAh + r);
-                uint2 v1 = *reinterpret_cast<const uint2*>(sAh + r + 8 * SROW);
-                ah[i][0] = v0.x; ah[i][2] = v0.y; ah[i][1] = v1.x; ah[i][3] = v1.y;
-#if USE_LO
-                v0 = *reinterpret_cast<const uint2*>(sAl + r);
-                v1 = *reinterpret_cast<const uint2*>(sAl + r + 8 * SROW);
-                al[i][0] = v0.x; al[i][2] = v0.y; al[i][1] = v1.x; al[i][3] = v1.y;
-#endif
-            }
+        for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const int r = (wn * WN + j * 8 + g) * SROW + ks * 8 + 2 * t;
                 uint2 v = *reinterpret_cast<const uint2*>(sBh + r);
-                bh[j][0] = v.x; bh[j][1] = v.y;
+                bh[ks][j][0] = v.x; bh[ks][j][1] = v.y;
 #if USE_LO
                 v = *reinterpret_cast<const uint2*>(sBl + r);
-                bl[j][0] = v.x; bl[j][1] = v.y;
+                bl[ks][j][0] = v.x; bl[ks][j][1] = v.y;
 #endif
             }
 #pragma unroll
-            for (int i = 0; i < MT; ++i)
+        for (int i = 0; i < MT; ++i) {
+            u32 ah[2][4];
+#if USE_LO
+            u32 al[2][4];
+#endif
 #pragma unroll
-                for (int j = 0; j < NT; ++j) {
+            for (int ks = 0; ks < 2; ++ks) {
+                const int r = (wm * WM + i * 16 + g) * SROW + ks * 8 + 2 * t;
+                uint2 v0 = *reinterpret_cast<const uint2*>(sAh + r);
+                uint2 v1 = *reinterpret_cast<const uint2*>(sAh + r + 8 * SROW);
+                ah[ks][0] = v0.x; ah[ks][2] = v0.y; ah[ks][1] = v1.x; ah[ks][3] = v1.y;
+#if USE_LO
+                v0 = *reinterpret_cast<const uint2*>(sAl + r);
+                v1 = *reinterpret_cast<const uint2*>(sAl + r + 8 * SROW);
+                al[ks][0] = v0.x; al[ks][2] = v0.y; al[ks][1] = v1.x; al[ks][3] = v1.y;
+#endif
+            }
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
 #if MODE == 0
-                    mma(blk[i][j], ah[i], bh[j], blk[i][j]);
-                    mma(cor[i][j], al[i], bh[j], cor[i][j]);
-                    mma(cor[i][j], ah[i], bl[j], cor[i][j]);
-#elif MODE == 1
-                    mma(acc[i][j], ah[i], bh[j], acc[i][j]);
-#else
-                    mma(acc[i][j], ah[i], bh[j], acc[i][j]);
-                    mma(acc[i][j], al[i], bh[j], acc[i][j]);
-                    mma(acc[i][j], ah[i], bl[j], acc[i][j]);
-                    mma(acc[i][j], al[i], bl[j], acc[i][j]);
+                // each k-step's hi*hi product is computed from zero on the tensor core; the two
+                // of a stage are added together, then to the FP32 accumulator (round to nearest)
+                const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                float p0[4], p1[4];
+                mma(p0, ah[0], bh[0][j], zero);
+                mma(p1, ah[1], bh[1][j], zero);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    acc[i][j][q] = __fadd_rn(acc[i][j][q], __fadd_rn(p0[q], p1[q]));
+#if DEBIAS
+                    // the tensor core truncates: on average a result x lost sign(x) * 3/8 ulp(x)
+                    // (terms cut 2 bits below the last bit, then the sum truncated). Add it back
+                    // through the correction accumulator, scaled by 2^11 there, so that it is
+                    // not rounded away.
+                    cor[i][j][q] = __fmaf_rn(__uint_as_float(__float_as_uint(p0[q]) & 0xff800000u), DEBIAS_SCALE,
+                                             cor[i][j][q]);
+                    cor[i][j][q] = __fmaf_rn(__uint_as_float(__float_as_uint(p1[q]) & 0xff800000u), DEBIAS_SCALE,
+                                             cor[i][j][q]);
 #endif
                 }
-#if MODE == 0
-            // each k-block's hi*hi product, computed from zero on the tensor core, is added to
-            // the FP32 accumulator with round-to-nearest
-            if (((kt * (BKW / 8) + ks + 1) % HI_KSTEPS) == 0 || (kt == KT - 1 && ks == BKW / 8 - 1)) {
+                mma(cor[i][j], al[0], bh[0][j], cor[i][j]);
+                mma(cor[i][j], ah[0], bl[0][j], cor[i][j]);
+                mma(cor[i][j], al[1], bh[1][j], cor[i][j]);
+                mma(cor[i][j], ah[1], bl[1][j], cor[i][j]);
+#elif MODE == 1
+                mma(acc[i][j], ah[0], bh[0][j], acc[i][j]);
+                mma(acc[i][j], ah[1], bh[1][j], acc[i][j]);
+#else
 #pragma unroll
-                for (int i = 0; i < MT; ++i)
-#pragma unroll
-                    for (int j = 0; j < NT; ++j)
-#pragma unroll
-                        for (int q = 0; q < 4; ++q) {
-                            acc[i][j][q] = __fadd_rn(acc[i][j][q], blk[i][j][q]);
-#if MIDPOINT
-                            // the tensor core truncates: the exact k-block sum lies between x and
-                            // x + sign(x) ulp(x). Its midpoint, x + sign(x) 2^(e-24), removes the
-                            // bias toward zero; the half ulp goes to the correction accumulator
-                            // (scaled by 2^11 there), where it is added without rounding it away.
-                            // A result whose MIDPOINT_SKIP low bits are zero is taken as exact
-                            // (every single product of two 11-bit significands is).
-                            {
-                                const u32 bb = __float_as_uint(blk[i][j][q]);
-                                const float h = (bb & MIDPOINT_SKIP) ? __uint_as_float(bb & 0xff800000u) : 0.0f;
-                                cor[i][j][q] = __fmaf_rn(h, 0x1p-13f, cor[i][j][q]);
-                            }
+                for (int ks = 0; ks < 2; ++ks) {
+                    mma(acc[i][j], ah[ks], bh[ks][j], acc[i][j]);
+                    mma(acc[i][j], al[ks], bh[ks][j], acc[i][j]);
+                    mma(acc[i][j], ah[ks], bl[ks][j], acc[i][j]);
+                    mma(acc[i][j], al[ks], bl[ks][j], acc[i][j]);
+                }
 #endif
-                            blk[i][j][q] = 0.0f;
-                        }
             }
-#endif
         }
     }
     cp_wait<0>();

@@ -8,8 +8,8 @@ rest, scaled by 2^11 (``gemm.tcec_split``):
     C  = hiA hiB + (loA hiB + hiA loB) / 2^11          (lo*lo dropped)
 
 On the GPU (``gemm/tcec.cu``) each k-step's hi*hi product is computed from zero on the tensor
-core (mma.sync m16n8k8 TF32 / m16n8k16 FP16) and added to an FP32 register accumulator with
-round-to-nearest, because the tensor core's own accumulation truncates (round toward zero) and
+core (mma.sync m16n8k8 TF32 / m16n8k16 FP16), two k-steps are added together and then to an FP32
+register accumulator with round-to-nearest, because the tensor core's own accumulation truncates (round toward zero) and
 that, not the split, is what costs the accuracy. The two correction products share a second
 accumulator inside the tensor core, added at the end. On the CPU the same split is done bit for
 bit and the products are emulated in float64 block by block (``gemm.tcec_split.emulate``).
@@ -29,12 +29,10 @@ markidis   TF32   four products hi*hi + lo*hi + hi*lo + lo*lo (lo unscaled), all
                   inside the tensor core (Markidis et al.), to show what the truncation costs
 ========== ====== ============================================================================
 
-Options of the error-corrected methods: ``kblock`` (1, 2, 4 or 8; default 1), the number of mma
-instructions whose hi*hi products the tensor core sums from zero before the FP32 addition, and
-``midpoint`` (default True), which moves each k-block result, truncated toward zero by the
-tensor core, to the middle of its truncation interval (``x + sign(x) ulp(x) / 2``): the error
-stays below half an ulp and loses its bias toward zero, which would otherwise drain the norm of
-a state a little at every gate.
+Option of the error-corrected methods: ``debias`` (default True) adds back the expected
+truncation loss of each tensor-core result (3/8 of an ulp, from the two extra alignment bits that
+``qsim-tc probe`` measures): without it the truncation drains the norm of a state a little at
+every gate.
 
 Operands are float32/complex64. float64/complex128 operands are a TypeError unless the caller
 passes ``downcast=True``, which rounds them to FP32 explicitly (the result is then float32 /
@@ -63,7 +61,6 @@ class FP16RangeWarning(RuntimeWarning):
 
 
 ON_RANGE = ("warn", "raise")
-KBLOCKS = (1, 2, 4, 8)
 
 
 class TensorCoreMethod(Method):
@@ -85,18 +82,14 @@ class TensorCoreMethod(Method):
         mm, nn, kk = (m, 2 * n, 2 * k) if c else (m, n, k)
         return tcec_gpu.workspace_bytes(mm, nn, kk, 1, 1, self.fmt or "tf32", self.scheme)
 
-    def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn", kblock=ts.HI_KSTEPS,
-             midpoint=ts.MIDPOINT):
+    def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn", debias=ts.DEBIAS):
         if on_range not in ON_RANGE:
             raise ValueError(f"on_range={on_range!r} is not valid; expected one of {', '.join(ON_RANGE)}")
-        if kblock not in KBLOCKS:
-            raise ValueError(f"kblock={kblock!r} is not valid; expected one of {', '.join(map(str, KBLOCKS))}")
-        if not isinstance(midpoint, (bool, np.bool_)):
-            raise TypeError(f"midpoint must be True or False, got {midpoint!r}")
-        acc = (int(kblock), bool(midpoint))
+        if not isinstance(debias, (bool, np.bool_)):
+            raise TypeError(f"debias must be True or False, got {debias!r}")
+        acc = (bool(debias),)
         if self.scheme == "ec":
-            report.choices["kblock"] = int(kblock)
-            report.choices["midpoint"] = bool(midpoint)
+            report.choices["debias"] = bool(debias)
         ops = self._to_fp32(ops, downcast, report)
         report.choices["scheme"] = self.scheme
         if ops.xp is np:
@@ -188,7 +181,7 @@ class TensorCoreMethod(Method):
         return tcec_gpu.run(cp, ops, plan, fmt, self.scheme, scales, timer, report, *acc)
 
 
-_EC_OPTIONS = {"downcast": False, "kblock": ts.HI_KSTEPS, "midpoint": ts.MIDPOINT}
+_EC_OPTIONS = {"downcast": False, "debias": ts.DEBIAS}
 
 
 class TF32TF32(TensorCoreMethod):

@@ -25,14 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gemm.tcec_split import LO_SHIFT, SKIP_MASK, pow2
+from gemm.tcec_split import DEBIAS_FRACTION, LO_SHIFT, pow2
 
 # name -> (BM, BN, WARPS_M, WARPS_N, STAGES); chosen per shape class by tile_config()
 TILES = {
     "square": (128, 128, 2, 4, 4),
     "narrow-n": (256, 64, 4, 2, 3),
     "tiny-n": (256, 32, 8, 1, 3),
-    "narrow-m": (64, 256, 2, 4, 3),
+    "narrow-m": (64, 128, 2, 4, 4),
 }
 SROW = 24
 BKW = 16
@@ -62,14 +62,14 @@ def _source() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernels(device_id: int, fmt: str, scheme: str, tile: str, kblock: int = 1, midpoint: bool = True):
+def _kernels(device_id: int, fmt: str, scheme: str, tile: str, debias: bool = True):
     """(range, split, gemm) kernels for one configuration, compiled once per process and device."""
     import cupy  # noqa: PLC0415
 
     bm, bn, wm, wn, stages = TILES[tile]
     opts = ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[scheme]}", f"-DBM={bm}", f"-DBN={bn}",
-            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DHI_KSTEPS={kblock}", f"-DMIDPOINT={int(midpoint)}",
-            f"-DMIDPOINT_SKIP={SKIP_MASK}")
+            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DDEBIAS={int(debias)}",
+            f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f")
     mod = cupy.RawModule(code=_source(), options=opts)
     gemm_k = mod.get_function("tcec_gemm")
     gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, scheme)
@@ -188,11 +188,12 @@ def exponent_ranges(cp, plan: Plan, fmt: str, scheme: str, tile: str):
     out = cp.zeros((2, 4), cp.uint64)
     out[:, 1] = 0xFFFFFFFF
     for i, op in enumerate((plan.a, plan.b)):
-        tiles_r = -(-op.rows // 32)
-        grid = (op.batch * tiles_r, -(-op.units // 32), 1)
-        range_k(grid, (32, 8, 1), (op.array, np.int64(op.rows), np.int64(op.units), np.int32(op.unit),
-                                   np.int64(op.sb), np.int64(op.sr), np.int64(op.sc), np.int32(op.r_fast),
-                                   np.int64(tiles_r), out[i]))
+        tiles_r, tiles_c = -(-op.rows // 32), -(-op.units // 32)
+        ntiles = op.batch * tiles_r * tiles_c
+        range_k((min(ntiles, 2048), 1, 1), (32, 8, 1),
+                (op.array, np.int64(op.rows), np.int64(op.units), np.int32(op.unit), np.int64(op.sb),
+                 np.int64(op.sr), np.int64(op.sc), np.int32(op.r_fast), np.int64(tiles_r), np.int64(tiles_c),
+                 np.int64(ntiles), out[i]))
     return out
 
 
@@ -225,8 +226,7 @@ def _pad(x: int, q: int) -> int:
     return -(-x // q) * q
 
 
-def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], timer, report, kblock: int = 1,
-        midpoint: bool = True):
+def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], timer, report, debias: bool = True):
     """Split both operands and run the product; returns C (complex64 or float32, ops.out_shape)."""
     tile = tile_config(plan.m, plan.n)
     bm, bn, wm, wn, _ = TILES[tile]
@@ -236,7 +236,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     with timer.stage("split"):
         a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, scheme, tile, scales[0])
         b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, scheme, tile, scales[1])
-    _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, scheme, tile, kblock, midpoint)
+    _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, scheme, tile, debias)
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
     c = cp.empty(ops.out_shape, out_dtype)
     batch = ops.batch or 1

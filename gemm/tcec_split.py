@@ -11,27 +11,23 @@
   exact and rounded toward zero to FP32 (the tensor core's rounding, see ``qsim-tc probe``),
   then accumulated as the scheme says:
 
-  - ``ec`` (error-corrected): hi*hi summed on the tensor core over a k-block of ``kblock``
-    instructions (default 1: 8 TF32 / 16 FP16 values), starting from zero; each k-block
-    result, truncated by the tensor core, is added to an FP32 accumulator with
-    round-to-nearest, and (``midpoint``) half its ulp, ``sign(x) ulp(x)/2``, goes to the
-    correction accumulator, which moves the k-block to the middle of its truncation interval
-    (error at most half an ulp, no bias toward zero) without rounding the half ulp away.
-    Results whose three lowest bits are zero are taken as exact and left alone (an exact
-    product of two 11-bit significands always is; a truncated result is with probability 1/8,
-    leaving a bias of 1/16 ulp). On a brickwork circuit this brings the norm drift from
-    ~1e-6 to ~1e-8 (native CGEMM: ~1e-9); lo*hi and hi*lo
-    accumulated with round-toward-zero in a second FP32 accumulator (as the tensor core
-    does), added at the end times 2^-11; lo*lo dropped. Without the midpoint step every
-    k-block loses on average half an ulp toward zero, a bias that a circuit of many gates
-    turns into a steady loss of norm.
+  - ``ec`` (error-corrected): each instruction's hi*hi product computed from zero (truncated
+    by the tensor core); two of them added together and then to an FP32 accumulator with
+    round-to-nearest (pairing halves the number of additions into the accumulator); with
+    ``debias``, each product's expected truncation loss, ``sign(x) 3/8 ulp(x)``
+    (:data:`DEBIAS_FRACTION`), goes to the correction accumulator, scaled by 2^11 there, so
+    that it is not rounded away. Without that step every product loses on average 3/8 of an
+    ulp toward zero, a bias that a circuit of many gates turns into a steady loss of norm
+    (measured on brickwork circuits: norm drift ~1e-7..1e-6 without, ~1e-9 with, as native
+    CGEMM). lo*hi and hi*lo are accumulated on the tensor core in a second FP32 accumulator,
+    added at the end times 2^-11; lo*lo is dropped.
   - ``plain``: hi*hi only, accumulated with round-toward-zero (the tensor core's accumulator).
   - ``markidis``: hi*hi, lo*hi, hi*lo and lo*lo (lo unscaled) all accumulated with
     round-toward-zero in one accumulator.
 
-  The tensor core truncates the aligned products inside one instruction as well; the
-  emulation treats a block sum as exact before its single rounding, which is the only place it
-  may differ from the GPU in the last bit.
+  Each instruction is emulated as the probes measure the tensor core (:func:`tc_mma`): exact
+  products, aligned to the largest term and cut toward zero two bits below its last bit, summed,
+  truncated to FP32. The GPU and the emulation then agree to a few ulps.
 
 Complex operands use the real form ``[Ar Ai] @ [[Br Bi], [-Bi Br]]``: ``A`` interleaved as it
 lies in memory (k' = 2k), ``B`` expanded to 2x2 blocks, the product interleaved again, the same
@@ -47,9 +43,7 @@ import numpy as np
 FORMATS = ("tf32", "fp16")
 SCHEMES = ("ec", "plain", "markidis")
 BLOCK_K = {"tf32": 8, "fp16": 16}  # real inner values per mma instruction
-HI_KSTEPS = 1  # default k-block of hi*hi, in mma instructions (8 TF32 / 16 FP16 values)
-SKIP_MASK = 7  # k-block results whose 3 lowest bits are zero are taken as exact (no midpoint)
-MIDPOINT = True  # default: move truncated k-block results to the middle of their interval
+DEBIAS = True  # default: add back the expected truncation loss of each k-block result
 LO_SHIFT = 11  # lo is scaled by 2^11
 FP16_TOP = 14  # FP16 scaling puts the largest magnitude in [2^14, 2^15)
 FP16_MIN_EXP = -14  # smallest normal FP16 exponent
@@ -182,71 +176,90 @@ def _rz(s: np.ndarray) -> np.ndarray:
     return r
 
 
-def _half_ulp(x: np.ndarray) -> np.ndarray:
-    """``sign(x) * 2^(e-24)`` as float64 (x = m 2^e): half an ulp of float32 ``x``, away from zero."""
+def _expected_loss(x: np.ndarray) -> np.ndarray:
+    """``sign(x) * DEBIAS_FRACTION * ulp(x)`` as float64: the expected truncation loss of a tensor-core
+    result ``x`` (see :data:`DEBIAS_FRACTION`)."""
     bits = x.view(np.uint32)
-    h = (bits & np.uint32(0xFF800000)).view(np.float32).astype(np.float64) * 2.0**-24
-    if SKIP_MASK:
-        h = np.where((bits & np.uint32(SKIP_MASK)) == 0, 0.0, h)
-    return h
+    return (bits & np.uint32(0xFF800000)).view(np.float32).astype(np.float64) * (DEBIAS_FRACTION * 2.0**-23)
 
 
-def _blocks(x: np.ndarray, y: np.ndarray, kb: int) -> np.ndarray:
-    """Exact-ish block products: (nblk, batch, m, n) float64 of 3-D x (bx, m, K), y (by, K, n)."""
-    k = x.shape[-1]
-    nblk = -(-k // kb)
-    pad = nblk * kb - k
-    if pad:
-        x = np.concatenate([x, np.zeros((*x.shape[:-1], pad), x.dtype)], axis=-1)
-        y = np.concatenate([y, np.zeros((y.shape[0], pad, y.shape[-1]), y.dtype)], axis=-2)
-    xb = x.reshape(x.shape[0], x.shape[1], nblk, kb).transpose(2, 0, 1, 3).astype(np.float64)
-    yb = y.reshape(y.shape[0], nblk, kb, y.shape[-1]).transpose(1, 0, 2, 3).astype(np.float64)
-    return np.matmul(xb, yb)
+TC_EXTRA_BITS = 2  # bits kept below the largest term's last bit (``qsim-tc probe`` on an H200)
+# The cut terms are multiples of q = ulp / 2^TC_EXTRA_BITS; truncating their sum to FP32 loses
+# 0, q, 2q or 3q with equal chance when the sum stays in the largest term's binade: on average
+# (1 - 2^-b) / 2 = 3/8 ulp. Adding that back removes the bias toward zero.
+DEBIAS_FRACTION = (1.0 - 2.0**-TC_EXTRA_BITS) / 2.0
 
 
-def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, kblock: int, midpoint: bool) -> np.ndarray:
-    kb = BLOCK_K[fmt]
+def tc_mma(c: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """One tensor-core instruction ``c + sum_j p_j`` as the probes measure it (Fasi et al.).
+
+    Args:
+        c: float32 accumulator input, shape (...).
+        p: exact products, float64, shape (..., kb).
+
+    Every term is aligned to the largest one and cut toward zero ``TC_EXTRA_BITS`` bits below
+    its last significand bit; the cut terms are added exactly and the sum is truncated (RZ) to
+    FP32. Intermediate sums are not renormalised, so ``1 - 1 + tiny`` gives 0.
+    """
+    terms = np.concatenate([p, c.astype(np.float64)[..., None]], axis=-1)
+    _, e = np.frexp(np.where(np.isfinite(terms), terms, 0.0))
+    lead = np.where(terms != 0, e - 1, -100000).max(axis=-1, keepdims=True)
+    q = np.ldexp(1.0, np.maximum(lead - 23 - TC_EXTRA_BITS, -1074))
     with np.errstate(invalid="ignore", over="ignore"):
-        hh = _blocks(ah, bh, kb)
-        acc = np.zeros(hh.shape[1:], np.float32)
-        if scheme == "plain":
-            for p in hh:
-                acc = _rz(acc.astype(np.float64) + p)
-            return acc
-        lh = _blocks(al, bh, kb)
-        hl = _blocks(ah, bl, kb)
-        if scheme == "markidis":
-            ll = _blocks(al, bl, kb)
-            for i in range(hh.shape[0]):
-                for p in (hh[i], lh[i], hl[i], ll[i]):
-                    acc = _rz(acc.astype(np.float64) + p)
-            return acc
-        cor = np.zeros_like(acc)
-        blk = np.zeros_like(acc)
-        last = hh.shape[0] - 1
-        for i in range(hh.shape[0]):
-            blk = _rz(blk.astype(np.float64) + hh[i])
-            cor = _rz(cor.astype(np.float64) + lh[i])
-            cor = _rz(cor.astype(np.float64) + hl[i])
-            if (i + 1) % kblock == 0 or i == last:
-                acc = acc + blk  # float32 + float32: round to nearest
-                if midpoint:  # the half ulp, scaled by 2^11, into the correction accumulator (FMA, RN)
-                    cor = (cor.astype(np.float64) + _half_ulp(blk) * 2.0**LO_SHIFT).astype(np.float32)
-                blk = np.zeros_like(acc)
+        cut = np.where(np.isfinite(terms), np.trunc(terms / q) * q, terms)
+        return _rz(cut.sum(axis=-1))
+
+
+def _products(x: np.ndarray, y: np.ndarray, k0: int, kb: int) -> np.ndarray:
+    """Exact products of one k-block: (batch, m, n, kb) float64 from x (bx, m, K), y (by, K, n)."""
+    xs = x[:, :, k0:k0 + kb].astype(np.float64)
+    ys = y[:, k0:k0 + kb, :].astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return xs[:, :, None, :] * np.swapaxes(ys, 1, 2)[:, None, :, :]
+
+
+def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, debias: bool) -> np.ndarray:
+    kb = BLOCK_K[fmt]
+    k = ah.shape[-1]
+    nblk = -(-k // kb)
+    shape = (max(ah.shape[0], bh.shape[0]), ah.shape[1], bh.shape[2])
+    acc = np.zeros(shape, np.float32)
+    if scheme == "plain":
+        for i in range(nblk):
+            acc = tc_mma(acc, _products(ah, bh, i * kb, kb))
+        return acc
+    if scheme == "markidis":
+        for i in range(nblk):
+            for x, y in ((ah, bh), (al, bh), (ah, bl), (al, bl)):
+                acc = tc_mma(acc, _products(x, y, i * kb, kb))
+        return acc
+    cor = np.zeros(shape, np.float32)
+    zero = np.zeros(shape, np.float32)
+    for i in range(0, nblk, 2):  # two instructions per step, as the kernel pairs them
+        ps = [tc_mma(zero, _products(ah, bh, j * kb, kb)) if j < nblk else zero for j in (i, i + 1)]
+        with np.errstate(invalid="ignore", over="ignore"):
+            acc = acc + (ps[0] + ps[1])  # float32 additions: round to nearest
+            if debias:  # the expected losses, scaled by 2^11, into the correction accumulator (FMA, RN)
+                for p in ps:
+                    cor = (cor.astype(np.float64) + _expected_loss(p) * 2.0**LO_SHIFT).astype(np.float32)
+        for j in (i, i + 1):
+            if j < nblk:
+                cor = tc_mma(cor, _products(al, bh, j * kb, kb))
+                cor = tc_mma(cor, _products(ah, bl, j * kb, kb))
+    with np.errstate(invalid="ignore", over="ignore"):
         fixed = (acc.astype(np.float64) + cor.astype(np.float64) * 2.0**-LO_SHIFT).astype(np.float32)
-        return np.where(np.isfinite(acc), fixed, acc)
+    return np.where(np.isfinite(acc), fixed, acc)
 
 
 def emulate(a: np.ndarray, b: np.ndarray, fmt: str, scheme: str, scale_a: int = 0, scale_b: int = 0,
-            kblock: int = HI_KSTEPS, midpoint: bool = MIDPOINT) -> np.ndarray:
+            debias: bool = DEBIAS) -> np.ndarray:
     """The product ``a @ b`` (numpy float32/complex64, 2-D or 3-D) as the GPU kernel computes it.
 
     Args:
         a, b: operands (not modified).
         fmt: ``"tf32"`` or ``"fp16"``; scheme: ``"ec"``, ``"plain"`` or ``"markidis"``.
         scale_a, scale_b: FP16 power-of-two scalings (exponents); the result is scaled back.
-        kblock, midpoint: ``ec`` only: instructions per hi*hi k-block, and whether each truncated
-            k-block result is moved to the middle of its truncation interval.
+        debias: ``ec`` only: add back the expected truncation loss of each hi*hi result.
     """
     complex_ = a.dtype.kind == "c"
     ar, br = real_form(a, b)
@@ -260,16 +273,15 @@ def emulate(a: np.ndarray, b: np.ndarray, fmt: str, scheme: str, scale_a: int = 
     m, n = ah.shape[1], bh.shape[2]
     batch = max(ah.shape[0], bh.shape[0])
     out = np.empty((batch, m, n), np.float32)
-    nblk = -(-ah.shape[2] // BLOCK_K[fmt])
-    # chunk rows and columns so that the block products stay under _CHUNK_BYTES
-    per = 8 * 4 * nblk * max(ah.shape[0], bh.shape[0])
+    # chunk rows and columns so that one block's products stay under _CHUNK_BYTES
+    per = 8 * BLOCK_K[fmt] * batch
     rows = max(1, min(m, _CHUNK_BYTES // max(per * min(n, 4096), 1)))
     cols = max(1, min(n, _CHUNK_BYTES // max(per * rows, 1)))
     for i in range(0, m, rows):
         for j in range(0, n, cols):
             out[:, i:i + rows, j:j + cols] = _accumulate(
                 scheme, fmt, ah[:, i:i + rows], al[:, i:i + rows], bh[:, :, j:j + cols], bl[:, :, j:j + cols],
-                kblock, midpoint)
+                debias)
     if scale_a or scale_b:
         out = _mul_pow2(_mul_pow2(out, -scale_a), -scale_b)
     if out_batch is None:

@@ -55,7 +55,8 @@ def test_gpu_split_bit_exact(fmt, cp, rng):
         ghi, glo = (w.get().view(np.float16).astype(np.float32).reshape(96, 64) for w in (hi, lo))
     chi, clo = ts.split(x, fmt, e)
     for g, c in ((ghi, chi), (glo, clo)):
-        assert np.array_equal(g[:70, :45], c, equal_nan=True)
+        bad = ~((g[:70, :45] == c) | (np.isnan(g[:70, :45]) & np.isnan(c)))
+        assert not bad.any(), list(zip(x[:70, :45][bad][:8].tolist(), g[:70, :45][bad][:8].tolist(), c[bad][:8].tolist()))
         assert not g[70:].any() and not g[:, 45:].any()  # zero padding
 
 
@@ -108,6 +109,7 @@ def _shape_cases(cp, rng):
     return {
         "bottom d=8": (c64(3000, 256), u8.T),
         "bottom d=4": (c64(5000, 16), u4.T),
+        "bottom d=5": (c64(4000, 32), c64(32, 32).T),
         "top d=8": (u8, c64(256, 2000)),
         "top d=4": (u4, c64(16, 3001)),
         "batched d=8": (u8, c64(5, 256, 64)),
@@ -171,14 +173,17 @@ def test_gpu_engine_brickwork_20_qubits(cp):
     native = compare(Simulator(backend="native32", device="gpu").run(circ), ref)
     keys = ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity", "norm_drift")
     print("\nnative32 " + " ".join(f"{k}={native[k]:.2e}" for k in keys))
-    for backend in ("tf32tf32", "tc-auto", "halfhalf"):
+    for backend, opts in (("tf32tf32", {}), ("tc-auto", {}), ("halfhalf", {}), ("tf32tf32", {"debias": False})):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FP16RangeWarning)
-            res = Simulator(backend=backend, device="gpu").run(circ)
+            res = Simulator(backend=backend, device="gpu", **opts).run(circ)
         got = compare(res, ref)
-        print(f"{backend} " + " ".join(f"{k}={got[k]:.2e}" for k in keys))
+        print(f"{backend} {opts} " + " ".join(f"{k}={got[k]:.2e}" for k in keys))
         if backend == "halfhalf":
             continue  # a state spans more binades than FP16 after scaling; tc-auto takes TF32 there
+        if opts:
+            assert got["norm_drift"] < -3e-8  # without debias the truncation drains the norm
+            continue
         for key in ("l2_rel", "mean_rel", "infidelity"):
             assert got[key] <= 1.5 * native[key], (backend, key, got[key], native[key])
         assert abs(got["norm_drift"]) < 3e-8, (backend, got["norm_drift"])
