@@ -258,10 +258,12 @@ def choose(circuit: Circuit, backend: str = "native", device: str = "cpu", dtype
            *, max_candidate: int = MAX_AUTO_QUBITS) -> FusionChoice:
     """Pick (max_qubits, min_qubits) for ``circuit`` from ``circuits.gate_costs``.
 
-    Every d in 1..max_candidate (at most the circuit's width) is planned (qubit sets only);
-    for each plan every padding width p <= d is priced as the sum of the measured costs of its
-    blocks at the circuit's width, plus the host time to build the block matrices. The
-    cheapest wins, if it beats the unfused circuit.
+    Every d in 1..max_candidate (at most the circuit's width) is planned (qubit sets only),
+    until three widths in a row bring no improvement; for each plan every padding width p <= d
+    is priced as the sum of the measured costs of its blocks at the circuit's width, plus the
+    host time to build the block matrices. The cheapest wins, if it beats the unfused circuit.
+    Per-gate Python overhead is not modelled, so small states (where it dominates) may be
+    fused more than pays.
 
     Args:
         circuit: the circuit.
@@ -279,16 +281,22 @@ def choose(circuit: Circuit, backend: str = "native", device: str = "cpu", dtype
     cost = {k: row.gate_ms(k, n) for k in range(1, widest + 1)}
     unfused = sum(cost[g.num_qubits] for g in circuit.gates)
     best = FusionChoice(None, 1, unfused, unfused, len(circuit.gates), _row_name(row), note)
+    worse = 0  # consecutive widths that did not beat the best: the costs have turned upwards
     for d in range(1, top + 1):
         blocks = plan(circuit, d)
         widths = [len(b.qubits) for b in blocks]
         build = _build_macs(circuit, blocks) / _BUILD_MACS_PER_MS
+        improved = False
         for p in range(1, d + 1):
             total = build + sum(cost[max(w, p)] for w in widths)
             if p > 1:
                 total += sum(_pad_macs(w, p) for w in widths if w < p) / _BUILD_MACS_PER_MS
             if total < best.estimated_ms * (1 - 1e-9):
                 best = FusionChoice(d, p, total, unfused, len(blocks), _row_name(row), note)
+                improved = True
+        worse = 0 if improved else worse + 1
+        if worse >= 3:
+            break
     return best
 
 
