@@ -28,6 +28,10 @@ from qsim_tc.transfer import to_device
 # A batched GEMM whose blocks are narrower than this is slower than permuting the state first
 # and applying at the bottom (cuBLAS and OpenBLAS both lose efficiency on skinny blocks).
 MIN_BATCHED_L = {"cpu": 1 << 4, "gpu": 1 << 5}
+# numpy runs a batched matmul as one BLAS call per batch; thousands of small multithreaded calls
+# are slow and, on a busy machine, erratic (each call synchronises the BLAS threads). The CPU
+# takes the batched path only for a few large batches and permutes otherwise.
+MAX_BATCHES = {"cpu": 1 << 6, "gpu": 1 << 62}
 # Targets at the bottom can also be applied as U @ S^T, which writes the result with the targets
 # moved to the top (a free layout rotation). cuBLAS runs that orientation (m = 2^(N-d), n = 2^d)
 # faster than S @ U^T (m = 2^d, n = 2^(N-d)) for most d; OpenBLAS does not (measured 87 ms
@@ -92,7 +96,8 @@ def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bo
             return "bottom", order, None
         if t + d == n_qubits:
             return "top", order, None
-        if (1 << t) >= MIN_BATCHED_L[device_name]:
+        batches = 1 << (n_qubits - t - d)
+        if (1 << t) >= MIN_BATCHED_L[device_name] and batches <= MAX_BATCHES[device_name]:
             return "batched", order, None
     # bring the targets to the bottom in their current physical order, keep the rest in order
     targets = set(qubits)
