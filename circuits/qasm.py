@@ -57,8 +57,13 @@ def from_qasm(source, **kwargs) -> Circuit:
             raise ImportError(f"OpenQASM 3 import needs the qiskit-qasm3-import package: {QASM3_HINT}") from exc
         from qiskit import qasm3  # noqa: PLC0415
 
+        from openqasm3.parser import QASM3ParsingError  # noqa: PLC0415 - installed with the importer
+
         try:
             qc = qasm3.loads(text)
+        except QASM3ParsingError as exc:
+            detail = str(exc) or _qasm3_syntax_message(text) or "the parser gave no detail"
+            raise CircuitError(f"OpenQASM 3 syntax error in {where}: {detail}") from exc
         except qiskit.exceptions.QiskitError as exc:
             raise CircuitError(f"OpenQASM 3 error in {where}: {exc}") from exc
     else:
@@ -66,6 +71,37 @@ def from_qasm(source, **kwargs) -> Circuit:
     if path is not None and qc.name.startswith("circuit-"):
         qc.name = path.stem
     return from_qiskit(qc, **kwargs)
+
+
+def _qasm3_syntax_message(text: str) -> str:
+    """The first syntax error of ``text`` with its line, from the OpenQASM 3 reference grammar.
+
+    The importer parses with a bail-out strategy that drops the position; parsing again with an
+    error listener recovers the parser's own message.
+    """
+    try:
+        from antlr4 import CommonTokenStream, InputStream  # noqa: PLC0415
+        from antlr4.error.ErrorListener import ErrorListener  # noqa: PLC0415
+        from openqasm3.parser import qasm3Lexer, qasm3Parser  # noqa: PLC0415 - the grammar it parses with
+    except ImportError:
+        return ""
+    found: list[str] = []
+
+    class _Listener(ErrorListener):
+        def syntaxError(self, recognizer, offending, line, column, msg, exc):  # noqa: N802 - ANTLR's name
+            found.append(f"line {line}, column {column}: {msg}")
+
+    lexer = qasm3Lexer(InputStream(text))
+    lexer.removeErrorListeners()
+    lexer.addErrorListener(_Listener())
+    parser = qasm3Parser(CommonTokenStream(lexer))
+    parser.removeErrorListeners()
+    parser.addErrorListener(_Listener())
+    try:
+        parser.program()
+    except Exception:  # noqa: BLE001 - only the messages gathered so far matter
+        pass
+    return found[0] if found else ""
 
 
 def _read(source) -> tuple[str, Path | None]:

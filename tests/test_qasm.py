@@ -89,21 +89,40 @@ def test_reset_and_classical_control_in_qasm_are_rejected():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("qiskit_qasm3_import") is not None,
-                    reason="qiskit-qasm3-import is installed")
+                    reason="qiskit-qasm3-import is installed")  # its tests are below
 def test_qasm3_without_its_parser_says_what_to_install():
     with pytest.raises(ImportError, match=r"OpenQASM 3 import needs the qiskit-qasm3-import package: "
                                           r"pip install qiskit-qasm3-import"):
         from_qasm('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[2] q;\nh q[0];\n')
 
 
-@pytest.mark.skipif(importlib.util.find_spec("qiskit_qasm3_import") is None,
-                    reason="needs qiskit-qasm3-import")
-def test_qasm3_matches_statevector():
-    text = 'OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[3] q;\nh q[0];\ncx q[0], q[2];\nrz(0.3) q[1];\n'
+HAS_QASM3 = importlib.util.find_spec("qiskit_qasm3_import") is not None
+
+
+@pytest.mark.skipif(not HAS_QASM3, reason="needs qiskit-qasm3-import")
+def test_qasm3_matches_statevector_and_keeps_measurements():
+    text = ('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[3] q;\nbit[3] c;\nh q[0];\ncx q[0], q[2];\n'
+            'rz(0.3) q[1];\ncrx(0.7) q[2], q[1];\nc[1] = measure q[2];\n')
     from qiskit import qasm3
 
     c = from_qasm(text)
-    assert np.abs(simulate(c) - Statevector(qasm3.loads(text)).data).max() <= 1e-12
+    qc = qasm3.loads(text).remove_final_measurements(inplace=False)
+    assert np.abs(simulate(c) - Statevector(qc).data).max() <= 1e-12
+    assert c.measured == [(2, 1)]
+
+
+@pytest.mark.skipif(not HAS_QASM3, reason="needs qiskit-qasm3-import")
+def test_qasm3_errors():
+    with pytest.raises(CircuitError, match=r"OpenQASM 3 syntax error in <input>: line 5, column 0: missing ';' at 'cx'"):
+        from_qasm('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[2] q;\nh q[0]\ncx q[0], q[1];\n')
+    with pytest.raises(CircuitError, match=r"OpenQASM 3 error in <input>: .*4,0: gate 'foo' is not defined"):
+        from_qasm('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[2] q;\nfoo q[0];\n')
+    with pytest.raises(CircuitError, match=r"1 unbound parameter\(s\): theta"):
+        from_qasm('OPENQASM 3.0;\ninclude "stdgates.inc";\ninput float theta;\nqubit[1] q;\nrx(theta) q[0];\n')
+    cond = ('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[2] q;\nbit[2] c;\nh q[0];\nc[0] = measure q[0];\n'
+            'if (c[0]) x q[1];\n')
+    with pytest.raises(CircuitError, match=r"instruction 2 \('if_else' on qubit\(s\) \[1\]\) is classical control"):
+        from_qasm(cond)
 
 
 def test_bad_sources():
