@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from circuits.errors import CircuitError
+from circuits.errors import CircuitError, QubitError
 
 UNITARY_TOL = 1e-10
 
@@ -36,22 +36,9 @@ class Gate:
             CircuitError: repeated or negative qubits, wrong shape, NaN/Inf, or not unitary.
             TypeError: qubits that are not integers.
         """
-        qs = _check_qubits(qubits)
-        m = np.array(matrix, dtype=np.complex128, copy=True)
-        dim = 1 << len(qs)
-        if m.shape != (dim, dim):
-            raise CircuitError(
-                f"matrix of gate {name!r} has shape {m.shape}; {len(qs)} qubit(s) {qs} need ({dim}, {dim})"
-            )
-        if not np.isfinite(m).all():
-            raise CircuitError(f"matrix of gate {name!r} holds NaN or Inf")
-        if check_unitary:
-            err = float(np.abs(m.conj().T @ m - np.eye(dim)).max())
-            if err > atol:
-                raise CircuitError(
-                    f"matrix of gate {name!r} on qubits {qs} is not unitary: max |U^dagger U - I| = {err:.3g} "
-                    f"> atol={atol:g} (pass check_unitary=False to apply it anyway)"
-                )
+        qs = check_qubits(qubits)
+        m = check_matrix(matrix, len(qs), label=f"matrix of gate {name!r} on qubits {qs}",
+                         check_unitary=check_unitary, atol=atol, copy=True)
         m.setflags(write=False)
         object.__setattr__(self, "matrix", m)
         object.__setattr__(self, "qubits", qs)
@@ -68,21 +55,61 @@ class Gate:
         return f"Gate({self.name!r}, qubits={self.qubits})"
 
 
-def _check_qubits(qubits) -> tuple[int, ...]:
-    if isinstance(qubits, (int, np.integer)):
+def check_qubits(qubits, n_qubits: int | None = None) -> tuple[int, ...]:
+    """Validate target qubits (and their range when ``n_qubits`` is given); return a tuple of ints.
+
+    Raises:
+        TypeError: not a sequence of ints.
+        QubitError: empty, negative, out of range or repeated.
+    """
+    if isinstance(qubits, (int, np.integer)) and not isinstance(qubits, bool):
         qubits = (qubits,)
     try:
         qs = tuple(qubits)
     except TypeError:
         raise TypeError(f"qubits must be a sequence of ints, got {type(qubits).__name__}") from None
     if not qs:
-        raise CircuitError("qubits is empty; a gate acts on at least one qubit")
+        raise QubitError("qubits is empty; a gate acts on at least one qubit")
     for q in qs:
         if isinstance(q, bool) or not isinstance(q, (int, np.integer)):
             raise TypeError(f"qubits must be ints, got {q!r} ({type(q).__name__}) in {qs}")
     qs = tuple(int(q) for q in qs)
-    if min(qs) < 0:
-        raise CircuitError(f"qubits must be >= 0, got {qs}")
+    if n_qubits is not None:
+        bad = [q for q in qs if not 0 <= q < n_qubits]
+        if bad:
+            raise QubitError(f"qubits {bad} out of range for a {n_qubits}-qubit state (valid: 0..{n_qubits - 1})")
+    elif min(qs) < 0:
+        raise QubitError(f"qubits must be >= 0, got {qs}")
     if len(set(qs)) != len(qs):
-        raise CircuitError(f"qubits {qs} repeat a qubit; each target must be distinct")
+        raise QubitError(f"qubits {qs} repeat a qubit; each target must be distinct")
     return qs
+
+
+def check_matrix(matrix, n_targets: int, *, label: str = "matrix", check_unitary: bool = True,
+                 atol: float = UNITARY_TOL, copy: bool = False) -> np.ndarray:
+    """``matrix`` as a host complex128 (2^d, 2^d) array, after shape, finiteness and unitarity checks.
+
+    Raises:
+        TypeError: not numeric.
+        QubitError: the shape does not match ``n_targets`` qubits.
+        CircuitError: NaN/Inf, or not unitary to ``atol`` (``check_unitary=False`` skips that).
+    """
+    if hasattr(matrix, "get") and not isinstance(matrix, np.ndarray):  # a cupy array
+        matrix = matrix.get()
+    m = np.array(matrix, copy=True) if copy else np.asarray(matrix)
+    if m.dtype.kind not in "fciu":
+        raise TypeError(f"{label} must be numeric, got dtype {m.dtype}")
+    m = m.astype(np.complex128, copy=False)
+    dim = 1 << n_targets
+    if m.shape != (dim, dim):
+        raise QubitError(f"{label} has shape {m.shape}, but {n_targets} target qubit(s) need ({dim}, {dim})")
+    if not np.isfinite(m).all():
+        raise CircuitError(f"{label} holds NaN or Inf")
+    if check_unitary:
+        err = float(np.abs(m.conj().T @ m - np.eye(dim)).max())
+        if err > atol:
+            raise CircuitError(
+                f"{label} is not unitary: max |U^dagger U - I| = {err:.3g} > atol={atol:g} "
+                "(pass check_unitary=False to apply it anyway)"
+            )
+    return m

@@ -1,14 +1,12 @@
 """Exceptions of the simulator."""
 
-from circuits.errors import CircuitError
+from circuits.errors import CircuitError, QubitError
+
+__all__ = ["CircuitError", "InsufficientMemoryError", "QubitError", "SimulationError"]
 
 
 class SimulationError(Exception):
     """Base class of the simulator's domain errors."""
-
-
-class QubitError(CircuitError):
-    """Qubit indices out of range, repeated, or not matching the matrix."""
 
 
 class InsufficientMemoryError(SimulationError, MemoryError):

@@ -98,7 +98,7 @@ def test_gate_matrix_read_only_and_inverse(rng):
 def test_gate_errors():
     with pytest.raises(CircuitError, match=r"repeat a qubit"):
         Gate(np.eye(4), [1, 1])
-    with pytest.raises(CircuitError, match=r"has shape \(2, 2\); 2 qubit\(s\) \(0, 1\) need \(4, 4\)"):
+    with pytest.raises(CircuitError, match=r"matrix of gate .* on qubits \(0, 1\) has shape \(2, 2\), but 2 target qubit\(s\) need \(4, 4\)"):
         Gate(np.eye(2), [0, 1])
     with pytest.raises(CircuitError, match="not unitary"):
         Gate(np.ones((2, 2)), [0])
