@@ -43,24 +43,24 @@ class Layout:
 
     def physical_index(self, logical_index: int) -> int:
         """The position in the physical array of the amplitude with logical index ``logical_index``."""
-        out = 0
-        for p, q in enumerate(self.phys):
-            out |= ((logical_index >> q) & 1) << p
-        return out
+        return int(self.physical_indices(logical_index))
 
-    def physical_indices(self, logical: np.ndarray) -> np.ndarray:
-        logical = np.asarray(logical, dtype=np.int64)
-        out = np.zeros_like(logical)
-        for p, q in enumerate(self.phys):
-            out |= ((logical >> q) & 1) << p
-        return out
+    def physical_indices(self, logical):
+        """Physical positions of logical amplitude indices (int or int64 array)."""
+        return _move_bits(logical, self.phys, range(len(self.phys)))
 
-    def logical_indices(self, physical: np.ndarray) -> np.ndarray:
-        physical = np.asarray(physical, dtype=np.int64)
-        out = np.zeros_like(physical)
-        for p, q in enumerate(self.phys):
-            out |= ((physical >> p) & 1) << q
-        return out
+    def logical_indices(self, physical):
+        """Logical indices of the amplitudes at physical positions (int or int64 array)."""
+        return _move_bits(physical, range(len(self.phys)), self.phys)
+
+
+def _move_bits(x, src, dst):
+    """Bit ``src[i]`` of x becomes bit ``dst[i]`` of the result."""
+    x = np.asarray(x, dtype=np.int64)
+    out = np.zeros_like(x)
+    for s, d in zip(src, dst):
+        out |= ((x >> s) & 1) << d
+    return out
 
 
 def permute_bits(data, n_qubits: int, new_phys: list[int], old_phys: list[int], xp):
