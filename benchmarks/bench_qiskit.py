@@ -198,7 +198,8 @@ def mode_cpu(args) -> dict:
             runs[f].append(total)
             infos[f] = info | {"vs_aer": err, "import_s": t_import, "fuse_s": t_fuse}
             print(f"[{rep}] qsim-tc native fuse={f}: {total:.2f} s (fuse {t_fuse:.2f}, simulate {t_sim:.2f}), "
-                  f"{info['gates_after_fusion']} gates (d={info.get('max_qubits', f)}, min {info.get('min_qubits', 1)}); "
+                  f"{info['gates_after_fusion']} gates (d={info.get('max_qubits', f)}, "
+                  f"min {info.get('min_qubits', 1)}); "
                   f"ms by path {info['ms_by_path']}, in GEMM stages {info['gemm_stages_ms']}, outside "
                   f"{info['outside_gemm_ms']}; vs aer max err {err['max_abs_error']:.1e}", flush=True)
     rows = []

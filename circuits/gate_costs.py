@@ -57,7 +57,8 @@ TABLE: tuple[CostRow, ...] = (
     CostRow("cpu", "complex128", "native", 22,
             {1: 23.82, 2: 44.93, 3: 43.65, 4: 45.33, 5: 52.81, 6: 63.64, 7: 93.69, 8: 123.2, 9: 224.58,
              10: 412.25},
-            machine="AMD EPYC, 2 cores, 23 GiB, numpy 2.4.6", source="bench_qiskit.py costs, median of 8 (4 for d >= 9)"),
+            machine="AMD EPYC, 2 cores, 23 GiB, numpy 2.4.6",
+            source="bench_qiskit.py costs, median of 8 (4 for d >= 9)"),
 )
 
 # GPU, one H200 (cupy 14.2, cuBLAS 13.1), 28 qubits, complex128 unless said:

@@ -52,7 +52,8 @@ def main() -> None:
     # the same from OpenQASM 2 text
     text = 'OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[3];\nh q[0];\ncx q[0],q[2];\nu3(0.1,0.2,0.3) q[1];\n'
     small = from_qasm(text)
-    print("from OpenQASM:", small, "amplitudes:", np.round(Simulator(device=args.device).run(small).state.to_numpy(), 4))
+    amplitudes = Simulator(device=args.device).run(small).state.to_numpy()
+    print("from OpenQASM:", small, "amplitudes:", np.round(amplitudes, 4))
 
 
 if __name__ == "__main__":

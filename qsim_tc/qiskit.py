@@ -274,7 +274,7 @@ def _masks(label: str) -> tuple[int, int, int]:
     return x, z, ny
 
 
-def _parity(v, xp):
+def _parity(v):
     """Parity of the set bits of each int64 in ``v`` (0 or 1)."""
     v = v.copy()
     for s in (32, 16, 8, 4, 2, 1):
@@ -302,7 +302,7 @@ def _term_values(state: StateVector, labels: list[str]) -> np.ndarray:
         x_lo, x_hi = x & (cols - 1), x >> m
         z_lo = xp.asarray(np.array([masks[t][1] & (cols - 1) for t in terms], dtype=np.int64))
         z_hi = xp.asarray(np.array([masks[t][1] >> m for t in terms], dtype=np.int64))
-        sign_lo = (1 - 2 * _parity(lo[None, :] & z_lo[:, None], xp)).astype(np.float64)  # (terms, cols)
+        sign_lo = (1 - 2 * _parity(lo[None, :] & z_lo[:, None])).astype(np.float64)  # (terms, cols)
         perm_lo = lo ^ x_lo
         acc = xp.zeros(len(terms), dtype=np.complex128)
         for r0 in range(0, n_rows, chunk_rows):
@@ -316,7 +316,7 @@ def _term_values(state: StateVector, labels: list[str]) -> np.ndarray:
                 prod = (a.real**2 + a.imag**2).astype(np.complex128)
             per_row = prod @ sign_lo.T.astype(np.complex128)  # (rows, terms)
             if n_rows > 1:
-                sign_hi = (1 - 2 * _parity(rows[:, None] & z_hi[None, :], xp)).astype(np.float64)
+                sign_hi = (1 - 2 * _parity(rows[:, None] & z_hi[None, :])).astype(np.float64)
                 acc += (per_row * sign_hi).sum(axis=0)
             else:
                 acc += per_row.sum(axis=0)

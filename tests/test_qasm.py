@@ -113,7 +113,8 @@ def test_qasm3_matches_statevector_and_keeps_measurements():
 
 @pytest.mark.skipif(not HAS_QASM3, reason="needs qiskit-qasm3-import")
 def test_qasm3_errors():
-    with pytest.raises(CircuitError, match=r"OpenQASM 3 syntax error in <input>: line 5, column 0: missing ';' at 'cx'"):
+    with pytest.raises(CircuitError,
+                       match=r"OpenQASM 3 syntax error in <input>: line 5, column 0: missing ';' at 'cx'"):
         from_qasm('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[2] q;\nh q[0]\ncx q[0], q[1];\n')
     with pytest.raises(CircuitError, match=r"OpenQASM 3 error in <input>: .*4,0: gate 'foo' is not defined"):
         from_qasm('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[2] q;\nfoo q[0];\n')

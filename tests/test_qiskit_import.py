@@ -192,7 +192,8 @@ def test_mid_circuit_measurement_names_both_instructions():
     qc.measure(0, 0)
     qc.x(0)
     with pytest.raises(CircuitError, match=r"mid-circuit measurement: qubit 0 is measured by instruction 1 "
-                                           r"\('measure'\) and used again by instruction 2 \('x' on qubit\(s\) \[0\]\)"):
+                                           r"\('measure'\) and used again by instruction 2 "
+                                           r"\('x' on qubit\(s\) \[0\]\)"):
         from_qiskit(qc)
 
 

@@ -60,7 +60,8 @@ def run(args) -> int:
     if sim.fusion_choice is not None:
         ch = sim.fusion_choice
         print(f"fusion: auto -> d={ch.max_qubits}, min width {ch.min_qubits} ({ch.n_blocks} blocks, "
-              f"estimated {ch.estimated_ms:.0f} ms vs {ch.unfused_ms:.0f} ms unfused){'; ' + ch.note if ch.note else ''}")
+              f"estimated {ch.estimated_ms:.0f} ms vs {ch.unfused_ms:.0f} ms unfused)"
+              + (f"; {ch.note}" if ch.note else ""))
     print(f"time: {result.wall_s:.3f} s wall, {len(result.stats)} gates applied, {result.gate_time_ms:.1f} ms in gates")
     print(f"norm: {st.norm():.15f}")
     print(f"amplitude[0] = {st.amplitude(0):.6e}")
