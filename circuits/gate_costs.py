@@ -3,7 +3,8 @@
 Each row says where it was measured. ``ms[d]`` is the time of one d-qubit gate on a state of
 ``n_qubits`` qubits; other sizes scale by 2^(n - n_qubits) (every gate is a pass over the state).
 ``permute_ms`` is added per gate when the row timed the product alone, not a gate at a random
-position (which usually costs the engine one permutation of the state as well).
+position (which usually costs the engine one permutation of the state as well), and
+``overhead_ms`` per gate whatever the size.
 
 Regenerate a row with ``python benchmarks/bench_qiskit.py costs`` on the machine in question
 (it prints the row in this file's syntax); widths missing from a row are interpolated in log
@@ -14,6 +15,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+
+
+# the engine's fixed cost of one gate (measured: 0.13-0.16 ms per gate on a 6-qubit CPU state);
+# it keeps fusion from paying matrix products for nothing on small states
+PER_GATE_OVERHEAD_MS = 0.15
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class CostRow:
     machine: str = ""
     source: str = ""
     kernel_max_d: int = 0  # widths served by a dedicated small-gate kernel only this backend gets
+    overhead_ms: float = PER_GATE_OVERHEAD_MS  # per gate, whatever the size (Python, checks, launches)
 
     def gate_ms(self, d: int, n_qubits: int | None = None) -> float:
         """Estimated milliseconds of one d-qubit gate on an ``n_qubits`` state."""
@@ -47,7 +54,7 @@ class CostRow:
         t += self.permute_ms
         if n_qubits is not None:
             t *= 2.0 ** (n_qubits - self.n_qubits)
-        return t
+        return t + self.overhead_ms
 
 
 # CPU: this project's engine (commit 03a6b49) through StateVector.apply, numpy 2.4 / OpenBLAS, 2

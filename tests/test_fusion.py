@@ -133,11 +133,13 @@ def test_choose_uses_the_cost_table():
 
 
 def test_cost_row_interpolates_and_scales():
-    row = gate_costs.CostRow("cpu", "complex128", "x", 20, {2: 1.0, 4: 4.0})
+    row = gate_costs.CostRow("cpu", "complex128", "x", 20, {2: 1.0, 4: 4.0}, overhead_ms=0.0)
     assert row.gate_ms(3) == pytest.approx(2.0)
     assert row.gate_ms(1) == 1.0
     assert row.gate_ms(5) == pytest.approx(16.0)
     assert row.gate_ms(2, 22) == pytest.approx(4.0)
+    with_overhead = gate_costs.CostRow("cpu", "complex128", "x", 20, {2: 1.0}, overhead_ms=0.5)
+    assert with_overhead.gate_ms(2, 10) == pytest.approx(2.0**-10 + 0.5)  # the overhead does not scale
     with pytest.raises(ValueError, match="no gate cost row for device 'tpu'"):
         gate_costs.lookup("native", "tpu", "complex128")
 
