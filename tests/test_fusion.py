@@ -101,7 +101,7 @@ def test_fusion_is_fast_for_thousands_of_gates():
     c = brickwork(20, 2, 300, seed=1)  # 2850 two-qubit gates
     t0 = time.perf_counter()
     f = fuse(c, 5)
-    assert time.perf_counter() - t0 < 3.0
+    assert time.perf_counter() - t0 < 10.0  # about 0.3 s here; catches a quadratic blow-up
     assert len(f) < len(c) / 2
 
 
