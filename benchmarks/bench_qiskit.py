@@ -288,6 +288,7 @@ def mode_costs(args) -> dict:
     for b in backends:
         method = gemm.get_method(b)
         ms = {}
+        kernel_max_d = 0
         for d in range(1, args.max_d + 1):
             st = StateVector(n, dtype=method.state_dtype, device=dev)
             reps = args.repeats if d <= 8 else max(3, args.repeats // 2)
@@ -295,19 +296,23 @@ def mode_costs(args) -> dict:
                      for _ in range(reps + 2)]
             for m, q in gates[:2]:  # warm-up
                 st.apply(m, q, method=b, check_unitary=False)
-            times = []
+            times, paths = [], []
             for m, q in gates[2:]:
                 gemm.device.synchronize(dev.xp)
                 t0 = time.perf_counter()
-                st.apply(m, q, method=b, check_unitary=False)
+                info = st.apply(m, q, method=b, check_unitary=False)
                 gemm.device.synchronize(dev.xp)
                 times.append((time.perf_counter() - t0) * 1e3)
+                paths.append(info.path)
             ms[d] = round(float(np.median(times)), 2)
-            print(f"{b} d={d}: {ms[d]} ms (median of {reps})", flush=True)
+            if paths.count("kernel") * 2 > len(paths):
+                kernel_max_d = d
+            print(f"{b} d={d}: {ms[d]} ms (median of {reps}); paths {sorted(set(paths))}", flush=True)
         out[b] = ms
+        kern = f", kernel_max_d={kernel_max_d}" if kernel_max_d else ""
         row = (f'    CostRow("{dev.name}", "{np.dtype(method.state_dtype)}", "{b}", {n},\n'
                f"            {ms},\n"
-               f'            machine="<machine>", source="bench_qiskit.py costs, median of {args.repeats}"),')
+               f'            machine="<machine>", source="bench_qiskit.py costs, median of {args.repeats}"{kern}),')
         print(row)
     return {"n_qubits": n, "device": dev.name, "ms": out}
 
