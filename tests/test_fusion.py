@@ -54,6 +54,14 @@ def test_fused_equals_unfused(seed, d):
     assert f.global_phase == c.global_phase
 
 
+@pytest.mark.parametrize("seed", [30, 31])
+def test_fused_equals_unfused_long_mixed_circuits(seed):
+    c = random_gate_circuit(10, 250, 4, seed)
+    ref = state(c)
+    for d in (4, 6, 8):
+        assert np.abs(state(fuse(c, d)) - ref).max() <= 1e-12, d
+
+
 @pytest.mark.parametrize("min_qubits", [2, 4])
 def test_padding_to_min_qubits(min_qubits):
     c = random_gate_circuit(8, 40, 2, 11)
