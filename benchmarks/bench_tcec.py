@@ -133,6 +133,32 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
     return rows
 
 
+def compare_tiles():
+    """Median time of tf32tf32 and halfhalf on a 28-qubit d=10 gate with each square tile."""
+    import cupy as cp
+
+    import gemm
+    from gemm import tcec_gpu
+
+    rng = np.random.default_rng(0)
+    a, b = _operands(cp, "bottom", 28, 10, rng)
+    total = {}
+    for tile in ("square", "square16"):
+        tcec_gpu.SQUARE_TILE = tile
+        total[tile] = 0.0
+        for method in ("tf32tf32", "halfhalf"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                c = gemm.matmul(a, b, method=method)
+                err = _check(cp, a, b, c, "bottom")
+                del c
+                ms, _ = _time(cp, lambda: gemm.matmul(a, b, method=method), 3)
+            total[tile] += ms
+            print(f"tile {tile:9s} {method:9s} {ms:8.2f} ms err {err:.1e}", flush=True)
+    tcec_gpu.SQUARE_TILE = "square"
+    return min(total, key=total.get)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
@@ -140,7 +166,17 @@ def main(argv=None):
     p.add_argument("--variants", action="store_true", help="also time the debias=False variants at d=10")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--square-tile", default=None, help="tile of large products (gemm.tcec_gpu.TILES)")
+    p.add_argument("--compare-tiles", action="store_true", help="time d=10 with each square tile, print the best")
     args = p.parse_args(argv)
+    from gemm import tcec_gpu
+
+    if args.compare_tiles:
+        best = compare_tiles()
+        print(f"best_tile={best}")
+        return
+    if args.square_tile:
+        tcec_gpu.SQUARE_TILE = args.square_tile
     t0 = time.time()
     env = _env()
     rows = run(args.quick, args.variants, args.repeats, tuple(args.methods.split(",")))

@@ -30,6 +30,7 @@ from gemm.tcec_split import DEBIAS_FRACTION, LO_SHIFT, pow2
 # name -> (BM, BN, WARPS_M, WARPS_N, STAGES); chosen per shape class by tile_config()
 TILES = {
     "square": (128, 128, 2, 4, 4),
+    "square16": (128, 128, 4, 4, 4),  # 16 warps of 32 x 32 (128 registers): more warps to hide latency
     "narrow-n": (256, 64, 4, 2, 3),
     "tiny-n": (256, 32, 8, 1, 3),
     "narrow-m": (64, 128, 2, 4, 4),
@@ -40,6 +41,9 @@ MODES = {"ec": 0, "plain": 1, "markidis": 2}
 FMT_IDS = {"tf32": 0, "fp16": 1}
 
 
+SQUARE_TILE = "square"  # the tile of large products (benchmarks/bench_tcec.py --square-tile compares)
+
+
 def tile_config(m: int, n: int) -> str:
     """Tile shape for a real product of m' x n' (gate shapes: m' huge, n' = 2^(d+1))."""
     if n <= 32:
@@ -48,7 +52,7 @@ def tile_config(m: int, n: int) -> str:
         return "narrow-n"
     if m <= 64:
         return "narrow-m"
-    return "square"
+    return SQUARE_TILE
 
 
 def smem_bytes(tile: str, scheme: str) -> int:

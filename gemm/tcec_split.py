@@ -53,12 +53,16 @@ _CHUNK_BYTES = 64 << 20
 def tf32_rna(x: np.ndarray) -> np.ndarray:
     """Round float32 ``x`` to TF32 (10 fraction bits), to nearest with ties away from zero.
 
-    Same result as ``cvt.rna.tf32.f32``: overflow goes to Inf, NaN and Inf are kept.
+    Same result as ``cvt.rna.tf32.f32`` on an H200: overflow goes to Inf, NaN and Inf are kept,
+    FP32 subnormals are flushed to (signed) zero. In the split, a subnormal element then lives
+    in lo, which is scaled by 2^11 and so normal again down to 2^-137.
     """
     x = np.ascontiguousarray(x, dtype=np.float32)
     u = x.view(np.uint32)
-    finite = (u & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    exp = u & np.uint32(0x7F800000)
+    finite = exp != np.uint32(0x7F800000)
     r = np.where(finite, (u + np.uint32(0x1000)) & np.uint32(0xFFFFE000), u)
+    r = np.where(exp == 0, u & np.uint32(0x80000000), r)
     return r.astype(np.uint32).view(np.float32)
 
 
