@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -180,7 +181,11 @@ def main(argv=None):
     t0 = time.time()
     env = _env()
     rows = run(args.quick, args.variants, args.repeats, tuple(args.methods.split(",")))
-    payload = {"environment": env, "command": "python benchmarks/bench_tcec.py " + " ".join(argv or sys.argv[1:]),
+    given = list(argv or sys.argv[1:])
+    if args.out:  # record where the file is committed, not where the run wrote it
+        given = [("benchmarks/results/" + os.path.basename(a)) if a == args.out else a for a in given]
+    payload = {"environment": env, "command": "python benchmarks/bench_tcec.py " + " ".join(given),
+               "square_tile": tcec_gpu.SQUARE_TILE,
                "timing": "CUDA events around the whole gemm.matmul call, 1 warm-up, median of repeats",
                "rows": rows, "wall_s": time.time() - t0}
     if args.out:

@@ -141,6 +141,22 @@ def test_gpu_shapes_orientations(method, cp, rng):
         assert bool((a == a0).all()) and bool((b == b0).all()), name
 
 
+@pytest.mark.parametrize("method", ["tf32tf32", "halfhalf"])
+def test_gpu_square16_tile(method, cp, rng):
+    from gemm import tcec_gpu
+
+    saved = tcec_gpu.SQUARE_TILE
+    tcec_gpu.SQUARE_TILE = "square16"
+    try:
+        for name, (a, b) in _shape_cases(cp, rng).items():
+            c, rep = _run(a, b, method)
+            r = _res(c, cp.matmul(_wide(a), _wide(b)), cp)
+            assert r < 2e-6, (name, r, rep.choices)
+        assert rep.choices["tile"].startswith(("square16", "narrow", "tiny"))
+    finally:
+        tcec_gpu.SQUARE_TILE = saved
+
+
 @pytest.mark.parametrize("method", ["tf32tf32", "halfhalf", "tc-auto", "tf32", "fp16"])
 def test_gpu_nan_inf(method, cp, rng):
     a = rng.standard_normal((40, 70)).astype(np.float32)
