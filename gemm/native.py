@@ -53,9 +53,10 @@ class Native(Method):
     def _run(self, ops, report, timer, *, out=None):
         a, b = ops.a, ops.b
         with timer.stage("gemm"):
-            if out is None and _use_real_form(a, b):
+            if _use_real_form(a, b):
                 r = real_form(b)
-                c = np.matmul(a.view(a.real.dtype), r).view(a.dtype)
+                real_out = None if out is None else out.view(a.real.dtype)
+                c = np.matmul(a.view(a.real.dtype), r, out=real_out).view(a.dtype)
                 report.choices["form"] = "real-interleaved"
             elif report.device == "gpu" and cublas.supported(a, b):
                 c = cublas.matmul(a, b, out=out)

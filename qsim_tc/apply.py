@@ -110,11 +110,17 @@ def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bo
 
 
 def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, method: str,
-                  options: dict, xp, device_name: str, small_kernel=None, next_qubits=None):
+                  options: dict, xp, device_name: str, small_kernel=None, next_qubits=None, spare=None):
     """Apply ``matrix`` on logical ``qubits`` to the physical array ``data``.
 
-    Returns (new_data, new_phys or None, ApplyInfo). Nothing is modified in place, so a failure
-    leaves the caller's state as it was.
+    Args:
+        spare: an optional buffer of the state's size and dtype. Methods that accept ``out=``
+            write into it (or, after a permutation into it, back into ``data``), so that no
+            state-sized array is allocated per gate: on the CPU a fresh array costs its page
+            faults again every time (hundreds of ms at 24 qubits).
+
+    Returns (new_data, new_spare, new_phys or None, ApplyInfo). On an error the caller's
+    state is left as it was (``data`` is restored if it had been written).
     """
     d = len(qubits)
     use_kernel = small_kernel is not None
@@ -128,13 +134,15 @@ def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, me
             phys = tuple(layout.pos[qubits[i]] for i in order)
             out = small_kernel(data, n_qubits, u_host, phys)
         else:
+            takes_out = "out" in gemm.get_method(method).options and spare is not None
             u = to_device(np.ascontiguousarray(u_host), xp)
+            src, free = data, spare
             if path == "bottom-rotate":
                 a, b = u, data.reshape(-1, dim).T  # result (2^d, 2^(N-d)): targets on top
             else:
-                src = data
                 if new_phys is not None:
-                    src = permute_bits(data, n_qubits, new_phys, layout.phys, xp)
+                    src = permute_bits(data, n_qubits, new_phys, layout.phys, xp, out=spare if takes_out else None)
+                    free = data if takes_out else None
                     t = 0
                 else:
                     t = min(layout.pos[q] for q in qubits)
@@ -144,13 +152,24 @@ def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, me
                     a, b = u, src.reshape(dim, -1)
                 else:
                     a, b = u, src.reshape(-1, dim, 1 << t)
-            out, report = gemm.matmul(a, b, method=method, return_report=True, **options)
+            kw = dict(options)
+            if takes_out:
+                shape = (a.shape[-2], b.shape[-1]) if a.ndim == b.ndim == 2 else (b.shape[0], a.shape[0], b.shape[2])
+                kw["out"] = free.reshape(shape)
+            try:
+                out, report = gemm.matmul(a, b, method=method, return_report=True, **kw)
+            except BaseException:
+                if takes_out and free is data:  # the permuted copy holds the state: put it back
+                    xp.copyto(data, permute_bits(src, n_qubits, layout.phys, new_phys, xp))
+                raise
             out = out.reshape(-1)
             if out.dtype != data.dtype:
                 out = out.astype(data.dtype)
+            if takes_out:
+                spare = src  # the GEMM's input buffer is free now
     phys_t = tuple(sorted((new_phys or layout.phys).index(q) for q in qubits))
     info = ApplyInfo(path, "kernel" if use_kernel else method, d, phys_t, report, timer)
-    return out, new_phys, info
+    return out, spare, new_phys, info
 
 
 def wall_ms(t0: float) -> float:

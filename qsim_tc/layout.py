@@ -63,17 +63,21 @@ def _move_bits(x, src, dst):
     return out
 
 
-def permute_bits(data, n_qubits: int, new_phys: list[int], old_phys: list[int], xp):
+def permute_bits(data, n_qubits: int, new_phys: list[int], old_phys: list[int], xp, out=None):
     """Return the state with physical bit order ``new_phys`` from one stored as ``old_phys``.
 
     Runs of bits that stay adjacent are merged into one axis first, so the transpose has as
-    few axes as possible (fewer, longer loops in the copy).
+    few axes as possible (fewer, longer loops in the copy). ``out``: a buffer of the same size
+    to write into (it must not be ``data``).
     """
     old_pos = {q: p for p, q in enumerate(old_phys)}
     # source physical bit for each destination physical bit
     src = [old_pos[q] for q in new_phys]
     if src == list(range(n_qubits)):
-        return data
+        if out is None:
+            return data
+        xp.copyto(out, data)
+        return out
     # group destination bits into runs whose sources are consecutive
     runs = []  # (src_start, length) in destination order, low to high
     for s in src:
@@ -89,13 +93,16 @@ def permute_bits(data, n_qubits: int, new_phys: list[int], old_phys: list[int], 
     axes = [axis_of_run[r] for r in reversed(range(len(runs)))]
     view = data.reshape(shape).transpose(axes)
     if xp is np and _POOL is not None and data.size >= _PARALLEL_MIN:
-        return _parallel_copy(view).reshape(-1)
-    return xp.ascontiguousarray(view).reshape(-1)
+        return _parallel_copy(view, out).reshape(-1)
+    if out is None:
+        return xp.ascontiguousarray(view).reshape(-1)
+    xp.copyto(out.reshape(view.shape), view)
+    return out
 
 
-def _parallel_copy(view: np.ndarray) -> np.ndarray:
+def _parallel_copy(view: np.ndarray, out=None) -> np.ndarray:
     """A C-contiguous copy of ``view`` made by several threads, slab by slab along a leading axis."""
-    out = np.empty(view.shape, dtype=view.dtype)
+    out = np.empty(view.shape, dtype=view.dtype) if out is None else out.reshape(view.shape)
     axis = 0
     while axis < view.ndim - 1 and view.shape[axis] < _THREADS:
         axis += 1

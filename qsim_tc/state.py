@@ -58,6 +58,7 @@ class StateVector:
                 raise ValueError("data holds NaN or Inf")
             self._data = arr.astype(dtype, copy=True)
         self._layout = Layout(n_qubits)
+        self._spare = None  # a second state-sized buffer, reused as the output of every GEMM
 
     @classmethod
     def from_array(cls, data, *, dtype=None, device="auto") -> StateVector:
@@ -152,6 +153,7 @@ class StateVector:
         other._device, other._n, other._dtype = self._device, self._n, self._dtype
         other._data = self._data.copy()
         other._layout = self._layout.copy()
+        other._spare = None
         return other
 
     # --- changing ----------------------------------------------------------------------------
@@ -190,11 +192,14 @@ class StateVector:
         if kernel is None:
             need = 2 * self.nbytes + self._workspace(meth, len(qs), options)
             memory.check_fits(f"applying a {len(qs)}-qubit gate with {method!r}", need - self.nbytes, self._device)
-        out, new_phys, info = apply_to_data(
+        if kernel is None and self._spare is None and "out" in meth.options:
+            self._spare = self.xp.empty_like(self._data)
+        out, spare, new_phys, info = apply_to_data(
             self._data, self._n, self._layout, m, qs, method=method, options=options,
             xp=self.xp, device_name=self._device.name, small_kernel=kernel, next_qubits=next_qubits,
+            spare=self._spare,
         )
-        self._data = out
+        self._data, self._spare = out, spare
         if new_phys is not None:
             self._layout.set(new_phys)
         return info
@@ -215,7 +220,10 @@ class StateVector:
     def _canonicalize(self) -> None:
         """Undo a pending qubit permutation (one pass over the state)."""
         if not self._layout.is_identity:
-            self._data = permute_bits(self._data, self._n, list(range(self._n)), self._layout.phys, self.xp)
+            new = permute_bits(self._data, self._n, list(range(self._n)), self._layout.phys, self.xp, out=self._spare)
+            if self._spare is not None:
+                self._spare = self._data
+            self._data = new
             self._layout = Layout(self._n)
 
     def __repr__(self) -> str:

@@ -130,3 +130,25 @@ def test_circuit_gate_out_of_range():
 
     with pytest.raises(CircuitError, match=r"outside range\(0, 2\)"):
         Circuit(2).add(np.eye(2), [2])
+
+
+def test_failure_inside_the_gemm_leaves_state_unchanged(state, monkeypatch):
+    """A product that fails after the engine permuted the state into its spare buffer must not
+    leave the state half-changed (the data buffer is about to receive the output)."""
+    import gemm as gemm_mod
+
+    state.apply(np.eye(4), [0, 1])  # creates the spare buffer
+    before = state.to_numpy()
+    calls = {"n": 0}
+    real = gemm_mod.matmul
+
+    def failing(*args, **kwargs):
+        calls["n"] += 1
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(gemm_mod, "matmul", failing)
+    with pytest.raises(RuntimeError, match="device lost"):
+        state.apply(np.eye(4), [0, 3])  # scattered: permute first
+    monkeypatch.setattr(gemm_mod, "matmul", real)
+    assert calls["n"] == 1
+    assert unchanged(state, before)
