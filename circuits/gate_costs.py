@@ -57,15 +57,18 @@ class CostRow:
         return t + self.overhead_ms
 
 
-# CPU: this project's engine (commit 03a6b49) through StateVector.apply, numpy 2.4 / OpenBLAS, 2
-# cores of an AMD EPYC, 22 qubits, Haar gates on random qubit sets in sequence (so the
-# permutations the lazy layout needs are included), median of 8 gates (4 for d >= 9).
+# CPU: this project's engine through StateVector.apply, numpy 2.4 / OpenBLAS, 2 cores of an AMD
+# EPYC, 22 qubits, Haar gates on random qubit sets in sequence (so the permutations the lazy
+# layout needs are included). Each figure is the smallest of three runs' medians of 8 gates
+# (bench_qiskit.py costs; other work on the shared machine inflated single runs by up to 3x):
+# d <= 7 after commit ad6bf80 (permute rather than many small batched products), d >= 8 (GEMM
+# bound) from a run at 03a6b49.
 TABLE: tuple[CostRow, ...] = (
     CostRow("cpu", "complex128", "native", 22,
-            {1: 23.82, 2: 44.93, 3: 43.65, 4: 45.33, 5: 52.81, 6: 63.64, 7: 93.69, 8: 123.2, 9: 224.58,
+            {1: 16.37, 2: 17.61, 3: 18.63, 4: 24.29, 5: 35.65, 6: 48.05, 7: 69.0, 8: 123.2, 9: 218.29,
              10: 412.25},
             machine="AMD EPYC, 2 cores, 23 GiB, numpy 2.4.6",
-            source="bench_qiskit.py costs, median of 8 (4 for d >= 9)"),
+            source="bench_qiskit.py costs, smallest of three medians of 8"),
 )
 
 # GPU, one H200 (cupy 14.2, cuBLAS 13.1), 28 qubits, complex128 unless said:
