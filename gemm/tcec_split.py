@@ -3,7 +3,8 @@
 * :func:`split`: the hi/lo split, bit for bit what the GPU kernel ``tcec_split`` writes.
   TF32: ``hi = RNA_tf32(x)``, ``lo = RNA_tf32((x - hi) * 2^11)``. FP16: ``x`` is first scaled by a
   power of two ``2^e`` (into a copy), then ``hi = RN_fp16(x)``, ``lo = RN_fp16((x - hi) * 2^11)``.
-  ``x - hi`` is exact in FP32 in both cases, and ``lo = 0`` where ``hi`` is not finite.
+  ``x - hi`` is exact in FP32 in both cases, and ``lo = 0`` where ``hi`` is not finite. FP32
+  subnormal inputs (below 2^-126) are flushed to zero, as the GPU kernel does.
 * :func:`plan_fp16`: the power-of-two scaling of one operand from its exponent range, and whether
   every element then fits FP16 (normal range, so that ``hi`` and ``lo`` keep 11 bits each).
 * :func:`emulate`: the CPU path. Products of the split parts in float64 by k-blocks of the
@@ -83,13 +84,20 @@ def split(x: np.ndarray, fmt: str, scale_exp: int = 0, lo_shift: int = LO_SHIFT)
             Markidis).
     """
     rnd = tf32_rna if fmt == "tf32" else round_fp16
-    xs = np.asarray(x, np.float32)
+    xs = flush_subnormals(np.asarray(x, np.float32))
     if scale_exp:
         xs = _mul_pow2(xs, scale_exp)
     hi = rnd(xs)
     with np.errstate(invalid="ignore", over="ignore"):
         res = np.where(np.isfinite(hi), (xs - hi) * np.float32(2.0**lo_shift), np.float32(0))
     return hi, rnd(res.astype(np.float32))
+
+
+def flush_subnormals(x: np.ndarray) -> np.ndarray:
+    """FP32 subnormals replaced by signed zeros: the split kernel, compiled by NVRTC, flushes them
+    on input (FTZ), so the CPU path does too (a copy; ``x`` is not modified)."""
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return np.where((u & np.uint32(0x7F800000)) == 0, u & np.uint32(0x80000000), u).astype(np.uint32).view(np.float32)
 
 
 def _mul_pow2(x: np.ndarray, e: int) -> np.ndarray:
