@@ -1,6 +1,7 @@
 """One error-corrected gate product for a profiler (``ncu -k tcec_gemm``): 26 qubits, d = 10, complex64.
 
-    ncu --section SpeedOfLight --section WarpStateStats -k tcec_gemm -c 1 python benchmarks/profile_tcec.py tf32tf32 [tile]
+    ncu --section SpeedOfLight --section WarpStateStats -k tcec_gemm -c 1 \
+        python benchmarks/profile_tcec.py tf32tf32 [tile]
 """
 
 import sys

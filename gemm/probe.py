@@ -96,7 +96,8 @@ def probe(fmt: str, rng=None) -> dict:
     u = 2.0**-23
     pos, neg = dots(fmt, [([1.5 * 2**-12], [2**-12], 1.0), ([-1.5 * 2**-12], [2**-12], -1.0)])
     up, down = pos == 1 + u, neg == -(1 + u)
-    out["rounding"] = {(False, False): "RZ", (True, True): "RN", (False, True): "RD", (True, False): "RU"}[(bool(up), bool(down))]
+    modes = {(False, False): "RZ", (True, True): "RN", (False, True): "RD", (True, False): "RU"}
+    out["rounding"] = modes[(bool(up), bool(down))]
     out["rounding_values"] = [float(pos), float(neg)]
 
     # extra alignment bits: 2^j copies of 2^-(23+j) on top of 1
@@ -157,7 +158,10 @@ def format_table(rows: list[dict]) -> str:
         vals = []
         for r in rows:
             v = r[key]
-            vals.append(("yes" if v else "no") if isinstance(v, bool) else (f"{v:.3g}" if isinstance(v, float) else str(v)))
+            if isinstance(v, bool):
+                vals.append("yes" if v else "no")
+            else:
+                vals.append(f"{v:.3g}" if isinstance(v, float) else str(v))
         lines.append(f"{label:36s}" + "".join(f"{v:>14s}" for v in vals))
     return "\n".join(lines)
 

@@ -433,7 +433,10 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                 }
                 if (row + 8 < M) {
                     if (vec && col + 1 < N) {
-                        { float2 w; w.x = v[2]; w.y = v[3]; *reinterpret_cast<float2*>(Cb + (row + 8) * ldc + col) = w; }
+                        float2 w;
+                        w.x = v[2];
+                        w.y = v[3];
+                        *reinterpret_cast<float2*>(Cb + (row + 8) * ldc + col) = w;
                     } else {
                         if (col < N) Cb[(row + 8) * ldc + col] = v[2];
                         if (col + 1 < N) Cb[(row + 8) * ldc + col + 1] = v[3];

@@ -140,7 +140,8 @@ def test_error_bound_every_case(kind, k, dtype, rng):
     a, b = _pair(kind, 6, k, 5, rng, dtype)
     ref = _dd(a, b)
     kp = 2 * k if np.dtype(dtype).kind == "c" else k
-    bound = (2.0**-21 + kp * 2.0**-24) * (np.abs(_wide(a)) @ np.abs(_wide(b))) * (2 if np.dtype(dtype).kind == "c" else 1)
+    scale = 2 if np.dtype(dtype).kind == "c" else 1
+    bound = (2.0**-21 + kp * 2.0**-24) * (np.abs(_wide(a)) @ np.abs(_wide(b))) * scale
     for method in ("tf32tf32", "tc-auto"):
         err = np.abs(_wide(_run(a, b, method)[0]) - ref)
         assert np.all(err <= bound), (method, float((err / bound).max()))
@@ -197,7 +198,8 @@ def _shape_cases(rng):
         "stacked @ 2-D": (c64(2, 7, 16), u),
         "stacked @ stacked": (c64(2, 7, 13), c64(2, 13, 9)),
         "sliced views": (s[::2, 1:12], c64(33, 5)[::3][:11, ::-1]),
-        "real odd sizes": (rng.standard_normal((17, 19)).astype(np.float32), rng.standard_normal((19, 3)).astype(np.float32)),
+        "real odd sizes": (rng.standard_normal((17, 19)).astype(np.float32),
+                           rng.standard_normal((19, 3)).astype(np.float32)),
         "real @ complex": (rng.standard_normal((5, 9)).astype(np.float32), c64(9, 4)),
     }
 

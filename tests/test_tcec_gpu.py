@@ -56,7 +56,8 @@ def test_gpu_split_bit_exact(fmt, cp, rng):
     chi, clo = ts.split(x, fmt, e)
     for g, c in ((ghi, chi), (glo, clo)):
         bad = ~((g[:70, :45] == c) | (np.isnan(g[:70, :45]) & np.isnan(c)))
-        assert not bad.any(), list(zip(x[:70, :45][bad][:8].tolist(), g[:70, :45][bad][:8].tolist(), c[bad][:8].tolist()))
+        got = g[:70, :45]
+        assert not bad.any(), list(zip(x[:70, :45][bad][:8].tolist(), got[bad][:8].tolist(), c[bad][:8].tolist()))
         assert not g[70:].any() and not g[:, 45:].any()  # zero padding
 
 
@@ -89,7 +90,8 @@ def test_gpu_markidis_grows_with_k(cp, rng):
     errs = []
     for k in (256, 4096):
         ref = gemm.matmul(_wide(a[:, :k]), _wide(b[:k]), method="dd")
-        errs.append((_res(_run(a[:, :k], b[:k], "markidis")[0], ref, cp), _res(_run(a[:, :k], b[:k], "tf32tf32")[0], ref, cp)))
+        ak, bk = a[:, :k], b[:k]
+        errs.append((_res(_run(ak, bk, "markidis")[0], ref, cp), _res(_run(ak, bk, "tf32tf32")[0], ref, cp)))
     (m256, e256), (m4096, e4096) = errs
     assert m4096 > 4 * m256
     assert m4096 / e4096 > 4 * (m256 / e256) or m4096 > 50 * e4096
