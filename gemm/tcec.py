@@ -26,7 +26,8 @@ tc-auto    either FP16 when both operands fit after scaling, else TF32, decided 
 tf32       TF32   uncorrected: hi*hi only, accumulated inside the tensor core
 fp16       FP16   uncorrected, scaled like halfhalf
 markidis   TF32   four products hi*hi + lo*hi + hi*lo + lo*lo (lo unscaled), all accumulated
-                  inside the tensor core (Markidis et al.), to show what the truncation costs
+                  inside the tensor core (Markidis et al.), to show what the truncation costs;
+                  an Inf operand can give NaN here (Inf times a zero lo part in one accumulator)
 ========== ====== ============================================================================
 
 Option of the error-corrected methods: ``debias`` (default True) adds back the expected
