@@ -35,3 +35,14 @@ def check_fits(what: str, needed: int, device) -> None:
     avail = available_bytes(device)
     if needed > avail:
         raise InsufficientMemoryError(what, needed, avail, device.name)
+
+
+def gate_extra_bytes(method, n_qubits: int, d: int, dtype, options: dict, *, spare_allocated: bool) -> int:
+    """Bytes a d-qubit gate needs beyond the state: the product's output (a spare state buffer,
+    reused from gate to gate when the method writes into ``out=``) plus the method's own
+    workspace (``workspace_bytes``: slices, hi/lo splits, products)."""
+    nbytes = state_bytes(n_qubits, dtype)
+    est = getattr(method, "workspace_bytes", None)
+    work = int(est((1 << n_qubits) >> d, 1 << d, 1 << d, dtype, **options)) if est is not None else 0
+    reuses_spare = "out" in method.options and spare_allocated
+    return work + (0 if reuses_spare else nbytes)

@@ -122,8 +122,11 @@ class Simulator:
             raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
         circuit = self._fused(circuit)
         n = circuit.n_qubits
-        need = 3 * memory.state_bytes(n, self.dtype)  # state, GEMM output, permutation/workspace
-        memory.check_fits(f"simulating {n} qubits with {self.backend!r}", need, self.device)
+        d_max = max(circuit.max_gate_qubits, 1)
+        need = memory.state_bytes(n, self.dtype) + memory.gate_extra_bytes(
+            self.method, n, min(d_max, n), self.dtype, self.options, spare_allocated=False)
+        memory.check_fits(f"simulating {n} qubits with {self.backend!r} (gates up to {d_max} qubits)", need,
+                          self.device)
         t0 = time.perf_counter()
         if initial_state is not None:
             if initial_state.n_qubits != n:

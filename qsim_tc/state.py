@@ -190,8 +190,9 @@ class StateVector:
             )
         kernel = self._small_kernel(meth, qs, small_gate_kernel)
         if kernel is None:
-            need = 2 * self.nbytes + self._workspace(meth, len(qs), options)
-            memory.check_fits(f"applying a {len(qs)}-qubit gate with {method!r}", need - self.nbytes, self._device)
+            extra = memory.gate_extra_bytes(meth, self._n, len(qs), self._dtype, options,
+                                            spare_allocated=self._spare is not None)
+            memory.check_fits(f"applying a {len(qs)}-qubit gate with {method!r}", extra, self._device)
         if kernel is None and self._spare is None and "out" in meth.options:
             self._spare = self.xp.empty_like(self._data)
         out, spare, new_phys, info = apply_to_data(
@@ -209,13 +210,6 @@ class StateVector:
 
         positions = sorted(self._layout.pos[q] for q in qubits)
         return small_gate.select(meth, self._device, want, self._n, positions, self._dtype.itemsize)
-
-    def _workspace(self, meth, d: int, options) -> int:
-        est = getattr(meth, "workspace_bytes", None)
-        if est is None:
-            return self.nbytes  # room for a permutation copy
-        m = (1 << self._n) >> d
-        return int(est(m, 1 << d, 1 << d, self._dtype, **options)) + self.nbytes
 
     def _canonicalize(self) -> None:
         """Undo a pending qubit permutation (one pass over the state)."""
