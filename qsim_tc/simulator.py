@@ -120,14 +120,17 @@ class Simulator:
         """
         if not isinstance(circuit, Circuit):
             raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+        t_fuse = time.perf_counter()
+        n_input_gates = len(circuit)
         circuit = self._fused(circuit)
+        fuse_s = time.perf_counter() - t_fuse
         n = circuit.n_qubits
         d_max = max(circuit.max_gate_qubits, 1)
         need = memory.state_bytes(n, self.dtype) + memory.gate_extra_bytes(
             self.method, n, min(d_max, n), self.dtype, self.options, spare_allocated=False)
         memory.check_fits(f"simulating {n} qubits with {self.backend!r} (gates up to {d_max} qubits)", need,
                           self.device)
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() - fuse_s  # the run's wall time includes the fusion
         if initial_state is not None:
             if initial_state.n_qubits != n:
                 raise ValueError(f"initial_state has {initial_state.n_qubits} qubits, the circuit {n}")
@@ -148,5 +151,8 @@ class Simulator:
             state._data *= circuit.phase_factor
         gemm.device.synchronize(self.device.xp)
         wall = time.perf_counter() - t0
-        return Result(state, stats, self.backend, self.device.name, wall,
-                      {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options)})
+        meta = {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options),
+                "fuse": self.fuse, "fuse_s": fuse_s, "input_gates": n_input_gates, "applied_gates": total}
+        if self.fuse == "auto" and self.fusion_choice is not None:
+            meta["fusion_choice"] = self.fusion_choice.to_dict()
+        return Result(state, stats, self.backend, self.device.name, wall, meta)

@@ -12,8 +12,8 @@ import sys
 import gemm
 from circuits import brickwork
 from qsim_tc import Simulator
-from qsim_tc.cli.common import (Progress, add_backend_options, add_device, backend_options, environment,
-                                parse_list, write_json)
+from qsim_tc.cli.common import (Progress, add_backend_options, add_device, add_fuse, backend_options, environment,
+                                fuse_option, parse_list, write_json)
 
 
 def register(sub) -> None:
@@ -31,6 +31,7 @@ def register(sub) -> None:
                    help="run the circuit then its inverse and compare with |0...0> (no reference needed)")
     p.add_argument("--plot", metavar="FILE.png", help="plot errors and times per backend (needs matplotlib)")
     add_device(p)
+    add_fuse(p)
     add_backend_options(p)
     p.add_argument("--json", metavar="FILE", help="write the result and per-gate statistics as JSON")
     p.set_defaults(func=run)
@@ -48,13 +49,16 @@ def run(args) -> int:
 
 def _single(args, circ, backend) -> int:
     method = gemm.get_method(backend)
-    sim = Simulator(backend, device=args.device, **backend_options(args, method))
+    sim = Simulator(backend, device=args.device, fuse=fuse_option(args), **backend_options(args, method))
     print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates, "
           f"backend {backend}, device {sim.device.name} ({sim.device.reason})")
     result = sim.run(circ, progress=Progress("simulating"))
     st = result.state
     probs = st.probabilities()
     top = int(st.xp.argmax(probs))
+    if result.metadata.get("fuse") is not None:
+        print(f"fusion: {result.metadata['input_gates']} gates -> {result.metadata['applied_gates']} blocks "
+              f"({result.metadata['fuse_s']:.3f} s)")
     print(f"time: {result.wall_s:.3f} s wall, {result.gate_time_ms:.1f} ms in gates "
           f"({result.gate_time_ms / max(len(circ), 1):.2f} ms/gate)")
     print(f"norm: {st.norm():.15f}")

@@ -23,6 +23,24 @@ def add_backend_options(p) -> None:
     g.add_argument("--max-splits", type=int, default=None, help="int8-auto: most slices before falling back")
 
 
+def add_fuse(p) -> None:
+    p.add_argument("--fuse", default="none", metavar="D",
+                   help="gate fusion: none, auto (from the measured gate costs) or the widest block d")
+
+
+def fuse_option(args):
+    """The Simulator's ``fuse=`` from ``--fuse``: None, "auto" or an int."""
+    text = getattr(args, "fuse", "none")
+    if text in ("none", "None", "0"):
+        return None
+    if text == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--fuse must be none, auto or an int d >= 1, got {text!r}") from None
+
+
 def backend_options(args, method) -> dict:
     """The backend options given on the command line that ``method`` accepts."""
     given = {

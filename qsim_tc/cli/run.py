@@ -7,7 +7,8 @@ from collections import Counter
 import numpy as np
 
 import gemm
-from qsim_tc.cli.common import Progress, add_backend_options, add_device, backend_options, environment, write_json
+from qsim_tc.cli.common import (Progress, add_backend_options, add_device, add_fuse, backend_options, environment,
+                                fuse_option, write_json)
 
 
 def register(sub) -> None:
@@ -20,23 +21,11 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed of the samples")
     p.add_argument("--reference", default=None, metavar="METHOD",
                    help="also simulate with METHOD (dd: the double-double reference) and report the errors")
-    p.add_argument("--fuse", default="none", metavar="D",
-                   help="gate fusion: none, auto (from the measured gate costs) or the widest block d")
+    add_fuse(p)
     p.add_argument("--top", type=int, default=10, help="how many of the most frequent outcomes to print")
     add_backend_options(p)
     p.add_argument("--json", metavar="FILE", help="write the result, errors and counts as JSON")
     p.set_defaults(func=run)
-
-
-def _fuse_arg(text: str):
-    if text in ("none", "None", "0"):
-        return None
-    if text == "auto":
-        return "auto"
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"--fuse must be none, auto or an int d >= 1, got {text!r}") from None
 
 
 def run(args) -> int:
@@ -52,7 +41,7 @@ def run(args) -> int:
     except ImportError as exc:  # OpenQASM 3 without its parser: the message says what to install
         raise RuntimeError(str(exc)) from exc
     method = gemm.get_method(args.backend)
-    sim = Simulator(args.backend, device=args.device, fuse=_fuse_arg(args.fuse), **backend_options(args, method))
+    sim = Simulator(args.backend, device=args.device, fuse=fuse_option(args), **backend_options(args, method))
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
           f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
     result = sim.run(circ, progress=Progress("simulating"))
