@@ -160,6 +160,44 @@ def compare_tiles():
     return min(total, key=total.get)
 
 
+def sweep():
+    """tf32tf32 and halfhalf on a 28-qubit d=10 gate for each square tile and hi*hi chain length:
+    median time, error on a slice, registers of the product kernel."""
+    import cupy as cp
+
+    import gemm
+    from gemm import tcec_gpu
+    from gemm import tcec_split as ts
+
+    rng = np.random.default_rng(0)
+    a, b = _operands(cp, "bottom", 28, 10, rng)
+    rows = []
+    old = (tcec_gpu.SQUARE_TILE, ts.HH_CHAIN)
+    for tile in ("square", "square16", "half2"):
+        for chain in (1, 2):
+            tcec_gpu.SQUARE_TILE, ts.HH_CHAIN = tile, chain
+            for method in ("tf32tf32", "halfhalf"):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    c, rep = gemm.matmul(a, b, method=method, return_report=True)
+                    err = _check(cp, a, b, c, "bottom")
+                    del c
+                    ms, _ = _time(cp, lambda: gemm.matmul(a, b, method=method), 3)
+                    _, rep = gemm.matmul(a, b, method=method, return_report=True)
+                fmt = "tf32" if method == "tf32tf32" else "fp16"
+                k = tcec_gpu._kernels(cp.cuda.Device().id, fmt, "ec", tile)[2]
+                row = {"tile": tile, "chain": chain, "method": method, "ms": ms, "rel_err_slice": err,
+                       "product_ms": rep.stages.get("product", 0.0), "regs": getattr(k, "num_regs", -1),
+                       "spill_bytes": getattr(k, "local_size_bytes", -1)}
+                rows.append(row)
+                print(f"sweep {tile:9s} chain={chain} {method:9s} {ms:8.2f} ms product "
+                      f"{row['product_ms']:8.2f} err {err:.2e} regs {row['regs']} local {row['spill_bytes']}",
+                      flush=True)
+                cp.get_default_memory_pool().free_all_blocks()
+    tcec_gpu.SQUARE_TILE, ts.HH_CHAIN = old
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
@@ -169,8 +207,10 @@ def main(argv=None):
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--square-tile", default=None, help="tile of large products (gemm.tcec_gpu.TILES)")
     p.add_argument("--compare-tiles", action="store_true", help="time d=10 with each square tile, print the best")
+    p.add_argument("--sweep", action="store_true", help="also time d=10 for each square tile and hi*hi chain")
     args = p.parse_args(argv)
     from gemm import tcec_gpu
+    from gemm import tcec_split as ts
 
     if args.compare_tiles:
         best = compare_tiles()
@@ -180,6 +220,7 @@ def main(argv=None):
         tcec_gpu.SQUARE_TILE = args.square_tile
     t0 = time.time()
     env = _env()
+    sweep_rows = sweep() if args.sweep else None
     rows = run(args.quick, args.variants, args.repeats, tuple(args.methods.split(",")))
     given = list(argv or sys.argv[1:])
     if args.out:  # record where the file is committed, not where the run wrote it
@@ -187,7 +228,8 @@ def main(argv=None):
     payload = {"environment": env, "command": "python benchmarks/bench_tcec.py " + " ".join(given),
                "square_tile": tcec_gpu.SQUARE_TILE,
                "timing": "CUDA events around the whole gemm.matmul call, 1 warm-up, median of repeats",
-               "rows": rows, "wall_s": time.time() - t0}
+               "hh_chain": ts.HH_CHAIN, "debias_mode": ts.DEBIAS_MODE, "debias_beta": ts.debias_beta(),
+               "rows": rows, "sweep": sweep_rows, "wall_s": time.time() - t0}
     if args.out:
         with open(args.out, "w") as f:
             json.dump(payload, f, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o))

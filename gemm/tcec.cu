@@ -54,7 +54,19 @@
 #define NT (WN / 8)
 #define USE_LO (MODE != 1)
 #ifndef DEBIAS
-#define DEBIAS 1       // add back the expected truncation loss of each k-block result
+#define DEBIAS 1       // 0: off; 1: each hi*hi result's own loss (its exponent), per k-step; 2: in the epilogue
+#endif
+#ifndef DEBIAS_BETA
+#define DEBIAS_BETA 0x1.9f7f06p-14f   // DEBIAS 2: 2^11 times the relative expected loss of the hi*hi sum (tcec_split.debias_beta)
+#endif
+#ifndef HH_CHAIN
+#define HH_CHAIN 1     // 1: each k-step's hi*hi from zero, pairs added in RN; 2: a stage's pair summed in the tensor core
+#endif
+#ifndef MINB
+#define MINB 1         // blocks per SM asked of the register allocator
+#endif
+#if HH_CHAIN == 2 && DEBIAS == 1
+#error "DEBIAS 1 (per product) needs HH_CHAIN 1"
 #endif
 #ifndef DEBIAS_SCALE
 #define DEBIAS_SCALE 0x1.8p-13f   // 3/8 ulp = 2^e * 3/8 * 2^-23, times 2^11 (correction scale)
@@ -221,6 +233,23 @@ __device__ __forceinline__ void mma(float d[4], const u32 a[4], const u32 b[2], 
 #endif
 }
 
+// d += a b, the accumulator read and written in place
+__device__ __forceinline__ void mma_acc(float d[4], const u32 a[4], const u32 b[2]) {
+#if FMT == 0
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
 __device__ __forceinline__ void cp_async16(u32* smem, const u32* gmem) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
@@ -241,7 +270,7 @@ __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0
 //          parts of complex row i = tile/2 + g; writes (re, im) at C + b*sc + 2*(i*ldc + n), i < M.
 //   vec: C, ldc and sc allow 8-byte (epi 0) / 16-byte (epi 1) stores.
 //   n_fast: tile order with n fastest (A reused from L2) or m fastest.
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+extern "C" __global__ void __launch_bounds__(NTHREADS, MINB)
 tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32* __restrict__ b_hi,
           const u32* __restrict__ b_lo, float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m,
           i64 tiles_n, i64 sa, i64 sb, i64 sc, i64 ldc, int epi, int vec, int n_fast, float corr_scale,
@@ -363,6 +392,16 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
 #if MODE == 0
+#if HH_CHAIN == 2
+                // the hi*hi products of the stage's two k-steps are summed inside the tensor core
+                // (the first from zero), then added to the FP32 accumulator (round to nearest)
+                const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                float p[4];
+                mma(p, ah[0], bh[0][j], zero);
+                mma_acc(p, ah[1], bh[1][j]);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[i][j][q] = __fadd_rn(acc[i][j][q], p[q]);
+#else
                 // each k-step's hi*hi product is computed from zero on the tensor core; the two
                 // of a stage are added together, then to the FP32 accumulator (round to nearest)
                 const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -372,7 +411,7 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                     acc[i][j][q] = __fadd_rn(acc[i][j][q], __fadd_rn(p0[q], p1[q]));
-#if DEBIAS
+#if DEBIAS == 1
                     // the tensor core truncates: on average a result x lost sign(x) * 3/8 ulp(x)
                     // (terms cut 2 bits below the last bit, then the sum truncated). Add it back
                     // through the correction accumulator, scaled by 2^11 there, so that it is
@@ -383,6 +422,7 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                                              cor[i][j][q]);
 #endif
                 }
+#endif
                 mma(cor[i][j], al[0], bh[0][j], cor[i][j]);
                 mma(cor[i][j], ah[0], bl[0][j], cor[i][j]);
                 mma(cor[i][j], al[1], bh[1][j], cor[i][j]);
@@ -416,7 +456,15 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                 float x = acc[i][j][q];
 #if MODE == 0
                 // a non-finite hi*hi sum is the IEEE result; corrections could only turn Inf into NaN
-                if (finite_f(x)) x = __fmaf_rn(cor[i][j][q], corr_scale, x);
+                if (finite_f(x)) {
+#if DEBIAS == 2
+                    // the expected truncation loss of all hi*hi results, beta * x, goes through the
+                    // correction (DEBIAS_BETA = beta 2^11) so that it is not rounded away
+                    x = __fmaf_rn(__fmaf_rn(x, DEBIAS_BETA, cor[i][j][q]), corr_scale, x);
+#else
+                    x = __fmaf_rn(cor[i][j][q], corr_scale, x);
+#endif
+                }
 #endif
                 v[q] = x * out_scale_a * out_scale_b;
             }

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gemm import tcec_split as ts
 from gemm.tcec_split import DEBIAS_FRACTION, LO_SHIFT, pow2
 
 # name -> (BM, BN, WARPS_M, WARPS_N, STAGES); chosen per shape class by tile_config()
@@ -34,7 +35,9 @@ TILES = {
     "narrow-n": (256, 64, 4, 2, 3),
     "tiny-n": (256, 32, 8, 1, 3),
     "narrow-m": (64, 128, 2, 4, 4),
+    "half2": (128, 64, 4, 2, 3),  # 8 warps of 32 x 32, two blocks per SM
 }
+TILE_MIN_BLOCKS = {"half2": 2}
 SROW = 24
 BKW = 16
 MODES = {"ec": 0, "plain": 1, "markidis": 2}
@@ -65,15 +68,28 @@ def _source() -> str:
     return importlib.resources.files("gemm").joinpath("tcec.cu").read_text()
 
 
-@functools.lru_cache(maxsize=None)
+def _f32_hex(x: float) -> str:
+    return float(np.float32(x)).hex() + "f"
+
+
 def _kernels(device_id: int, fmt: str, scheme: str, tile: str, debias: bool = True):
-    """(range, split, gemm) kernels for one configuration, compiled once per process and device."""
+    """(range, split, gemm) kernels for one configuration, compiled once per process and device;
+    the accumulation constants are read from ``gemm.tcec_split`` (the CPU emulation uses the same)."""
+    return _compiled(device_id, fmt, scheme, tile, debias, ts.HH_CHAIN, ts.DEBIAS_MODE)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(device_id: int, fmt: str, scheme: str, tile: str, debias: bool, chain: int, debias_mode: str):
     import cupy  # noqa: PLC0415
 
     bm, bn, wm, wn, stages = TILES[tile]
+    minb = TILE_MIN_BLOCKS.get(tile, 1)
+    debias_id = 0 if not debias else (1 if debias_mode == "product" else 2)
     opts = ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[scheme]}", f"-DBM={bm}", f"-DBN={bn}",
-            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DDEBIAS={int(debias)}",
-            f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f")
+            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DMINB={minb}",
+            f"-DHH_CHAIN={chain}", f"-DDEBIAS={debias_id}",
+            f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f",
+            f"-DDEBIAS_BETA={_f32_hex(ts.debias_beta(chain) * 2.0**LO_SHIFT)}")
     mod = cupy.RawModule(code=_source(), options=opts)
     gemm_k = mod.get_function("tcec_gemm")
     gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, scheme)

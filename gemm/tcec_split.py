@@ -202,6 +202,25 @@ TC_EXTRA_BITS = 2  # bits kept below the largest term's last bit (``qsim-tc prob
 DEBIAS_FRACTION = (1.0 - 2.0**-TC_EXTRA_BITS) / 2.0
 
 
+HH_CHAIN = 1  # hi*hi k-steps summed inside the tensor core before the RN addition (1: each from zero)
+DEBIAS_MODE = "epilogue"  # "product": each hi*hi result's own loss, per k-step; "epilogue": beta * sum
+CHAIN_LOSS = {1: 1.0, 2: 4.0 / 3.0}  # expected loss of a chain's results, relative to one result of its sum
+MEAN_INV_MANTISSA = 1.0 / (2.0 * math.log(2.0))  # E[2^e / |x|] for log-uniform (Benford) significands
+
+
+def debias_beta(chain: int | None = None) -> float:
+    """Relative expected truncation loss of the hi*hi sum, added back in the epilogue as ``beta * acc``.
+
+    A tensor-core result ``x`` loses ``sign(x) 3/8 ulp(x) = 3/8 2^-23 x 2^e/|x|`` on average; with
+    significands spread as in generic data, ``E[2^e/|x|] = 1/(2 ln 2)``, so the loss of a sum of
+    results is ``3/8 2^-23 / (2 ln 2)`` times the sum. In a chain of two instructions the first
+    result (on average half of the pair's sum) is truncated twice: up to 1.5 times that; measured
+    on brickwork circuits 4/3 (:data:`CHAIN_LOSS`).
+    """
+    chain = HH_CHAIN if chain is None else chain
+    return DEBIAS_FRACTION * MEAN_INV_MANTISSA * 2.0**-23 * CHAIN_LOSS[chain]
+
+
 def tc_mma(c: np.ndarray, p: np.ndarray) -> np.ndarray:
     """One tensor-core instruction ``c + sum_j p_j`` as the probes measure it (Fasi et al.).
 
@@ -247,19 +266,30 @@ def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, debias: bool) -> np.ndarr
         return acc
     cor = np.zeros(shape, np.float32)
     zero = np.zeros(shape, np.float32)
-    for i in range(0, nblk, 2):  # two instructions per step, as the kernel pairs them
-        ps = [tc_mma(zero, _products(ah, bh, j * kb, kb)) if j < nblk else zero for j in (i, i + 1)]
-        with np.errstate(invalid="ignore", over="ignore"):
-            acc = acc + (ps[0] + ps[1])  # float32 additions: round to nearest
-            if debias:  # the expected losses, scaled by 2^11, into the correction accumulator (FMA, RN)
-                for p in ps:
-                    cor = (cor.astype(np.float64) + _expected_loss(p) * 2.0**LO_SHIFT).astype(np.float32)
+    per_product = debias and DEBIAS_MODE == "product"
+    for i in range(0, nblk, 2):  # the two instructions of a kernel stage
+        if HH_CHAIN == 2:  # summed inside the tensor core (the first from zero), then added with RN
+            p = tc_mma(zero, _products(ah, bh, i * kb, kb))
+            if i + 1 < nblk:
+                p = tc_mma(p, _products(ah, bh, (i + 1) * kb, kb))
+            with np.errstate(invalid="ignore", over="ignore"):
+                acc = acc + p
+        else:  # each from zero, added together and then to the accumulator with RN
+            ps = [tc_mma(zero, _products(ah, bh, j * kb, kb)) if j < nblk else zero for j in (i, i + 1)]
+            with np.errstate(invalid="ignore", over="ignore"):
+                acc = acc + (ps[0] + ps[1])  # float32 additions: round to nearest
+                if per_product:  # the expected losses, scaled by 2^11, into the correction accumulator (FMA, RN)
+                    for p in ps:
+                        cor = (cor.astype(np.float64) + _expected_loss(p) * 2.0**LO_SHIFT).astype(np.float32)
         for j in (i, i + 1):
             if j < nblk:
                 cor = tc_mma(cor, _products(al, bh, j * kb, kb))
                 cor = tc_mma(cor, _products(ah, bl, j * kb, kb))
     with np.errstate(invalid="ignore", over="ignore"):
-        fixed = (acc.astype(np.float64) + cor.astype(np.float64) * 2.0**-LO_SHIFT).astype(np.float32)
+        acc64 = acc.astype(np.float64)
+        if debias and DEBIAS_MODE == "epilogue":  # into the correction, 2^11 larger there: fma(acc, beta 2^11, cor)
+            cor = (acc64 * float(np.float32(debias_beta() * 2.0**LO_SHIFT)) + cor.astype(np.float64)).astype(np.float32)
+        fixed = (acc64 + cor.astype(np.float64) * 2.0**-LO_SHIFT).astype(np.float32)
     return np.where(np.isfinite(acc), fixed, acc)
 
 
