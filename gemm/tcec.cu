@@ -10,13 +10,18 @@
 // Compile-time constants (options=("-D...",)):
 //   FMT     0: TF32, 1: FP16
 //   MODE    0: error-corrected (each k-step's hi*hi computed from zero on the tensor core, the
-//              two k-steps of a stage added together and then to FP32 registers with RN, plus
-//              their expected truncation loss; lo*hi + hi*lo in a second, tensor-core
-//              accumulator; lo*lo dropped)
+//              two k-steps of a stage added together and then to FP32 registers with RN
+//              (HH_CHAIN 2: the pair summed inside the tensor core instead); lo*hi + hi*lo in a
+//              second, tensor-core accumulator; lo*lo dropped; the expected truncation loss of
+//              the hi*hi results added back, per product (DEBIAS 1) or in the epilogue (DEBIAS 2))
 //           1: plain (hi*hi accumulated inside the tensor core)
 //           2: Markidis (hi*hi + lo*hi + hi*lo + lo*lo, all inside the tensor core, lo unscaled)
 //   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration
-//   DEBIAS, DEBIAS_SCALE: add back the expected truncation loss (3/8 ulp) of each k-block result
+//   DEBIAS, DEBIAS_SCALE, DEBIAS_BETA: add back the expected truncation loss (3/8 ulp) of the
+//           hi*hi results: 1: from each result's exponent, in the k loop (3 instructions per
+//           output and k-step); 2: beta * (hi*hi sum) once in the epilogue, beta from the mean
+//           of 2^e/|x| over significands (gemm/tcec_split.py debias_beta); 0: off
+//   HH_CHAIN 1 or 2 (see MODE 0); MINB: blocks per SM for the register allocator
 //
 // Shared-memory words are 32 bits: one TF32 value or two FP16 values along k. A k-step of the
 // mma covers 8 words for either format, so fragment loads are the same code: each lane reads

@@ -14,10 +14,12 @@
 
   - ``ec`` (error-corrected): each instruction's hi*hi product computed from zero (truncated
     by the tensor core); two of them added together and then to an FP32 accumulator with
-    round-to-nearest (pairing halves the number of additions into the accumulator); with
-    ``debias``, each product's expected truncation loss, ``sign(x) 3/8 ulp(x)``
-    (:data:`DEBIAS_FRACTION`), goes to the correction accumulator, scaled by 2^11 there, so
-    that it is not rounded away. Without that step every product loses on average 3/8 of an
+    round-to-nearest (pairing halves the number of additions into the accumulator;
+    :data:`HH_CHAIN` = 2 sums the pair inside the tensor core instead); with ``debias``, the
+    expected truncation loss, ``sign(x) 3/8 ulp(x)`` per result (:data:`DEBIAS_FRACTION`), goes
+    to the correction accumulator, scaled by 2^11 there, so that it is not rounded away: per
+    result (:data:`DEBIAS_MODE` "product") or, by default, once at the end as
+    ``debias_beta() * acc`` ("epilogue"). Without that step every product loses on average 3/8 of an
     ulp toward zero, a bias that a circuit of many gates turns into a steady loss of norm
     (measured on brickwork circuits: norm drift ~1e-7..1e-6 without, ~1e-9 with, as native
     CGEMM). lo*hi and hi*lo are accumulated on the tensor core in a second FP32 accumulator,
@@ -204,7 +206,7 @@ DEBIAS_FRACTION = (1.0 - 2.0**-TC_EXTRA_BITS) / 2.0
 
 HH_CHAIN = 1  # hi*hi k-steps summed inside the tensor core before the RN addition (1: each from zero)
 DEBIAS_MODE = "epilogue"  # "product": each hi*hi result's own loss, per k-step; "epilogue": beta * sum
-CHAIN_LOSS = {1: 1.0, 2: 4.0 / 3.0}  # expected loss of a chain's results, relative to one result of its sum
+CHAIN_LOSS = {1: 1.0, 2: 1.4}  # expected loss of a chain's results, relative to one result of its sum
 MEAN_INV_MANTISSA = 1.0 / (2.0 * math.log(2.0))  # E[2^e / |x|] for log-uniform (Benford) significands
 
 
@@ -215,7 +217,7 @@ def debias_beta(chain: int | None = None) -> float:
     significands spread as in generic data, ``E[2^e/|x|] = 1/(2 ln 2)``, so the loss of a sum of
     results is ``3/8 2^-23 / (2 ln 2)`` times the sum. In a chain of two instructions the first
     result (on average half of the pair's sum) is truncated twice: up to 1.5 times that; measured
-    on brickwork circuits 4/3 (:data:`CHAIN_LOSS`).
+    1.38 on a brickwork circuit, 1.52 on Gaussian data; 1.4 is used (:data:`CHAIN_LOSS`).
     """
     chain = HH_CHAIN if chain is None else chain
     return DEBIAS_FRACTION * MEAN_INV_MANTISSA * 2.0**-23 * CHAIN_LOSS[chain]
