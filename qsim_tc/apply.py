@@ -69,44 +69,67 @@ class ApplyInfo:
         return out
 
 
-def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bool, next_qubits=None):
-    """Decide the path for a gate on logical ``qubits``.
+@dataclass(frozen=True)
+class Plan:
+    """How one gate is applied.
+
+    Attributes:
+        path: "kernel", "bottom", "bottom-rotate", "top", "batched", "permute+bottom" or
+            "permute+rotate".
+        order: the targets' indices sorted by physical bit (to reorder the matrix's bits).
+        permute_to: the layout to permute the state into before the product, or None.
+        final: the layout after the gate, or None when it does not change.
+        rotate: the product is ``U @ S^T`` (targets move from the bottom to the top).
+    """
+
+    path: str
+    order: list
+    permute_to: list | None = None
+    final: list | None = None
+    rotate: bool = False
+
+
+def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bool, next_qubits=None) -> Plan:
+    """Decide how to apply a gate on logical ``qubits`` (see the module docstring).
 
     Args:
         next_qubits: targets of the gate that follows, if known. When this gate needs a
-            permutation anyway, the next gate's targets are placed at the top of the new layout,
-            where it applies as one plain GEMM with no further permutation.
-
-    Returns (path, order, new_phys): ``order`` sorts the targets by physical bit (to reorder the
-    matrix), ``new_phys`` is the layout to permute to first, or None.
+            permutation anyway, the next gate's targets are placed where it will need no
+            permutation of its own: on top (a plain GEMM), or at the bottom after a rotation.
     """
     d = len(qubits)
     pos = [layout.pos[q] for q in qubits]
     order = sorted(range(d), key=lambda i: pos[i])
-    sorted_pos = [pos[i] for i in order]
     if use_kernel:
-        return "kernel", order, None
+        return Plan("kernel", order)
+    sorted_pos = [pos[i] for i in order]
+    targets_sorted = [qubits[i] for i in order]
+    targets = set(qubits)
+    rotate = d in ROTATE_BOTTOM_D[device_name] and d < n_qubits
     t = sorted_pos[0]
-    contiguous = sorted_pos[-1] - t == d - 1
-    if contiguous:
+    if sorted_pos[-1] - t == d - 1:  # contiguous
         if t == 0:
-            if d in ROTATE_BOTTOM_D[device_name] and d < n_qubits:
-                targets_sorted = [qubits[i] for i in order]
-                return "bottom-rotate", order, [q for q in layout.phys if q not in set(qubits)] + targets_sorted
-            return "bottom", order, None
+            if rotate:
+                return Plan("bottom-rotate", order, None, [q for q in layout.phys if q not in targets] + targets_sorted,
+                            rotate=True)
+            return Plan("bottom", order)
         if t + d == n_qubits:
-            return "top", order, None
+            return Plan("top", order)
         batches = 1 << (n_qubits - t - d)
         if (1 << t) >= MIN_BATCHED_L[device_name] and batches <= MAX_BATCHES[device_name]:
-            return "batched", order, None
+            return Plan("batched", order)
     # bring the targets to the bottom in their current physical order, keep the rest in order
-    targets = set(qubits)
-    targets_sorted = [qubits[i] for i in order]
     rest = [q for q in layout.phys if q not in targets]
-    if next_qubits is not None and targets.isdisjoint(next_qubits) and len(next_qubits) + d <= n_qubits:
-        nxt = set(next_qubits)
-        rest = [q for q in rest if q not in nxt] + sorted(nxt, key=lambda q: layout.pos[q])
-    return "permute+bottom", order, targets_sorted + rest
+    nxt = set(next_qubits) if next_qubits is not None else set()
+    if nxt and targets.isdisjoint(nxt) and len(nxt) + d <= n_qubits:
+        others = [q for q in rest if q not in nxt]
+        nxt_sorted = sorted(nxt, key=lambda q: layout.pos[q])
+        # after a rotation the rest moves down by d: the next targets then sit at the bottom
+        rest = nxt_sorted + others if rotate else others + nxt_sorted
+    perm = targets_sorted + rest
+    if rotate:
+        return Plan("permute+rotate", order, perm, rest + targets_sorted, rotate=True)
+    return Plan("permute+bottom", order, perm, perm)
 
 
 def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, method: str,
@@ -124,34 +147,31 @@ def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, me
     """
     d = len(qubits)
     use_kernel = small_kernel is not None
-    path, order, new_phys = plan_targets(layout, qubits, n_qubits, device_name, use_kernel, next_qubits)
-    u_host = reorder_bits(matrix, order).astype(data.dtype, copy=False)
+    plan = plan_targets(layout, qubits, n_qubits, device_name, use_kernel, next_qubits)
+    u_host = reorder_bits(matrix, plan.order).astype(data.dtype, copy=False)
     timer = gemm.timing.StageTimer(xp)
     report = None
     dim = 1 << d
     with timer.stage("apply"):
-        if path == "kernel":
-            phys = tuple(layout.pos[qubits[i]] for i in order)
+        if plan.path == "kernel":
+            phys = tuple(layout.pos[qubits[i]] for i in plan.order)
             out = small_kernel(data, n_qubits, u_host, phys)
         else:
             takes_out = "out" in gemm.get_method(method).options and spare is not None
             u = to_device(np.ascontiguousarray(u_host), xp)
-            src, free = data, spare
-            if path == "bottom-rotate":
-                a, b = u, data.reshape(-1, dim).T  # result (2^d, 2^(N-d)): targets on top
+            src, free, t = data, spare, min(layout.pos[q] for q in qubits)
+            if plan.permute_to is not None:
+                src = permute_bits(data, n_qubits, plan.permute_to, layout.phys, xp, out=spare if takes_out else None)
+                free = data if takes_out else None
+                t = 0
+            if plan.rotate:
+                a, b = u, src.reshape(-1, dim).T  # result (2^d, 2^(N-d)): targets on top
+            elif t == 0:
+                a, b = src.reshape(-1, dim), u.T
+            elif t + d == n_qubits:
+                a, b = u, src.reshape(dim, -1)
             else:
-                if new_phys is not None:
-                    src = permute_bits(data, n_qubits, new_phys, layout.phys, xp, out=spare if takes_out else None)
-                    free = data if takes_out else None
-                    t = 0
-                else:
-                    t = min(layout.pos[q] for q in qubits)
-                if t == 0:
-                    a, b = src.reshape(-1, dim), u.T
-                elif t + d == n_qubits:
-                    a, b = u, src.reshape(dim, -1)
-                else:
-                    a, b = u, src.reshape(-1, dim, 1 << t)
+                a, b = u, src.reshape(-1, dim, 1 << t)
             kw = dict(options)
             if takes_out:
                 shape = (a.shape[-2], b.shape[-1]) if a.ndim == b.ndim == 2 else (b.shape[0], a.shape[0], b.shape[2])
@@ -160,16 +180,17 @@ def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, me
                 out, report = gemm.matmul(a, b, method=method, return_report=True, **kw)
             except BaseException:
                 if takes_out and free is data:  # the permuted copy holds the state: put it back
-                    xp.copyto(data, permute_bits(src, n_qubits, layout.phys, new_phys, xp))
+                    xp.copyto(data, permute_bits(src, n_qubits, layout.phys, plan.permute_to, xp))
                 raise
             out = out.reshape(-1)
             if out.dtype != data.dtype:
                 out = out.astype(data.dtype)
             if takes_out:
                 spare = src  # the GEMM's input buffer is free now
-    phys_t = tuple(sorted((new_phys or layout.phys).index(q) for q in qubits))
-    info = ApplyInfo(path, "kernel" if use_kernel else method, d, phys_t, report, timer)
-    return out, spare, new_phys, info
+    final = plan.final
+    phys_t = tuple(sorted((final or layout.phys).index(q) for q in qubits))
+    info = ApplyInfo(plan.path, "kernel" if use_kernel else method, d, phys_t, report, timer)
+    return out, spare, final, info
 
 
 def wall_ms(t0: float) -> float:

@@ -72,9 +72,18 @@ def test_every_path_gives_the_same_state(rng):
 
 def test_lookahead_puts_next_gate_on_top():
     lay = Layout(8)
-    path, order, new_phys = plan_targets(lay, (2, 4), 8, "cpu", False, next_qubits=(5, 6))
-    assert path == "permute+bottom"
-    assert new_phys[:2] == [2, 4] and new_phys[-2:] == [5, 6]
+    plan = plan_targets(lay, (2, 4), 8, "cpu", False, next_qubits=(5, 6))
+    assert plan.path == "permute+bottom"
+    assert plan.permute_to[:2] == [2, 4] and plan.permute_to[-2:] == [5, 6]
+
+
+def test_lookahead_with_rotation_puts_next_gate_at_bottom(monkeypatch):
+    import qsim_tc.apply as apply_mod
+
+    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_D, "cpu", frozenset({2}))
+    plan = plan_targets(Layout(8), (2, 4), 8, "cpu", False, next_qubits=(5, 6))
+    assert plan.path == "permute+rotate" and plan.rotate
+    assert plan.permute_to[:2] == [2, 4] and plan.final[:2] == [5, 6] and plan.final[-2:] == [2, 4]
 
 
 def test_qubit_order_of_matrix_is_qiskits():
@@ -151,3 +160,7 @@ def test_bottom_rotate_path_matches_qiskit(monkeypatch):
     res = Simulator(device="cpu").run(circ)
     assert "bottom-rotate" in {s.info.path for s in res.stats}
     assert np.abs(res.state.to_numpy() - Statevector(to_qiskit(circ)).data).max() < 1e-12
+    rnd = random_circuit(9, 30, 5, np.random.default_rng(8))
+    res = Simulator(device="cpu").run(rnd)
+    assert "permute+rotate" in {s.info.path for s in res.stats}
+    assert np.abs(res.state.to_numpy() - Statevector(to_qiskit(rnd)).data).max() < 1e-12
