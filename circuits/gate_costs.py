@@ -72,19 +72,20 @@ TABLE: tuple[CostRow, ...] = (
 )
 
 # GPU, one H200 (cupy 14.2, cuBLAS 13.1), 28 qubits, complex128 unless said:
-# - native d <= 4: the in-place small-gate kernel at any targets, 2.17-2.20 ms (qsim_tc/small_gate.py);
-#   d >= 5: the ZGEMM of one gate (d=5 from small_gate.py's 3.2-4.6 ms, d=6/8/10 from
-#   benchmarks/results/ozaki_h200.json, d=12 from DESIGN.md) plus 6 ms for the permutation a
-#   fused block on scattered qubits usually needs (DESIGN.md: 5-7 ms);
+# - native and native32: measured by `bench_qiskit.py costs --device gpu --qubits 28` (Haar gates on
+#   random qubit sets through the engine, permutations included; median of 8, of 4 for d >= 9;
+#   benchmarks/results/gate_costs_h200.json); native d = 12 from benchmarks/results/apply_h200.json
+#   (228-238 ms) plus 6 ms of permutation;
 # - int8 (13 slices) and int8-auto (T = 0): benchmarks/results/ozaki_h200.json, bottom
-#   orientation, plus the same 6 ms; held constant below d = 6 (no small-gate kernel for them);
-# - native32: DESIGN.md's CGEMM figures plus 3 ms of permutation; d <= 4 assumed at half the
-#   complex128 kernel's time (same kernel, half the bytes; not measured).
+#   orientation, plus 6 ms for the permutation a fused block on scattered qubits usually needs;
+#   held constant below d = 6 (no small-gate kernel for them).
 _GPU = "NVIDIA H200, cupy 14.2, cuBLAS 13.1"
 TABLE += (
     CostRow("gpu", "complex128", "native", 28,
-            {1: 2.2, 2: 2.2, 3: 2.2, 4: 2.2, 5: 3.9 + 6, 6: 4.37 + 6, 8: 12.43 + 6, 10: 48.66 + 6, 12: 165.0 + 6},
-            machine=_GPU, source="small_gate.py, ozaki_h200.json, DESIGN.md (see comment)", kernel_max_d=4),
+            {1: 2.36, 2: 2.38, 3: 2.31, 4: 2.4, 5: 6.21, 6: 7.03, 7: 9.45, 8: 14.66, 9: 25.29, 10: 53.33,
+             12: 240.0},
+            machine=_GPU, source="bench_qiskit.py costs (gate_costs_h200.json); d=12 from apply_h200.json",
+            kernel_max_d=4),
     CostRow("gpu", "complex128", "int8", 28,
             {6: 49.13 + 6, 8: 64.35 + 6, 10: 162.75 + 6},
             machine=_GPU, source="ozaki_h200.json, splits=13, bottom"),
@@ -92,8 +93,8 @@ TABLE += (
             {6: 47.34 + 6, 8: 64.97 + 6, 10: 147.51 + 6},
             machine=_GPU, source="ozaki_h200.json, threshold=0, bottom"),
     CostRow("gpu", "complex64", "native32", 28,
-            {1: 1.1, 2: 1.1, 3: 1.1, 4: 1.1, 6: 3.2 + 3, 8: 10.2 + 3, 10: 39.9 + 3},
-            machine=_GPU, source="DESIGN.md CGEMM figures; d <= 4 estimated (see comment)", kernel_max_d=4),
+            {1: 1.45, 2: 1.4, 3: 1.41, 4: 1.48, 5: 3.95, 6: 5.18, 7: 7.92, 8: 13.23, 9: 25.04, 10: 55.04},
+            machine=_GPU, source="bench_qiskit.py costs (gate_costs_h200.json)", kernel_max_d=4),
 )
 
 
