@@ -62,10 +62,12 @@
 #define DEBIAS 1       // 0: off; 1: each hi*hi result's own loss (its exponent), per k-step; 2: in the epilogue
 #endif
 #ifndef DEBIAS_BETA
-#define DEBIAS_BETA 0x1.9f7f06p-14f   // DEBIAS 2: 2^11 times the relative expected loss of the hi*hi sum (tcec_split.debias_beta)
+// DEBIAS 2: 2^11 times the relative expected loss of the hi*hi sum (tcec_split.debias_beta)
+#define DEBIAS_BETA 0x1.14ff580000000p-14f
 #endif
 #ifndef HH_CHAIN
-#define HH_CHAIN 1     // 1: each k-step's hi*hi from zero, pairs added in RN; 2: a stage's pair summed in the tensor core
+// 1: each k-step's hi*hi from zero, pairs added in RN; 2: a stage's pair summed in the tensor core
+#define HH_CHAIN 1
 #endif
 #ifndef MINB
 #define MINB 1         // blocks per SM asked of the register allocator
