@@ -10,7 +10,7 @@ from gemm.method import Method
 # OpenBLAS runs a complex (M, k) @ (k, n) with huge M and small k, n far below its real rate
 # (measured 264 ms for k = n = 16 at M = 2^20 on 2 cores, against 42 ms for the same product
 # as one real DGEMM of the interleaved view). Use the real form up to this n.
-REAL_FORM_MAX_N = 64
+REAL_FORM_MAX_N = 16
 
 
 def real_form(b: np.ndarray) -> np.ndarray:

@@ -34,11 +34,12 @@ MIN_BATCHED_L = {"cpu": 1 << 4, "gpu": 1 << 5}
 MAX_BATCHES = {"cpu": 1 << 6, "gpu": 1 << 62}
 # Targets at the bottom can also be applied as U @ S^T, which writes the result with the targets
 # moved to the top (a free layout rotation). cuBLAS runs that orientation (m = 2^(N-d), n = 2^d)
-# faster than S @ U^T (m = 2^d, n = 2^(N-d)) for most d; OpenBLAS does not (measured 87 ms
-# against 42 ms for the real-form product at d = 4, 24 qubits).
-# Gate sizes that take the rotating orientation (measured at 28 qubits on an H200: d = 4 2.7 ms
-# against 7.0, d = 10 45.6 against 53.2; d = 7, 8, 11 were 4-10% slower rotated).
-ROTATE_BOTTOM_D = {"cpu": frozenset(), "gpu": frozenset({4, 5, 6, 9, 10, 12})}
+# faster than S @ U^T for most d (28 qubits, H200: d = 4 2.7 ms against 7.0, d = 10 45.6 against
+# 53.2; d = 7, 8, 11 were 4-10% slower rotated). On the CPU the rotation costs about what the
+# plain product does from d = 4 on (24 qubits: d = 4 53 against 45 ms, d >= 5 within 5%), and
+# it lets gates on neighbouring blocks follow each other with no permutation (a 24-qubit
+# brickwork: 9 permutations instead of 27, 10% faster).
+ROTATE_BOTTOM_D = {"cpu": frozenset(range(4, 64)), "gpu": frozenset({4, 5, 6, 9, 10, 12})}
 
 
 @dataclass
@@ -120,11 +121,16 @@ def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bo
             return Plan("batched", order)
     # bring the targets to the bottom in their current physical order, keep the rest in order
     rest = [q for q in layout.phys if q not in targets]
+    if rotate:
+        # after a rotation the rest moves down by d; in cyclic logical order from just above
+        # these targets, gates on neighbouring blocks (brickwork layers) then arrive at the
+        # bottom one after another and need no permutation of their own
+        start = max(qubits) + 1
+        rest.sort(key=lambda q: (q - start) % n_qubits)
     nxt = set(next_qubits) if next_qubits is not None else set()
     if nxt and targets.isdisjoint(nxt) and len(nxt) + d <= n_qubits:
         others = [q for q in rest if q not in nxt]
         nxt_sorted = sorted(nxt, key=lambda q: layout.pos[q])
-        # after a rotation the rest moves down by d: the next targets then sit at the bottom
         rest = nxt_sorted + others if rotate else others + nxt_sorted
     perm = targets_sorted + rest
     if rotate:
