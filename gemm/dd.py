@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from gemm import dd_arith
+from gemm.device import same_module
 from gemm.method import Method
 from gemm.operands import COMPLEX, REAL, check_finite
 
@@ -343,7 +344,7 @@ def _check_lo(lo, hi, name, xp):
         return None
     if not hasattr(lo, "shape") or not hasattr(lo, "dtype"):
         raise TypeError(f"{name}_lo must be an array like {name}, got {type(lo).__name__}")
-    if type(lo).__module__.split(".")[0] != type(hi).__module__.split(".")[0]:
+    if not same_module(lo, hi):
         raise TypeError(f"{name}_lo must live on the same device as {name} (numpy vs cupy)")
     if tuple(lo.shape) != tuple(hi.shape):
         raise ValueError(f"{name}_lo has shape {tuple(lo.shape)}; expected the shape of {name}, {tuple(hi.shape)}")

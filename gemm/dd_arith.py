@@ -76,21 +76,10 @@ def dd_mul(ahi, alo, bhi, blo):
     return fast_two_sum(p, e)
 
 
-def dd_mul_d(ahi, alo, b):
-    """``a * b`` for a DD ``a`` and a double ``b``."""
-    p, e = two_prod(ahi, b)
-    e = e + alo * b
-    return fast_two_sum(p, e)
-
-
 def dd_fma(ahi, alo, bhi, blo, chi, clo):
     """``a * b + c`` in DD."""
     phi, plo = dd_mul(ahi, alo, bhi, blo)
     return dd_add(phi, plo, chi, clo)
-
-
-def dd_neg(hi, lo):
-    return -hi, -lo
 
 
 # --- complex DD: (hi, lo) pairs of complex128 arrays -------------------------------------------
@@ -124,13 +113,6 @@ def cdd_mul(ahi, alo, bhi, blo, xp=np):
     ir = dd_mul(aih, ail, brh, brl)
     re = dd_add(rr[0], rr[1], -ii[0], -ii[1])
     im = dd_add(ri[0], ri[1], ir[0], ir[1])
-    return cdd_join(re[0], re[1], im[0], im[1], xp)
-
-
-def cdd_add(ahi, alo, bhi, blo, xp=np):
-    """Complex DD sum ``a + b``."""
-    re = dd_add(ahi.real, alo.real, bhi.real, blo.real)
-    im = dd_add(ahi.imag, alo.imag, bhi.imag, blo.imag)
     return cdd_join(re[0], re[1], im[0], im[1], xp)
 
 

@@ -93,8 +93,9 @@ def array_module(*arrays) -> ModuleType:
     )
 
 
-def is_gpu_array(a) -> bool:
-    return type(a).__module__.split(".")[0] == "cupy"
+def same_module(a, b) -> bool:
+    """True when ``a`` and ``b`` are both numpy or both cupy arrays."""
+    return type(a).__module__.split(".")[0] == type(b).__module__.split(".")[0]
 
 
 def synchronize(xp: ModuleType) -> None:

@@ -374,13 +374,19 @@ class _Ozaki(Method):
     def _splits_for(self, opts) -> int:
         raise NotImplementedError
 
-    def workspace_bytes(self, m: int, k: int, n: int, dtype, **options) -> int:
-        """Bytes of workspace (slices + INT32 products) for ``(m, k) @ (k, n)`` on the GPU."""
+    def workspace_bytes(self, m: int, k: int, n: int, dtype, *, device: str = "gpu", **options) -> int:
+        """Bytes of workspace (slices + products) for ``(m, k) @ (k, n)`` on ``device`` ("cpu"/"gpu")."""
         opts = self.check_options(options)
         s = self._splits_for(opts)
         cplx = np.dtype(dtype).kind == "c"
-        plan = Plan(int(m), int(n), int(k), cplx, s, "gpu")
-        return plan.workspace()[1]
+        # the larger operand may come as A or as B (the engine's rotating orientation)
+        work = max(Plan(int(m), int(n), int(k), cplx, s, device).workspace()[1],
+                   Plan(int(n), int(m), int(k), cplx, s, device).workspace()[1])
+        if device == "cpu":
+            # the double-double accumulation holds ~8 float64 arrays of one block's output
+            out = int(m) * int(n) * (16 if cplx else 8)
+            work += 8 * min(out, BLOCK_BYTES["cpu"])
+        return work
 
     def _run(self, ops, report, timer, **opts):
         xp = ops.xp

@@ -78,12 +78,18 @@ class TensorCoreMethod(Method):
 
     # ------------------------------------------------------------------ protocol
 
-    def workspace_bytes(self, m: int, k: int, n: int, dtype=np.complex64, **opts) -> int:
-        """Bytes of the hi/lo workspaces for an (m, k) @ (k, n) product on the GPU (upper bound over formats)."""
+    def workspace_bytes(self, m: int, k: int, n: int, dtype=np.complex64, *, device: str = "gpu", **opts) -> int:
+        """Bytes of the hi/lo workspaces for an (m, k) @ (k, n) product (upper bound over formats).
+
+        On the CPU the emulation holds the real form of both operands, their hi and lo parts and
+        float64 products of one chunk at a time.
+        """
         from gemm import tcec_gpu  # noqa: PLC0415 - no cupy needed for the arithmetic
 
         c = np.dtype(dtype).kind == "c"
         mm, nn, kk = (m, 2 * n, 2 * k) if c else (m, n, k)
+        if device == "cpu":
+            return int(4 * (3 * (mm * kk + kk * nn) + mm * nn) + 4 * ts._CHUNK_BYTES)
         return tcec_gpu.workspace_bytes(mm, nn, kk, 1, 1, self.fmt or "tf32", self.scheme)
 
     def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn", debias=ts.DEBIAS):
@@ -151,7 +157,7 @@ class TensorCoreMethod(Method):
                    f"(use tf32tf32 or tc-auto for such data)")
             if on_range == "raise":
                 raise FP16RangeError(msg)
-            warnings.warn(msg, FP16RangeWarning, stacklevel=4)
+            warnings.warn(msg, FP16RangeWarning, stacklevel=6)  # the caller of gemm.matmul
             report.notes.append(msg)
         return "fp16", (ea, eb)
 

@@ -14,7 +14,6 @@ bottom by one permutation of the state, recorded in the lazy :class:`~qsim_tc.la
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,6 +197,3 @@ def apply_to_data(data, n_qubits: int, layout, matrix: np.ndarray, qubits, *, me
     info = ApplyInfo(plan.path, "kernel" if use_kernel else method, d, phys_t, report, timer)
     return out, spare, final, info
 
-
-def wall_ms(t0: float) -> float:
-    return (time.perf_counter() - t0) * 1e3

@@ -37,12 +37,20 @@ def check_fits(what: str, needed: int, device) -> None:
         raise InsufficientMemoryError(what, needed, avail, device.name)
 
 
-def gate_extra_bytes(method, n_qubits: int, d: int, dtype, options: dict, *, spare_allocated: bool) -> int:
-    """Bytes a d-qubit gate needs beyond the state: the product's output (a spare state buffer,
-    reused from gate to gate when the method writes into ``out=``) plus the method's own
-    workspace (``workspace_bytes``: slices, hi/lo splits, products)."""
+def gate_extra_bytes(method, n_qubits: int, d: int, dtype, options: dict, *, spare_allocated: bool,
+                     device: str = "cpu") -> int:
+    """Bytes a d-qubit gate needs beyond the state on ``device`` ("cpu"/"gpu").
+
+    A method that writes into ``out=`` uses one spare state buffer, reused from gate to gate (and
+    for permutations); any other method allocates its output, and a permuted copy of the state
+    when the targets must move. Added to that: the method's own workspace (``workspace_bytes``:
+    slices, hi/lo splits, products).
+    """
     nbytes = state_bytes(n_qubits, dtype)
     est = getattr(method, "workspace_bytes", None)
-    work = int(est((1 << n_qubits) >> d, 1 << d, 1 << d, dtype, **options)) if est is not None else 0
-    reuses_spare = "out" in method.options and spare_allocated
-    return work + (0 if reuses_spare else nbytes)
+    work = 0
+    if est is not None:
+        work = int(est((1 << n_qubits) >> d, 1 << d, 1 << d, dtype, device=device, **options))
+    if "out" in method.options:
+        return work + (0 if spare_allocated else nbytes)
+    return work + 2 * nbytes

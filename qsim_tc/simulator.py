@@ -127,7 +127,7 @@ class Simulator:
         n = circuit.n_qubits
         d_max = max(circuit.max_gate_qubits, 1)
         need = memory.state_bytes(n, self.dtype) + memory.gate_extra_bytes(
-            self.method, n, min(d_max, n), self.dtype, self.options, spare_allocated=False)
+            self.method, n, min(d_max, n), self.dtype, self.options, spare_allocated=False, device=self.device.name)
         memory.check_fits(f"simulating {n} qubits with {self.backend!r} (gates up to {d_max} qubits)", need,
                           self.device)
         t0 = time.perf_counter() - fuse_s  # the run's wall time includes the fusion

@@ -49,23 +49,33 @@ class StateVector:
             self._data = xp.zeros(1 << n_qubits, dtype=dtype)
             self._data[0] = 1
         else:
-            if getattr(data, "ndim", None) != 1 and hasattr(data, "shape"):
-                data = data.reshape(-1)
             arr = xp.asarray(data)
             if arr.shape != (1 << n_qubits,):
                 raise ValueError(f"data has shape {tuple(arr.shape)}; a {n_qubits}-qubit state needs ({1 << n_qubits},)")
-            if not bool(xp.isfinite(arr).all()):
-                raise ValueError("data holds NaN or Inf")
-            self._data = arr.astype(dtype, copy=True)
+            if arr.dtype.kind not in "fciu":
+                raise TypeError(f"data must be numeric, got dtype {arr.dtype}")
+            with np.errstate(over="ignore", invalid="ignore"):  # reported just below
+                arr = arr.astype(dtype, copy=True)
+            if not bool(xp.isfinite(arr).all()):  # after the cast: 1e39 does not fit complex64
+                raise ValueError(f"data holds NaN or Inf (as {dtype})")
+            self._data = arr
         self._layout = Layout(n_qubits)
         self._spare = None  # a second state-sized buffer, reused as the output of every GEMM
 
     @classmethod
     def from_array(cls, data, *, dtype=None, device="auto") -> StateVector:
-        """A state holding a copy of ``data`` (numpy or cupy, logical order)."""
-        n = int(len(data)).bit_length() - 1
-        if len(data) != 1 << n or n < 1:
-            raise ValueError(f"data length {len(data)} is not a power of two >= 2")
+        """A state holding a copy of ``data`` (a 1-D numpy/cupy array or sequence, logical order).
+
+        The dtype defaults to complex64 for complex64 data and complex128 otherwise.
+        """
+        if not hasattr(data, "shape"):
+            data = np.asarray(data)
+        if len(data.shape) != 1:
+            raise ValueError(f"data must be 1-D (amplitudes in logical order), got shape {tuple(data.shape)}")
+        size = int(data.shape[0])
+        n = size.bit_length() - 1
+        if n < 1 or size != 1 << n:
+            raise ValueError(f"data length {size} is not a power of two >= 2")
         dt = dtype if dtype is not None else (np.complex64 if np.dtype(data.dtype) == np.complex64 else np.complex128)
         return cls(n, dtype=dt, device=device, data=data)
 
@@ -180,6 +190,8 @@ class StateVector:
             output and workspace do not fit. The state is unchanged on any error.
         """
         qs = check_targets(qubits, self._n)
+        if next_qubits is not None:
+            next_qubits = check_targets(next_qubits, self._n)
         m = check_matrix(matrix, len(qs), check_unitary=check_unitary)
         meth = gemm.get_method(method)
         meth.check_options(options)
@@ -191,7 +203,7 @@ class StateVector:
         kernel = self._small_kernel(meth, qs, small_gate_kernel)
         if kernel is None:
             extra = memory.gate_extra_bytes(meth, self._n, len(qs), self._dtype, options,
-                                            spare_allocated=self._spare is not None)
+                                            spare_allocated=self._spare is not None, device=self._device.name)
             memory.check_fits(f"applying a {len(qs)}-qubit gate with {method!r}", extra, self._device)
         if kernel is None and self._spare is None and "out" in meth.options:
             self._spare = self.xp.empty_like(self._data)

@@ -39,3 +39,13 @@ def test_brickwork_compare_rows_against_dd(tmp_path, capsys):
     rows = json.loads(out.read_text())["rows"]
     native = next(r for r in rows if r["backend"] == "native")
     assert native["l2_rel"] < 1e-14 and native["mirror_l2_rel"] < 1e-14
+
+
+
+def test_option_no_backend_takes_is_an_error(capsys):
+    rc = main(["brickwork", "--qubits", "4", "--backend", "native", "--splits", "9", "--device", "cpu"])
+    assert rc == 2
+    assert "--splits is not an option of native" in capsys.readouterr().err
+    rc = main(["brickwork", "--qubits", "4", "--fuse", "-1", "--device", "cpu"])
+    assert rc == 2
+    assert "--fuse must be none, auto or an int d >= 1" in capsys.readouterr().err

@@ -52,3 +52,22 @@ def test_reorder_bits_matches_relabelling(args, seed):
         for row in range(1 << d):
             old_row = sum(((row >> j) & 1) << order[j] for j in range(d))
             assert v[row, col] == u[old_row, old_col]
+
+
+def test_threaded_permutation_of_a_large_state():
+    """Above 2^18 amplitudes the copy is split over threads; it must match the plain transpose."""
+    import qsim_tc.layout as layout_mod
+
+    n = 19
+    assert (1 << n) >= layout_mod._PARALLEL_MIN
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    old = list(range(n))
+    for new in (list(rng.permutation(n)), [5, 6, 7, 8] + [q for q in range(n) if q not in (5, 6, 7, 8)]):
+        got = permute_bits(x, n, new, old, np, out=np.empty_like(x))
+        a, b = Layout(n), Layout(n)
+        a.set(old)
+        b.set(new)
+        # the amplitude of logical index i sits at a.physical_index(i) before, b.physical_index(i) after
+        idx = rng.integers(0, 1 << n, 4096)
+        assert np.array_equal(got[b.physical_indices(idx)], x[a.physical_indices(idx)])

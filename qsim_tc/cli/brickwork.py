@@ -12,8 +12,8 @@ import sys
 import gemm
 from circuits import brickwork
 from qsim_tc import Simulator
-from qsim_tc.cli.common import (Progress, add_backend_options, add_device, add_fuse, backend_options, environment,
-                                fuse_option, parse_list, write_json)
+from qsim_tc.cli.common import (Progress, add_backend_options, add_device, add_fuse, backend_options,
+                                check_options_used, environment, fuse_option, parse_list, write_json)
 
 
 def register(sub) -> None:
@@ -40,8 +40,7 @@ def register(sub) -> None:
 def run(args) -> int:
     circ = brickwork(args.qubits, args.gate_qubits, args.depth, args.seed, periodic=args.periodic)
     backends = parse_list(args.backend)
-    for b in backends:
-        gemm.get_method(b)  # unknown names fail here, with the list of valid ones
+    check_options_used(args, [gemm.get_method(b) for b in backends])  # unknown names fail here too
     if len(backends) > 1 or args.reference or args.mirror:
         return _compare(args, circ, backends)
     return _single(args, circ, backends[0])

@@ -36,19 +36,35 @@ def fuse_option(args):
     if text == "auto":
         return "auto"
     try:
-        return int(text)
+        d = int(text)
     except ValueError:
         raise ValueError(f"--fuse must be none, auto or an int d >= 1, got {text!r}") from None
+    if d < 1:
+        raise ValueError(f"--fuse must be none, auto or an int d >= 1, got {text!r}")
+    return d
 
 
-def backend_options(args, method) -> dict:
-    """The backend options given on the command line that ``method`` accepts."""
+def _given_options(args) -> dict:
     given = {
         "threshold": getattr(args, "threshold", None),
         "splits": getattr(args, "splits", None),
         "max_splits": getattr(args, "max_splits", None),
     }
-    return {k: v for k, v in given.items() if v is not None and k in method.options}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def backend_options(args, method) -> dict:
+    """The backend options given on the command line that ``method`` accepts."""
+    return {k: v for k, v in _given_options(args).items() if k in method.options}
+
+
+def check_options_used(args, methods) -> None:
+    """An option that no chosen backend accepts is an error, not silently dropped."""
+    for key in _given_options(args):
+        if not any(key in m.options for m in methods):
+            names = ", ".join(m.name for m in methods)
+            raise ValueError(f"--{key.replace('_', '-')} is not an option of {names}; "
+                             "it applies to int8 (--splits) and int8-auto (--threshold, --max-splits)")
 
 
 def parse_list(text: str) -> list[str]:

@@ -7,8 +7,8 @@ from collections import Counter
 import numpy as np
 
 import gemm
-from qsim_tc.cli.common import (Progress, add_backend_options, add_device, add_fuse, backend_options, environment,
-                                fuse_option, write_json)
+from qsim_tc.cli.common import (Progress, add_backend_options, add_device, add_fuse, backend_options,
+                                check_options_used, environment, fuse_option, write_json)
 
 
 def register(sub) -> None:
@@ -41,6 +41,7 @@ def run(args) -> int:
     except ImportError as exc:  # OpenQASM 3 without its parser: the message says what to install
         raise RuntimeError(str(exc)) from exc
     method = gemm.get_method(args.backend)
+    check_options_used(args, [method])
     sim = Simulator(args.backend, device=args.device, fuse=fuse_option(args), **backend_options(args, method))
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
           f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
