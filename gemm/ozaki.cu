@@ -62,6 +62,24 @@ __device__ __forceinline__ void flush_stats(unsigned int bad, unsigned int nz, u
     }
 }
 
+// Mantissa losses of the nonzero finite elements k = k0, k0 + kstep, ... of one line, whose
+// largest element has frexp exponent e (shared by the warp- and thread-per-line kernels).
+__device__ __forceinline__ void line_losses(const double* __restrict__ x, long long line, int k0, int kstep, int K,
+                                            long long s_out, long long s_in, long long s_k, long long n_in,
+                                            int cplx, int e, int b, int p, unsigned int& nz, unsigned int* acc) {
+    for (int k = k0; k < K; k += kstep) {
+        long long off = elem_offset(line, k, s_out, s_in, s_k, n_in);
+        for (int part = 0; part <= cplx; ++part) {
+            double v = cplx ? x[2 * off + part] : x[off];
+            double a = fabs(v);
+            if (a > 0.0 && a <= DBL_BIG) {
+                ++nz;
+                add_losses(acc, e - frexp_exp(v), b, p);
+            }
+        }
+    }
+}
+
 // Line exponents (frexp exponent of the line's largest |element|, 0 for an all-zero line), the
 // count of non-finite elements and, when want_loss, the loss sums of int8-auto.
 // One warp per line: for lines whose elements are contiguous (s_k small).
@@ -91,19 +109,7 @@ extern "C" __global__ void line_stats_warp(const double* __restrict__ x, long lo
         for (int off = 16; off > 0; off >>= 1) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, off));
         int e = m > 0.0 ? frexp_exp(m) : 0;
         if (lane == 0) e_line[line] = e;
-        if (want_loss) {
-            for (int k = lane; k < K; k += 32) {
-                long long off = elem_offset(line, k, s_out, s_in, s_k, n_in);
-                for (int part = 0; part <= cplx; ++part) {
-                    double v = cplx ? x[2 * off + part] : x[off];
-                    double a = fabs(v);
-                    if (a > 0.0 && a <= DBL_BIG) {
-                        ++nz;
-                        add_losses(acc, e - frexp_exp(v), b, p);
-                    }
-                }
-            }
-        }
+        if (want_loss) line_losses(x, line, lane, 32, K, s_out, s_in, s_k, n_in, cplx, e, b, p, nz, acc);
     }
     flush_stats(bad, nz, acc, stats, want_loss);
 }
@@ -119,7 +125,7 @@ extern "C" __global__ void line_stats_thread(const double* __restrict__ x, long 
     unsigned int acc[SMAX];
 #pragma unroll
     for (int s = 0; s < SMAX; ++s) acc[s] = 0;
-    // every thread of a warp runs the same number of outer iterations (the shuffles need them all)
+    // lines past the end are skipped, not returned from: flush_stats' shuffles need the whole warp
     const long long rounds = (nlines + nthreads - 1) / nthreads;
     for (long long r = 0; r < rounds; ++r) {
         long long line = r * nthreads + tid;
@@ -134,19 +140,7 @@ extern "C" __global__ void line_stats_thread(const double* __restrict__ x, long 
         }
         int e = m > 0.0 ? frexp_exp(m) : 0;
         e_line[line] = e;
-        if (want_loss) {
-            for (int k = 0; k < K; ++k) {
-                long long off = elem_offset(line, k, s_out, s_in, s_k, n_in);
-                for (int part = 0; part <= cplx; ++part) {
-                    double v = cplx ? x[2 * off + part] : x[off];
-                    double a = fabs(v);
-                    if (a > 0.0 && a <= DBL_BIG) {
-                        ++nz;
-                        add_losses(acc, e - frexp_exp(v), b, p);
-                    }
-                }
-            }
-        }
+        if (want_loss) line_losses(x, line, 0, 1, K, s_out, s_in, s_k, n_in, cplx, e, b, p, nz, acc);
     }
     flush_stats(bad, nz, acc, stats, want_loss);
 }
