@@ -4,14 +4,18 @@
 """
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 from qiskit import QuantumCircuit
 from qiskit.circuit.library import QFTGate
 from qiskit.quantum_info import Statevector
 
-from circuits import from_qasm, from_qiskit
-from qsim_tc import Simulator
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout too
+
+from circuits import from_qasm, from_qiskit  # noqa: E402
+from qsim_tc import Simulator  # noqa: E402
 
 
 def main() -> None:

@@ -6,12 +6,16 @@ Only the import and the constructor change; PUBs, parameter sweeps, shots and re
 """
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 from qiskit.circuit import ClassicalRegister, Parameter, QuantumCircuit, QuantumRegister
 from qiskit.quantum_info import SparsePauliOp
 
-from qsim_tc.qiskit import Estimator, Sampler  # was: from qiskit.primitives import StatevectorSampler, ...
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout too
+
+from qsim_tc.qiskit import Estimator, Sampler  # noqa: E402; was: from qiskit.primitives import StatevectorSampler, ...
 
 
 def main() -> None:

@@ -33,3 +33,13 @@ def test_brickwork_example():
 def test_accuracy_example(script, args):
     out = run(script, *args)
     assert "int8-auto" in out and "infidelity" in out
+
+
+@pytest.mark.parametrize("script", ["qiskit_import.py", "sampler_dropin.py"])
+def test_qiskit_examples(script):
+    pytest.importorskip("qiskit")
+    out = run(script, "--device", "cpu")
+    assert out.strip()
+    if script == "qiskit_import.py":
+        line = next(x for x in out.splitlines() if "max |amplitude - Qiskit Statevector|" in x)
+        assert float(line.split("=")[-1]) < 1e-12
