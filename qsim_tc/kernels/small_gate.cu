@@ -189,3 +189,62 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
         }
     }
 }
+
+
+// Wider gates (d = 5) where the lowest target is at bit 3 or above: TPG = 2^D / R threads share
+// a group, each computing R of its rows while streaming the group's amplitudes from global memory
+// (the TPG threads are neighbouring lanes, so each load is one request for all of them). Few
+// registers per thread, so the FP64 units stay fed. Thread `sub` of a group takes rows sub,
+// sub + TPG, ...: with the matrix stored transposed, the lanes of a warp then read different
+// shared-memory banks. The group's threads read all amplitudes before any of them writes
+// (__syncwarp), since the update is in place.
+template <typename Real, int D, int R>
+__global__ void __launch_bounds__(256)
+apply_stream(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_groups,
+             int p0, int p1, int p2, int p3, int p4, int p5)
+{
+    constexpr int DIM = 1 << D;
+    constexpr int TPG = DIM / R;
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};
+    __shared__ cplx<Real> ut[DIM * DIM];  // ut[j * DIM + i] = U[i][j]
+    __shared__ long long off[DIM];
+    for (int e = threadIdx.x; e < DIM * DIM; e += blockDim.x) {
+        const int i = e / DIM, j = e % DIM;
+        ut[j * DIM + i] = matrix[e];
+    }
+    for (int j = threadIdx.x; j < DIM; j += blockDim.x) {
+        long long o = 0;
+#pragma unroll
+        for (int b = 0; b < D; ++b) o |= (long long)((j >> b) & 1) << pos[b];
+        off[j] = o;
+    }
+    __syncthreads();
+    const int sub = threadIdx.x % TPG;
+    const long long per_block = blockDim.x / TPG;
+    const long long step = (long long)gridDim.x * per_block;
+    // every lane runs the same number of iterations (n_groups and step are powers of two)
+    for (long long g = blockIdx.x * per_block + threadIdx.x / TPG; g < n_groups; g += step) {
+        long long base = g;
+#pragma unroll
+        for (int b = 0; b < D; ++b) base = insert_zero(base, pos[b]);
+        Real re[R], im[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) re[r] = im[r] = 0;
+#pragma unroll 4
+        for (int j = 0; j < DIM; ++j) {
+            const cplx<Real> v = state[base | off[j]];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const cplx<Real> m = ut[j * DIM + sub + r * TPG];
+                re[r] = fma(m.x, v.x, re[r]);
+                re[r] = fma(-m.y, v.y, re[r]);
+                im[r] = fma(m.x, v.y, im[r]);
+                im[r] = fma(m.y, v.x, im[r]);
+            }
+        }
+        __syncwarp();
+#pragma unroll
+        for (int r = 0; r < R; ++r) state[base | off[sub + r * TPG]] = cplx<Real>{re[r], im[r]};
+        __syncwarp();
+    }
+}
