@@ -169,13 +169,13 @@ def alternatives(args, st, u, tg, d, placement, clock, reset_layout) -> dict:
         out["kernel_ms"] = float(np.median(ts))
     if placement == "bottom" and 1 < d < args.qubits:
         dev = "gpu" if clock.gpu else "cpu"
-        saved = apply_mod.ROTATE_BOTTOM_D[dev]
-        apply_mod.ROTATE_BOTTOM_D[dev] = frozenset({d})
+        saved = apply_mod.ROTATE_D[dev]
+        apply_mod.ROTATE_D[dev] = frozenset({d})
         try:
             ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=False), args.repeats,
                             before=reset_layout)
         finally:
-            apply_mod.ROTATE_BOTTOM_D[dev] = saved
+            apply_mod.ROTATE_D[dev] = saved
         out["rotate_ms"] = float(np.median(ts))
     return out
 

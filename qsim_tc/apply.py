@@ -32,13 +32,14 @@ MIN_BATCHED_L = {"cpu": 1 << 4, "gpu": 1 << 5}
 # takes the batched path only for a few large batches and permutes otherwise.
 MAX_BATCHES = {"cpu": 1 << 6, "gpu": 1 << 62}
 # Targets at the bottom can also be applied as U @ S^T, which writes the result with the targets
-# moved to the top (a free layout rotation). cuBLAS runs that orientation (m = 2^(N-d), n = 2^d)
-# faster than S @ U^T for most d (28 qubits, H200: d = 4 2.7 ms against 7.0, d = 10 45.6 against
-# 53.2; d = 7, 8, 11 were 4-10% slower rotated). On the CPU the rotation costs about what the
-# plain product does from d = 4 on (24 qubits: d = 4 53 against 45 ms, d >= 5 within 5%), and
-# it lets gates on neighbouring blocks follow each other with no permutation (a 24-qubit
-# brickwork: 9 permutations instead of 27, 10% faster).
-ROTATE_BOTTOM_D = {"cpu": frozenset(range(4, 64)), "gpu": frozenset({4, 5, 6, 9, 10, 12})}
+# moved to the top (a free layout rotation), the rest of the layout shifted down by d.
+# ROTATE_D: the sizes that take it. cuBLAS runs that orientation (m = 2^(N-d), n = 2^d) faster
+# than S @ U^T for most d (28 qubits, H200: d = 4 2.7 ms against 7.0, d = 10 45.6 against 53.2;
+# d = 7, 8, 11 were 4-10% slower rotated). On the CPU it costs about what the plain product does
+# from d = 4 on (24 qubits: d = 4 53 ms against 45, d >= 5 within 5%), and when the next gate
+# sits on the block just above (a brickwork layer) that block arrives at the bottom with no
+# permutation (a 24-qubit brickwork: 9 permutations instead of 27, 3.6-3.8 s against 4.5-5.0).
+ROTATE_D = {"cpu": frozenset(range(4, 64)), "gpu": frozenset({4, 5, 6, 9, 10, 12})}
 
 
 @dataclass
@@ -105,7 +106,12 @@ def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bo
     sorted_pos = [pos[i] for i in order]
     targets_sorted = [qubits[i] for i in order]
     targets = set(qubits)
-    rotate = d in ROTATE_BOTTOM_D[device_name] and d < n_qubits
+    start = max(qubits) + 1
+    nxt = set(next_qubits) if next_qubits is not None else set()
+    # the next gate acts on the block just above this one (cyclically): a brickwork layer
+    chained = bool(nxt) and sorted(nxt) == sorted((start + i) % n_qubits for i in range(len(nxt))) \
+        and targets.isdisjoint(nxt)
+    rotate = d < n_qubits and d in ROTATE_D[device_name]
     t = sorted_pos[0]
     if sorted_pos[-1] - t == d - 1:  # contiguous
         if t == 0:
@@ -120,13 +126,12 @@ def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bo
             return Plan("batched", order)
     # bring the targets to the bottom in their current physical order, keep the rest in order
     rest = [q for q in layout.phys if q not in targets]
-    if rotate:
-        # after a rotation the rest moves down by d; in cyclic logical order from just above
-        # these targets, gates on neighbouring blocks (brickwork layers) then arrive at the
-        # bottom one after another and need no permutation of their own
-        start = max(qubits) + 1
+    if rotate and chained:
+        # after the rotation the rest moves down by d; in cyclic logical order from just above
+        # these targets, the following blocks of the layer arrive at the bottom one by one.
+        # Only then: for gates on random qubits that order cuts the bits into short runs and
+        # makes the permutation a slow copy (quantum volume, 24 qubits: 12.7 s against 8.9 s)
         rest.sort(key=lambda q: (q - start) % n_qubits)
-    nxt = set(next_qubits) if next_qubits is not None else set()
     if nxt and targets.isdisjoint(nxt) and len(nxt) + d <= n_qubits:
         others = [q for q in rest if q not in nxt]
         nxt_sorted = sorted(nxt, key=lambda q: layout.pos[q])

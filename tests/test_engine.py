@@ -83,7 +83,7 @@ def test_lookahead_puts_next_gate_on_top():
 def test_lookahead_with_rotation_puts_next_gate_at_bottom(monkeypatch):
     import qsim_tc.apply as apply_mod
 
-    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_D, "cpu", frozenset({2}))
+    monkeypatch.setitem(apply_mod.ROTATE_D, "cpu", frozenset({2}))
     plan = plan_targets(Layout(8), (2, 4), 8, "cpu", False, next_qubits=(5, 6))
     assert plan.path == "permute+rotate" and plan.rotate
     assert plan.permute_to[:2] == [2, 4] and plan.final[:2] == [5, 6] and plan.final[-2:] == [2, 4]
@@ -158,7 +158,7 @@ def test_bottom_rotate_path_matches_qiskit(monkeypatch):
     """U @ S^T leaves the targets on top; the lazy layout must account for it."""
     import qsim_tc.apply as apply_mod
 
-    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_D, "cpu", frozenset(range(1, 40)))
+    monkeypatch.setitem(apply_mod.ROTATE_D, "cpu", frozenset(range(1, 40)))
     circ = brickwork(11, 3, 5, seed=4)
     res = Simulator(device="cpu").run(circ)
     assert "bottom-rotate" in {s.info.path for s in res.stats}

@@ -73,7 +73,7 @@ def test_mixed_circuit_gpu(cp, rng):
 def test_bottom_rotate_on_gpu(cp, rng, monkeypatch):
     import qsim_tc.apply as apply_mod
 
-    monkeypatch.setitem(apply_mod.ROTATE_BOTTOM_D, "gpu", frozenset(range(1, 40)))
+    monkeypatch.setitem(apply_mod.ROTATE_D, "gpu", frozenset(range(1, 40)))
     circ = brickwork(14, 7, 4, seed=2)
     g = Simulator(device="gpu").run(circ)
     assert "bottom-rotate" in {s.info.path for s in g.stats}
