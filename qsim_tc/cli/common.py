@@ -23,9 +23,10 @@ def add_backend_options(p) -> None:
     g.add_argument("--max-splits", type=int, default=None, help="int8-auto: most slices before falling back")
 
 
-def add_fuse(p) -> None:
-    p.add_argument("--fuse", default="none", metavar="D",
-                   help="gate fusion: none, auto (from the measured gate costs) or the widest block d")
+def add_fuse(p, default: str = "none") -> None:
+    p.add_argument("--fuse", default=default, metavar="D",
+                   help=f"gate fusion: none, auto (from the measured gate costs) or the widest block d "
+                        f"(default {default})")
 
 
 def fuse_option(args):

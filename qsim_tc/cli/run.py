@@ -21,7 +21,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed of the samples")
     p.add_argument("--reference", default=None, metavar="METHOD",
                    help="also simulate with METHOD (dd: the double-double reference) and report the errors")
-    add_fuse(p)
+    add_fuse(p, default="auto")  # imported circuits are mostly small gates: fusing pays
     p.add_argument("--top", type=int, default=10, help="how many of the most frequent outcomes to print")
     add_backend_options(p)
     p.add_argument("--json", metavar="FILE", help="write the result, errors and counts as JSON")
