@@ -27,12 +27,14 @@ def main():
     p.add_argument("--qubits", type=int, default=28)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--json")
+    p.add_argument("--d", default="1,2,3,4,5", help="gate sizes to tune")
     args = p.parse_args()
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
     direct = [(t, d, g) for t in ("double", "float") for d in (1, 2, 3, 4, 5) for g in (1, 2, 4)
               if not (d >= 4 and g == 4) and not (d == 5 and g > 1)]
     names = [f"apply_direct<{t}, {d}, {g}, {h}>" for t, d, g in direct for h in ("false", "true")]
     names += [f"apply_small<{t}, {d}, {CONFIG[d][0]}, {CONFIG[d][1]}>" for t in ("double", "float") for d in CONFIG]
+    names += [f"apply_lanes<{t}, {d}, {r}>" for t in ("double", "float") for d in (1, 2, 3, 4) for r in (2, 4, 8)]
     mod = cp.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     rng = np.random.default_rng(0)
@@ -43,6 +45,13 @@ def main():
         k = mod.get_function(f"apply_direct<{t}, {d}, {g}, {hint}>")
         pp = list(pos) + [0] * (6 - d)
         k((grid,), (256,), (st, u, np.int64((1 << n) >> d), *(np.int32(x) for x in pp)))
+
+    def run_lanes(st, n, u, pos, r, grid_mult):
+        d = len(pos)
+        t = "double" if st.dtype == np.complex128 else "float"
+        k = mod.get_function(f"apply_lanes<{t}, {d}, {r}>")
+        pp = list(pos) + [0] * (5 - d)
+        k((sms * grid_mult,), (256,), (st, u, np.int64(1 << n), *(np.int32(x) for x in pp)))
 
     def run_tiled(st, n, u, pos, grid_mult):
         d = len(pos)
@@ -83,7 +92,7 @@ def main():
         small_n = 16
         psi = (rng.standard_normal(1 << small_n) + 1j * rng.standard_normal(1 << small_n)).astype(dtype)
         tol = 1e-12 if dtype == np.complex128 else 1e-4
-        for d in (1, 2, 3, 4, 5):
+        for d in [int(x) for x in args.d.split(",")]:
             u_h = haar_unitary(1 << d, rng).astype(dtype)
             u = cp.asarray(u_h)
             mid = list(range(12, 12 + d))
@@ -97,6 +106,11 @@ def main():
                             variants.append((f"direct{'-cs' if hint == 'true' else ''} g{g} x{gm}", mid,
                                              lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(
                                                  st, nn, u, pos, g, sms * gm, hint)))
+            if d <= 4:
+                for r in (2, 4, 8):
+                    for gm in (8, 16):
+                        variants.append((f"lanes-bottom r{r} x{gm}", bot,
+                                         lambda st, nn, pos, r=r, gm=gm: run_lanes(st, nn, u, pos, r, gm)))
             if d in CONFIG:
                 for gm in (32,):
                     for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):

@@ -6,15 +6,19 @@ d = 2 at 28 qubits where one pass over the state takes 2.1 ms). The kernels in
 
 * ``apply_direct``: thread = group of 2^d amplitudes gathered straight from global memory.
   Coalesced when the lowest target is at bit 3 or above (neighbouring groups are neighbours).
-* ``apply_small`` (tiled): tiles staged through shared memory, for targets among the low bits.
+* ``apply_lanes``: targets all below bit 5 (d <= 3): each lane of a warp loads one of 32
+  consecutive amplitudes and gathers the rest of its group from neighbouring lanes by shuffles.
+* ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts with a
+  target among the low bits.
 
 They compute the same sums of products as the native method, so they stand in for it; emulated
 methods (whose arithmetic differs) always get their GEMM.
 
 Choices below were measured on an H200 at 28 qubits (benchmarks/tune_small_gate.py and
-benchmarks/results/apply_*.json): direct kernel 2.17-2.20 ms for d = 1..4 (complex128), tiled
+benchmarks/results/apply_*.json): direct kernel 2.17-2.20 ms for d = 1..4 (complex128), lanes
+kernel 2.18-2.29 ms for d = 1..3 at the bottom (the tiled kernel took 2.3-3.2 ms there), tiled
 2.3-3.9 ms; for four targets exactly at the bottom the rotating GEMM (2.7 ms) beats the tiled
-kernel (3.9 ms); for d = 5, 6 cuBLAS (3.2-4.6 ms) beats both kernels (3.6-14 ms).
+and lanes kernels (3.9 ms); for d = 5, 6 cuBLAS (3.2-4.6 ms) beats the kernels (3.6-14 ms).
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ CONFIG = {1: (7, 2), 2: (7, 4), 3: (7, 8), 4: (7, 16), 5: (6, 8), 6: (5, 16)}
 # direct kernel: d -> groups per thread per pass (more loads in flight for small d)
 DIRECT_GPT = {1: 2, 2: 4, 3: 4, 4: 1, 5: 1}
 DIRECT_GRID_PER_SM = 8
+# lanes kernel: d -> rounds of 32 amplitudes loaded per warp before the arithmetic
+LANES_RPT = {1: 4, 2: 8, 3: 8}
+LANES_MAX_BIT = 5  # every target below this bit: a warp's 32 amplitudes hold whole groups
+LANES_GRID_PER_SM = 16
 DIRECT_STREAM = False  # evict-first loads/stores
 TILED_GRID_PER_SM = 32
 
@@ -44,6 +52,7 @@ def _module(device_id: int):
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
     names = [_tiled_name(t, d) for t in ("double", "float") for d in CONFIG]
     names += [_direct_name(t, d) for t in ("double", "float") for d in DIRECT_GPT]
+    names += [_lanes_name(t, d) for t in ("double", "float") for d in LANES_RPT]
     return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
 
 
@@ -54,6 +63,10 @@ def _tiled_name(real: str, d: int) -> str:
 
 def _direct_name(real: str, d: int) -> str:
     return f"apply_direct<{real}, {d}, {DIRECT_GPT[d]}, {'true' if DIRECT_STREAM else 'false'}>"
+
+
+def _lanes_name(real: str, d: int) -> str:
+    return f"apply_lanes<{real}, {d}, {LANES_RPT[d]}>"
 
 
 def tile_layout(n_qubits: int, positions, itemsize: int) -> dict:
@@ -124,6 +137,27 @@ def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     return data
 
 
+def fits_lanes(positions) -> bool:
+    """True when the lanes kernel serves these targets: d <= 3, all below bit 5."""
+    return len(positions) in LANES_RPT and max(positions) < LANES_MAX_BIT
+
+
+def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
+    """Lanes kernel: same contract as :func:`apply_direct_gpu`, for targets among bits 0..4."""
+    import cupy  # noqa: PLC0415
+
+    d = len(positions)
+    real = "double" if data.dtype == np.complex128 else "float"
+    kern = _module(cupy.cuda.Device().id).get_function(_lanes_name(real, d))
+    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
+    rounds = (1 << n_qubits) >> 5
+    warps = max(1, rounds // LANES_RPT[d])
+    grid = int(max(1, min((warps + 7) // 8, _sms() * LANES_GRID_PER_SM)))
+    p = [np.int32(x) for x in list(positions) + [0] * (5 - d)]
+    kern((grid,), (256,), (data, u, np.int64(1 << n_qubits), *p))
+    return data
+
+
 def apply_tiled_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     """Tiled kernel: same contract as :func:`apply_direct_gpu`, coalesced for low targets too."""
     import cupy  # noqa: PLC0415
@@ -173,6 +207,8 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
         return None
     if coalesced(positions, itemsize):
         return apply_direct_gpu
+    if fits_lanes(positions) and n_qubits >= 8:  # whole rounds of up to 8 x 32 amplitudes
+        return apply_lanes_gpu
     if d == 4 and list(positions) == [0, 1, 2, 3]:
         return None  # the rotating bottom GEMM is faster here (measured)
     return apply_tiled_gpu

@@ -108,3 +108,17 @@ def test_native3m_close_to_native(cp, rng):
     b = Simulator("native", device="gpu").run(circ)
     assert any(s.info.report is not None and s.info.report.choices.get("form") == "gemm3m" for s in a.stats)
     assert np.abs(a.state.to_numpy() - b.state.to_numpy()).max() < 1e-13
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
+def test_low_target_kernels_match_cpu(cp, rng, dtype, tol):
+    """Targets among the lowest bits: the lanes kernel (all below bit 5) and the tiled one."""
+    n = 14
+    psi = random_psi(n, rng)
+    for qs in ([0], [1, 0], [0, 2, 4], [4, 3], [0, 6], [2, 9, 1], [0, 1, 2, 3]):
+        u = haar_unitary(1 << len(qs), rng)
+        g = StateVector(n, dtype=dtype, device="gpu", data=psi)
+        g.apply(u, qs, method="native" if dtype == np.complex128 else "native32")
+        c = StateVector(n, dtype=np.complex128, device="cpu", data=psi)
+        c.apply(u, qs)
+        assert np.abs(g.to_numpy() - c.to_numpy()).max() < tol, qs

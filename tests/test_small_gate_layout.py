@@ -73,12 +73,14 @@ def test_policy_picks_kernels_by_position():
     """The measured default policy: direct kernel when coalesced, tiled for low targets, GEMM
     for four targets at the bottom and for d > 4; nothing on the CPU or for emulated methods."""
     import gemm
-    from qsim_tc.small_gate import apply_direct_gpu, apply_tiled_gpu, select
+    from qsim_tc.small_gate import apply_direct_gpu, apply_lanes_gpu, apply_tiled_gpu, select
 
     native = gemm.get_method("native")
     gpu = gemm.Device("gpu", np, "test")
     assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
     assert select(native, gpu, None, 28, [0, 5], 16) is apply_tiled_gpu
+    assert select(native, gpu, None, 28, [0, 2], 16) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_lanes_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is None
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is None
     assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_direct_gpu
@@ -91,3 +93,23 @@ def test_policy_picks_kernels_by_position():
     with pytest.raises(ValueError, match="computes every gate as its own GEMM"):
         select(Emulated(), gpu, True, 28, [12], 16)
     assert select(Emulated(), gpu, None, 28, [12], 16) is None
+
+
+@pytest.mark.parametrize("positions", [[0], [4], [0, 1], [1, 3], [0, 2, 4], [2, 3, 4]])
+def test_lanes_shuffle_sources(rng, positions):
+    """The lanes kernel's index arithmetic, replayed: lane l computes row ``row(l)`` of its group
+    from the lanes ``src[j]``; over one round of 32 amplitudes that must be the gate."""
+    d = len(positions)
+    tmask = sum(1 << p for p in positions)
+    u = haar_unitary(1 << d, rng)
+    v = rng.standard_normal(32) + 1j * rng.standard_normal(32)
+    out = np.empty_like(v)
+    for lane in range(32):
+        row = sum(((lane >> p) & 1) << b for b, p in enumerate(positions))
+        src = [(lane & ~tmask) | sum(((j >> b) & 1) << p for b, p in enumerate(positions)) for j in range(1 << d)]
+        out[lane] = sum(u[row, j] * v[src[j]] for j in range(1 << d))
+    t = v.reshape((2,) * 5)
+    axes = [4 - q for q in reversed(positions)]
+    ref = np.moveaxis(np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes)),
+                      list(range(d)), axes).reshape(-1)
+    assert np.abs(out - ref).max() < 1e-12

@@ -189,3 +189,59 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
         }
     }
 }
+
+
+// Targets all among the lowest five bits: a warp's 32 consecutive amplitudes hold whole groups.
+// Each lane loads one amplitude (fully coalesced), fetches the others of its group from the
+// neighbouring lanes with shuffles, computes its own row and stores it back: no shared-memory
+// staging and no block barriers. RPT rounds of 32 amplitudes are loaded before any arithmetic,
+// to keep enough bytes in flight.
+template <typename Real, int D, int RPT>
+__global__ void __launch_bounds__(256)
+apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_amps,
+            int p0, int p1, int p2, int p3, int p4)
+{
+    constexpr int DIM = 1 << D;
+    const int pos[5] = {p0, p1, p2, p3, p4};
+    __shared__ cplx<Real> ut[DIM * DIM];  // ut[j * DIM + i] = U[i][j]: lanes of different rows hit different banks
+    for (int e = threadIdx.x; e < DIM * DIM; e += blockDim.x) ut[(e % DIM) * DIM + e / DIM] = matrix[e];
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    int row = 0, tmask = 0;
+#pragma unroll
+    for (int b = 0; b < D; ++b) {
+        row |= ((lane >> pos[b]) & 1) << b;
+        tmask |= 1 << pos[b];
+    }
+    int src[DIM];  // the lane holding amplitude j of this lane's group
+#pragma unroll
+    for (int j = 0; j < DIM; ++j) {
+        int l = lane & ~tmask;
+#pragma unroll
+        for (int b = 0; b < D; ++b) l |= ((j >> b) & 1) << pos[b];
+        src[j] = l;
+    }
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const long long rounds = n_amps >> 5;
+    for (long long r0 = warp * RPT; r0 < rounds; r0 += n_warps * RPT) {
+        cplx<Real> v[RPT];
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) v[q] = state[((r0 + q) << 5) + lane];  // rounds is a multiple of RPT
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            Real re = 0, im = 0;
+#pragma unroll
+            for (int j = 0; j < DIM; ++j) {
+                const Real x = __shfl_sync(0xffffffffu, v[q].x, src[j]);
+                const Real y = __shfl_sync(0xffffffffu, v[q].y, src[j]);
+                const cplx<Real> m = ut[j * DIM + row];
+                re = fma(m.x, x, re);
+                re = fma(-m.y, y, re);
+                im = fma(m.x, y, im);
+                im = fma(m.y, x, im);
+            }
+            state[((r0 + q) << 5) + lane] = cplx<Real>{re, im};
+        }
+    }
+}
