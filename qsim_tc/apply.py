@@ -1,15 +1,18 @@
 """Gate application: turn ``U`` on target qubits into one GEMM (or a small-gate kernel).
 
 With targets on physical bits [t, t+d) of an N-qubit state, the state is a (H, 2^d, L) array,
-H = 2^(N-t-d), L = 2^t, and the gate is ``U @ S[h]`` for every h. Three cases need no transpose:
+H = 2^(N-t-d), L = 2^t, and the gate is ``U @ S[h]`` for every h. These need no transpose:
 
 * bottom (t = 0):      S (2^(N-d), 2^d) @ U^T     -- one GEMM, m huge, k = n = 2^d
+* bottom, rotating:    U @ S^T (2^d, 2^(N-d))     -- the same product written with the targets on
+                                                    top; the layout records the rotation
 * top (t + d = N):     U @ S (2^d, 2^(N-d))      -- one GEMM
 * middle, L large:     U @ S[h], batched          -- one strided-batched GEMM
 
-Targets that are not contiguous, or a middle block with a short L, are first brought to the
-bottom by one permutation of the state, recorded in the lazy :class:`~qsim_tc.layout.Layout`
-(the permutation is not undone until the state is read).
+Targets that are not contiguous, or a middle block the batch cannot serve, are first brought to
+the bottom by one permutation of the state, recorded in the lazy :class:`~qsim_tc.layout.Layout`
+(the permutation is not undone until the state is read). On the GPU, gates of 1-4 qubits take
+an in-place kernel instead (:mod:`qsim_tc.small_gate`) when the method allows it.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ ROTATE_D = {"cpu": frozenset(range(4, 64)), "gpu": frozenset({4, 5, 6, 9, 10, 12
 class ApplyInfo:
     """What one gate application did."""
 
-    path: str  # "bottom", "top", "batched", "kernel", with "permute+" prefixed if it permuted
+    path: str  # Plan.path: "kernel", "bottom", "bottom-rotate", "top", "batched", "permute+bottom|rotate"
     method: str
     n_targets: int
     physical_targets: tuple
