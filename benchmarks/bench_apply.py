@@ -150,7 +150,6 @@ def bench_gates(args, dev, peer, clock, rows):
             print(f"d={d:2d} {placement:6s} {info.path:15s} {row['ms']:9.3f} ms{alts}"
                   + (f"  cuStateVec {row['custatevec_ms']:9.3f} ms  x{row['ratio_vs_custatevec']:.2f}"
                      if peer is not None else "") + f"  err {err:.1e}", flush=True)
-    del st, x0
 
 
 def alternatives(args, st, u, tg, d, placement, clock, reset_layout) -> dict:

@@ -8,8 +8,7 @@ from qsim_tc import Simulator, StateVector
 from qsim_tc.apply import plan_targets
 from qsim_tc.layout import Layout
 
-scipy = pytest.importorskip("scipy")
-import scipy.stats  # noqa: E402
+scipy_stats = pytest.importorskip("scipy.stats")
 
 qiskit = pytest.importorskip("qiskit")
 from qiskit.circuit.library import UnitaryGate  # noqa: E402
@@ -140,7 +139,7 @@ def test_sampling_matches_probabilities():
     counts = np.bincount(st.sample(shots, seed=1), minlength=8)
     p = np.abs(psi) ** 2
     chi2 = float((((counts - shots * p) ** 2) / (shots * p)).sum())
-    assert chi2 < scipy.stats.chi2.ppf(0.999, df=7)
+    assert chi2 < scipy_stats.chi2.ppf(0.999, df=7)
     assert np.array_equal(st.sample(50, seed=3), st.sample(50, seed=3))
 
 

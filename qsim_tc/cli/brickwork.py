@@ -12,8 +12,18 @@ import sys
 import gemm
 from circuits import brickwork
 from qsim_tc import Simulator
-from qsim_tc.cli.common import (Progress, add_backend_options, add_device, add_fuse, backend_options,
-                                check_options_used, environment, fuse_option, parse_list, write_json)
+from qsim_tc.cli.common import (
+    Progress,
+    add_backend_options,
+    add_device,
+    add_fuse,
+    backend_options,
+    check_options_used,
+    environment,
+    fuse_option,
+    parse_list,
+    write_json,
+)
 
 
 def register(sub) -> None:

@@ -7,8 +7,17 @@ from collections import Counter
 import numpy as np
 
 import gemm
-from qsim_tc.cli.common import (Progress, add_backend_options, add_device, add_fuse, backend_options,
-                                check_options_used, environment, fuse_option, write_json)
+from qsim_tc.cli.common import (
+    Progress,
+    add_backend_options,
+    add_device,
+    add_fuse,
+    backend_options,
+    check_options_used,
+    environment,
+    fuse_option,
+    write_json,
+)
 
 
 def register(sub) -> None:
