@@ -94,7 +94,7 @@ def bench_gate(cp, gemm, n, d, orientation, configs, repeats, rng):
         rows.append(row)
         print(f"  d={d} {orientation:7s} {method:9s} {json.dumps(opts):20s} {ms:9.2f} ms  x{ms / native_ms:5.2f}  "
               f"s={ch.get('splits')} err={err:.2e} stages={ {k: round(v, 2) for k, v in stages.items()} }", flush=True)
-    del a, b, ref, state, u
+    a = b = ref = state = u = None  # free the device memory before the next case
     cp.get_default_memory_pool().free_all_blocks()
     return rows
 

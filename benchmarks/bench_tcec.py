@@ -129,7 +129,7 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
                   f"x{row['speedup_vs_native'] or 0:5.2f} err {err:.1e} "
                   + " ".join(f"{k}={v:.2f}" for k, v in rep.stages.items()), flush=True)
             cp.get_default_memory_pool().free_all_blocks()
-        del a, b
+        a = b = None  # free the device memory before the next case
         cp.get_default_memory_pool().free_all_blocks()
     return rows
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-
 # the engine's fixed cost of one gate (measured: 0.13-0.16 ms per gate on a 6-qubit CPU state);
 # it keeps fusion from paying matrix products for nothing on small states
 PER_GATE_OVERHEAD_MS = 0.15

@@ -55,9 +55,8 @@ def from_qasm(source, **kwargs) -> Circuit:
             import qiskit_qasm3_import  # noqa: F401, PLC0415 - the parser qiskit.qasm3 needs
         except ImportError as exc:
             raise ImportError(f"OpenQASM 3 import needs the qiskit-qasm3-import package: {QASM3_HINT}") from exc
-        from qiskit import qasm3  # noqa: PLC0415
-
         from openqasm3.parser import QASM3ParsingError  # noqa: PLC0415 - installed with the importer
+        from qiskit import qasm3  # noqa: PLC0415
 
         try:
             qc = qasm3.loads(text)

@@ -15,7 +15,8 @@ from qiskit.quantum_info import SparsePauliOp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout too
 
-from qsim_tc.qiskit import Estimator, Sampler  # noqa: E402; was: from qiskit.primitives import StatevectorSampler, ...
+# was: from qiskit.primitives import StatevectorSampler, StatevectorEstimator
+from qsim_tc.qiskit import Estimator, Sampler  # noqa: E402
 
 
 def main() -> None:

@@ -23,7 +23,8 @@ import numpy as np
 
 from gemm import testmats
 from gemm.device import resolve_device
-from gemm.registry import get_method, methods as registered_methods
+from gemm.registry import get_method
+from gemm.registry import methods as registered_methods
 
 TESTS = ("phi", "cancel", "exp-rand")
 DEFAULT_PHIS = (0.1, 1.0, 2.0, 4.0)

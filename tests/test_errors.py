@@ -5,8 +5,7 @@ import pytest
 
 import gemm
 from circuits import CircuitError, Gate
-from qsim_tc import InsufficientMemoryError, QubitError, Simulator, StateVector
-from qsim_tc import memory
+from qsim_tc import InsufficientMemoryError, QubitError, Simulator, StateVector, memory
 
 
 @pytest.fixture

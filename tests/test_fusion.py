@@ -5,8 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from circuits import Circuit, CircuitError, Gate, brickwork, haar_unitary
-from circuits import gate_costs
+from circuits import Circuit, CircuitError, Gate, brickwork, gate_costs, haar_unitary
 from circuits.fusion import block_matrix, check_fuse_option, choose, fuse, plan
 from qsim_tc import Simulator
 
