@@ -32,6 +32,8 @@ def state_bytes(n_qubits: int, dtype) -> int:
 
 def check_fits(what: str, needed: int, device) -> None:
     """Raise InsufficientMemoryError naming ``what`` when ``needed`` bytes exceed what is free."""
+    if needed <= 0:
+        return  # nothing new to allocate (and no need to ask the system)
     avail = available_bytes(device)
     if needed > avail:
         raise InsufficientMemoryError(what, needed, avail, device.name)
