@@ -195,7 +195,7 @@ class StateVector:
         m = check_matrix(matrix, len(qs), check_unitary=check_unitary)
         meth = gemm.get_method(method)
         meth.check_options(options)
-        if meth.state_dtype != self._dtype and meth.precision != "dd":
+        if meth.state_dtype != self._dtype:
             raise ValueError(
                 f"method {method!r} works on {meth.state_dtype} states; this state is {self._dtype} "
                 f"(create it with dtype={meth.state_dtype})"
