@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -17,7 +18,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from circuits import haar_unitary  # noqa: E402
-from qsim_tc.small_gate import CONFIG, tile_layout  # noqa: E402
+from qsim_tc import StateVector  # noqa: E402
+from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.small_gate import CONFIG, DMMA_COMPILED, DmmaConfig, apply_dmma_gpu, tile_layout  # noqa: E402
 
 
 def main():
@@ -28,7 +31,18 @@ def main():
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--json")
     p.add_argument("--d", default="1,2,3,4,5", help="gate sizes to tune")
+    p.add_argument("--only", choices=("all", "dmma"), default="all",
+                   help="dmma: the DMMA kernel's variants with cuBLAS and cuStateVec beside them")
+    p.add_argument("--custatevec", action="store_true", help="time cuStateVec applyMatrix too")
+    p.add_argument("--match", help="keep only the variants whose label matches this regular expression")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="time the whole variant list this many times, interleaved; report the median")
     args = p.parse_args()
+    peer = None
+    if args.custatevec:
+        from custatevec_peer import CuStateVec  # noqa: PLC0415
+
+        peer = CuStateVec()
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
     direct = [(t, d, g) for t in ("double", "float") for d in (1, 2, 3, 4, 5) for g in (1, 2, 4)
               if not (d >= 4 and g == 4) and not (d == 5 and g > 1)]
@@ -65,6 +79,38 @@ def main():
           (st, u, np.int64(lay["n_tiles"]), i32(lay["k"]), i32(lay["h"]), *(i32(x) for x in lay["hi_pos"]),
            *(i32(x) for x in lay["tile_pos"]), i32(lay["shift"])))
 
+    def older_kernel_variants(d, dtype, u, mid, bot):
+        real = "double" if dtype == np.complex128 else "float"
+        out = []
+        for g in (1, 2, 4):
+            if f"apply_direct<{real}, {d}, {g}, false>" in names:
+                for gm in (4, 8):
+                    for hint in ("false", "true"):
+                        out.append((f"direct{'-cs' if hint == 'true' else ''} g{g} x{gm}", mid,
+                                    lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(st, nn, u, pos, g, sms * gm, hint)))
+        if d <= 4:
+            for r in (2, 4, 8):
+                for gm in (8, 16):
+                    out.append((f"lanes-bottom r{r} x{gm}", bot,
+                                lambda st, nn, pos, r=r, gm=gm: run_lanes(st, nn, u, pos, r, gm)))
+        if d in CONFIG:
+            for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):
+                out.append((f"{name} x32", pos, lambda st, nn, pos: run_tiled(st, nn, u, pos, 32)))
+        return out
+
+    engines = {}
+
+    def engine_gemm(u_h):
+        """The engine's GEMM path (small_gate_kernel=False) on a state of its own per size."""
+        def fn(st, nn, pos):
+            sv = engines.get(nn)
+            if sv is None or nn < 20:
+                sv = engines[nn] = StateVector(nn, device="gpu", data=st, dtype=st.dtype)
+            sv.apply(u_h, pos, small_gate_kernel=False)
+            if nn < 20:  # the correctness run: hand the result back
+                st[...] = sv.data()
+        return fn
+
     def reference(psi, n, u, pos):
         d = len(pos)
         t = psi.reshape((2,) * n)
@@ -98,35 +144,38 @@ def main():
             mid = list(range(12, 12 + d))
             bot = list(range(d))
             variants = []
-            for g in (1, 2, 4):
-                real = "double" if dtype == np.complex128 else "float"
-                if f"apply_direct<{real}, {d}, {g}, false>" in names:
-                    for gm in (4, 8):
-                        for hint in ("false", "true"):
-                            variants.append((f"direct{'-cs' if hint == 'true' else ''} g{g} x{gm}", mid,
-                                             lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(
-                                                 st, nn, u, pos, g, sms * gm, hint)))
-            if d <= 4:
-                for r in (2, 4, 8):
-                    for gm in (8, 16):
-                        variants.append((f"lanes-bottom r{r} x{gm}", bot,
-                                         lambda st, nn, pos, r=r, gm=gm: run_lanes(st, nn, u, pos, r, gm)))
-            if d in CONFIG:
-                for gm in (32,):
-                    for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):
-                        variants.append((f"{name} x{gm}", pos, lambda st, nn, pos, gm=gm: run_tiled(st, nn, u, pos, gm)))
+            if dtype == np.complex128 and d in (4, 5, 6):
+                for key in [k[1:] for k in DMMA_COMPILED if k[0] == d]:
+                    for th, per_sm in ((128, 8), (256, 4), (256, 16)):
+                        cfg = DmmaConfig(*key, threads=th, blocks_per_sm=per_sm)
+                        label = (f"dmma{('', ' k8', ' k16')[cfg.shape]} nt{cfg.tiles}{' gauss' if cfg.gauss else ''}"
+                                 f" mb{cfg.min_blocks}{' pf' if cfg.prefetch else ''} s{cfg.slices} t{th} x{per_sm}")
+                        variants.append((label, mid, lambda st, nn, pos, cfg=cfg: apply_dmma_gpu(st, nn, u_h, pos, cfg)))
+                variants.append(("cublas (engine, no kernel)", mid, engine_gemm(u_h)))
+                if peer is not None:
+                    variants.append(("custatevec", mid, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
+            if args.only == "all":
+                variants += older_kernel_variants(d, dtype, u, mid, bot)
+            if args.match:
+                variants = [v for v in variants if re.search(args.match, v[0])]
+            errs, times = {}, {name: [] for name, _, _ in variants}
             for name, pos, fn in variants:
                 spos = [q - 12 + 3 if q >= 12 else q for q in pos]  # same shape of positions at 16 qubits
                 x = cp.asarray(psi)
                 fn(x, small_n, spos)
-                err = float(np.abs(cp.asnumpy(x) - reference(psi, small_n, u_h, spos)).max())
-                ms = timed(lambda: fn(big, n, pos), args.repeats)
+                errs[name] = float(np.abs(cp.asnumpy(x) - reference(psi, small_n, u_h, spos)).max())
+            for _ in range(args.rounds):  # interleaved, so that drifts of the clock hit every variant
+                for name, pos, fn in variants:
+                    times[name].append(timed(lambda: fn(big, n, pos), args.repeats))
+            for name, _, _ in variants:
+                ms, err = float(np.median(times[name])), errs[name]
                 rows.append({"dtype": str(np.dtype(dtype)), "d": d, "variant": name, "ms": ms, "err": err,
-                             "ok": err < tol})
-                print(f"{np.dtype(dtype)} d={d} {name:22s} {ms:8.3f} ms  err {err:.1e}", flush=True)
+                             "ok": err < tol, "rounds_ms": times[name]})
+                print(f"{np.dtype(dtype)} d={d} {name:32s} {ms:8.3f} ms  err {err:.1e}  rounds "
+                      + " ".join(f"{t:.3f}" for t in times[name]), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"qubits": n, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-                                               "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "environment": environment(),
+                                               "qubits": n, "rows": rows}, indent=1))
     best = {}
     for r in rows:
         if r["ok"]:

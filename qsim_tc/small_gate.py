@@ -1,8 +1,8 @@
-"""Gates of 1 to 4 qubits on the GPU: dedicated in-place kernels instead of a GEMM.
+"""Gates of 1 to 6 qubits on the GPU: dedicated in-place kernels instead of a GEMM.
 
-A GEMM with k = n = 2^d <= 16 runs far below the memory rate (cuBLAS ZGEMM took 26.7 ms for
-d = 2 at 28 qubits where one pass over the state takes 2.1 ms). The kernels in
-``kernels/small_gate.cu`` read each amplitude once and write it once, at any target positions:
+A GEMM with k = n = 2^d <= 64 runs below the memory rate (cuBLAS ZGEMM took 26.7 ms for
+d = 2 at 28 qubits where one pass over the state takes 2.1 ms, and 3.3-4.8 ms at d = 5, 6). The
+kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
 
 * ``apply_direct``: thread = group of 2^d amplitudes gathered straight from global memory.
   Coalesced when the lowest target is at bit 3 or above (neighbouring groups are neighbours).
@@ -10,21 +10,30 @@ d = 2 at 28 qubits where one pass over the state takes 2.1 ms). The kernels in
   consecutive amplitudes and gathers the rest of its group from neighbouring lanes by shuffles.
 * ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts with a
   target among the low bits.
+* ``apply_dmma``: complex128 gates of 4..6 qubits on the FP64 tensor cores (``mma.sync`` f64),
+  lowest target at bit 3 or above; a warp multiplies U by the 2^d x 8 block of 8 neighbouring
+  groups held in its registers. On the CUDA cores d = 5, 6 are bound by the FP64 FMA rate
+  (2.1 and 4.1 ms at 28 qubits).
 
-They compute the same sums of products as the native method, so they stand in for it; emulated
-methods (whose arithmetic differs) always get their GEMM.
+They compute the same sums of products as the native method (the DMMA kernel's default forms
+the imaginary part from three real products, (Ur + Ui)(Vr + Vi) - Ur Vr - Ui Vi: errors of a
+few ulp, like ZGEMM's), so they stand in for it; emulated methods (whose arithmetic differs)
+always get their GEMM.
 
 Choices below were measured on an H200 at 28 qubits (benchmarks/tune_small_gate.py and
-benchmarks/results/apply_*.json): direct kernel 2.17-2.20 ms for d = 1..4 (complex128), lanes
-kernel 2.18-2.29 ms for d = 1..3 at the bottom (the tiled kernel took 2.3-3.2 ms there), tiled
-2.3-3.9 ms; for four targets exactly at the bottom the rotating GEMM (2.7 ms) beats the tiled
-and lanes kernels (3.9 ms); for d = 5, 6 cuBLAS (3.2-4.6 ms) beats the kernels (3.6-14 ms).
+benchmarks/results/apply_*.json, tune_dmma_h200.json): direct kernel 2.17-2.20 ms for d = 1..4
+(complex128), lanes kernel 2.18-2.29 ms for d = 1..3 at the bottom (the tiled kernel took
+2.3-3.2 ms there), tiled 2.3-3.9 ms; for four targets exactly at the bottom the rotating GEMM
+(2.7 ms) beats the tiled and lanes kernels (3.9 ms); DMMA 2.3 ms at d = 5 and 3.1 ms at d = 6
+against cuBLAS's 3.3 and 4.7 ms. Complex64 gates of 5, 6 qubits keep cuBLAS (no FP32 tensor
+core product is exact enough to stand in for CGEMM).
 """
 
 from __future__ import annotations
 
 import functools
 from importlib import resources
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,6 +52,44 @@ LANES_MAX_BIT = 5  # every target below this bit: a warp's 32 amplitudes hold wh
 LANES_GRID_PER_SM = 16
 DIRECT_STREAM = False  # evict-first loads/stores
 TILED_GRID_PER_SM = 32
+# DMMA kernel (complex128 on the FP64 tensor cores, lowest target at bit 3 or above)
+
+
+class DmmaConfig(NamedTuple):
+    """One variant of ``apply_dmma`` (small_gate.cu) and its launch."""
+
+    tiles: int  # tiles of 8 groups per warp
+    gauss: bool  # three real products instead of four
+    min_blocks: int  # register cap: blocks of 256 threads per SM
+    prefetch: bool  # load the next block while computing this one
+    slices: int  # row slices computed together
+    shape: int  # mma.sync f64 shape: 0 m8n8k4, 1 m16n8k8, 2 m16n8k16 (sm_90)
+    threads: int = 128
+    blocks_per_sm: int = 8
+
+    @property
+    def kernel(self) -> tuple:
+        return (self.tiles, self.gauss, self.min_blocks, self.prefetch, self.slices, self.shape)
+
+
+# chosen from three interleaved rounds on one H200 (benchmarks/results/tune_dmma_h200.json):
+# d = 5 2.29-2.52 ms (cuStateVec 2.68-3.23), d = 6 3.07-3.48 ms (cuStateVec 3.00-3.34); at d = 4
+# the direct kernel (2.20 ms) beats every DMMA variant (2.26 ms and up)
+DMMA_CONFIG = {4: DmmaConfig(2, True, 1, False, 1, 0, 256, 16),
+               5: DmmaConfig(2, True, 2, False, 1, 0, 256, 16),
+               6: DmmaConfig(2, True, 1, False, 1, 1, 256, 4)}
+DMMA_DEFAULT_D = frozenset({5, 6})  # sizes where the DMMA kernel is the default policy
+# kernels compiled for tuning, (d, *DmmaConfig.kernel): variants that do not spill (ptxas -v)
+T, F = True, False
+DMMA_COMPILED = (
+    (4, 2, F, 1, F, 1, 0), (4, 2, T, 1, F, 1, 0), (4, 1, T, 1, F, 1, 1), (4, 2, T, 1, F, 1, 1), (4, 1, T, 1, F, 1, 2),
+    (5, 1, T, 1, F, 1, 0), (5, 2, T, 1, F, 1, 0), (5, 2, T, 2, F, 1, 0),
+    (5, 1, T, 1, T, 1, 1), (5, 2, T, 1, F, 1, 1), (5, 1, T, 1, F, 1, 2), (5, 1, T, 1, T, 1, 2), (5, 2, T, 1, F, 1, 2),
+    (6, 1, T, 2, F, 1, 0),
+    (6, 1, F, 1, T, 1, 1), (6, 1, T, 1, T, 1, 1), (6, 2, T, 1, F, 1, 1),
+    (6, 1, T, 1, F, 1, 2),
+)
+del T, F
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,7 +100,16 @@ def _module(device_id: int):
     names = [_tiled_name(t, d) for t in ("double", "float") for d in CONFIG]
     names += [_direct_name(t, d) for t in ("double", "float") for d in DIRECT_GPT]
     names += [_lanes_name(t, d) for t in ("double", "float") for d in LANES_RPT]
+    names += [dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG]
     return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
+
+
+@functools.lru_cache(maxsize=None)
+def _variants_module(device_id: int):
+    import cupy  # noqa: PLC0415
+
+    code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
+    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=[dmma_name(*v) for v in DMMA_COMPILED])
 
 
 def _tiled_name(real: str, d: int) -> str:
@@ -67,6 +123,16 @@ def _direct_name(real: str, d: int) -> str:
 
 def _lanes_name(real: str, d: int) -> str:
     return f"apply_lanes<{real}, {d}, {LANES_RPT[d]}>"
+
+
+def dmma_name(d: int, tiles: int, gauss: bool, min_blocks: int, prefetch: bool, slices: int, shape: int) -> str:
+    b = {True: "true", False: "false"}
+    return f"apply_dmma<{d}, {tiles}, {b[gauss]}, {min_blocks}, {b[prefetch]}, {slices}, {shape}>"
+
+
+def dmma_shared_bytes(d: int) -> int:
+    """U in fragment order: 4^d (Re, Im) pairs."""
+    return (4 ** d) * 16
 
 
 def tile_layout(n_qubits: int, positions, itemsize: int) -> dict:
@@ -137,6 +203,43 @@ def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     return data
 
 
+def fits_dmma(positions, itemsize: int) -> bool:
+    """True when the DMMA kernel serves these targets: complex128, d in DMMA_CONFIG, and the
+    lowest target at bit 3 or above (8 neighbouring groups are one 128-byte run)."""
+    return itemsize == 16 and len(positions) in DMMA_CONFIG and min(positions) >= 3
+
+
+def apply_dmma_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: DmmaConfig | None = None):
+    """DMMA kernel: same contract as :func:`apply_direct_gpu`, complex128 only.
+
+    ``config`` overrides ``DMMA_CONFIG[d]`` (tuning and tests); its kernel must be in DMMA_COMPILED.
+    """
+    import cupy  # noqa: PLC0415
+
+    d = len(positions)
+    cfg = config or DMMA_CONFIG[d]
+    if config is not None and (d, *cfg.kernel) not in DMMA_COMPILED:
+        raise ValueError(f"config {cfg} names no compiled DMMA kernel for d={d} (see DMMA_COMPILED)")
+    kern = _dmma_kernel(cupy.cuda.Device().id, dmma_name(d, *cfg.kernel), dmma_shared_bytes(d))
+    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
+    n_tiles = ((1 << n_qubits) >> d) >> 3
+    warps = (n_tiles + cfg.tiles - 1) // cfg.tiles
+    grid = int(max(1, min((warps * 32 + cfg.threads - 1) // cfg.threads, _sms() * cfg.blocks_per_sm)))
+    p = [np.int32(x) for x in list(positions) + [0] * (6 - d)]
+    kern((grid,), (cfg.threads,), (data, u, np.int64(n_tiles), *p), shared_mem=dmma_shared_bytes(d))
+    return data
+
+
+@functools.lru_cache(maxsize=None)
+def _dmma_kernel(device_id: int, name: str, shared: int):
+    if name in {dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG}:
+        kern = _module(device_id).get_function(name)
+    else:  # a variant outside the default table (tuning, tests): every variant in one module
+        kern = _variants_module(device_id).get_function(name)
+    kern.max_dynamic_shared_size_bytes = shared  # above the 48 KB default from d = 6
+    return kern
+
+
 def fits_lanes(positions) -> bool:
     """True when the lanes kernel serves these targets: d <= 3, all below bit 5."""
     return len(positions) in LANES_RPT and max(positions) < LANES_MAX_BIT
@@ -202,8 +305,14 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
                    else f"the kernels handle 1..{MAX_QUBITS} targets on the GPU, on states of at least "
                         f"{CONFIG.get(d, (7,))[0]} + d qubits (got d={d}, {n_qubits} qubits, on the {device.name})")
             raise ValueError(f"small_gate_kernel=True cannot be honoured: {why}")
+        if fits_dmma(positions, itemsize) and (d in DMMA_DEFAULT_D or d not in DIRECT_GPT):
+            return apply_dmma_gpu
         return apply_direct_gpu if d in DIRECT_GPT and coalesced(positions, itemsize) else apply_tiled_gpu
-    if not possible or d > KERNEL_MAX_D:
+    if not possible:
+        return None
+    if d in DMMA_DEFAULT_D and fits_dmma(positions, itemsize):
+        return apply_dmma_gpu
+    if d > KERNEL_MAX_D:
         return None
     if coalesced(positions, itemsize):
         return apply_direct_gpu

@@ -122,3 +122,38 @@ def test_low_target_kernels_match_cpu(cp, rng, dtype, tol):
         c = StateVector(n, dtype=np.complex128, device="cpu", data=psi)
         c.apply(u, qs)
         assert np.abs(g.to_numpy() - c.to_numpy()).max() < tol, qs
+
+
+@pytest.mark.parametrize("kernel", [(2, False, 1, False, 1, 0), (1, True, 1, False, 1, 0), (2, True, 1, False, 1, 0),
+                                    (1, False, 1, True, 1, 1), (1, True, 1, True, 1, 1), (2, True, 1, False, 1, 1),
+                                    (1, True, 1, False, 1, 2), (1, True, 1, True, 1, 2), (2, True, 1, False, 1, 2)])
+@pytest.mark.parametrize("d", [4, 5, 6])
+def test_dmma_kernel_matches_cpu(cp, rng, d, kernel):
+    """The FP64 tensor-core kernel in several variants (both mma shapes, prefetch, Gauss, two tiles),
+    at scattered targets (lowest >= bit 3), on states with few tiles per warp and a tail."""
+    from qsim_tc.small_gate import DMMA_COMPILED, DmmaConfig, apply_dmma_gpu
+
+    if (d, *kernel) not in DMMA_COMPILED:
+        pytest.skip("variant not compiled for this d")
+    config = DmmaConfig(*kernel, threads=128, blocks_per_sm=1)
+    for n, qs in ((12, list(range(3, 3 + d))), (13, [3, 5, 6, 8, 10, 12][:d]), (d + 3, list(range(3, 3 + d)))):
+        psi = random_psi(n, rng)
+        u = haar_unitary(1 << d, rng)
+        g = cp.asarray(psi)
+        apply_dmma_gpu(g, n, u, qs, config)
+        c = StateVector(n, device="cpu", data=psi)
+        c.apply(u, qs)
+        assert np.abs(g.get() - c.to_numpy()).max() < 1e-13, (n, qs)
+
+
+def test_dmma_is_the_default_for_wide_gates(cp, rng):
+    n = 14
+    psi = random_psi(n, rng)
+    for qs in ([3, 4, 5, 6, 7], [13, 4, 9, 6, 11, 8]):
+        u = haar_unitary(1 << len(qs), rng)
+        g = StateVector(n, device="gpu", data=psi)
+        info = g.apply(u, qs)
+        assert info.path == "kernel"
+        c = StateVector(n, device="cpu", data=psi)
+        c.apply(u, qs)
+        assert np.abs(g.to_numpy() - c.to_numpy()).max() < 1e-13

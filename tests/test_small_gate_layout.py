@@ -71,9 +71,10 @@ def test_swizzle_is_a_permutation(itemsize):
 
 def test_policy_picks_kernels_by_position():
     """The measured default policy: direct kernel when coalesced, tiled for low targets, GEMM
-    for four targets at the bottom and for d > 4; nothing on the CPU or for emulated methods."""
+    for four targets at the bottom and for d > 6; the DMMA kernel for complex128 d = 5, 6 with
+    the lowest target at bit 3 or above; nothing on the CPU or for emulated methods."""
     import gemm
-    from qsim_tc.small_gate import apply_direct_gpu, apply_lanes_gpu, apply_tiled_gpu, select
+    from qsim_tc.small_gate import apply_direct_gpu, apply_dmma_gpu, apply_lanes_gpu, apply_tiled_gpu, select
 
     native = gemm.get_method("native")
     gpu = gemm.Device("gpu", np, "test")
@@ -82,8 +83,13 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [0, 2], 16) is apply_lanes_gpu
     assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_lanes_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is None
-    assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is None
-    assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_direct_gpu
+    assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
+    assert select(native, gpu, None, 28, [3, 5, 8, 9, 12, 20], 16) is apply_dmma_gpu
+    assert select(native, gpu, None, 28, [2, 4, 5, 6, 7], 16) is None  # lowest target below bit 3
+    assert select(native, gpu, None, 28, [4, 5, 6, 7, 8], 8) is None  # complex64: no DMMA
+    assert select(native, gpu, None, 28, [3, 4, 5, 6, 7, 8, 9], 16) is None
+    assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
+    assert select(native, gpu, True, 28, [4, 5, 6, 7, 8], 8) is apply_direct_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 16) is apply_tiled_gpu
     assert select(native, gemm.resolve_device("cpu"), None, 28, [12], 16) is None
 
@@ -110,6 +116,82 @@ def test_lanes_shuffle_sources(rng, positions):
         out[lane] = sum(u[row, j] * v[src[j]] for j in range(1 << d))
     t = v.reshape((2,) * 5)
     axes = [4 - q for q in reversed(positions)]
+    ref = np.moveaxis(np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes)),
+                      list(range(d)), axes).reshape(-1)
+    assert np.abs(out - ref).max() < 1e-12
+
+
+SHAPES = {0: (8, 4, 1, 1, 2), 1: (16, 8, 4, 2, 4), 2: (16, 16, 8, 4, 4)}  # rows, k, A, B, C per lane
+
+
+def _mma(a_frag, b_frag, c_frag, shape):
+    """mma.m8n8k4 / m16n8k8 / m16n8k16 .row.col.f64 from per-lane fragments, laid out as the PTX ISA
+    says (g = lane / 4, t = lane % 4): a[i] = A[g + 8 (i & 1)][t + 4 (i >> 1)],
+    b[j] = B[t + 4 j][g], c[e] = C[g + 8 (e >> 1)][2 t + (e & 1)]."""
+    rows, k, af, bf, cf = SHAPES[shape]
+    a, b = np.zeros((rows, k)), np.zeros((k, 8))
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        for i in range(af):
+            a[g + 8 * (i & 1), t + 4 * (i >> 1)] = a_frag[lane][i]
+        for j in range(bf):
+            b[t + 4 * j, g] = b_frag[lane][j]
+    d = a @ b
+    return [[c_frag[lane][e] + d[(lane >> 2) + 8 * (e >> 1), 2 * (lane & 3) + (e & 1)] for e in range(cf)]
+            for lane in range(32)]
+
+
+@pytest.mark.parametrize("shape", [0, 1, 2])
+@pytest.mark.parametrize("gauss", [False, True])
+@pytest.mark.parametrize("positions", [[3, 4, 5, 6], [3, 5, 7, 8, 9], [4, 5, 6, 7, 9, 10]])
+def test_dmma_fragment_mapping(rng, positions, gauss, shape):
+    """The DMMA kernel's index arithmetic, replayed for every tile: U staged in fragment order,
+    V loaded per lane, row slices stored per lane; the result must be the gate."""
+    from qsim_tc.small_gate import dmma_shared_bytes
+
+    d = len(positions)
+    rows, kstep, af, bf, cf = SHAPES[shape]
+    dim = 1 << d
+    ns, kb_n = dim // rows, dim // kstep
+    n = max(positions) + 2
+    u = haar_unitary(dim, rng)
+    psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    afrag = np.empty(dim * dim, dtype=complex)  # shared memory: [slice][k-step][i][lane]
+    for f in range(dim * dim):
+        lane, i, kb, sl = f & 31, (f >> 5) % af, (f >> 5) // af % kb_n, (f >> 5) // af // kb_n
+        afrag[f] = u[sl * rows + (lane >> 2) + 8 * (i & 1), kb * kstep + (lane & 3) + 4 * (i >> 1)]
+    assert dmma_shared_bytes(d) == afrag.size * 16
+    off = [sum(((j >> b) & 1) << p for b, p in enumerate(positions)) for j in range(dim)]
+    out = psi.copy()
+    for tile in range(((1 << n) >> d) >> 3):
+        base = tile << 3
+        for p in positions:
+            base = ((base >> p) << (p + 1)) | (base & ((1 << p) - 1))
+        v = [[psi[base + off[ks * 4 + (lane & 3)] + (lane >> 2)] for ks in range(dim // 4)] for lane in range(32)]
+        for sl in range(ns):
+            rr, ii, im = ([[0.0] * cf for _ in range(32)] for _ in range(3))
+            for kb in range(kb_n):
+                a = [[afrag[((sl * kb_n + kb) * af + i) * 32 + lane] for i in range(af)] for lane in range(32)]
+                ar = [[x.real for x in row] for row in a]
+                ai = [[x.imag for x in row] for row in a]
+                br = [[v[lane][kb * bf + j].real for j in range(bf)] for lane in range(32)]
+                bi = [[v[lane][kb * bf + j].imag for j in range(bf)] for lane in range(32)]
+                rr = _mma(ar, br, rr, shape)
+                ii = _mma(ai, bi, ii, shape)
+                if gauss:
+                    sa = [[x + y for x, y in zip(p, q)] for p, q in zip(ar, ai)]
+                    sb = [[x + y for x, y in zip(p, q)] for p, q in zip(br, bi)]
+                    im = _mma(sa, sb, im, shape)
+                else:
+                    im = _mma(ai, br, _mma(ar, bi, im, shape), shape)
+            for lane in range(32):
+                for e in range(cf):
+                    row = sl * rows + (lane >> 2) + 8 * (e >> 1)
+                    re = rr[lane][e] - ii[lane][e]
+                    imv = im[lane][e] - rr[lane][e] - ii[lane][e] if gauss else im[lane][e]
+                    out[base + off[row] + 2 * (lane & 3) + (e & 1)] = re + 1j * imv
+    t = psi.reshape((2,) * n)
+    axes = [n - 1 - q for q in reversed(positions)]
     ref = np.moveaxis(np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes)),
                       list(range(d)), axes).reshape(-1)
     assert np.abs(out - ref).max() < 1e-12

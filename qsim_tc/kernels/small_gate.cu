@@ -245,3 +245,176 @@ apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
         }
     }
 }
+
+
+
+
+// Complex128 gates of 4..6 qubits on the FP64 tensor cores (DMMA), lowest target at bit 3 or
+// above. 8 neighbouring groups are then 8 consecutive amplitudes (128 bytes) for every target
+// combination; a warp takes NT such tiles. For each tile it holds the whole 2^D x 8 block V in
+// registers and computes out = U @ V one slice of rows at a time, storing each slice at once:
+// V is already in registers, so working in place is safe, and only one slice's accumulators
+// are live. PREFETCH loads the warp's next block before computing the current one (twice the
+// registers for V, loads always in flight).
+// SHAPE 0: mma.m8n8k4.f64 (8-row slices, k-steps of 4); 1: m16n8k8, 2: m16n8k16 (sm_90;
+// 16-row slices, k-steps of 8 or 16). Fragments (PTX ISA), g = lane / 4, t = lane % 4:
+//   A: a[i] = A[g + 8 (i & 1)][t + 4 (i >> 1)]   (1, 4 or 8 elements)
+//   B: b[j] = B[t + 4 j][g]                      (1, 2 or 4)
+//   C: c[e] = C[g + 8 (e >> 1)][2 t + (e & 1)]   (2, 4 or 4)
+// B is loaded straight from the state (8 lanes read one 128-byte run); U is staged in shared
+// memory in fragment order, so each A element is one conflict-free 16-byte read per lane.
+// Complex from real products: GAUSS = false takes four (Re = Ur Vr - Ui Vi, Im = Ur Vi + Ui Vr);
+// GAUSS = true three (P1 = Ur Vr, P2 = Ui Vi, P3 = (Ur + Ui)(Vr + Vi); Re = P1 - P2,
+// Im = P3 - P1 - P2). MINB: blocks of 256 threads per SM the registers are capped for;
+// MTU: slices computed together (more independent accumulation chains, more registers).
+template <int SHAPE> struct Dmma;
+template <> struct Dmma<0> {
+    static constexpr int ROWS = 8, KSTEP = 4, AF = 1, BF = 1, CF = 2;
+    static __device__ __forceinline__ void run(double (&c)[CF], const double (&a)[AF], const double (&b)[BF]) {
+        asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+            : "+d"(c[0]), "+d"(c[1]) : "d"(a[0]), "d"(b[0]));
+    }
+};
+template <> struct Dmma<1> {
+    static constexpr int ROWS = 16, KSTEP = 8, AF = 4, BF = 2, CF = 4;
+    static __device__ __forceinline__ void run(double (&c)[CF], const double (&a)[AF], const double (&b)[BF]) {
+        asm("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+            "{%0, %1, %2, %3};"
+            : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+            : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+    }
+};
+template <> struct Dmma<2> {
+    static constexpr int ROWS = 16, KSTEP = 16, AF = 8, BF = 4, CF = 4;
+    static __device__ __forceinline__ void run(double (&c)[CF], const double (&a)[AF], const double (&b)[BF]) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3};"
+            : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+            : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
+              "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
+    }
+};
+
+template <int D, int NT>
+struct DmmaBlock {
+    static constexpr int KS = (1 << D) / 4;  // rows of V per lane (k-steps of 4)
+    double re[NT][KS], im[NT][KS];
+    long long base[NT];
+};
+
+template <int D, int NT>
+__device__ __forceinline__ void dmma_load(DmmaBlock<D, NT>& v, const double2* sv, long long t0, long long n_tiles,
+                                          const int (&pos)[6], const long long* off, int t, int g)
+{
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const long long tile = t0 + nt < n_tiles ? t0 + nt : t0;  // a tail tile repeats t0; not stored
+        long long b = tile << 3;
+#pragma unroll
+        for (int q = 0; q < D; ++q) b = insert_zero(b, pos[q]);  // every pos >= 3: low bits stay 0
+        v.base[nt] = b;
+#pragma unroll
+        for (int ks = 0; ks < DmmaBlock<D, NT>::KS; ++ks) {
+            const double2 x = sv[b + off[ks * 4 + t] + g];
+            v.re[nt][ks] = x.x;
+            v.im[nt][ks] = x.y;
+        }
+    }
+}
+
+template <int D, int NT, bool GAUSS, int MINB, bool PREFETCH, int MTU, int SHAPE>
+__global__ void __launch_bounds__(256, MINB)
+apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long long n_tiles,
+           int p0, int p1, int p2, int p3, int p4, int p5)
+{
+    using M = Dmma<SHAPE>;
+    constexpr int DIM = 1 << D, NS = DIM / M::ROWS, KB = DIM / M::KSTEP, KS = DIM / 4;
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};
+    extern __shared__ double2 afrag[];  // DIM^2 x (Ur, Ui) in fragment order: [slice][k-step][i][lane]
+    __shared__ long long off[DIM];
+    for (int f = threadIdx.x; f < DIM * DIM; f += blockDim.x) {
+        const int l = f & 31, i = (f >> 5) % M::AF, kb = (f >> 5) / M::AF % KB, sl = (f >> 5) / M::AF / KB;
+        const int row = sl * M::ROWS + (l >> 2) + 8 * (i & 1), col = kb * M::KSTEP + (l & 3) + 4 * (i >> 1);
+        const cplx<double> m = matrix[row * DIM + col];
+        afrag[f] = make_double2(m.x, m.y);
+    }
+    for (int j = threadIdx.x; j < DIM; j += blockDim.x) {
+        long long o = 0;
+#pragma unroll
+        for (int b = 0; b < D; ++b) o |= (long long)((j >> b) & 1) << pos[b];
+        off[j] = o;
+    }
+    __syncthreads();
+    double2* sv = reinterpret_cast<double2*>(state);
+    const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long stride = (((long long)gridDim.x * blockDim.x) >> 5) * NT;
+    long long t0 = warp * NT;
+    DmmaBlock<D, NT> v;
+    if (t0 < n_tiles) dmma_load(v, sv, t0, n_tiles, pos, off, t, g);
+    for (; t0 < n_tiles; t0 += stride) {
+        DmmaBlock<D, NT> next;
+        if (PREFETCH && t0 + stride < n_tiles) dmma_load(next, sv, t0 + stride, n_tiles, pos, off, t, g);
+        double vs[GAUSS ? NT : 1][GAUSS ? KS : 1];
+        if (GAUSS) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int ks = 0; ks < KS; ++ks) vs[GAUSS ? nt : 0][GAUSS ? ks : 0] = v.re[nt][ks] + v.im[nt][ks];
+        }
+#pragma unroll MTU
+        for (int sl = 0; sl < NS; ++sl) {
+            double rr[NT][M::CF], ii[NT][M::CF], im[NT][M::CF];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < M::CF; ++e) rr[nt][e] = ii[nt][e] = im[nt][e] = 0;
+#pragma unroll
+            for (int kb = 0; kb < KB; ++kb) {
+                double ar[M::AF], ai[M::AF], as[M::AF];
+#pragma unroll
+                for (int i = 0; i < M::AF; ++i) {
+                    const double2 a = afrag[((sl * KB + kb) * M::AF + i) * 32 + lane];
+                    ar[i] = a.x;
+                    ai[i] = a.y;
+                    as[i] = a.x + a.y;
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    double br[M::BF], bi[M::BF], bs[M::BF];
+#pragma unroll
+                    for (int j = 0; j < M::BF; ++j) {
+                        br[j] = v.re[nt][kb * M::BF + j];
+                        bi[j] = v.im[nt][kb * M::BF + j];
+                        bs[j] = GAUSS ? vs[GAUSS ? nt : 0][GAUSS ? kb * M::BF + j : 0] : 0.0;
+                    }
+                    M::run(rr[nt], ar, br);
+                    M::run(ii[nt], ai, bi);
+                    if (GAUSS) {
+                        M::run(im[nt], as, bs);
+                    } else {
+                        M::run(im[nt], ar, bi);
+                        M::run(im[nt], ai, br);
+                    }
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                if (t0 + nt >= n_tiles) break;
+#pragma unroll
+                for (int h = 0; h < M::CF / 2; ++h) {
+                    double2* p = sv + v.base[nt] + off[sl * M::ROWS + g + 8 * h] + 2 * t;
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const int e = 2 * h + c;
+                        const double re = rr[nt][e] - ii[nt][e];
+                        const double imv = GAUSS ? im[nt][e] - rr[nt][e] - ii[nt][e] : im[nt][e];
+                        p[c] = make_double2(re, imv);
+                    }
+                }
+            }
+        }
+        if (PREFETCH) v = next;
+        else if (t0 + stride < n_tiles) dmma_load(v, sv, t0 + stride, n_tiles, pos, off, t, g);
+    }
+}
