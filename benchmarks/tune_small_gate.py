@@ -100,16 +100,21 @@ def main():
 
     engines = {}
 
-    def engine_gemm(u_h):
-        """The engine's GEMM path (small_gate_kernel=False) on a state of its own per size."""
+    def engine_gemm(u_h, kernel=False):
+        """The engine's GEMM path (small_gate_kernel=False; None: its default policy) on a state of
+        its own per size. A permutation the first call makes stays (the lazy layout), so repeated
+        calls time the product alone, as a circuit would see it."""
         def fn(st, nn, pos):
             sv = engines.get(nn)
             if sv is None or nn < 20:
                 sv = engines[nn] = StateVector(nn, device="gpu", data=st, dtype=st.dtype)
-            sv.apply(u_h, pos, small_gate_kernel=False)
+            sv.apply(u_h, pos, small_gate_kernel=kernel)
             if nn < 20:  # the correctness run: hand the result back
                 st[...] = sv.data()
         return fn
+
+    def engine_apply(u_h):
+        return engine_gemm(u_h, kernel=None)
 
     def reference(psi, n, u, pos):
         d = len(pos)
@@ -154,6 +159,15 @@ def main():
                 variants.append(("cublas (engine, no kernel)", mid, engine_gemm(u_h)))
                 if peer is not None:
                     variants.append(("custatevec", mid, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
+                # the default DMMA variant against the engine's other paths where targets sit low
+                for where, pos in (("bottom", bot), ("mixed", [0, 2, 4, 7, 9, 11][:d])):
+                    variants.append((f"dmma default {where}", pos,
+                                     lambda st, nn, pos: apply_dmma_gpu(st, nn, u_h, pos)))
+                    variants.append((f"engine {where}", pos, engine_apply(u_h)))
+                    variants.append((f"cublas {where}", pos, engine_gemm(u_h)))
+                    if peer is not None:
+                        variants.append((f"custatevec {where}", pos,
+                                         lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
             if args.only == "all":
                 variants += older_kernel_variants(d, dtype, u, mid, bot)
             if args.match:

@@ -11,8 +11,8 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
 * ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts with a
   target among the low bits.
 * ``apply_dmma``: complex128 gates of 4..6 qubits on the FP64 tensor cores (``mma.sync`` f64),
-  lowest target at bit 3 or above; a warp multiplies U by the 2^d x 8 block of 8 neighbouring
-  groups held in its registers. On the CUDA cores d = 5, 6 are bound by the FP64 FMA rate
+  at any target positions; a warp multiplies U by the 2^d x 8 block of 8 neighbouring groups
+  held in its registers. On the CUDA cores d = 5, 6 are bound by the FP64 FMA rate
   (2.1 and 4.1 ms at 28 qubits).
 
 They compute the same sums of products as the native method (the DMMA kernel's default forms
@@ -204,9 +204,9 @@ def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
 
 
 def fits_dmma(positions, itemsize: int) -> bool:
-    """True when the DMMA kernel serves these targets: complex128, d in DMMA_CONFIG, and the
-    lowest target at bit 3 or above (8 neighbouring groups are one 128-byte run)."""
-    return itemsize == 16 and len(positions) in DMMA_CONFIG and min(positions) >= 3
+    """True when the DMMA kernel serves these targets: complex128 and d in DMMA_CONFIG (any
+    positions: its loads and stores cover whole 32-byte sectors whatever the layout)."""
+    return itemsize == 16 and len(positions) in DMMA_CONFIG
 
 
 def apply_dmma_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: DmmaConfig | None = None):

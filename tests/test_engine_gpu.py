@@ -129,14 +129,16 @@ def test_low_target_kernels_match_cpu(cp, rng, dtype, tol):
                                     (1, True, 1, False, 1, 2), (1, True, 1, True, 1, 2), (2, True, 1, False, 1, 2)])
 @pytest.mark.parametrize("d", [4, 5, 6])
 def test_dmma_kernel_matches_cpu(cp, rng, d, kernel):
-    """The FP64 tensor-core kernel in several variants (both mma shapes, prefetch, Gauss, two tiles),
-    at scattered targets (lowest >= bit 3), on states with few tiles per warp and a tail."""
+    """The FP64 tensor-core kernel in several variants (three mma shapes, prefetch, Gauss, two
+    tiles), at targets at the bottom, in the middle and scattered among the low bits, on states
+    with few tiles per warp and a tail."""
     from qsim_tc.small_gate import DMMA_COMPILED, DmmaConfig, apply_dmma_gpu
 
     if (d, *kernel) not in DMMA_COMPILED:
         pytest.skip("variant not compiled for this d")
     config = DmmaConfig(*kernel, threads=128, blocks_per_sm=1)
-    for n, qs in ((12, list(range(3, 3 + d))), (13, [3, 5, 6, 8, 10, 12][:d]), (d + 3, list(range(3, 3 + d)))):
+    for n, qs in ((12, list(range(3, 3 + d))), (13, [3, 5, 6, 8, 10, 12][:d]), (d + 3, list(range(3, 3 + d))),
+                  (11, list(range(d))), (12, [0, 2, 3, 7, 9, 11][:d]), (13, [1, 4, 6, 7, 10, 12][:d]), (d + 3, list(range(d)))):
         psi = random_psi(n, rng)
         u = haar_unitary(1 << d, rng)
         g = cp.asarray(psi)
@@ -149,7 +151,7 @@ def test_dmma_kernel_matches_cpu(cp, rng, d, kernel):
 def test_dmma_is_the_default_for_wide_gates(cp, rng):
     n = 14
     psi = random_psi(n, rng)
-    for qs in ([3, 4, 5, 6, 7], [13, 4, 9, 6, 11, 8]):
+    for qs in ([3, 4, 5, 6, 7], [13, 4, 9, 6, 11, 8], [0, 1, 2, 3, 4], [5, 0, 2, 9, 1, 13]):
         u = haar_unitary(1 << len(qs), rng)
         g = StateVector(n, device="gpu", data=psi)
         info = g.apply(u, qs)

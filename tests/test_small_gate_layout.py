@@ -71,8 +71,8 @@ def test_swizzle_is_a_permutation(itemsize):
 
 def test_policy_picks_kernels_by_position():
     """The measured default policy: direct kernel when coalesced, tiled for low targets, GEMM
-    for four targets at the bottom and for d > 6; the DMMA kernel for complex128 d = 5, 6 with
-    the lowest target at bit 3 or above; nothing on the CPU or for emulated methods."""
+    for four targets at the bottom and for d > 6; the DMMA kernel for complex128 d = 5, 6; nothing
+    on the CPU or for emulated methods."""
     import gemm
     from qsim_tc.small_gate import apply_direct_gpu, apply_dmma_gpu, apply_lanes_gpu, apply_tiled_gpu, select
 
@@ -85,12 +85,13 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is None
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [3, 5, 8, 9, 12, 20], 16) is apply_dmma_gpu
-    assert select(native, gpu, None, 28, [2, 4, 5, 6, 7], 16) is None  # lowest target below bit 3
+    assert select(native, gpu, None, 28, [0, 1, 2, 3, 4], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [4, 5, 6, 7, 8], 8) is None  # complex64: no DMMA
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7, 8, 9], 16) is None
     assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
     assert select(native, gpu, True, 28, [4, 5, 6, 7, 8], 8) is apply_direct_gpu
-    assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 16) is apply_tiled_gpu
+    assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 16) is apply_dmma_gpu
+    assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 8) is apply_tiled_gpu
     assert select(native, gemm.resolve_device("cpu"), None, 28, [12], 16) is None
 
     class Emulated:
@@ -143,7 +144,7 @@ def _mma(a_frag, b_frag, c_frag, shape):
 
 @pytest.mark.parametrize("shape", [0, 1, 2])
 @pytest.mark.parametrize("gauss", [False, True])
-@pytest.mark.parametrize("positions", [[3, 4, 5, 6], [3, 5, 7, 8, 9], [4, 5, 6, 7, 9, 10]])
+@pytest.mark.parametrize("positions", [[3, 4, 5, 6], [0, 1, 2, 3, 4], [1, 2, 5, 7, 8], [0, 2, 3, 4, 6, 9]])
 def test_dmma_fragment_mapping(rng, positions, gauss, shape):
     """The DMMA kernel's index arithmetic, replayed for every tile: U staged in fragment order,
     V loaded per lane, row slices stored per lane; the result must be the gate."""
@@ -153,7 +154,7 @@ def test_dmma_fragment_mapping(rng, positions, gauss, shape):
     rows, kstep, af, bf, cf = SHAPES[shape]
     dim = 1 << d
     ns, kb_n = dim // rows, dim // kstep
-    n = max(positions) + 2
+    n = max(max(positions) + 2, d + 4)  # at least two tiles
     u = haar_unitary(dim, rng)
     psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
     afrag = np.empty(dim * dim, dtype=complex)  # shared memory: [slice][k-step][i][lane]
@@ -163,11 +164,14 @@ def test_dmma_fragment_mapping(rng, positions, gauss, shape):
     assert dmma_shared_bytes(d) == afrag.size * 16
     off = [sum(((j >> b) & 1) << p for b, p in enumerate(positions)) for j in range(dim)]
     out = psi.copy()
-    for tile in range(((1 << n) >> d) >> 3):
-        base = tile << 3
+    def group_base(grp):
         for p in positions:
-            base = ((base >> p) << (p + 1)) | (base & ((1 << p) - 1))
-        v = [[psi[base + off[ks * 4 + (lane & 3)] + (lane >> 2)] for ks in range(dim // 4)] for lane in range(32)]
+            grp = ((grp >> p) << (p + 1)) | (grp & ((1 << p) - 1))
+        return grp
+
+    for tile in range(((1 << n) >> d) >> 3):
+        v = [[psi[group_base(tile * 8 + (lane >> 2)) + off[ks * 4 + (lane & 3)]] for ks in range(dim // 4)]
+             for lane in range(32)]
         for sl in range(ns):
             rr, ii, im = ([[0.0] * cf for _ in range(32)] for _ in range(3))
             for kb in range(kb_n):
@@ -189,7 +193,7 @@ def test_dmma_fragment_mapping(rng, positions, gauss, shape):
                     row = sl * rows + (lane >> 2) + 8 * (e >> 1)
                     re = rr[lane][e] - ii[lane][e]
                     imv = im[lane][e] - rr[lane][e] - ii[lane][e] if gauss else im[lane][e]
-                    out[base + off[row] + 2 * (lane & 3) + (e & 1)] = re + 1j * imv
+                    out[group_base(tile * 8 + 2 * (lane & 3) + (e & 1)) + off[row]] = re + 1j * imv
     t = psi.reshape((2,) * n)
     axes = [n - 1 - q for q in reversed(positions)]
     ref = np.moveaxis(np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes)),

@@ -249,9 +249,10 @@ apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
 
 
 
-// Complex128 gates of 4..6 qubits on the FP64 tensor cores (DMMA), lowest target at bit 3 or
-// above. 8 neighbouring groups are then 8 consecutive amplitudes (128 bytes) for every target
-// combination; a warp takes NT such tiles. For each tile it holds the whole 2^D x 8 block V in
+// Complex128 gates of 4..6 qubits on the FP64 tensor cores (DMMA), at any target positions. A
+// tile is 8 neighbouring groups (8 consecutive amplitudes, 128 bytes, for every target
+// combination when the lowest target is at bit 3 or above; 64- or 32-byte runs otherwise); a
+// warp takes NT tiles. For each tile it holds the whole 2^D x 8 block V in
 // registers and computes out = U @ V one slice of rows at a time, storing each slice at once:
 // V is already in registers, so working in place is safe, and only one slice's accumulators
 // are live. PREFETCH loads the warp's next block before computing the current one (twice the
@@ -261,7 +262,7 @@ apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
 //   A: a[i] = A[g + 8 (i & 1)][t + 4 (i >> 1)]   (1, 4 or 8 elements)
 //   B: b[j] = B[t + 4 j][g]                      (1, 2 or 4)
 //   C: c[e] = C[g + 8 (e >> 1)][2 t + (e & 1)]   (2, 4 or 4)
-// B is loaded straight from the state (8 lanes read one 128-byte run); U is staged in shared
+// B is loaded straight from the state; U is staged in shared
 // memory in fragment order, so each A element is one conflict-free 16-byte read per lane.
 // Complex from real products: GAUSS = false takes four (Re = Ur Vr - Ui Vi, Im = Ur Vi + Ui Vr);
 // GAUSS = true three (P1 = Ur Vr, P2 = Ui Vi, P3 = (Ur + Ui)(Vr + Vi); Re = P1 - P2,
@@ -299,9 +300,18 @@ template <int D, int NT>
 struct DmmaBlock {
     static constexpr int KS = (1 << D) / 4;  // rows of V per lane (k-steps of 4)
     double re[NT][KS], im[NT][KS];
-    long long base[NT];
 };
 
+// The address of group `grp` (amplitude index with a zero inserted at every target position).
+template <int D>
+__device__ __forceinline__ long long group_base(long long grp, const int (&pos)[6]) {
+#pragma unroll
+    for (int q = 0; q < D; ++q) grp = insert_zero(grp, pos[q]);
+    return grp;
+}
+
+// Lane (g, t) loads rows 4 ks + t of group g of each tile. Any target layout is sector-complete:
+// address bit 0 is either the lowest target (toggled by t) or the lowest other bit (toggled by g).
 template <int D, int NT>
 __device__ __forceinline__ void dmma_load(DmmaBlock<D, NT>& v, const double2* sv, long long t0, long long n_tiles,
                                           const int (&pos)[6], const long long* off, int t, int g)
@@ -309,13 +319,10 @@ __device__ __forceinline__ void dmma_load(DmmaBlock<D, NT>& v, const double2* sv
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
         const long long tile = t0 + nt < n_tiles ? t0 + nt : t0;  // a tail tile repeats t0; not stored
-        long long b = tile << 3;
-#pragma unroll
-        for (int q = 0; q < D; ++q) b = insert_zero(b, pos[q]);  // every pos >= 3: low bits stay 0
-        v.base[nt] = b;
+        const long long b = group_base<D>(tile * 8 + g, pos);
 #pragma unroll
         for (int ks = 0; ks < DmmaBlock<D, NT>::KS; ++ks) {
-            const double2 x = sv[b + off[ks * 4 + t] + g];
+            const double2 x = sv[b + off[ks * 4 + t]];
             v.re[nt][ks] = x.x;
             v.im[nt][ks] = x.y;
         }
@@ -403,13 +410,13 @@ apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long lo
                 if (t0 + nt >= n_tiles) break;
 #pragma unroll
                 for (int h = 0; h < M::CF / 2; ++h) {
-                    double2* p = sv + v.base[nt] + off[sl * M::ROWS + g + 8 * h] + 2 * t;
+                    const long long row_off = off[sl * M::ROWS + g + 8 * h];
 #pragma unroll
-                    for (int c = 0; c < 2; ++c) {
+                    for (int c = 0; c < 2; ++c) {  // this lane holds columns (groups) 2t and 2t + 1
                         const int e = 2 * h + c;
                         const double re = rr[nt][e] - ii[nt][e];
                         const double imv = GAUSS ? im[nt][e] - rr[nt][e] - ii[nt][e] : im[nt][e];
-                        p[c] = make_double2(re, imv);
+                        sv[group_base<D>((t0 + nt) * 8 + 2 * t + c, pos) + row_off] = make_double2(re, imv);
                     }
                 }
             }
