@@ -74,7 +74,9 @@ class DmmaConfig(NamedTuple):
 
 # chosen from three interleaved rounds on one H200 (benchmarks/results/tune_dmma_h200.json):
 # d = 5 2.29-2.52 ms (cuStateVec 2.68-3.23), d = 6 3.07-3.48 ms (cuStateVec 3.00-3.34); at d = 4
-# the direct kernel (2.20 ms) beats every DMMA variant (2.26 ms and up)
+# the direct kernel (2.20 ms) beats every DMMA variant (2.26 ms and up) when the lowest target
+# is at bit 3 or above, and DMMA beats the tiled kernel and the rotating GEMM below that
+# (tune_dmma_placements_h200.json)
 DMMA_CONFIG = {4: DmmaConfig(2, True, 1, False, 1, 0, 256, 16),
                5: DmmaConfig(2, True, 2, False, 1, 0, 256, 16),
                6: DmmaConfig(2, True, 1, False, 1, 1, 256, 4)}
@@ -318,6 +320,8 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
         return apply_direct_gpu
     if fits_lanes(positions) and n_qubits >= 8:  # whole rounds of up to 8 x 32 amplitudes
         return apply_lanes_gpu
+    if d == 4 and fits_dmma(positions, itemsize):
+        return apply_dmma_gpu  # low targets, complex128: 2.2-2.35 ms against tiled 2.4-4.1, rotating GEMM 2.4
     if d == 4 and list(positions) == [0, 1, 2, 3]:
         return None  # the rotating bottom GEMM is faster here (measured)
     return apply_tiled_gpu

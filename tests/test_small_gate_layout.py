@@ -70,9 +70,9 @@ def test_swizzle_is_a_permutation(itemsize):
 
 
 def test_policy_picks_kernels_by_position():
-    """The measured default policy: direct kernel when coalesced, tiled for low targets, GEMM
-    for four targets at the bottom and for d > 6; the DMMA kernel for complex128 d = 5, 6; nothing
-    on the CPU or for emulated methods."""
+    """The measured default policy: direct kernel when coalesced, lanes or tiled for low targets
+    (DMMA for complex128 d = 4), GEMM for four complex64 targets at the bottom and for d > 6; the
+    DMMA kernel for complex128 d = 5, 6; nothing on the CPU or for emulated methods."""
     import gemm
     from qsim_tc.small_gate import apply_direct_gpu, apply_dmma_gpu, apply_lanes_gpu, apply_tiled_gpu, select
 
@@ -80,9 +80,13 @@ def test_policy_picks_kernels_by_position():
     gpu = gemm.Device("gpu", np, "test")
     assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
     assert select(native, gpu, None, 28, [0, 5], 16) is apply_tiled_gpu
+    assert select(native, gpu, None, 28, [0, 5], 8) is apply_tiled_gpu
+    assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
+    assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_tiled_gpu
     assert select(native, gpu, None, 28, [0, 2], 16) is apply_lanes_gpu
     assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_lanes_gpu
-    assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is None
+    assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
+    assert select(native, gpu, None, 28, [0, 1, 2, 3], 8) is None
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [3, 5, 8, 9, 12, 20], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3, 4], 16) is apply_dmma_gpu
