@@ -73,7 +73,8 @@ TABLE: tuple[CostRow, ...] = (
 # GPU, one H200 (cupy 14.2, cuBLAS 13.1), 28 qubits, complex128 unless said:
 # - native and native32: measured by `bench_qiskit.py costs --device gpu --qubits 28` (Haar gates on
 #   random qubit sets through the engine, permutations included; median of 8, of 4 for d >= 9;
-#   benchmarks/results/gate_costs_h200.json); native d = 12 from benchmarks/results/apply_h200.json
+#   benchmarks/results/gate_costs_h200.json; native d <= 8 again after the DMMA kernel took
+#   complex128 d = 5, 6: gate_costs_h200_dmma.json); native d = 12 from benchmarks/results/apply_h200.json
 #   (228-238 ms) plus 6 ms of permutation;
 # - int8 (13 slices) and int8-auto (T = 0): benchmarks/results/ozaki_h200.json, bottom
 #   orientation, plus 6 ms for the permutation a fused block on scattered qubits usually needs;
@@ -81,10 +82,11 @@ TABLE: tuple[CostRow, ...] = (
 _GPU = "NVIDIA H200, cupy 14.2, cuBLAS 13.1"
 TABLE += (
     CostRow("gpu", "complex128", "native", 28,
-            {1: 2.36, 2: 2.38, 3: 2.31, 4: 2.4, 5: 6.21, 6: 7.03, 7: 9.45, 8: 14.66, 9: 25.29, 10: 53.33,
+            {1: 2.53, 2: 2.51, 3: 2.51, 4: 2.49, 5: 2.65, 6: 3.12, 7: 9.72, 8: 14.9, 9: 25.29, 10: 53.33,
              12: 240.0},
-            machine=_GPU, source="bench_qiskit.py costs (gate_costs_h200.json); d=12 from apply_h200.json",
-            kernel_max_d=4),
+            machine=_GPU, source="bench_qiskit.py costs: d <= 8 gate_costs_h200_dmma.json (DMMA kernel for "
+                                 "d = 5, 6), d = 9, 10 gate_costs_h200.json; d=12 from apply_h200.json",
+            kernel_max_d=6),
     CostRow("gpu", "complex128", "int8", 28,
             {6: 49.13 + 6, 8: 64.35 + 6, 10: 162.75 + 6},
             machine=_GPU, source="ozaki_h200.json, splits=13, bottom"),
