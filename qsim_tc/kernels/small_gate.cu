@@ -16,8 +16,10 @@
 // Compile-time: Real (double/float), D, LOG_G, R (rows per thread). Run-time: the target layout
 // (computed by small_gate.py).
 
+// Aligned to its size, so that an amplitude is one 16-byte (8-byte) load or store: with the
+// natural alignment of T every access was split in two (ld.global.f64 x 2).
 template <typename T>
-struct cplx { T x, y; };
+struct __align__(2 * sizeof(T)) cplx { T x, y; };
 
 __device__ __forceinline__ long long insert_zero(long long x, int p) {
     return ((x >> p) << (p + 1)) | (x & ((1LL << p) - 1));
