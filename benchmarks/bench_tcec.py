@@ -228,7 +228,7 @@ def main(argv=None):
     payload = {"environment": env, "command": "python benchmarks/bench_tcec.py " + " ".join(given),
                "square_tile": tcec_gpu.SQUARE_TILE,
                "timing": "CUDA events around the whole gemm.matmul call, 1 warm-up, median of repeats",
-               "hh_chain": ts.HH_CHAIN, "debias_mode": ts.DEBIAS_MODE, "debias_beta": {f: ts.debias_beta(fmt=f) for f in ts.FORMATS},
+               "hh_chain": ts.HH_CHAIN, "debias_mode": ts.DEBIAS_MODE, "debias_beta": ts.debias_beta(),
                "rows": rows, "sweep": sweep_rows, "wall_s": time.time() - t0}
     if args.out:
         with open(args.out, "w") as f:

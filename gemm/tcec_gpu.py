@@ -89,7 +89,7 @@ def _compiled(device_id: int, fmt: str, scheme: str, tile: str, debias: bool, ch
             f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DMINB={minb}",
             f"-DHH_CHAIN={chain}", f"-DDEBIAS={debias_id}",
             f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f",
-            f"-DDEBIAS_BETA={_f32_hex(ts.debias_beta(chain, fmt) * 2.0**LO_SHIFT)}")
+            f"-DDEBIAS_BETA={_f32_hex(ts.debias_beta(chain) * 2.0**LO_SHIFT)}")
     mod = cupy.RawModule(code=_source(), options=opts)
     gemm_k = mod.get_function("tcec_gemm")
     gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, scheme)

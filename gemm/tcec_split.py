@@ -227,30 +227,19 @@ HH_CHAIN = 1  # hi*hi k-steps summed inside the tensor core before the RN additi
 DEBIAS_MODE = "epilogue"  # "product": each hi*hi result's own loss, per k-step; "epilogue": beta * sum
 CHAIN_LOSS = {1: 1.0, 2: 1.4}  # expected loss of a chain's results, relative to one result of its sum
 MEAN_INV_MANTISSA = 1.0 / (2.0 * math.log(2.0))  # E[2^e / |x|] for log-uniform (Benford) significands
-# Debias factor per format, over the 3/8-ulp model. The hi*hi sums alone lose more than the model
-# counts, 1.03x (TF32) and 1.14x (FP16: an instruction sums 16 products against TF32's 8, and
-# terms far below the largest are cut toward zero too) on gate-shaped data
-# (benchmarks/calibrate_debias.py); but the rest of the path (the correction accumulator's own
-# truncation, the FP16 split) moves the result the other way, by an amount not modelled yet.
-# The factors are therefore set from what users see, the norm drift of complex64 brickworks
-# (16 qubits, d = 4, depth 10, 8 seeds, CPU model = GPU bit for bit): FP16 (tc-auto) mean drift
-# -8.8e-8 at 1.0, +7.3e-8 at 1.14, -5.7e-9 at 1.07 (native CGEMM -5.5e-9); TF32 +1.5e-8 at 1.0,
-# +4.9e-8 at 1.03.
-FORMAT_LOSS = {"tf32": 1.0, "fp16": 1.07}
 
 
-def debias_beta(chain: int | None = None, fmt: str = "tf32") -> float:
+def debias_beta(chain: int | None = None) -> float:
     """Relative expected truncation loss of the hi*hi sum, added back in the epilogue as ``beta * acc``.
 
     A tensor-core result ``x`` loses ``sign(x) 3/8 ulp(x) = 3/8 2^-23 x 2^e/|x|`` on average; with
     significands spread as in generic data, ``E[2^e/|x|] = 1/(2 ln 2)``, so the loss of a sum of
     results is ``3/8 2^-23 / (2 ln 2)`` times the sum. In a chain of two instructions the first
     result (on average half of the pair's sum) is truncated twice: up to 1.5 times that; measured
-    1.38 on a brickwork circuit, 1.52 on Gaussian data; 1.4 is used (:data:`CHAIN_LOSS`). The
-    format's measured factor (:data:`FORMAT_LOSS`) multiplies it.
+    1.38 on a brickwork circuit, 1.52 on Gaussian data; 1.4 is used (:data:`CHAIN_LOSS`).
     """
     chain = HH_CHAIN if chain is None else chain
-    return DEBIAS_FRACTION * MEAN_INV_MANTISSA * 2.0**-23 * CHAIN_LOSS[chain] * FORMAT_LOSS[fmt]
+    return DEBIAS_FRACTION * MEAN_INV_MANTISSA * 2.0**-23 * CHAIN_LOSS[chain]
 
 
 def tc_mma(c: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -320,8 +309,7 @@ def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, debias: bool) -> np.ndarr
     with np.errstate(invalid="ignore", over="ignore"):
         acc64 = acc.astype(np.float64)
         if debias and DEBIAS_MODE == "epilogue":  # into the correction, 2^11 larger there: fma(acc, beta 2^11, cor)
-            cor = (acc64 * float(np.float32(debias_beta(fmt=fmt) * 2.0**LO_SHIFT))
-                   + cor.astype(np.float64)).astype(np.float32)
+            cor = (acc64 * float(np.float32(debias_beta() * 2.0**LO_SHIFT)) + cor.astype(np.float64)).astype(np.float32)
         fixed = (acc64 + cor.astype(np.float64) * 2.0**-LO_SHIFT).astype(np.float32)
     return np.where(np.isfinite(acc), fixed, acc)
 
