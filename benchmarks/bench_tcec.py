@@ -109,7 +109,8 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
         native_ms = None
         todo = [(m, {}) for m in methods]
         if variants and kind == "bottom" and d == 10:
-            todo += [("tf32tf32", {"debias": False}), ("halfhalf", {"debias": False})]
+            todo += [("tf32tf32", {"debias": False}), ("halfhalf", {"debias": False}),
+                     ("tf32tf32", {"ec_product": "fused"}), ("halfhalf", {"ec_product": "fused"})]
         for method, opts in todo:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -202,7 +203,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--variants", action="store_true", help="also time the debias=False variants at d=10")
+    p.add_argument("--variants", action="store_true", help="also time debias=False and ec_product='fused' at d=10")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--square-tile", default=None, help="tile of large products (gemm.tcec_gpu.TILES)")

@@ -16,6 +16,8 @@
 //              the hi*hi results added back, per product (DEBIAS 1) or in the epilogue (DEBIAS 2))
 //           1: plain (hi*hi accumulated inside the tensor core)
 //           2: Markidis (hi*hi + lo*hi + hi*lo + lo*lo, all inside the tensor core, lo unscaled)
+//           3: error-corrected, hybrid: the hi*hi part as in mode 0; lo*hi + hi*lo come computed
+//              (by cuBLAS) in `ccor` and are added in the epilogue, as mode 0 adds its accumulator
 //   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration
 //   DEBIAS, DEBIAS_SCALE, DEBIAS_BETA: add back the expected truncation loss (3/8 ulp) of the
 //           hi*hi results: 1: from each result's exponent, in the k loop (3 instructions per
@@ -57,7 +59,8 @@
 #define WN (BN / WARPS_N)
 #define MT (WM / 16)
 #define NT (WN / 8)
-#define USE_LO (MODE != 1)
+#define USE_LO (MODE == 0 || MODE == 2)
+#define EC (MODE == 0 || MODE == 3)
 #ifndef DEBIAS
 #define DEBIAS 1       // 0: off; 1: each hi*hi result's own loss (its exponent), per k-step; 2: in the epilogue
 #endif
@@ -74,6 +77,9 @@
 #endif
 #if HH_CHAIN == 2 && DEBIAS == 1
 #error "DEBIAS 1 (per product) needs HH_CHAIN 1"
+#endif
+#if MODE == 3 && DEBIAS == 1
+#error "MODE 3 (hybrid) has no correction accumulator in the k loop: DEBIAS 0 or 2"
 #endif
 #ifndef DEBIAS_SCALE
 #define DEBIAS_SCALE 0x1.8p-13f   // 3/8 ulp = 2^e * 3/8 * 2^-23, times 2^11 (correction scale)
@@ -277,11 +283,13 @@ __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0
 //          parts of complex row i = tile/2 + g; writes (re, im) at C + b*sc + 2*(i*ldc + n), i < M.
 //   vec: C, ldc and sc allow 8-byte (epi 0) / 16-byte (epi 1) stores.
 //   n_fast: tile order with n fastest (A reused from L2) or m fastest.
+//   ccor (MODE 3): lo*hi + hi*lo of the padded real product, row-major (Mp x ldcc floats, batch
+//          stride scc), in the correction's units (lo scaled by 2^11); unused otherwise.
 extern "C" __global__ void __launch_bounds__(NTHREADS, MINB)
 tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32* __restrict__ b_hi,
           const u32* __restrict__ b_lo, float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m,
           i64 tiles_n, i64 sa, i64 sb, i64 sc, i64 ldc, int epi, int vec, int n_fast, float corr_scale,
-          float out_scale_a, float out_scale_b) {
+          float out_scale_a, float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc) {
     extern __shared__ __align__(16) u32 smem[];
     const i64 tiles = tiles_m * tiles_n;
     const i64 bz = blockIdx.x / tiles;
@@ -398,7 +406,7 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
             }
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
-#if MODE == 0
+#if EC
 #if HH_CHAIN == 2
                 // the hi*hi products of the stage's two k-steps are summed inside the tensor core
                 // (the first from zero), then added to the FP32 accumulator (round to nearest)
@@ -430,10 +438,12 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
 #endif
                 }
 #endif
+#if MODE == 0
                 mma(cor[i][j], al[0], bh[0][j], cor[i][j]);
                 mma(cor[i][j], ah[0], bl[0][j], cor[i][j]);
                 mma(cor[i][j], al[1], bh[1][j], cor[i][j]);
                 mma(cor[i][j], ah[1], bl[1][j], cor[i][j]);
+#endif
 #elif MODE == 1
                 mma(acc[i][j], ah[0], bh[0][j], acc[i][j]);
                 mma(acc[i][j], ah[1], bh[1][j], acc[i][j]);
@@ -461,15 +471,21 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 float x = acc[i][j][q];
+#if EC
 #if MODE == 0
+                const float cv = cor[i][j][q];
+#else
+                const float cv = ccor[bz * scc + (tm * BM + wm * WM + i * 16 + g + 8 * (q >> 1)) * ldcc
+                                      + tn * BN + wn * WN + j * 8 + 2 * t + (q & 1)];
+#endif
                 // a non-finite hi*hi sum is the IEEE result; corrections could only turn Inf into NaN
                 if (finite_f(x)) {
 #if DEBIAS == 2
                     // the expected truncation loss of all hi*hi results, beta * x, goes through the
                     // correction (DEBIAS_BETA = beta 2^11) so that it is not rounded away
-                    x = __fmaf_rn(__fmaf_rn(x, DEBIAS_BETA, cor[i][j][q]), corr_scale, x);
+                    x = __fmaf_rn(__fmaf_rn(x, DEBIAS_BETA, cv), corr_scale, x);
 #else
-                    x = __fmaf_rn(cor[i][j][q], corr_scale, x);
+                    x = __fmaf_rn(cv, corr_scale, x);
 #endif
                 }
 #endif

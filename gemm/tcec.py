@@ -10,9 +10,12 @@ rest, scaled by 2^11 (``gemm.tcec_split``):
 On the GPU (``gemm/tcec.cu``) each k-step's hi*hi product is computed from zero on the tensor
 core (mma.sync m16n8k8 TF32 / m16n8k16 FP16), two k-steps are added together and then to an FP32
 register accumulator with round-to-nearest, because the tensor core's own accumulation truncates (round toward zero) and
-that, not the split, is what costs the accuracy. The two correction products share a second
-accumulator inside the tensor core, added at the end. On the CPU the same split is done bit for
-bit and the products are emulated in float64 block by block (``gemm.tcec_split.emulate``).
+that, not the split, is what costs the accuracy. The two correction products (2^-11 of the
+result, so their own truncation does not matter) are computed by cuBLAS on the tensor cores,
+``ec_product="hybrid"``, the default, and added in the kernel's epilogue; ``ec_product="fused"``
+computes them in the kernel instead, in a second tensor-core accumulator (the model the CPU path
+emulates bit for bit). On the CPU the same split is done bit for bit and the products are
+emulated in float64 block by block (``gemm.tcec_split.emulate``).
 
 Methods (all keep a complex64 state in the simulator: ``precision = "fp32"``):
 
@@ -65,6 +68,7 @@ class FP16RangeWarning(RuntimeWarning):
 
 
 ON_RANGE = ("warn", "raise")
+EC_PRODUCTS = ("hybrid", "fused")
 
 
 class TensorCoreMethod(Method):
@@ -90,11 +94,15 @@ class TensorCoreMethod(Method):
         mm, nn, kk = (m, 2 * n, 2 * k) if c else (m, n, k)
         if device == "cpu":
             return int(4 * (3 * (mm * kk + kk * nn) + mm * nn) + 4 * ts._CHUNK_BYTES)
-        return tcec_gpu.workspace_bytes(mm, nn, kk, 1, 1, self.fmt or "tf32", self.scheme)
+        return tcec_gpu.workspace_bytes(mm, nn, kk, 1, 1, self.fmt or "tf32", self.scheme,
+                                        opts.get("ec_product", "hybrid"))
 
-    def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn", debias=ts.DEBIAS):
+    def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn", debias=ts.DEBIAS,
+             ec_product="hybrid"):
         if on_range not in ON_RANGE:
             raise ValueError(f"on_range={on_range!r} is not valid; expected one of {', '.join(ON_RANGE)}")
+        if ec_product not in EC_PRODUCTS:
+            raise ValueError(f"ec_product={ec_product!r} is not valid; expected one of {', '.join(EC_PRODUCTS)}")
         if not isinstance(debias, (bool, np.bool_)):
             raise TypeError(f"debias must be True or False, got {debias!r}")
         acc = (bool(debias),)
@@ -104,7 +112,7 @@ class TensorCoreMethod(Method):
         report.choices["scheme"] = self.scheme
         if ops.xp is np:
             return self._run_cpu(ops, report, timer, on_range, acc)
-        return self._run_gpu(ops, report, timer, on_range, acc)
+        return self._run_gpu(ops, report, timer, on_range, acc, ec_product)
 
     # ------------------------------------------------------------------ checks
 
@@ -175,7 +183,7 @@ class TensorCoreMethod(Method):
         report.choices["form"] = "real (cpu emulation)"
         return c
 
-    def _run_gpu(self, ops, report, timer, on_range, acc):
+    def _run_gpu(self, ops, report, timer, on_range, acc, ec_product):
         from gemm import tcec_gpu  # noqa: PLC0415 - imports cupy lazily through its functions
 
         cp = ops.xp
@@ -188,10 +196,10 @@ class TensorCoreMethod(Method):
                 ranges = tcec_gpu.exponent_ranges(cp, plan, probe_fmt, self.scheme,
                                                   tcec_gpu.tile_config(plan.m, plan.n)).get()
         fmt, scales = self._decide(ranges, ops, report, on_range)
-        return tcec_gpu.run(cp, ops, plan, fmt, self.scheme, scales, timer, report, *acc)
+        return tcec_gpu.run(cp, ops, plan, fmt, self.scheme, scales, timer, report, *acc, ec_product=ec_product)
 
 
-_EC_OPTIONS = {"downcast": False, "debias": ts.DEBIAS}
+_EC_OPTIONS = {"downcast": False, "debias": ts.DEBIAS, "ec_product": "hybrid"}
 
 
 class TF32TF32(TensorCoreMethod):

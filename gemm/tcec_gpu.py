@@ -1,6 +1,7 @@
 """GPU path of the error-corrected TF32/FP16 methods: stages around the kernels of ``tcec.cu``.
 
 range (FP16 only; one small host read) -> split (hi/lo workspaces, K-contiguous, zero padded)
+-> [corrections: lo*hi + hi*lo through cuBLAS, error-corrected "hybrid" product]
 -> product (``tcec_gemm``, mma.sync) into a fresh output.
 
 Operand forms. The kernel computes a real ``C = A @ B`` from workspaces ``A (m', k')`` and
@@ -40,7 +41,8 @@ TILES = {
 TILE_MIN_BLOCKS = {"half2": 2}
 SROW = 24
 BKW = 16
-MODES = {"ec": 0, "plain": 1, "markidis": 2}
+MODES = {"ec": 0, "plain": 1, "markidis": 2, "ec-hybrid": 3}
+EC_PRODUCTS = ("hybrid", "fused")  # ec: corrections by cuBLAS (mode 3), or in the kernel (mode 0)
 FMT_IDS = {"tf32": 0, "fp16": 1}
 
 
@@ -58,9 +60,10 @@ def tile_config(m: int, n: int) -> str:
     return SQUARE_TILE
 
 
-def smem_bytes(tile: str, scheme: str) -> int:
+def smem_bytes(tile: str, mode: str) -> int:
+    """Dynamic shared memory of the product kernel; the modes without lo parts stage half."""
     bm, bn, _, _, stages = TILES[tile]
-    return stages * (1 if scheme == "plain" else 2) * (bm + bn) * SROW * 4
+    return stages * (1 if mode in ("plain", "ec-hybrid") else 2) * (bm + bn) * SROW * 4
 
 
 @functools.lru_cache(maxsize=None)
@@ -72,27 +75,28 @@ def _f32_hex(x: float) -> str:
     return float(np.float32(x)).hex() + "f"
 
 
-def _kernels(device_id: int, fmt: str, scheme: str, tile: str, debias: bool = True):
-    """(range, split, gemm) kernels for one configuration, compiled once per process and device;
-    the accumulation constants are read from ``gemm.tcec_split`` (the CPU emulation uses the same)."""
-    return _compiled(device_id, fmt, scheme, tile, debias, ts.HH_CHAIN, ts.DEBIAS_MODE)
+def _kernels(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True):
+    """(range, split, gemm) kernels for one configuration (``mode``: a scheme, or "ec-hybrid"),
+    compiled once per process and device; the accumulation constants are read from
+    ``gemm.tcec_split`` (the CPU emulation uses the same)."""
+    return _compiled(device_id, fmt, mode, tile, debias, ts.HH_CHAIN, ts.DEBIAS_MODE)
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled(device_id: int, fmt: str, scheme: str, tile: str, debias: bool, chain: int, debias_mode: str):
+def _compiled(device_id: int, fmt: str, mode: str, tile: str, debias: bool, chain: int, debias_mode: str):
     import cupy  # noqa: PLC0415
 
     bm, bn, wm, wn, stages = TILES[tile]
     minb = TILE_MIN_BLOCKS.get(tile, 1)
     debias_id = 0 if not debias else (1 if debias_mode == "product" else 2)
-    opts = ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[scheme]}", f"-DBM={bm}", f"-DBN={bn}",
+    opts = ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[mode]}", f"-DBM={bm}", f"-DBN={bn}",
             f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DMINB={minb}",
             f"-DHH_CHAIN={chain}", f"-DDEBIAS={debias_id}",
             f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f",
             f"-DDEBIAS_BETA={_f32_hex(ts.debias_beta(chain) * 2.0**LO_SHIFT)}")
     mod = cupy.RawModule(code=_source(), options=opts)
     gemm_k = mod.get_function("tcec_gemm")
-    gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, scheme)
+    gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, mode)
     return mod.get_function("tcec_range"), mod.get_function("tcec_split"), gemm_k
 
 
@@ -235,28 +239,74 @@ def _split(cp, op: Operand, rows_p: int, k_p: int, fmt: str, scheme: str, tile: 
     return hi, lo, kw
 
 
-def workspace_bytes(plan_m: int, plan_n: int, plan_k: int, batch_a: int, batch_b: int, fmt: str, scheme: str) -> int:
+def workspace_bytes(plan_m: int, plan_n: int, plan_k: int, batch_a: int, batch_b: int, fmt: str, scheme: str,
+                    ec_product: str = "hybrid") -> int:
+    """hi/lo workspaces of both operands, plus the hybrid product's correction term (one float
+    per padded output element)."""
     bm, bn, _, _, _ = TILES[tile_config(plan_m, plan_n)]
     kp = _pad(plan_k, BKW * (1 if fmt == "tf32" else 2))
     words = kp // (1 if fmt == "tf32" else 2)
-    return 4 * 2 * words * (batch_a * _pad(plan_m, bm) + batch_b * _pad(plan_n, bn))
+    total = 4 * 2 * words * (batch_a * _pad(plan_m, bm) + batch_b * _pad(plan_n, bn))
+    if scheme == "ec" and ec_product == "hybrid":
+        total += 4 * max(batch_a, batch_b) * _pad(plan_m, bm) * _pad(plan_n, bn)
+    return total
+
+
+_CUDA_R_32F, _CUDA_R_16F = 0, 2
+_CUBLAS_COMPUTE_32F, _CUBLAS_COMPUTE_32F_FAST_TF32 = 68, 77
+_OP_N, _OP_T = 0, 1
+_F32_ONE, _F32_ZERO = np.array(1, np.float32), np.array(0, np.float32)
+
+
+def _corrections(cp, fmt, a_hi, a_lo, b_hi, b_lo, ccor, m_p, n_p, kw, sa, sb, batch):
+    """``ccor = A_lo B_hi^T + A_hi B_lo^T`` (row-major m_p x n_p floats per batch) through cuBLAS.
+
+    The workspaces are K-contiguous rows, i.e. column-major (k x rows): the TN layout cuBLAS runs
+    fastest. The parts are exact in TF32/FP16, so cuBLAS's tensor cores multiply them exactly;
+    its in-core accumulation truncates, as the fused kernel's correction accumulator does (these
+    terms are 2^-11 of the result). Two calls, the second accumulating (beta = 1).
+    """
+    from cupy.cuda import cublas, device  # noqa: PLC0415
+
+    handle = device.get_cublas_handle()
+    cublas.setPointerMode(handle, 0)  # host scalars
+    epw = 1 if fmt == "tf32" else 2  # elements per 32-bit word
+    k = kw * epw
+    dtype = _CUDA_R_32F if fmt == "tf32" else _CUDA_R_16F
+    compute = _CUBLAS_COMPUTE_32F_FAST_TF32 if fmt == "tf32" else _CUBLAS_COMPUTE_32F
+    for bw, aw, beta in ((b_hi, a_lo, _F32_ZERO), (b_lo, a_hi, _F32_ONE)):
+        if batch == 1:
+            cublas.gemmEx(handle, _OP_T, _OP_N, n_p, m_p, k, _F32_ONE.ctypes.data, bw.data.ptr, dtype, k,
+                          aw.data.ptr, dtype, k, beta.ctypes.data, ccor.data.ptr, _CUDA_R_32F, n_p, compute, -1)
+        else:
+            cublas.gemmStridedBatchedEx(
+                handle, _OP_T, _OP_N, n_p, m_p, k, _F32_ONE.ctypes.data, bw.data.ptr, dtype, k, sb * epw,
+                aw.data.ptr, dtype, k, sa * epw, beta.ctypes.data, ccor.data.ptr, _CUDA_R_32F, n_p, m_p * n_p,
+                batch, compute, -1)
 
 
 def _pad(x: int, q: int) -> int:
     return -(-x // q) * q
 
 
-def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], timer, report, debias: bool = True):
-    """Split both operands and run the product; returns C (complex64 or float32, ops.out_shape)."""
+def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], timer, report, debias: bool = True,
+        ec_product: str = "hybrid"):
+    """Split both operands and run the product; returns C (complex64 or float32, ops.out_shape).
+
+    ``ec_product`` (error-corrected scheme only): ``"hybrid"`` computes lo*hi + hi*lo with cuBLAS
+    (tensor cores at cuBLAS's rate) and the hi*hi part, whose accumulation needs round-to-nearest,
+    in the kernel; ``"fused"`` computes all three in the kernel (the CPU emulation's model).
+    """
+    mode = "ec-hybrid" if scheme == "ec" and ec_product == "hybrid" else scheme
     tile = tile_config(plan.m, plan.n)
     bm, bn, wm, wn, _ = TILES[tile]
     kq = BKW * (1 if fmt == "tf32" else 2)
     k_p = _pad(plan.k, kq)
     m_p, n_p = _pad(plan.m, bm), _pad(plan.n, bn)
     with timer.stage("split"):
-        a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, scheme, tile, scales[0])
-        b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, scheme, tile, scales[1])
-    _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, scheme, tile, debias)
+        a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, mode, tile, scales[0])
+        b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, mode, tile, scales[1])
+    _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, mode, tile, debias)
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
     c = cp.empty(ops.out_shape, out_dtype)
     batch = ops.batch or 1
@@ -267,14 +317,23 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     vec = int(plan.ldc % 2 == 0 and sc % (4 if plan.epi else 2) == 0)
     a_big = plan.a.batch * plan.a.rows * plan.a.units >= plan.b.batch * plan.b.rows * plan.b.units
     nthreads = wm * wn * 32
+    ccor, scc = c, 0  # unused unless hybrid
+    if mode == "ec-hybrid":
+        ccor = cp.empty(batch * m_p * n_p, cp.float32)
+        scc = m_p * n_p if batch > 1 else 0
+        with timer.stage("corrections"):
+            _corrections(cp, fmt, a_hi, a_lo, b_hi, b_lo, ccor, m_p, n_p, kw, sa, sb, batch)
     with timer.stage("product"):
         gemm_k((batch * tiles_m * tiles_n, 1, 1), (nthreads, 1, 1),
                (a_hi, a_lo, b_hi, b_lo, c, np.int64(plan.m_out), np.int64(plan.n_out), np.int64(kw),
                 np.int64(tiles_m), np.int64(tiles_n), np.int64(sa), np.int64(sb), np.int64(sc),
                 np.int64(plan.ldc), np.int32(plan.epi), np.int32(vec), np.int32(a_big),
-                np.float32(pow2(-LO_SHIFT)), np.float32(pow2(-scales[0])), np.float32(pow2(-scales[1]))),
-               shared_mem=smem_bytes(tile, scheme))
+                np.float32(pow2(-LO_SHIFT)), np.float32(pow2(-scales[0])), np.float32(pow2(-scales[1])),
+                ccor, np.int64(n_p), np.int64(scc)),
+               shared_mem=smem_bytes(tile, mode))
     report.choices["form"] = plan.form
     report.choices["tile"] = f"{tile} {bm}x{bn}"
-    report.workspace_bytes = 2 * int(a_hi.nbytes + b_hi.nbytes)
+    if scheme == "ec":
+        report.choices["ec_product"] = ec_product
+    report.workspace_bytes = 2 * int(a_hi.nbytes + b_hi.nbytes) + (int(ccor.nbytes) if mode == "ec-hybrid" else 0)
     return c

@@ -99,10 +99,26 @@ def test_gpu_markidis_grows_with_k(cp, rng):
 
 def test_gpu_matches_cpu_emulation(cp, rng):
     a, b = _pair(1, 40, 300, 24, rng)
-    for method in ("tf32tf32", "halfhalf", "tf32", "markidis"):
-        g = _run(cp.asarray(a), cp.asarray(b), method)[0].get()
+    for method, kw in (("tf32tf32", {"ec_product": "fused"}), ("halfhalf", {"ec_product": "fused"}),
+                       ("tf32tf32", {}), ("halfhalf", {}), ("tf32", {}), ("markidis", {})):
+        g = _run(cp.asarray(a), cp.asarray(b), method, **kw)[0].get()
         c = _run(a, b, method)[0]
-        assert np.linalg.norm(g - c) / np.linalg.norm(c) < 3e-7, method
+        assert np.linalg.norm(g - c) / np.linalg.norm(c) < 3e-7, (method, kw)
+
+
+@pytest.mark.parametrize("method", ["tf32tf32", "halfhalf"])
+def test_gpu_hybrid_matches_fused(method, cp, rng):
+    """The corrections through cuBLAS (hybrid, the default) against the fused kernel, on every
+    shape case: both as accurate, and apart only by the truncation of the 2^-11 correction terms."""
+    for name, (a, b) in _shape_cases(cp, rng).items():
+        ch, rh = _run(a, b, method)
+        cf, rf = _run(a, b, method, ec_product="fused")
+        assert rh.choices["ec_product"] == "hybrid" and rf.choices["ec_product"] == "fused"
+        ref = cp.matmul(_wide(a), _wide(b))
+        r_h, r_f = _res(ch, ref, cp), _res(cf, ref, cp)
+        assert r_h < 2e-6 and r_h <= 1.2 * r_f + 1e-8, (name, r_h, r_f)
+        assert _res(ch, _wide(cf), cp) < 1e-6, name
+        assert "corrections" in rh.stages and rh.workspace_bytes > rf.workspace_bytes, name
 
 
 def _shape_cases(cp, rng):
