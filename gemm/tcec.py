@@ -71,6 +71,12 @@ ON_RANGE = ("warn", "raise")
 EC_PRODUCTS = ("hybrid", "fused")
 
 
+def _gpu():
+    from gemm import tcec_gpu  # noqa: PLC0415 - cupy only when a cupy array arrives
+
+    return tcec_gpu
+
+
 class TensorCoreMethod(Method):
     """Common part of the TF32/FP16 methods: FP32 coercion, FP16 range plan, CPU or GPU path."""
 
@@ -157,7 +163,8 @@ class TensorCoreMethod(Method):
             lines = []
             for name, x, e, ok in (("a", ops.a, ea, fa), ("b", ops.b, eb, fb)):
                 if not ok:
-                    frac = ts.count_below(x, e, xp) / (x.size * parts)
+                    below = ts.count_below(x, e) if xp is np else _gpu().count_below(xp, x, e)
+                    frac = below / (x.size * parts)
                     report.choices[f"fp16_out_of_range_{name}"] = frac
                     lines.append(f"{frac:.3g} of the elements of {name} fall below FP16's normal range "
                                  f"after scaling by 2^{e}")

@@ -140,35 +140,15 @@ def plan_fp16(emax: int, emin: int, nonzero: int) -> tuple[int, bool]:
     return e, fits
 
 
-def count_below(x, scale_exp: int, xp=np) -> int:
+def count_below(x: np.ndarray, scale_exp: int) -> int:
     """Number of nonzero elements (real and imaginary parts counted apart) below FP16's normal range
-    once scaled by ``2^scale_exp``.
-
-    On the GPU one fused reduction per part, with no temporaries (abs and the two masks of a
-    2 GB state took 11 ms); one host read per part.
-    """
+    once scaled by ``2^scale_exp`` (numpy; ``gemm.tcec_gpu.count_below`` on the GPU)."""
     thr = 2.0 ** (FP16_MIN_EXP - scale_exp)
-    parts = (x.real, x.imag) if x.dtype.kind == "c" else (x,)
     total = 0
-    for p in parts:
-        if xp is np:
-            ap = np.abs(p)
-            total += int(np.count_nonzero((ap < thr) & (ap != 0)))
-        else:
-            total += int(_count_below_kernel(xp)(p, p.dtype.type(thr)))
+    for p in ((x.real, x.imag) if x.dtype.kind == "c" else (x,)):
+        ap = np.abs(p)
+        total += int(np.count_nonzero((ap < thr) & (ap != 0)))
     return total
-
-
-_COUNT_BELOW = {}
-
-
-def _count_below_kernel(cp):
-    """cupy ReductionKernel: count of x with 0 < |x| < thr (strided views allowed)."""
-    if "k" not in _COUNT_BELOW:
-        _COUNT_BELOW["k"] = cp.ReductionKernel(
-            "T x, T thr", "int64 y", "(x != 0 && fabs(x) < thr) ? 1 : 0", "a + b", "y = a", "0",
-            "qsim_tc_count_below")
-    return _COUNT_BELOW["k"]
 
 
 # ------------------------------------------------------------------ real form (CPU)
