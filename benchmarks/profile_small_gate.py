@@ -1,0 +1,52 @@
+"""One launch each of the small-gate kernels and of cuStateVec's applyMatrix on a 28-qubit state,
+for ``ncu`` to compare (DRAM bytes and throughput of each):
+
+    ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,\
+dram__throughput.avg.pct_of_peak_sustained_elapsed python benchmarks/profile_small_gate.py
+
+Each case runs twice (the first launch compiles and warms up); ncu lists every kernel launch.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gemm  # noqa: E402
+from circuits import haar_unitary  # noqa: E402
+from qsim_tc import small_gate  # noqa: E402
+
+
+def main():
+    import cupy as cp
+
+    n = 28
+    rng = np.random.default_rng(0)
+    x = cp.random.RandomState(1).standard_normal(2 << n, dtype=cp.float64).view(cp.complex128)
+    try:
+        from custatevec_peer import CuStateVec  # noqa: PLC0415
+
+        peer = CuStateVec()
+    except ImportError:
+        peer = None
+    for d, pos in ((1, [13]), (1, [0]), (2, [13, 14]), (6, [13, 14, 15, 16, 17, 18])):
+        u = haar_unitary(1 << d, rng)
+        kern = small_gate.select(gemm.get_method("native"), gemm.resolve_device("gpu"), None, n, pos, 16)
+        for _ in range(2):
+            kern(x, n, u, pos)
+            if peer is not None:
+                peer.apply_matrix(x, n, u, pos)
+        cp.cuda.Device().synchronize()
+        print(f"d={d} {pos}: {kern.__name__}" + (" and custatevec" if peer else ""), flush=True)
+    for _ in range(2):
+        x *= 1.0  # an in-place streaming pass: the copy rate
+    cp.cuda.Device().synchronize()
+
+
+if __name__ == "__main__":
+    main()
