@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from circuits import haar_unitary  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
 from qsim_tc.cli.common import environment  # noqa: E402
+
+MINBS = (4, 8)  # register caps tried: blocks of 256 threads per SM (ncu: 24% warps active at GPT 4)
 from qsim_tc.small_gate import CONFIG, DMMA_COMPILED, DmmaConfig, apply_dmma_gpu, tile_layout  # noqa: E402
 
 
@@ -47,23 +49,26 @@ def main():
     direct = [(t, d, g) for t in ("double", "float") for d in (1, 2, 3, 4, 5) for g in (1, 2, 4)
               if not (d >= 4 and g == 4) and not (d == 5 and g > 1)]
     names = [f"apply_direct<{t}, {d}, {g}, {h}>" for t, d, g in direct for h in ("false", "true")]
+    names += [f"apply_direct<{t}, {d}, {g}, false, {mb}>" for t, d, g in direct for mb in MINBS]
     names += [f"apply_small<{t}, {d}, {CONFIG[d][0]}, {CONFIG[d][1]}>" for t in ("double", "float") for d in CONFIG]
     names += [f"apply_lanes<{t}, {d}, {r}>" for t in ("double", "float") for d in (1, 2, 3, 4) for r in (2, 4, 8)]
+    names += [f"apply_lanes<{t}, {d}, {r}, {mb}>" for t in ("double", "float") for d in (1, 2, 3) for r in (2, 4, 8)
+              for mb in MINBS]
     mod = cp.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     rng = np.random.default_rng(0)
 
-    def run_direct(st, n, u, pos, g, grid, hint="false"):
+    def run_direct(st, n, u, pos, g, grid, hint="false", minb=1):
         d = len(pos)
         t = "double" if st.dtype == np.complex128 else "float"
-        k = mod.get_function(f"apply_direct<{t}, {d}, {g}, {hint}>")
+        k = mod.get_function(f"apply_direct<{t}, {d}, {g}, {hint}{'' if minb == 1 else f', {minb}'}>")
         pp = list(pos) + [0] * (6 - d)
         k((grid,), (256,), (st, u, np.int64((1 << n) >> d), *(np.int32(x) for x in pp)))
 
-    def run_lanes(st, n, u, pos, r, grid_mult):
+    def run_lanes(st, n, u, pos, r, grid_mult, minb=1):
         d = len(pos)
         t = "double" if st.dtype == np.complex128 else "float"
-        k = mod.get_function(f"apply_lanes<{t}, {d}, {r}>")
+        k = mod.get_function(f"apply_lanes<{t}, {d}, {r}{'' if minb == 1 else f', {minb}'}>")
         pp = list(pos) + [0] * (5 - d)
         k((sms * grid_mult,), (256,), (st, u, np.int64(1 << n), *(np.int32(x) for x in pp)))
 
@@ -88,11 +93,18 @@ def main():
                     for hint in ("false", "true"):
                         out.append((f"direct{'-cs' if hint == 'true' else ''} g{g} x{gm}", mid,
                                     lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(st, nn, u, pos, g, sms * gm, hint)))
+                    for mb in MINBS:
+                        out.append((f"direct g{g} mb{mb} x{gm}", mid,
+                                    lambda st, nn, pos, g=g, gm=gm, mb=mb: run_direct(st, nn, u, pos, g, sms * gm,
+                                                                                      "false", mb)))
         if d <= 4:
             for r in (2, 4, 8):
                 for gm in (8, 16):
                     out.append((f"lanes-bottom r{r} x{gm}", bot,
                                 lambda st, nn, pos, r=r, gm=gm: run_lanes(st, nn, u, pos, r, gm)))
+                    for mb in (MINBS if d <= 3 else ()):
+                        out.append((f"lanes-bottom r{r} mb{mb} x{gm}", bot,
+                                    lambda st, nn, pos, r=r, gm=gm, mb=mb: run_lanes(st, nn, u, pos, r, gm, mb)))
         if d in CONFIG:
             for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):
                 out.append((f"{name} x32", pos, lambda st, nn, pos: run_tiled(st, nn, u, pos, 32)))

@@ -141,8 +141,9 @@ __device__ __forceinline__ void store_amp(cplx<float>* p, cplx<float> v, bool st
     if (stream) __stcs(reinterpret_cast<float2*>(p), make_float2(v.x, v.y)); else *p = v;
 }
 
-template <typename Real, int D, int GPT, bool STREAM = false>
-__global__ void __launch_bounds__(256)
+// MINB: blocks of 256 threads per SM the registers are capped for (occupancy against loads per thread).
+template <typename Real, int D, int GPT, bool STREAM = false, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB)
 apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_groups,
              int p0, int p1, int p2, int p3, int p4, int p5)
 {
@@ -198,8 +199,8 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
 // neighbouring lanes with shuffles, computes its own row and stores it back: no shared-memory
 // staging and no block barriers. RPT rounds of 32 amplitudes are loaded before any arithmetic,
 // to keep enough bytes in flight.
-template <typename Real, int D, int RPT>
-__global__ void __launch_bounds__(256)
+template <typename Real, int D, int RPT, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB)
 apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_amps,
             int p0, int p1, int p2, int p3, int p4)
 {
