@@ -21,8 +21,9 @@ from circuits import haar_unitary  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
 from qsim_tc.cli.common import environment  # noqa: E402
 
+NONPERSISTENT = 1 << 20  # blocks per SM: as many blocks as work, each thread one pass (like an elementwise kernel)
 MINBS = (4, 8)  # register caps tried: blocks of 256 threads per SM (ncu: 24% warps active at GPT 4)
-from qsim_tc.small_gate import CONFIG, DMMA_COMPILED, DmmaConfig, apply_dmma_gpu, tile_layout  # noqa: E402
+from qsim_tc.small_gate import CONFIG, DMMA_COMPILED, DMMA_CONFIG, DmmaConfig, apply_dmma_gpu, tile_layout  # noqa: E402
 
 
 def main():
@@ -63,6 +64,7 @@ def main():
         t = "double" if st.dtype == np.complex128 else "float"
         k = mod.get_function(f"apply_direct<{t}, {d}, {g}, {hint}{'' if minb == 1 else f', {minb}'}>")
         pp = list(pos) + [0] * (6 - d)
+        grid = min(grid, max(1, -(-((1 << n) >> d) // (256 * g))))  # no idle blocks
         k((grid,), (256,), (st, u, np.int64((1 << n) >> d), *(np.int32(x) for x in pp)))
 
     def run_lanes(st, n, u, pos, r, grid_mult, minb=1):
@@ -70,7 +72,8 @@ def main():
         t = "double" if st.dtype == np.complex128 else "float"
         k = mod.get_function(f"apply_lanes<{t}, {d}, {r}{'' if minb == 1 else f', {minb}'}>")
         pp = list(pos) + [0] * (5 - d)
-        k((sms * grid_mult,), (256,), (st, u, np.int64(1 << n), *(np.int32(x) for x in pp)))
+        grid = min(sms * grid_mult, max(1, -(-(((1 << n) >> 5) // r) // 8)))  # 8 warps per block
+        k((grid,), (256,), (st, u, np.int64(1 << n), *(np.int32(x) for x in pp)))
 
     def run_tiled(st, n, u, pos, grid_mult):
         d = len(pos)
@@ -89,7 +92,7 @@ def main():
         out = []
         for g in (1, 2, 4):
             if f"apply_direct<{real}, {d}, {g}, false>" in names:
-                for gm in (4, 8):
+                for gm in (4, 8, NONPERSISTENT):
                     for hint in ("false", "true"):
                         out.append((f"direct{'-cs' if hint == 'true' else ''} g{g} x{gm}", mid,
                                     lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(st, nn, u, pos, g, sms * gm, hint)))
@@ -99,7 +102,7 @@ def main():
                                                                                       "false", mb)))
         if d <= 4:
             for r in (2, 4, 8):
-                for gm in (8, 16):
+                for gm in (8, 16, NONPERSISTENT):
                     out.append((f"lanes-bottom r{r} x{gm}", bot,
                                 lambda st, nn, pos, r=r, gm=gm: run_lanes(st, nn, u, pos, r, gm)))
                     for mb in (MINBS if d <= 3 else ()):
@@ -107,7 +110,8 @@ def main():
                                     lambda st, nn, pos, r=r, gm=gm, mb=mb: run_lanes(st, nn, u, pos, r, gm, mb)))
         if d in CONFIG:
             for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):
-                out.append((f"{name} x32", pos, lambda st, nn, pos: run_tiled(st, nn, u, pos, 32)))
+                for gm in (32, NONPERSISTENT):
+                    out.append((f"{name} x{gm}", pos, lambda st, nn, pos, gm=gm: run_tiled(st, nn, u, pos, gm)))
         return out
 
     engines = {}
@@ -163,7 +167,7 @@ def main():
             variants = []
             if dtype == np.complex128 and d in (4, 5, 6):
                 for key in [k[1:] for k in DMMA_COMPILED if k[0] == d]:
-                    for th, per_sm in ((128, 8), (256, 4), (256, 16)):
+                    for th, per_sm in ((128, 8), (256, 4), (256, 16), (256, NONPERSISTENT)):
                         cfg = DmmaConfig(*key, threads=th, blocks_per_sm=per_sm)
                         label = (f"dmma{('', ' k8', ' k16')[cfg.shape]} nt{cfg.tiles}{' gauss' if cfg.gauss else ''}"
                                  f" mb{cfg.min_blocks}{' pf' if cfg.prefetch else ''} s{cfg.slices} t{th} x{per_sm}")
@@ -175,6 +179,9 @@ def main():
                 for where, pos in (("bottom", bot), ("mixed", [0, 2, 4, 7, 9, 11][:d])):
                     variants.append((f"dmma default {where}", pos,
                                      lambda st, nn, pos: apply_dmma_gpu(st, nn, u_h, pos)))
+                    one_pass = DMMA_CONFIG[d]._replace(blocks_per_sm=NONPERSISTENT)
+                    variants.append((f"dmma default one-pass {where}", pos,
+                                     lambda st, nn, pos, c=one_pass: apply_dmma_gpu(st, nn, u_h, pos, c)))
                     variants.append((f"engine {where}", pos, engine_apply(u_h)))
                     variants.append((f"cublas {where}", pos, engine_gemm(u_h)))
                     if peer is not None:

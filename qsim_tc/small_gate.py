@@ -43,13 +43,23 @@ MAX_QUBITS = 6  # the kernels compile for d <= 6; the default policy uses them u
 KERNEL_MAX_D = 4
 # tiled kernel: d -> (LOG_G, R): 2^LOG_G groups per tile, R matrix rows per thread
 CONFIG = {1: (7, 2), 2: (7, 4), 3: (7, 8), 4: (7, 16), 5: (6, 8), 6: (5, 16)}
-# direct kernel: d -> groups per thread per pass (more loads in flight for small d)
-DIRECT_GPT = {1: 2, 2: 4, 3: 4, 4: 1, 5: 1}
-DIRECT_GRID_PER_SM = 8
-# lanes kernel: d -> rounds of 32 amplitudes loaded per warp before the arithmetic
-LANES_RPT = {1: 4, 2: 8, 3: 8}
+# Launch sizes, measured on an H200 at 28 qubits (benchmarks/results/tune_grid_h200.json): a
+# grid with as many blocks as work, each thread taking one pass (ONE_PASS), ran the memory-bound
+# kernels at the copy rate (complex128 d = 1..3: 2.05 ms against 2.18-2.30 with a persistent
+# grid looping over the state; cuStateVec 2.03-2.05); complex64 d >= 4 and the compute-heavier
+# variants keep a persistent grid of the given blocks per SM.
+ONE_PASS = 0
+# direct kernel: (real type, d) -> (groups per thread, blocks per SM or ONE_PASS)
+DIRECT = {("double", 1): (1, ONE_PASS), ("double", 2): (1, ONE_PASS), ("double", 3): (1, ONE_PASS),
+          ("double", 4): (1, ONE_PASS), ("double", 5): (1, 8),
+          ("float", 1): (2, ONE_PASS), ("float", 2): (1, ONE_PASS), ("float", 3): (1, ONE_PASS),
+          ("float", 4): (1, 8), ("float", 5): (1, 4)}
+DIRECT_D = frozenset(d for _, d in DIRECT)
+# lanes kernel: (real type, d) -> (rounds of 32 amplitudes per warp, blocks per SM or ONE_PASS)
+LANES = {("double", 1): (8, ONE_PASS), ("double", 2): (2, ONE_PASS), ("double", 3): (8, 8),
+         ("float", 1): (2, ONE_PASS), ("float", 2): (8, 16), ("float", 3): (2, 8)}
+LANES_D = frozenset(d for _, d in LANES)
 LANES_MAX_BIT = 5  # every target below this bit: a warp's 32 amplitudes hold whole groups
-LANES_GRID_PER_SM = 16
 DIRECT_STREAM = False  # evict-first loads/stores
 TILED_GRID_PER_SM = 32
 # DMMA kernel (complex128 on the FP64 tensor cores, lowest target at bit 3 or above)
@@ -65,7 +75,7 @@ class DmmaConfig(NamedTuple):
     slices: int  # row slices computed together
     shape: int  # mma.sync f64 shape: 0 m8n8k4, 1 m16n8k8, 2 m16n8k16 (sm_90)
     threads: int = 128
-    blocks_per_sm: int = 8
+    blocks_per_sm: int = 8  # persistent grid; ONE_PASS (0): as many blocks as tiles need
 
     @property
     def kernel(self) -> tuple:
@@ -74,10 +84,11 @@ class DmmaConfig(NamedTuple):
 
 # chosen from three interleaved rounds on one H200 (benchmarks/results/tune_dmma_h200.json):
 # d = 5 2.29-2.52 ms (cuStateVec 2.68-3.23), d = 6 3.07-3.48 ms (cuStateVec 3.00-3.34); at d = 4
-# the direct kernel (2.20 ms) beats every DMMA variant (2.26 ms and up) when the lowest target
-# is at bit 3 or above, and DMMA beats the tiled kernel and the rotating GEMM below that
-# (tune_dmma_placements_h200.json)
-DMMA_CONFIG = {4: DmmaConfig(2, True, 1, False, 1, 0, 256, 16),
+# the direct kernel (2.12 ms one-pass) beats every DMMA variant when the lowest target is at
+# bit 3 or above, and DMMA (one pass at d = 4: 2.12-2.21 ms) beats the tiled kernel and the
+# rotating GEMM below that (tune_dmma_placements_h200.json, tune_grid_h200.json); d = 5, 6 keep
+# persistent grids (one pass: 2.65 and 4.4 ms)
+DMMA_CONFIG = {4: DmmaConfig(2, True, 1, False, 1, 0, 256, ONE_PASS),
                5: DmmaConfig(2, True, 2, False, 1, 0, 256, 16),
                6: DmmaConfig(2, True, 1, False, 1, 1, 256, 4)}
 DMMA_DEFAULT_D = frozenset({5, 6})  # sizes where the DMMA kernel is the default policy
@@ -100,8 +111,8 @@ def _module(device_id: int):
 
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
     names = [_tiled_name(t, d) for t in ("double", "float") for d in CONFIG]
-    names += [_direct_name(t, d) for t in ("double", "float") for d in DIRECT_GPT]
-    names += [_lanes_name(t, d) for t in ("double", "float") for d in LANES_RPT]
+    names += [_direct_name(t, d) for t, d in DIRECT]
+    names += [_lanes_name(t, d) for t, d in LANES]
     names += [dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG]
     return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
 
@@ -120,11 +131,11 @@ def _tiled_name(real: str, d: int) -> str:
 
 
 def _direct_name(real: str, d: int) -> str:
-    return f"apply_direct<{real}, {d}, {DIRECT_GPT[d]}, {'true' if DIRECT_STREAM else 'false'}>"
+    return f"apply_direct<{real}, {d}, {DIRECT[real, d][0]}, {'true' if DIRECT_STREAM else 'false'}>"
 
 
 def _lanes_name(real: str, d: int) -> str:
-    return f"apply_lanes<{real}, {d}, {LANES_RPT[d]}>"
+    return f"apply_lanes<{real}, {d}, {LANES[real, d][0]}>"
 
 
 def dmma_name(d: int, tiles: int, gauss: bool, min_blocks: int, prefetch: bool, slices: int, shape: int) -> str:
@@ -199,7 +210,8 @@ def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     kern = _module(cupy.cuda.Device().id).get_function(_direct_name(real, d))
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     n_groups = (1 << n_qubits) >> d
-    grid = int(max(1, min((n_groups + 255) // 256, _sms() * DIRECT_GRID_PER_SM)))
+    gpt, per_sm = DIRECT[real, d]
+    grid = _grid(-(-n_groups // (256 * gpt)), per_sm)
     p = [np.int32(x) for x in list(positions) + [0] * (6 - d)]
     kern((grid,), (256,), (data, u, np.int64(n_groups), *p))
     return data
@@ -226,7 +238,7 @@ def apply_dmma_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: D
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     n_tiles = ((1 << n_qubits) >> d) >> 3
     warps = (n_tiles + cfg.tiles - 1) // cfg.tiles
-    grid = int(max(1, min((warps * 32 + cfg.threads - 1) // cfg.threads, _sms() * cfg.blocks_per_sm)))
+    grid = _grid(-(-warps * 32 // cfg.threads), cfg.blocks_per_sm)
     p = [np.int32(x) for x in list(positions) + [0] * (6 - d)]
     kern((grid,), (cfg.threads,), (data, u, np.int64(n_tiles), *p), shared_mem=dmma_shared_bytes(d))
     return data
@@ -244,7 +256,15 @@ def _dmma_kernel(device_id: int, name: str, shared: int):
 
 def fits_lanes(positions) -> bool:
     """True when the lanes kernel serves these targets: d <= 3, all below bit 5."""
-    return len(positions) in LANES_RPT and max(positions) < LANES_MAX_BIT
+    return len(positions) in LANES_D and max(positions) < LANES_MAX_BIT
+
+
+def _grid(blocks_needed: int, blocks_per_sm: int) -> int:
+    """Blocks to launch: every block the work needs (ONE_PASS) or a persistent grid of
+    ``blocks_per_sm`` per SM whose threads loop over the state."""
+    if blocks_per_sm == ONE_PASS:
+        return int(max(1, blocks_needed))
+    return int(max(1, min(blocks_needed, _sms() * blocks_per_sm)))
 
 
 def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
@@ -256,8 +276,8 @@ def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     kern = _module(cupy.cuda.Device().id).get_function(_lanes_name(real, d))
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     rounds = (1 << n_qubits) >> 5
-    warps = max(1, rounds // LANES_RPT[d])
-    grid = int(max(1, min((warps + 7) // 8, _sms() * LANES_GRID_PER_SM)))
+    rpt, per_sm = LANES[real, d]
+    grid = _grid(-(-max(1, rounds // rpt) // 8), per_sm)  # 8 warps per block
     p = [np.int32(x) for x in list(positions) + [0] * (5 - d)]
     kern((grid,), (256,), (data, u, np.int64(1 << n_qubits), *p))
     return data
@@ -307,9 +327,9 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
                    else f"the kernels handle 1..{MAX_QUBITS} targets on the GPU, on states of at least "
                         f"{CONFIG.get(d, (7,))[0]} + d qubits (got d={d}, {n_qubits} qubits, on the {device.name})")
             raise ValueError(f"small_gate_kernel=True cannot be honoured: {why}")
-        if fits_dmma(positions, itemsize) and (d in DMMA_DEFAULT_D or d not in DIRECT_GPT):
+        if fits_dmma(positions, itemsize) and (d in DMMA_DEFAULT_D or d not in DIRECT_D):
             return apply_dmma_gpu
-        return apply_direct_gpu if d in DIRECT_GPT and coalesced(positions, itemsize) else apply_tiled_gpu
+        return apply_direct_gpu if d in DIRECT_D and coalesced(positions, itemsize) else apply_tiled_gpu
     if not possible:
         return None
     if d in DMMA_DEFAULT_D and fits_dmma(positions, itemsize):
