@@ -96,6 +96,8 @@ def main():
                     for hint in ("false", "true"):
                         out.append((f"direct{'-cs' if hint == 'true' else ''} g{g} x{gm}", mid,
                                     lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(st, nn, u, pos, g, sms * gm, hint)))
+                    out.append((f"direct-bottom g{g} x{gm}", bot,  # uncoalesced: strided group gathers
+                                lambda st, nn, pos, g=g, gm=gm: run_direct(st, nn, u, pos, g, sms * gm)))
                     for mb in MINBS:
                         out.append((f"direct g{g} mb{mb} x{gm}", mid,
                                     lambda st, nn, pos, g=g, gm=gm, mb=mb: run_direct(st, nn, u, pos, g, sms * gm,
