@@ -21,12 +21,13 @@ few ulp, like ZGEMM's), so they stand in for it; emulated methods (whose arithme
 always get their GEMM.
 
 Choices below were measured on an H200 at 28 qubits (benchmarks/tune_small_gate.py and
-benchmarks/results/apply_*.json, tune_dmma_h200.json): direct kernel 2.17-2.20 ms for d = 1..4
-(complex128), lanes kernel 2.18-2.29 ms for d = 1..3 at the bottom (the tiled kernel took
-2.3-3.2 ms there), tiled 2.3-3.9 ms; for four targets exactly at the bottom the rotating GEMM
-(2.7 ms) beats the tiled and lanes kernels (3.9 ms); DMMA 2.3 ms at d = 5 and 3.1 ms at d = 6
-against cuBLAS's 3.3 and 4.7 ms. Complex64 gates of 5, 6 qubits keep cuBLAS (no FP32 tensor
-core product is exact enough to stand in for CGEMM).
+benchmarks/results/apply_*.json, tune_dmma_h200.json, tune_grid_h200.json): direct kernel
+2.05 ms for d = 1..3 and 2.12 ms for d = 4 (complex128, one pass per thread), lanes kernel
+2.12-2.46 ms for d = 1..3 at the bottom (the tiled kernel took 2.3-3.2 ms there), tiled 2.3-3.9
+ms; DMMA 2.1-2.3 ms at d = 4 with low targets, 2.3-2.6 ms at d = 5 and 2.9-3.3 ms at d = 6
+against cuBLAS's 2.7, 3.3 and 4.7 ms. Complex64 gates of 5, 6 qubits keep cuBLAS (no FP32
+tensor-core product is exact enough to stand in for CGEMM), and four complex64 targets exactly
+at the bottom the rotating GEMM.
 """
 
 from __future__ import annotations
