@@ -74,7 +74,14 @@ def test_policy_picks_kernels_by_position():
     (DMMA for complex128 d = 4), GEMM for four complex64 targets at the bottom and for d > 6; the
     DMMA kernel for complex128 d = 5, 6; nothing on the CPU or for emulated methods."""
     import gemm
-    from qsim_tc.small_gate import apply_direct_gpu, apply_dmma_gpu, apply_lanes_gpu, apply_tiled_gpu, select
+    from qsim_tc.small_gate import (
+        apply_direct_gpu,
+        apply_dmma_gpu,
+        apply_dmma_widened_gpu,
+        apply_lanes_gpu,
+        apply_tiled_gpu,
+        select,
+    )
 
     native = gemm.get_method("native")
     gpu = gemm.Device("gpu", np, "test")
@@ -84,7 +91,8 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_tiled_gpu
     assert select(native, gpu, None, 28, [0, 2], 16) is apply_lanes_gpu
-    assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_dmma_widened_gpu
+    assert select(native, gpu, None, 28, [1, 3, 4], 8) is apply_lanes_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 8) is None
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
@@ -203,3 +211,25 @@ def test_dmma_fragment_mapping(rng, positions, gauss, shape):
     ref = np.moveaxis(np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes)),
                       list(range(d)), axes).reshape(-1)
     assert np.abs(out - ref).max() < 1e-12
+
+
+@pytest.mark.parametrize("positions,extra", [([0, 1, 2], 3), ([0, 2, 4], 1), ([1, 3, 4], 0), ([5], 2)])
+def test_widen_is_the_same_gate(rng, positions, extra):
+    """A gate widened by an identity target acts on a state as the gate itself."""
+    from qsim_tc.small_gate import widen
+
+    d = len(positions)
+    u = haar_unitary(1 << d, rng)
+    wide, pos = widen(u, positions, extra)
+    assert pos == sorted(positions + [extra]) and wide.shape == (2 << d, 2 << d)
+    n = 7
+    psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+
+    def apply(m, ps):
+        t = psi.reshape((2,) * n)
+        axes = [n - 1 - q for q in reversed(ps)]
+        k = len(ps)
+        return np.moveaxis(np.tensordot(m.reshape((2,) * (2 * k)), t, axes=(list(range(k, 2 * k)), axes)),
+                           list(range(k)), axes).reshape(-1)
+
+    assert np.abs(apply(wide, pos) - apply(u, positions)).max() < 1e-12
