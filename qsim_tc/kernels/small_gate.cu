@@ -25,6 +25,23 @@ __device__ __forceinline__ long long insert_zero(long long x, int p) {
     return ((x >> p) << (p + 1)) | (x & ((1LL << p) - 1));
 }
 
+// The address offset of target combination j: bit b of j placed at position pos[b].
+template <int D>
+__device__ __forceinline__ long long spread(int j, const int (&pos)[6]) {
+    long long o = 0;
+#pragma unroll
+    for (int b = 0; b < D; ++b) o |= (long long)((j >> b) & 1) << pos[b];
+    return o;
+}
+
+// The address of group `grp` (amplitude index with a zero inserted at every target position).
+template <int D>
+__device__ __forceinline__ long long group_base(long long grp, const int (&pos)[6]) {
+#pragma unroll
+    for (int q = 0; q < D; ++q) grp = insert_zero(grp, pos[q]);
+    return grp;
+}
+
 template <typename Real>
 __device__ __forceinline__ int swz(int e, int shift) {
     constexpr int MASK = sizeof(Real) == 8 ? 7 : 15;  // elements per 128-byte bank row - 1
@@ -152,12 +169,7 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
     __shared__ cplx<Real> u[DIM * DIM];
     __shared__ long long off[DIM];
     for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
-    for (int j = threadIdx.x; j < DIM; j += blockDim.x) {
-        long long o = 0;
-#pragma unroll
-        for (int b = 0; b < D; ++b) o |= (long long)((j >> b) & 1) << pos[b];
-        off[j] = o;
-    }
+    for (int j = threadIdx.x; j < DIM; j += blockDim.x) off[j] = spread<D>(j, pos);
     __syncthreads();
     const long long n_threads = (long long)gridDim.x * blockDim.x;
     for (long long g0 = (long long)blockIdx.x * blockDim.x + threadIdx.x; g0 < n_groups; g0 += n_threads * GPT) {
@@ -167,8 +179,7 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
         for (int q = 0; q < GPT; ++q) {
             long long b = g0 + q * n_threads;
             if (b >= n_groups) b = g0;  // recompute a valid group; its store is skipped below
-#pragma unroll
-            for (int t = 0; t < D; ++t) b = insert_zero(b, pos[t]);
+            b = group_base<D>(b, pos);
             base[q] = b;
 #pragma unroll
             for (int j = 0; j < DIM; ++j) v[q][j] = load_amp(state + (b | off[j]), STREAM);
@@ -305,14 +316,6 @@ struct DmmaBlock {
     double re[NT][KS], im[NT][KS];
 };
 
-// The address of group `grp` (amplitude index with a zero inserted at every target position).
-template <int D>
-__device__ __forceinline__ long long group_base(long long grp, const int (&pos)[6]) {
-#pragma unroll
-    for (int q = 0; q < D; ++q) grp = insert_zero(grp, pos[q]);
-    return grp;
-}
-
 // Lane (g, t) loads rows 4 ks + t of group g of each tile. Any target layout is sector-complete:
 // address bit 0 is either the lowest target (toggled by t) or the lowest other bit (toggled by g).
 template <int D, int NT>
@@ -348,12 +351,7 @@ apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long lo
         const cplx<double> m = matrix[row * DIM + col];
         afrag[f] = make_double2(m.x, m.y);
     }
-    for (int j = threadIdx.x; j < DIM; j += blockDim.x) {
-        long long o = 0;
-#pragma unroll
-        for (int b = 0; b < D; ++b) o |= (long long)((j >> b) & 1) << pos[b];
-        off[j] = o;
-    }
+    for (int j = threadIdx.x; j < DIM; j += blockDim.x) off[j] = spread<D>(j, pos);
     __syncthreads();
     double2* sv = reinterpret_cast<double2*>(state);
     const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
