@@ -42,7 +42,6 @@ TILE_MIN_BLOCKS = {"half2": 2}
 SROW = 24
 BKW = 16
 MODES = {"ec": 0, "plain": 1, "markidis": 2, "ec-hybrid": 3}
-EC_PRODUCTS = ("hybrid", "fused")  # ec: corrections by cuBLAS (mode 3), or in the kernel (mode 0)
 FMT_IDS = {"tf32": 0, "fp16": 1}
 
 
@@ -247,9 +246,24 @@ def workspace_bytes(plan_m: int, plan_n: int, plan_k: int, batch_a: int, batch_b
     kp = _pad(plan_k, BKW * (1 if fmt == "tf32" else 2))
     words = kp // (1 if fmt == "tf32" else 2)
     total = 4 * 2 * words * (batch_a * _pad(plan_m, bm) + batch_b * _pad(plan_n, bn))
-    if scheme == "ec" and ec_product == "hybrid":
-        total += 4 * max(batch_a, batch_b) * _pad(plan_m, bm) * _pad(plan_n, bn)
+    batch = max(batch_a, batch_b)
+    m_p, n_p = _pad(plan_m, bm), _pad(plan_n, bn)
+    if use_hybrid(scheme, ec_product, m_p, n_p, batch, batch * plan_m * plan_n):
+        total += 4 * batch * m_p * n_p
     return total
+
+
+HYBRID_MAX_EXTRA = 1.25  # the correction buffer (padded tiles) may exceed the output this much
+
+
+def use_hybrid(scheme: str, ec_product: str, m_p: int, n_p: int, batch: int, out_floats: int) -> bool:
+    """Whether the corrections go to cuBLAS: asked for, and the padded buffer stays near the size
+    of the output. Products with few real columns padded to a wide tile, or many small batches,
+    would need a buffer many times the state (1-qubit gates in the batched orientation: 64x); those
+    take the fused kernel. Also fused: per-product debias (the kernel adds it in the k loop) and
+    dimensions beyond cuBLAS's int32."""
+    return (scheme == "ec" and ec_product == "hybrid" and ts.DEBIAS_MODE != "product"
+            and max(m_p, n_p) < 2**31 and batch * m_p * n_p <= HYBRID_MAX_EXTRA * max(out_floats, 1))
 
 
 _CUDA_R_32F, _CUDA_R_16F = 0, 2
@@ -297,19 +311,21 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     (tensor cores at cuBLAS's rate) and the hi*hi part, whose accumulation needs round-to-nearest,
     in the kernel; ``"fused"`` computes all three in the kernel (the CPU emulation's model).
     """
-    mode = "ec-hybrid" if scheme == "ec" and ec_product == "hybrid" else scheme
     tile = tile_config(plan.m, plan.n)
     bm, bn, wm, wn, _ = TILES[tile]
     kq = BKW * (1 if fmt == "tf32" else 2)
     k_p = _pad(plan.k, kq)
     m_p, n_p = _pad(plan.m, bm), _pad(plan.n, bn)
+    batch = ops.batch or 1
+    out_floats = int(np.prod(ops.out_shape)) * (2 if ops.is_complex else 1)
+    hybrid = use_hybrid(scheme, ec_product, m_p, n_p, batch, out_floats)
+    mode = "ec-hybrid" if hybrid else scheme
     with timer.stage("split"):
         a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, mode, tile, scales[0])
         b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, mode, tile, scales[1])
     _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, mode, tile, debias)
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
     c = cp.empty(ops.out_shape, out_dtype)
-    batch = ops.batch or 1
     tiles_m, tiles_n = m_p // bm, n_p // bn
     sa = m_p * kw if plan.a.batch > 1 else 0
     sb = n_p * kw if plan.b.batch > 1 else 0
@@ -334,7 +350,10 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     report.choices["form"] = plan.form
     report.choices["tile"] = f"{tile} {bm}x{bn}"
     if scheme == "ec":
-        report.choices["ec_product"] = ec_product
+        report.choices["ec_product"] = "hybrid" if hybrid else "fused"
+        if ec_product == "hybrid" and not hybrid:
+            report.notes.append("ec_product: fused (the hybrid's correction buffer would be far larger "
+                                "than the output for this shape)")
     report.workspace_bytes = 2 * int(a_hi.nbytes + b_hi.nbytes) + (int(ccor.nbytes) if mode == "ec-hybrid" else 0)
     return c
 
@@ -367,7 +386,8 @@ def count_below(cp, x, scale_exp: int) -> int:
     flat = cp.ascontiguousarray(x).view(cp.float32).ravel()
     out = cp.zeros(1, cp.uint64)
     n = flat.size
-    grid = int(max(1, min(-(-n // 256), 132 * 16)))
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    grid = int(max(1, min(-(-n // 256), sms * 16)))
     _count_below_kernel(cp.cuda.Device().id)((grid,), (256,), (flat, np.int64(n),
                                                                 np.float32(2.0 ** (ts.FP16_MIN_EXP - scale_exp)), out))
     return int(out.get()[0])

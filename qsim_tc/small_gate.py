@@ -24,7 +24,7 @@ Choices below were measured on an H200 at 28 qubits (benchmarks/tune_small_gate.
 benchmarks/results/apply_*.json, tune_dmma_h200.json, tune_grid_h200.json): direct kernel
 2.05 ms for d = 1..3 and 2.12 ms for d = 4 (complex128, one pass per thread), lanes kernel
 2.12-2.46 ms for d = 1..3 at the bottom (the tiled kernel took 2.3-3.2 ms there), tiled 2.3-3.9
-ms; DMMA 2.1-2.3 ms at d = 4 with low targets, 2.3-2.6 ms at d = 5 and 2.9-3.3 ms at d = 6
+ms; DMMA 2.1-2.3 ms at d = 4 with low targets, 2.3-2.6 ms at d = 5 and 2.9-3.5 ms at d = 6
 against cuBLAS's 2.7, 3.3 and 4.7 ms. Complex64 gates of 5, 6 qubits keep cuBLAS (no FP32
 tensor-core product is exact enough to stand in for CGEMM), and four complex64 targets exactly
 at the bottom the rotating GEMM.
@@ -40,8 +40,8 @@ import numpy as np
 
 from qsim_tc.transfer import to_device
 
-MAX_QUBITS = 6  # the kernels compile for d <= 6; the default policy uses them up to KERNEL_MAX_D
-KERNEL_MAX_D = 4
+MAX_QUBITS = 6  # the kernels compile for d <= 6
+KERNEL_MAX_D = 4  # the CUDA-core kernels' default range; the DMMA kernel adds complex128 d = 5, 6
 # tiled kernel: d -> (LOG_G, R): 2^LOG_G groups per tile, R matrix rows per thread
 CONFIG = {1: (7, 2), 2: (7, 4), 3: (7, 8), 4: (7, 16), 5: (6, 8), 6: (5, 16)}
 # Launch sizes, measured on an H200 at 28 qubits (benchmarks/results/tune_grid_h200.json): a
@@ -63,7 +63,7 @@ LANES_D = frozenset(d for _, d in LANES)
 LANES_MAX_BIT = 5  # every target below this bit: a warp's 32 amplitudes hold whole groups
 DIRECT_STREAM = False  # evict-first loads/stores
 TILED_GRID_PER_SM = 32
-# DMMA kernel (complex128 on the FP64 tensor cores, lowest target at bit 3 or above)
+# DMMA kernel (complex128 on the FP64 tensor cores, any target positions)
 
 
 class DmmaConfig(NamedTuple):
@@ -93,7 +93,8 @@ DMMA_CONFIG = {4: DmmaConfig(2, True, 1, False, 1, 0, 256, ONE_PASS),
                5: DmmaConfig(2, True, 2, False, 1, 0, 256, 16),
                6: DmmaConfig(2, True, 1, False, 1, 1, 256, 4)}
 DMMA_DEFAULT_D = frozenset({5, 6})  # sizes where the DMMA kernel is the default policy
-# kernels compiled for tuning, (d, *DmmaConfig.kernel): variants that do not spill (ptxas -v)
+# kernels compiled for tuning, (d, *DmmaConfig.kernel): variants that do not spill (ptxas -v), but for
+# (6, 1, T, 2, F, 1, 0), kept as the register-capped variant (128 registers, 56 bytes of spill)
 T, F = True, False
 DMMA_COMPILED = (
     (4, 2, F, 1, F, 1, 0), (4, 2, T, 1, F, 1, 0), (4, 1, T, 1, F, 1, 1), (4, 2, T, 1, F, 1, 1), (4, 1, T, 1, F, 1, 2),
@@ -346,29 +347,34 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
     d = len(positions)
     allowed = getattr(method, "direct_small_gates", False)
     possible = allowed and device.is_gpu and fits(n_qubits, d)
-    if want is True:
-        if not possible:
+    if not possible:
+        if want is True:
             why = (f"method {method.name!r} computes every gate as its own GEMM" if not allowed
                    else f"the kernels handle 1..{MAX_QUBITS} targets on the GPU, on states of at least "
                         f"{CONFIG.get(d, (7,))[0]} + d qubits (got d={d}, {n_qubits} qubits, on the {device.name})")
             raise ValueError(f"small_gate_kernel=True cannot be honoured: {why}")
-        if fits_dmma(positions, itemsize) and (d in DMMA_DEFAULT_D or d not in DIRECT_D):
-            return apply_dmma_gpu
-        return apply_direct_gpu if d in DIRECT_D and coalesced(positions, itemsize) else apply_tiled_gpu
-    if not possible:
         return None
+    chosen = _default_kernel(d, n_qubits, positions, itemsize)
+    if chosen is None and want is True:  # where the default prefers a GEMM, the best kernel there
+        return apply_direct_gpu if d in DIRECT_D and coalesced(positions, itemsize) else apply_tiled_gpu
+    return chosen
+
+
+def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
+    """The measured default policy for a gate the kernels can serve; None where a GEMM is faster."""
     if d in DMMA_DEFAULT_D and fits_dmma(positions, itemsize):
         return apply_dmma_gpu
     if d > KERNEL_MAX_D:
         return None
     if coalesced(positions, itemsize):
         return apply_direct_gpu
-    if d == 3 and fits_lanes(positions) and fits_dmma([0, 1, 2, 3], itemsize):
+    dmma4 = itemsize == 16 and 4 in DMMA_CONFIG
+    if d == 3 and fits_lanes(positions) and dmma4:
         return apply_dmma_widened_gpu
     if fits_lanes(positions) and n_qubits >= 8:  # whole rounds of up to 8 x 32 amplitudes
         return apply_lanes_gpu
-    if d == 4 and fits_dmma(positions, itemsize):
-        return apply_dmma_gpu  # low targets, complex128: 2.2-2.35 ms against tiled 2.4-4.1, rotating GEMM 2.4
+    if d == 4 and dmma4:
+        return apply_dmma_gpu  # low targets, complex128: 2.1-2.3 ms against tiled 2.4-4.1, rotating GEMM 2.4
     if d == 4 and list(positions) == [0, 1, 2, 3]:
-        return None  # the rotating bottom GEMM is faster here (measured)
+        return None  # complex64: the rotating bottom GEMM is faster here (measured)
     return apply_tiled_gpu

@@ -177,7 +177,7 @@ class StateVector:
             qubits: distinct targets in any order and position.
             method: GEMM method name (``gemm.methods()``).
             check_unitary: reject a non-unitary matrix (to 1e-10).
-            small_gate_kernel: use the dedicated kernel for d <= 4 when the method allows it
+            small_gate_kernel: use a dedicated kernel (d <= 4; d <= 6 in complex128) when the method allows it
                 (None: when the method computes in the state's native arithmetic, on the GPU).
             next_qubits: targets of the gate to be applied next, if known (a layout hint only).
             **options: options of the GEMM method.

@@ -146,6 +146,16 @@ def test_dmma_kernel_matches_cpu(cp, rng, d, kernel):
         c = StateVector(n, device="cpu", data=psi)
         c.apply(u, qs)
         assert np.abs(g.get() - c.to_numpy()).max() < 1e-13, (n, qs)
+    # a persistent grid of one warp per block and SM: every warp loops over many tiles (and the
+    # prefetch variants load ahead), with a tail inside the loop
+    n, qs = 18, [0, 2, 3, 7, 9, 11][:d]
+    psi = random_psi(n, rng)
+    u = haar_unitary(1 << d, rng)
+    g = cp.asarray(psi)
+    apply_dmma_gpu(g, n, u, qs, config._replace(threads=32, blocks_per_sm=1))
+    c = StateVector(n, device="cpu", data=psi)
+    c.apply(u, qs)
+    assert np.abs(g.get() - c.to_numpy()).max() < 1e-13, "persistent loop"
 
 
 def test_dmma_is_the_default_for_wide_gates(cp, rng):

@@ -102,6 +102,11 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7, 8, 9], 16) is None
     assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
     assert select(native, gpu, True, 28, [4, 5, 6, 7, 8], 8) is apply_direct_gpu
+    # small_gate_kernel=True takes the default kernel where there is one, the best other where not
+    assert select(native, gpu, True, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
+    assert select(native, gpu, True, 28, [1, 3, 4], 16) is apply_dmma_widened_gpu
+    assert select(native, gpu, True, 28, [0, 2], 16) is apply_lanes_gpu
+    assert select(native, gpu, True, 28, [0, 1, 2, 3], 8) is apply_tiled_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 16) is apply_dmma_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 8) is apply_tiled_gpu
     assert select(native, gemm.resolve_device("cpu"), None, 28, [12], 16) is None
