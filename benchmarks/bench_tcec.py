@@ -100,6 +100,7 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
     import cupy as cp
 
     import gemm
+    from gemm import tcec_gpu
 
     rng = np.random.default_rng(0)
     rows = []
@@ -107,11 +108,15 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
         a, b = _operands(cp, kind, n, d, rng)
         flops = (8.0 if a.dtype.kind == "c" else 2.0) * a.shape[0] * a.shape[1] * b.shape[1]
         native_ms = None
-        todo = [(m, {}) for m in methods]
+        todo = [(m, {}, True) for m in methods]  # (method, options, wide wgmma tiles where they fit)
         if variants and kind == "bottom" and d == 10:
-            todo += [("tf32tf32", {"debias": False}), ("halfhalf", {"debias": False}),
-                     ("tf32tf32", {"ec_product": "fused"}), ("halfhalf", {"ec_product": "fused"})]
-        for method, opts in todo:
+            todo += [("tf32tf32", {"debias": False}, True), ("halfhalf", {"debias": False}, True),
+                     ("tf32tf32", {"ec_product": "fused"}, True), ("halfhalf", {"ec_product": "fused"}, True)]
+            todo += [(m, {"product_kernel": "mma"}, True) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
+            todo += [(m, {}, False) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]  # 128-column wgmma tiles
+        for method, opts, wide in todo:
+            tcec_gpu.WG_WIDE = wide
+            label_opts = opts if wide else {**opts, "wgmma": "n128"}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 c, rep = gemm.matmul(a, b, method=method, return_report=True, **opts)
@@ -121,12 +126,13 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
                 _, rep = gemm.matmul(a, b, method=method, return_report=True, **opts)
             if method == "native32":
                 native_ms = ms
-            row = {"case": label, "method": method, "options": opts, "ms": ms, "all_ms": all_ms,
+            tcec_gpu.WG_WIDE = True
+            row = {"case": label, "method": method, "options": label_opts, "ms": ms, "all_ms": all_ms,
                    "tflops": flops / ms / 1e9, "speedup_vs_native": (native_ms / ms) if native_ms else None,
                    "rel_err_slice": err, "stages_ms": rep.stages, "choices": rep.choices,
                    "workspace_bytes": rep.workspace_bytes}
             rows.append(row)
-            print(f"{label:22s} {method:9s} {str(opts):18s} {ms:9.2f} ms {row['tflops']:7.1f} TFLOP/s "
+            print(f"{label:22s} {method:9s} {str(label_opts):18s} {ms:9.2f} ms {row['tflops']:7.1f} TFLOP/s "
                   f"x{row['speedup_vs_native'] or 0:5.2f} err {err:.1e} "
                   + " ".join(f"{k}={v:.2f}" for k, v in rep.stages.items()), flush=True)
             cp.get_default_memory_pool().free_all_blocks()
@@ -203,7 +209,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--variants", action="store_true", help="also time debias=False and ec_product='fused' at d=10")
+    p.add_argument("--variants", action="store_true",
+                   help="also time debias=False, ec_product='fused' and product_kernel='mma' at d=10")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--square-tile", default=None, help="tile of large products (gemm.tcec_gpu.TILES)")

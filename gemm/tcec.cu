@@ -271,6 +271,72 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// Finishes one 16 x 8 fragment of the hi*hi accumulator and stores it. Layout of mma.sync m16n8
+// and of each 8-column slice of wgmma m64nN: x[0], x[1] at row r0 + g, columns col, col + 1;
+// x[2], x[3] at row r0 + g + 8. Error-corrected modes add the correction: `cv` (mode 0: the
+// kernel's own accumulator) or `ccor` at the same (padded) position (mode 3, row stride ldcc).
+// epi 0: C[row * ldc + col] (floats), row < M, col < N; epi 1: the 16 rows r0.. are the real (g)
+// and imaginary (g + 8) parts of complex row r0 / 2 + g, written as (re, im) pairs.
+__device__ __forceinline__ void finish_frag(const float x_in[4], const float* cv, const float* __restrict__ ccor,
+                                            i64 ldcc, i64 r0, int g, i64 col, float* __restrict__ Cb, i64 M,
+                                            i64 N, i64 ldc, int epi, int vec, float corr_scale,
+                                            float out_scale_a, float out_scale_b) {
+    float v[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        float x = x_in[q];
+#if EC
+#if MODE == 0
+        const float c = cv[q];
+#else
+        const float c = ccor[(r0 + g + 8 * (q >> 1)) * ldcc + col + (q & 1)];
+#endif
+        // a non-finite hi*hi sum is the IEEE result; corrections could only turn Inf into NaN
+        if (finite_f(x)) {
+#if DEBIAS == 2
+            // the expected truncation loss of all hi*hi results, beta * x, goes through the
+            // correction (DEBIAS_BETA = beta 2^11) so that it is not rounded away
+            x = __fmaf_rn(__fmaf_rn(x, DEBIAS_BETA, c), corr_scale, x);
+#else
+            x = __fmaf_rn(c, corr_scale, x);
+#endif
+        }
+#endif
+        v[q] = x * out_scale_a * out_scale_b;
+    }
+    if (epi == 0) {
+        const i64 row = r0 + g;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const i64 r = row + 8 * h;
+            if (r >= M) continue;
+            float* p = Cb + r * ldc + col;
+            if (vec && col + 1 < N) {
+                float2 w;
+                w.x = v[2 * h];
+                w.y = v[2 * h + 1];
+                *reinterpret_cast<float2*>(p) = w;
+            } else {
+                if (col < N) p[0] = v[2 * h];
+                if (col + 1 < N) p[1] = v[2 * h + 1];
+            }
+        }
+    } else {
+        const i64 row = r0 / 2 + g;   // complex row
+        if (row < M) {
+            float* p = Cb + 2 * (row * ldc + col);
+            if (vec && col + 1 < N) {
+                float4 w;
+                w.x = v[0]; w.y = v[2]; w.z = v[1]; w.w = v[3];
+                *reinterpret_cast<float4*>(p) = w;
+            } else {
+                if (col < N) { p[0] = v[0]; p[1] = v[2]; }
+                if (col + 1 < N) { p[2] = v[1]; p[3] = v[3]; }
+            }
+        }
+    }
+}
+
 #define TILE_A (BM * SROW)
 #define TILE_B (BN * SROW)
 #define STAGE_WORDS ((USE_LO ? 2 : 1) * (TILE_A + TILE_B))
@@ -368,7 +434,6 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
         const u32* sAl = s + TILE_A + TILE_B;
         const u32* sBl = s + 2 * TILE_A + TILE_B;
 #endif
-#pragma unroll
         // B fragments of both k-steps of the stage; A fragments per row tile
         u32 bh[2][NT][2];
 #if USE_LO
@@ -462,68 +527,17 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
     cp_wait<0>();
 
     // epilogue
-    float* Cb = C + bz * sc;
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-            float v[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                float x = acc[i][j][q];
-#if EC
 #if MODE == 0
-                const float cv = cor[i][j][q];
+            const float* cv = cor[i][j];
 #else
-                const float cv = ccor[bz * scc + (tm * BM + wm * WM + i * 16 + g + 8 * (q >> 1)) * ldcc
-                                      + tn * BN + wn * WN + j * 8 + 2 * t + (q & 1)];
+            const float* cv = nullptr;
 #endif
-                // a non-finite hi*hi sum is the IEEE result; corrections could only turn Inf into NaN
-                if (finite_f(x)) {
-#if DEBIAS == 2
-                    // the expected truncation loss of all hi*hi results, beta * x, goes through the
-                    // correction (DEBIAS_BETA = beta 2^11) so that it is not rounded away
-                    x = __fmaf_rn(__fmaf_rn(x, DEBIAS_BETA, cv), corr_scale, x);
-#else
-                    x = __fmaf_rn(cv, corr_scale, x);
-#endif
-                }
-#endif
-                v[q] = x * out_scale_a * out_scale_b;
-            }
-            const i64 col = tn * BN + wn * WN + j * 8 + 2 * t;
-            if (epi == 0) {
-                const i64 row = tm * BM + wm * WM + i * 16 + g;
-                if (row < M) {
-                    if (vec && col + 1 < N) {
-                        { float2 w; w.x = v[0]; w.y = v[1]; *reinterpret_cast<float2*>(Cb + row * ldc + col) = w; }
-                    } else {
-                        if (col < N) Cb[row * ldc + col] = v[0];
-                        if (col + 1 < N) Cb[row * ldc + col + 1] = v[1];
-                    }
-                }
-                if (row + 8 < M) {
-                    if (vec && col + 1 < N) {
-                        float2 w;
-                        w.x = v[2];
-                        w.y = v[3];
-                        *reinterpret_cast<float2*>(Cb + (row + 8) * ldc + col) = w;
-                    } else {
-                        if (col < N) Cb[(row + 8) * ldc + col] = v[2];
-                        if (col + 1 < N) Cb[(row + 8) * ldc + col + 1] = v[3];
-                    }
-                }
-            } else {
-                const i64 row = (tm * BM + wm * WM + i * 16) / 2 + g;   // complex row
-                if (row < M) {
-                    float* p = Cb + 2 * (row * ldc + col);
-                    if (vec && col + 1 < N) {
-                        { float4 w; w.x = v[0]; w.y = v[2]; w.z = v[1]; w.w = v[3]; *reinterpret_cast<float4*>(p) = w; }
-                    } else {
-                        if (col < N) { p[0] = v[0]; p[1] = v[2]; }
-                        if (col + 1 < N) { p[2] = v[1]; p[3] = v[3]; }
-                    }
-                }
-            }
+            finish_frag(acc[i][j], cv, ccor + bz * scc, ldcc, tm * BM + wm * WM + i * 16, g,
+                        tn * BN + wn * WN + j * 8 + 2 * t, C + bz * sc, M, N, ldc, epi, vec, corr_scale,
+                        out_scale_a, out_scale_b);
         }
 }

@@ -69,6 +69,7 @@ class FP16RangeWarning(RuntimeWarning):
 
 ON_RANGE = ("warn", "raise")
 EC_PRODUCTS = ("hybrid", "fused")
+PRODUCT_KERNELS = ("auto", "wgmma", "mma")  # GPU product kernel (gemm.tcec_gpu.use_wgmma)
 
 
 def _gpu():
@@ -84,7 +85,7 @@ class TensorCoreMethod(Method):
     dtypes = REAL + COMPLEX  # float64 is rejected in _run with a message that offers downcast=True
     fmt: str | None = "tf32"  # None: chosen per call (tc-auto)
     scheme: str = "ec"
-    options = {"downcast": False}
+    options = {"downcast": False, "product_kernel": "auto"}
 
     # ------------------------------------------------------------------ protocol
 
@@ -104,11 +105,14 @@ class TensorCoreMethod(Method):
                                         opts.get("ec_product", "hybrid"))
 
     def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn", debias=ts.DEBIAS,
-             ec_product="hybrid"):
+             ec_product="hybrid", product_kernel="auto"):
         if on_range not in ON_RANGE:
             raise ValueError(f"on_range={on_range!r} is not valid; expected one of {', '.join(ON_RANGE)}")
         if ec_product not in EC_PRODUCTS:
             raise ValueError(f"ec_product={ec_product!r} is not valid; expected one of {', '.join(EC_PRODUCTS)}")
+        if product_kernel not in PRODUCT_KERNELS:
+            raise ValueError(f"product_kernel={product_kernel!r} is not valid; expected one of "
+                             f"{', '.join(PRODUCT_KERNELS)}")
         if not isinstance(debias, (bool, np.bool_)):
             raise TypeError(f"debias must be True or False, got {debias!r}")
         acc = (bool(debias),)
@@ -118,7 +122,7 @@ class TensorCoreMethod(Method):
         report.choices["scheme"] = self.scheme
         if ops.xp is np:
             return self._run_cpu(ops, report, timer, on_range, acc)
-        return self._run_gpu(ops, report, timer, on_range, acc, ec_product)
+        return self._run_gpu(ops, report, timer, on_range, acc, ec_product, product_kernel)
 
     # ------------------------------------------------------------------ checks
 
@@ -190,7 +194,7 @@ class TensorCoreMethod(Method):
         report.choices["form"] = "real (cpu emulation)"
         return c
 
-    def _run_gpu(self, ops, report, timer, on_range, acc, ec_product):
+    def _run_gpu(self, ops, report, timer, on_range, acc, ec_product, product_kernel):
         from gemm import tcec_gpu  # noqa: PLC0415 - imports cupy lazily through its functions
 
         cp = ops.xp
@@ -203,10 +207,11 @@ class TensorCoreMethod(Method):
                 ranges = tcec_gpu.exponent_ranges(cp, plan, probe_fmt, self.scheme,
                                                   tcec_gpu.tile_config(plan.m, plan.n)).get()
         fmt, scales = self._decide(ranges, ops, report, on_range)
-        return tcec_gpu.run(cp, ops, plan, fmt, self.scheme, scales, timer, report, *acc, ec_product=ec_product)
+        return tcec_gpu.run(cp, ops, plan, fmt, self.scheme, scales, timer, report, *acc, ec_product=ec_product,
+                            product_kernel=product_kernel)
 
 
-_EC_OPTIONS = {"downcast": False, "debias": ts.DEBIAS, "ec_product": "hybrid"}
+_EC_OPTIONS = {"downcast": False, "debias": ts.DEBIAS, "ec_product": "hybrid", "product_kernel": "auto"}
 
 
 class TF32TF32(TensorCoreMethod):
@@ -251,7 +256,7 @@ class TF32(TensorCoreMethod):
 class FP16(TensorCoreMethod):
     """Uncorrected FP16 with power-of-two scaling, for comparison."""
 
-    options = {"downcast": False, "on_range": "warn"}
+    options = {"downcast": False, "on_range": "warn", "product_kernel": "auto"}
     name = "fp16"
     fmt = "fp16"
     scheme = "plain"

@@ -23,10 +23,12 @@ from __future__ import annotations
 import functools
 import importlib.resources
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from gemm import tcec_split as ts
+from gemm.tcec import PRODUCT_KERNELS
 from gemm.tcec_split import DEBIAS_FRACTION, LO_SHIFT, pow2
 
 # name -> (BM, BN, WARPS_M, WARPS_N, STAGES); chosen per shape class by tile_config()
@@ -43,6 +45,34 @@ SROW = 24
 BKW = 16
 MODES = {"ec": 0, "plain": 1, "markidis": 2, "ec-hybrid": 3}
 FMT_IDS = {"tf32": 0, "fp16": 1}
+# The wgmma product (tcec_wgmma.cu, sm_90a) serves the plain and the hybrid error-corrected hi*hi
+# products on the "square" tile class, in one of two configurations chosen by the padded width:
+# 128 x 256 tiles where it divides (fewer bytes from L2 per flop: 128 x 128 tiles held the plain
+# TF32 product to 141 TFLOP/s, L2-bound), else 128 x 128.
+WG_MODES = frozenset({"plain", "ec-hybrid"})
+WG_TILE = "square"
+
+
+class WgConfig(NamedTuple):
+    bn: int  # tile columns (128-column chunks, one wgmma each)
+    tmp: int  # hi*hi temporaries: 2 ping-pong, 1 (the accumulator of 256 columns leaves room for one)
+    atoms: int  # 32-word blocks of k per stage
+    stages: int
+    chain: int = 1  # k-steps per hi*hi product summed inside the tensor core
+
+    @property
+    def smem_bytes(self) -> int:
+        """Its stages, plus 1 KB to align them to 1024 bytes."""
+        return self.stages * self.atoms * (128 + self.bn) * 128 + 1024
+
+
+WG_CONFIGS = {"n128": WgConfig(128, 2, 2, 3), "n256": WgConfig(256, 1, 1, 4)}
+WG_WIDE = True  # take "n256" where the width allows (benchmarks/bench_tcec.py --wg-narrow compares)
+WG_K_WORDS = 64  # k padding of the square tile class: a multiple of every configuration's stage
+
+
+def wg_config(n_p: int) -> str:
+    return "n256" if WG_WIDE and n_p % 256 == 0 else "n128"
 
 
 SQUARE_TILE = "square"  # the tile of large products (benchmarks/bench_tcec.py --square-tile compares)
@@ -66,8 +96,8 @@ def smem_bytes(tile: str, mode: str) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _source() -> str:
-    return importlib.resources.files("gemm").joinpath("tcec.cu").read_text()
+def _source(name: str = "tcec.cu") -> str:
+    return importlib.resources.files("gemm").joinpath(name).read_text()
 
 
 def _f32_hex(x: float) -> str:
@@ -85,18 +115,59 @@ def _kernels(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True
 def _compiled(device_id: int, fmt: str, mode: str, tile: str, debias: bool, chain: int, debias_mode: str):
     import cupy  # noqa: PLC0415
 
-    bm, bn, wm, wn, stages = TILES[tile]
-    minb = TILE_MIN_BLOCKS.get(tile, 1)
-    debias_id = 0 if not debias else (1 if debias_mode == "product" else 2)
-    opts = ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[mode]}", f"-DBM={bm}", f"-DBN={bn}",
-            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DMINB={minb}",
-            f"-DHH_CHAIN={chain}", f"-DDEBIAS={debias_id}",
-            f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f",
-            f"-DDEBIAS_BETA={_f32_hex(ts.debias_beta(chain) * 2.0**LO_SHIFT)}")
+    opts = _options(fmt, mode, tile, debias, chain, debias_mode)
     mod = cupy.RawModule(code=_source(), options=opts)
     gemm_k = mod.get_function("tcec_gemm")
     gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, mode)
     return mod.get_function("tcec_range"), mod.get_function("tcec_split"), gemm_k
+
+
+def _options(fmt: str, mode: str, tile: str, debias: bool, chain: int, debias_mode: str) -> tuple[str, ...]:
+    bm, bn, wm, wn, stages = TILES[tile]
+    minb = TILE_MIN_BLOCKS.get(tile, 1)
+    debias_id = 0 if not debias else (1 if debias_mode == "product" else 2)
+    return ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[mode]}", f"-DBM={bm}", f"-DBN={bn}",
+            f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DMINB={minb}",
+            f"-DHH_CHAIN={chain}", f"-DDEBIAS={debias_id}",
+            f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f",
+            f"-DDEBIAS_BETA={_f32_hex(ts.debias_beta(chain) * 2.0**LO_SHIFT)}")
+
+
+def wgmma_supported() -> bool:
+    """The wgmma product needs an sm_90 device (H100/H200): its instructions exist only there."""
+    import cupy  # noqa: PLC0415
+
+    return cupy.cuda.Device().compute_capability == "90"
+
+
+def use_wgmma(product_kernel: str, tile: str, mode: str) -> bool:
+    """Whether the product runs on the wgmma kernel: "auto" takes it wherever it applies."""
+    if product_kernel not in PRODUCT_KERNELS:
+        raise ValueError(f"product_kernel={product_kernel!r} is not valid; expected one of "
+                         f"{', '.join(PRODUCT_KERNELS)}")
+    applies = tile == WG_TILE and mode in WG_MODES
+    if product_kernel == "wgmma":
+        if not applies:
+            raise ValueError(f"product_kernel='wgmma' serves the plain and the hybrid error-corrected products "
+                             f"on {WG_TILE} tiles; this product is {mode!r} on {tile!r} tiles")
+        if not wgmma_supported():
+            raise ValueError("product_kernel='wgmma' needs an sm_90 GPU (H100/H200)")
+        return True
+    return product_kernel == "auto" and applies and wgmma_supported()
+
+
+@functools.lru_cache(maxsize=None)
+def _wg_kernel(device_id: int, fmt: str, mode: str, debias: bool, cfg: WgConfig, debias_mode: str):
+    """The wgmma product, compiled for sm_90a by NVRTC (cupy's own compile targets plain sm_90)."""
+    from gemm.sm90a import compile_module  # noqa: PLC0415
+
+    opts = _options(fmt, mode, WG_TILE, debias, cfg.chain, debias_mode) + (
+        f"-DWG_BN={cfg.bn}", f"-DWG_TMP={cfg.tmp}", f"-DWG_ATOMS={cfg.atoms}", f"-DWG_STAGES={cfg.stages}",
+        f"-DWG_CHAIN={cfg.chain}")
+    mod = compile_module(_source() + _source("tcec_wgmma.cu"), opts, "tcec_wgmma.cu")
+    k = mod.get_function("tcec_gemm_wg")
+    k.max_dynamic_shared_size_bytes = cfg.smem_bytes
+    return k
 
 
 @dataclass
@@ -242,8 +313,9 @@ def workspace_bytes(plan_m: int, plan_n: int, plan_k: int, batch_a: int, batch_b
                     ec_product: str = "hybrid") -> int:
     """hi/lo workspaces of both operands, plus the hybrid product's correction term (one float
     per padded output element)."""
-    bm, bn, _, _, _ = TILES[tile_config(plan_m, plan_n)]
-    kp = _pad(plan_k, BKW * (1 if fmt == "tf32" else 2))
+    tile = tile_config(plan_m, plan_n)
+    bm, bn, _, _, _ = TILES[tile]
+    kp = _pad(plan_k, k_quantum(fmt, tile))
     words = kp // (1 if fmt == "tf32" else 2)
     total = 4 * 2 * words * (batch_a * _pad(plan_m, bm) + batch_b * _pad(plan_n, bn))
     batch = max(batch_a, batch_b)
@@ -303,36 +375,54 @@ def _pad(x: int, q: int) -> int:
     return -(-x // q) * q
 
 
+def k_quantum(fmt: str, tile: str) -> int:
+    """Elements of k the workspaces are padded to: a stage of the product kernel (on the tile class
+    the wgmma kernel may take, its longer stage, whichever kernel then runs)."""
+    words = WG_K_WORDS if tile == WG_TILE else BKW
+    return words * (1 if fmt == "tf32" else 2)
+
+
 def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], timer, report, debias: bool = True,
-        ec_product: str = "hybrid"):
+        ec_product: str = "hybrid", product_kernel: str = "auto"):
     """Split both operands and run the product; returns C (complex64 or float32, ops.out_shape).
 
     ``ec_product`` (error-corrected scheme only): ``"hybrid"`` computes lo*hi + hi*lo with cuBLAS
     (tensor cores at cuBLAS's rate) and the hi*hi part, whose accumulation needs round-to-nearest,
     in the kernel; ``"fused"`` computes all three in the kernel (the CPU emulation's model).
+    ``product_kernel``: ``"auto"`` runs the wgmma kernel (sm_90) where it applies, ``"mma"`` the
+    mma.sync kernel, ``"wgmma"`` insists on the former.
     """
     tile = tile_config(plan.m, plan.n)
     bm, bn, wm, wn, _ = TILES[tile]
-    kq = BKW * (1 if fmt == "tf32" else 2)
-    k_p = _pad(plan.k, kq)
+    k_p = _pad(plan.k, k_quantum(fmt, tile))
     m_p, n_p = _pad(plan.m, bm), _pad(plan.n, bn)
     batch = ops.batch or 1
     out_floats = int(np.prod(ops.out_shape)) * (2 if ops.is_complex else 1)
     hybrid = use_hybrid(scheme, ec_product, m_p, n_p, batch, out_floats)
     mode = "ec-hybrid" if hybrid else scheme
+    wg = use_wgmma(product_kernel, tile, mode)
     with timer.stage("split"):
         a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, mode, tile, scales[0])
         b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, mode, tile, scales[1])
-    _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, mode, tile, debias)
+    if wg:
+        cfg_name = wg_config(n_p)
+        cfg = WG_CONFIGS[cfg_name]
+        gemm_k = _wg_kernel(cp.cuda.Device().id, fmt, mode, debias, cfg, ts.DEBIAS_MODE)
+        nthreads, smem = 256, cfg.smem_bytes
+        bn = cfg.bn
+        tiles_n = n_p // bn
+    else:
+        _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, mode, tile, debias)
+        nthreads, smem = wm * wn * 32, smem_bytes(tile, mode)
+        tiles_n = n_p // bn
+    tiles_m = m_p // bm
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
     c = cp.empty(ops.out_shape, out_dtype)
-    tiles_m, tiles_n = m_p // bm, n_p // bn
     sa = m_p * kw if plan.a.batch > 1 else 0
     sb = n_p * kw if plan.b.batch > 1 else 0
     sc = plan.sc if batch > 1 else 0
     vec = int(plan.ldc % 2 == 0 and sc % (4 if plan.epi else 2) == 0)
     a_big = plan.a.batch * plan.a.rows * plan.a.units >= plan.b.batch * plan.b.rows * plan.b.units
-    nthreads = wm * wn * 32
     ccor, scc = c, 0  # unused unless hybrid
     if mode == "ec-hybrid":
         ccor = cp.empty(batch * m_p * n_p, cp.float32)
@@ -346,9 +436,10 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
                 np.int64(plan.ldc), np.int32(plan.epi), np.int32(vec), np.int32(a_big),
                 np.float32(pow2(-LO_SHIFT)), np.float32(pow2(-scales[0])), np.float32(pow2(-scales[1])),
                 ccor, np.int64(n_p), np.int64(scc)),
-               shared_mem=smem_bytes(tile, mode))
+               shared_mem=smem)
     report.choices["form"] = plan.form
     report.choices["tile"] = f"{tile} {bm}x{bn}"
+    report.choices["product_kernel"] = f"wgmma {cfg_name}" if wg else "mma.sync"
     if scheme == "ec":
         report.choices["ec_product"] = "hybrid" if hybrid else "fused"
         if ec_product == "hybrid" and not hybrid:

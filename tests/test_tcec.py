@@ -331,3 +331,32 @@ def test_ec_product_option_is_checked():
     with pytest.raises((TypeError, ValueError), match="ec_product"):
         gemm.matmul(a, a, method="tf32", ec_product="fused")  # no corrections to place
     assert np.allclose(gemm.matmul(a, a, method="halfhalf", ec_product="fused"), a @ a)
+
+
+def test_product_kernel_option_is_checked():
+    """Every TF32/FP16 method takes product_kernel (the GPU product kernel); a bad value is named.
+    On the CPU the emulation runs whatever it says."""
+    a = np.ones((4, 4), np.float32)
+    for method in ("tf32tf32", "halfhalf", "tc-auto", "tf32", "fp16", "markidis"):
+        with pytest.raises(ValueError, match="product_kernel='tma' is not valid; expected one of auto, wgmma, mma"):
+            gemm.matmul(a, a, method=method, product_kernel="tma")
+        for kernel in ("auto", "wgmma", "mma"):
+            assert np.allclose(gemm.matmul(a, a, method=method, product_kernel=kernel), a @ a)
+
+
+def test_k_padding_covers_the_wgmma_stage():
+    """Workspaces of the square tile class are padded to the wgmma stage (64 words of k), the
+    others to the mma.sync stage (16 words); workspace_bytes counts the same padding."""
+    from gemm import tcec_gpu
+
+    assert tcec_gpu.k_quantum("tf32", "square") == tcec_gpu.WG_K_WORDS == 64
+    assert tcec_gpu.k_quantum("fp16", "square") == 2 * tcec_gpu.WG_K_WORDS
+    assert all(tcec_gpu.WG_K_WORDS % (32 * c.atoms) == 0 for c in tcec_gpu.WG_CONFIGS.values())
+    # the wide configuration where the padded width allows, else 128 columns (no extra padding)
+    assert tcec_gpu.wg_config(2048) == "n256" and tcec_gpu.wg_config(384) == "n128"
+    # shared memory within the 227 KB a block may have
+    assert all(c.smem_bytes <= 227 * 1024 for c in tcec_gpu.WG_CONFIGS.values())
+    assert tcec_gpu.k_quantum("tf32", "tiny-n") == tcec_gpu.BKW
+    # 1000 x 100 @ 100 x 200 real: square tiles, k = 100 -> 128 TF32 words
+    ws = tcec_gpu.workspace_bytes(1000, 200, 100, 1, 1, "tf32", "plain")
+    assert ws == 4 * 2 * 128 * (1024 + 256)

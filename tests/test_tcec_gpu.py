@@ -1,4 +1,4 @@
-"""Error-corrected TF32/FP16 methods on the GPU (mma.sync kernels): split, accuracy, shapes, engine."""
+"""Error-corrected TF32/FP16 methods on the GPU (mma.sync and wgmma kernels): split, accuracy, shapes, engine."""
 
 import warnings
 
@@ -178,6 +178,60 @@ def test_gpu_shapes_orientations(method, cp, rng):
         r = _res(c, ref, cp)
         assert r < tol, (name, r, rep.choices)
         assert bool((a == a0).all()) and bool((b == b0).all()), name
+
+
+def _need_wgmma():
+    from gemm import tcec_gpu
+
+    if not tcec_gpu.wgmma_supported():
+        pytest.skip("the wgmma product needs an sm_90 GPU")
+
+
+@pytest.mark.parametrize("wide", [True, False])
+@pytest.mark.parametrize("method", ["tf32tf32", "halfhalf", "tf32", "fp16"])
+def test_gpu_wgmma_matches_mma(method, wide, cp, rng):
+    """The wgmma product (default on sm_90 for the square tile class; error-corrected: when the
+    hybrid runs) against the mma.sync one on every shape case: as accurate (error-corrected: FP32
+    level; plain: its own truncation level), and taken for the gate-sized products, and by the
+    plain methods also with k tails and batches; with 256-column tiles where the width allows
+    (wide) and with 128-column tiles everywhere."""
+    from gemm import tcec_gpu
+
+    _need_wgmma()
+    taken = set()
+    tcec_gpu.WG_WIDE = wide
+    try:
+        for name, (a, b) in _shape_cases(cp, rng).items():
+            cw, rw = _run(a, b, method)
+            cm, rm = _run(a, b, method, product_kernel="mma")
+            assert rm.choices["product_kernel"] == "mma.sync", name
+            ref = cp.matmul(_wide(a), _wide(b))
+            r_w, r_m = _res(cw, ref, cp), _res(cm, ref, cp)
+            if method in EC:
+                assert r_w < 2e-6 and r_w <= 1.2 * r_m + 1e-8, (name, r_w, r_m)
+            else:
+                assert r_w <= 1.5 * r_m + 1e-7, (name, r_w, r_m)
+            if rw.choices["product_kernel"].startswith("wgmma"):
+                taken.add((name, rw.choices["product_kernel"]))
+    finally:
+        tcec_gpu.WG_WIDE = True
+    names = {n for n, _ in taken}
+    want = {"bottom d=8", "top d=8"} | (set() if method in EC else {"real tails", "stacked @ 2-D"})
+    assert want <= names, taken
+    assert ("bottom d=8", "wgmma n256" if wide else "wgmma n128") in taken, taken
+
+
+def test_gpu_wgmma_forced_where_it_does_not_apply(cp, rng):
+    """product_kernel='wgmma' on a product the kernel does not serve (8 real columns: the tiny-n
+    tile) raises and names the option; 'auto' runs the mma.sync kernel there."""
+    _need_wgmma()
+    a = cp.asarray(rng.standard_normal((500, 64)).astype(np.float32))
+    b = cp.asarray(rng.standard_normal((64, 8)).astype(np.float32))
+    with pytest.raises(ValueError, match="product_kernel"):
+        _run(a, b, "tf32tf32", product_kernel="wgmma")
+    c, rep = _run(a, b, "tf32tf32")
+    assert rep.choices["product_kernel"] == "mma.sync"
+    assert _res(c, cp.matmul(_wide(a), _wide(b)), cp) < 2e-6
 
 
 @pytest.mark.parametrize("method", ["tf32tf32", "halfhalf"])
