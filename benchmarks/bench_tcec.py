@@ -216,6 +216,7 @@ def main(argv=None):
     p.add_argument("--square-tile", default=None, help="tile of large products (gemm.tcec_gpu.TILES)")
     p.add_argument("--compare-tiles", action="store_true", help="time d=10 with each square tile, print the best")
     p.add_argument("--sweep", action="store_true", help="also time d=10 for each square tile and hi*hi chain")
+    p.add_argument("--wg-chain", type=int, default=None, help="k-steps per hi*hi product of the wgmma kernel")
     args = p.parse_args(argv)
     from gemm import tcec_gpu
     from gemm import tcec_split as ts
@@ -226,6 +227,8 @@ def main(argv=None):
         return
     if args.square_tile:
         tcec_gpu.SQUARE_TILE = args.square_tile
+    if args.wg_chain:
+        tcec_gpu.WG_CONFIGS = {k: c._replace(chain=args.wg_chain) for k, c in tcec_gpu.WG_CONFIGS.items()}
     t0 = time.time()
     env = _env()
     sweep_rows = sweep() if args.sweep else None
@@ -236,7 +239,7 @@ def main(argv=None):
     payload = {"environment": env, "command": "python benchmarks/bench_tcec.py " + " ".join(given),
                "square_tile": tcec_gpu.SQUARE_TILE,
                "timing": "CUDA events around the whole gemm.matmul call, 1 warm-up, median of repeats",
-               "hh_chain": ts.HH_CHAIN, "debias_mode": ts.DEBIAS_MODE, "debias_beta": ts.debias_beta(),
+               "hh_chain": ts.HH_CHAIN, "wg_configs": {k: c._asdict() for k, c in tcec_gpu.WG_CONFIGS.items()}, "debias_mode": ts.DEBIAS_MODE, "debias_beta": ts.debias_beta(),
                "rows": rows, "sweep": sweep_rows, "wall_s": time.time() - t0}
     if args.out:
         with open(args.out, "w") as f:

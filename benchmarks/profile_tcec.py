@@ -1,23 +1,35 @@
-"""One error-corrected gate product for a profiler (``ncu -k tcec_gemm``): 26 qubits, d = 10, complex64.
+"""One TF32/FP16 gate product for a profiler: 26 qubits, d = 10, complex64.
 
-    ncu --section SpeedOfLight --section WarpStateStats -k tcec_gemm -c 1 \
-        python benchmarks/profile_tcec.py tf32tf32 [tile]
+    ncu --section SpeedOfLight --section WarpStateStats -k regex:tcec_gemm -c 1 \
+        python benchmarks/profile_tcec.py tf32tf32 [--tile square16] [--kernel mma] [--narrow] [--chain 2]
+
+``--kernel`` picks the product kernel (auto: wgmma on sm_90), ``--narrow`` the 128-column wgmma
+tiles, ``--chain`` the k-steps per hi*hi product of the wgmma kernel.
 """
 
-import sys
+import argparse
 
 import cupy as cp
 
 import gemm
 from gemm import tcec_gpu
 
-method = sys.argv[1] if len(sys.argv) > 1 else "tf32tf32"
-if len(sys.argv) > 2:
-    tcec_gpu.SQUARE_TILE = sys.argv[2]
+p = argparse.ArgumentParser()
+p.add_argument("method", nargs="?", default="tf32tf32")
+p.add_argument("--tile", default=None, help="square tile of the mma.sync kernel (gemm.tcec_gpu.TILES)")
+p.add_argument("--kernel", default="auto", choices=("auto", "wgmma", "mma"))
+p.add_argument("--narrow", action="store_true")
+p.add_argument("--chain", type=int, default=None)
+args = p.parse_args()
+if args.tile:
+    tcec_gpu.SQUARE_TILE = args.tile
+tcec_gpu.WG_WIDE = not args.narrow
+if args.chain:
+    tcec_gpu.WG_CONFIGS = {k: c._replace(chain=args.chain) for k, c in tcec_gpu.WG_CONFIGS.items()}
 d, n = 10, 26
 s = (cp.random.standard_normal((1 << (n - d), 1 << d), dtype=cp.float32)
      + 1j * cp.random.standard_normal((1 << (n - d), 1 << d), dtype=cp.float32)).astype(cp.complex64)
 u = cp.asarray(cp.linalg.qr(cp.random.standard_normal((1 << d, 1 << d)))[0].astype(cp.complex64))
 for _ in range(2):
-    gemm.matmul(s, u.T, method=method)
+    gemm.matmul(s, u.T, method=args.method, product_kernel=args.kernel)
 cp.cuda.Device().synchronize()

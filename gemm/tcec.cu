@@ -19,7 +19,7 @@
 //           3: error-corrected, hybrid: the hi*hi part as in mode 0; lo*hi + hi*lo come computed
 //              (by cuBLAS) in `ccor` and are added in the epilogue, as mode 0 adds its accumulator
 //   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration
-//   DEBIAS, DEBIAS_SCALE, DEBIAS_BETA: add back the expected truncation loss (3/8 ulp) of the
+//   DEBIAS, DEBIAS_SCALE: add back the expected truncation loss (3/8 ulp) of the
 //           hi*hi results: 1: from each result's exponent, in the k loop (3 instructions per
 //           output and k-step); 2: beta * (hi*hi sum) once in the epilogue, beta from the mean
 //           of 2^e/|x| over significands (gemm/tcec_split.py debias_beta); 0: off
@@ -63,10 +63,6 @@
 #define EC (MODE == 0 || MODE == 3)
 #ifndef DEBIAS
 #define DEBIAS 1       // 0: off; 1: each hi*hi result's own loss (its exponent), per k-step; 2: in the epilogue
-#endif
-#ifndef DEBIAS_BETA
-// DEBIAS 2: 2^11 times the relative expected loss of the hi*hi sum (tcec_split.debias_beta)
-#define DEBIAS_BETA 0x1.14ff580000000p-14f
 #endif
 #ifndef HH_CHAIN
 // 1: each k-step's hi*hi from zero, pairs added in RN; 2: a stage's pair summed in the tensor core
@@ -280,7 +276,7 @@ __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0
 __device__ __forceinline__ void finish_frag(const float x_in[4], const float* cv, const float* __restrict__ ccor,
                                             i64 ldcc, i64 r0, int g, i64 col, float* __restrict__ Cb, i64 M,
                                             i64 N, i64 ldc, int epi, int vec, float corr_scale,
-                                            float out_scale_a, float out_scale_b) {
+                                            float out_scale_a, float out_scale_b, float debias_beta) {
     float v[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -295,8 +291,8 @@ __device__ __forceinline__ void finish_frag(const float x_in[4], const float* cv
         if (finite_f(x)) {
 #if DEBIAS == 2
             // the expected truncation loss of all hi*hi results, beta * x, goes through the
-            // correction (DEBIAS_BETA = beta 2^11) so that it is not rounded away
-            x = __fmaf_rn(__fmaf_rn(x, DEBIAS_BETA, c), corr_scale, x);
+            // correction (debias_beta = beta 2^11) so that it is not rounded away
+            x = __fmaf_rn(__fmaf_rn(x, debias_beta, c), corr_scale, x);
 #else
             x = __fmaf_rn(c, corr_scale, x);
 #endif
@@ -355,7 +351,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, MINB)
 tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32* __restrict__ b_hi,
           const u32* __restrict__ b_lo, float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m,
           i64 tiles_n, i64 sa, i64 sb, i64 sc, i64 ldc, int epi, int vec, int n_fast, float corr_scale,
-          float out_scale_a, float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc) {
+          float out_scale_a, float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc,
+          float debias_beta) {
     extern __shared__ __align__(16) u32 smem[];
     const i64 tiles = tiles_m * tiles_n;
     const i64 bz = blockIdx.x / tiles;
@@ -538,6 +535,6 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
 #endif
             finish_frag(acc[i][j], cv, ccor + bz * scc, ldcc, tm * BM + wm * WM + i * 16, g,
                         tn * BN + wn * WN + j * 8 + 2 * t, C + bz * sc, M, N, ldc, epi, vec, corr_scale,
-                        out_scale_a, out_scale_b);
+                        out_scale_a, out_scale_b, debias_beta);
         }
 }

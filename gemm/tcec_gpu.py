@@ -100,10 +100,6 @@ def _source(name: str = "tcec.cu") -> str:
     return importlib.resources.files("gemm").joinpath(name).read_text()
 
 
-def _f32_hex(x: float) -> str:
-    return float(np.float32(x)).hex() + "f"
-
-
 def _kernels(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True):
     """(range, split, gemm) kernels for one configuration (``mode``: a scheme, or "ec-hybrid"),
     compiled once per process and device; the accumulation constants are read from
@@ -129,8 +125,7 @@ def _options(fmt: str, mode: str, tile: str, debias: bool, chain: int, debias_mo
     return ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[mode]}", f"-DBM={bm}", f"-DBN={bn}",
             f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DMINB={minb}",
             f"-DHH_CHAIN={chain}", f"-DDEBIAS={debias_id}",
-            f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f",
-            f"-DDEBIAS_BETA={_f32_hex(ts.debias_beta(chain) * 2.0**LO_SHIFT)}")
+            f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f")
 
 
 def wgmma_supported() -> bool:
@@ -416,6 +411,9 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
         nthreads, smem = wm * wn * 32, smem_bytes(tile, mode)
         tiles_n = n_p // bn
     tiles_m = m_p // bm
+    # epilogue debias: beta * 2^11 (it goes through the correction); the hybrid's calibrated beta
+    chain = cfg.chain if wg else ts.HH_CHAIN
+    beta = ts.hybrid_debias_beta(fmt, plan.k, chain) if mode == "ec-hybrid" else ts.debias_beta(chain)
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
     c = cp.empty(ops.out_shape, out_dtype)
     sa = m_p * kw if plan.a.batch > 1 else 0
@@ -435,11 +433,13 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
                 np.int64(tiles_m), np.int64(tiles_n), np.int64(sa), np.int64(sb), np.int64(sc),
                 np.int64(plan.ldc), np.int32(plan.epi), np.int32(vec), np.int32(a_big),
                 np.float32(pow2(-LO_SHIFT)), np.float32(pow2(-scales[0])), np.float32(pow2(-scales[1])),
-                ccor, np.int64(n_p), np.int64(scc)),
+                ccor, np.int64(n_p), np.int64(scc), np.float32(beta * 2.0**LO_SHIFT)),
                shared_mem=smem)
     report.choices["form"] = plan.form
     report.choices["tile"] = f"{tile} {bm}x{bn}"
     report.choices["product_kernel"] = f"wgmma {cfg_name}" if wg else "mma.sync"
+    if scheme == "ec" and debias and ts.DEBIAS_MODE == "epilogue":
+        report.choices["debias_beta"] = float(np.float32(beta * 2.0**LO_SHIFT)) * 2.0**-LO_SHIFT
     if scheme == "ec":
         report.choices["ec_product"] = "hybrid" if hybrid else "fused"
         if ec_product == "hybrid" and not hybrid:

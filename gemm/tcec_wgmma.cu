@@ -39,6 +39,16 @@
 #ifndef WG_STAGES
 #define WG_STAGES 3
 #endif
+// stages loaded ahead: the plain product keeps the previous stage's wgmma group running into the
+// next stage, so its slot must outlive one more step
+#if MODE == 1
+#define WG_AHEAD (WG_STAGES - 2)
+#else
+#define WG_AHEAD (WG_STAGES - 1)
+#endif
+#if WG_AHEAD < 1
+#error "WG_STAGES too small for this mode"
+#endif
 #define WG_BM 128
 #define WG_CH (WG_BN / 128)                         // 128-column chunks per warpgroup
 #define WG_BKW (32 * WG_ATOMS)                      // words of k per stage
@@ -109,7 +119,8 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
 tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32* __restrict__ b_hi,
              const u32* __restrict__ b_lo, float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m,
              i64 tiles_n, i64 sa, i64 sb, i64 sc, i64 ldc, int epi, int vec, int n_fast, float corr_scale,
-             float out_scale_a, float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc) {
+             float out_scale_a, float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc,
+             float debias_beta) {
     extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
     // the 128-byte swizzle repeats every 1024 bytes and is applied to address bits: align the base
     const u32 raw = (u32)__cvta_generic_to_shared(wg_smem_raw);
@@ -156,17 +167,17 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
 
     const i64 KT = KW / WG_BKW;
 #pragma unroll
-    for (int s = 0; s < WG_STAGES - 1; ++s) {
+    for (int s = 0; s < WG_AHEAD; ++s) {
         if (s < KT) load_stage(s, s);
         cp_commit();
     }
 
     for (i64 kt = 0; kt < KT; ++kt) {
-        cp_wait<WG_STAGES - 2>();
+        cp_wait<WG_AHEAD - 1>();
         fence_proxy_async();   // cp.async wrote through the generic proxy; wgmma reads through the async one
-        __syncthreads();       // also: every product of the previous stage has completed (waited below)
+        __syncthreads();       // also: the products of the stage this step refills have completed
         {
-            const i64 nk = kt + WG_STAGES - 1;
+            const i64 nk = kt + WG_AHEAD;
             if (nk < KT) load_stage((int)(nk % WG_STAGES), nk);
             cp_commit();
         }
@@ -187,7 +198,7 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
             for (int ch = 0; ch < WG_CH; ++ch)
                 wgmma_k(acc[ch], desc_a(ks), desc_b(ks, ch), (kt > 0 || ks > 0) ? 1 : 0);
         wg_commit();
-        wg_wait<0>();
+        wg_wait<1>();   // the previous stage's group has completed; this one runs on
 #else
 #pragma unroll
         for (int p = 0; p < WG_PRODUCTS; ++p) {
@@ -225,6 +236,7 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
 #endif
 #endif
     }
+    wg_wait<0>();
 #pragma unroll
     for (int ch = 0; ch < WG_CH; ++ch) pin(acc[ch]);
     cp_wait<0>();
@@ -235,5 +247,5 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
 #pragma unroll
         for (int j = 0; j < 16; ++j)
             finish_frag(&acc[ch][4 * j], nullptr, ccor + bz * scc, ldcc, r0, g, tn * WG_BN + 128 * ch + j * 8 + 2 * t,
-                        C + bz * sc, M, N, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b);
+                        C + bz * sc, M, N, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b, debias_beta);
 }

@@ -360,3 +360,16 @@ def test_k_padding_covers_the_wgmma_stage():
     # 1000 x 100 @ 100 x 200 real: square tiles, k = 100 -> 128 TF32 words
     ws = tcec_gpu.workspace_bytes(1000, 200, 100, 1, 1, "tf32", "plain")
     assert ws == 4 * 2 * 128 * (1024 + 256)
+
+
+def test_hybrid_debias_beta_grows_with_k():
+    """The hybrid product's beta: the model plus a per-format constant at k = 128 (held below it)
+    and a term per doubling of k; FP16 loses more than TF32; nothing below the model."""
+    model = ts.debias_beta(1)
+    assert ts.hybrid_debias_beta("tf32", 128) == pytest.approx(model + ts.HYBRID_EXTRA_LOSS["tf32"])
+    assert ts.hybrid_debias_beta("tf32", 16) == ts.hybrid_debias_beta("tf32", 128)
+    step = ts.hybrid_debias_beta("fp16", 256) - ts.hybrid_debias_beta("fp16", 128)
+    assert step == pytest.approx(ts.HYBRID_EXTRA_LOSS_PER_DOUBLING)
+    assert ts.hybrid_debias_beta("fp16", 512) > ts.hybrid_debias_beta("tf32", 512) > model
+    # the extra stays a small fraction of the model over gate sizes (k up to 2^13 real)
+    assert ts.hybrid_debias_beta("fp16", 1 << 13) < 1.2 * model
