@@ -369,7 +369,7 @@ def test_hybrid_debias_beta_grows_with_k():
     assert ts.hybrid_debias_beta("tf32", 128) == pytest.approx(model + ts.HYBRID_EXTRA_LOSS["tf32"])
     assert ts.hybrid_debias_beta("tf32", 16) == ts.hybrid_debias_beta("tf32", 128)
     step = ts.hybrid_debias_beta("fp16", 256) - ts.hybrid_debias_beta("fp16", 128)
-    assert step == pytest.approx(ts.HYBRID_EXTRA_LOSS_PER_DOUBLING)
+    assert step == pytest.approx(ts.HYBRID_EXTRA_LOSS_PER_DOUBLING["fp16"])
     assert ts.hybrid_debias_beta("fp16", 512) > ts.hybrid_debias_beta("tf32", 512) > model
     # the extra stays a small fraction of the model over gate sizes (k up to 2^13 real)
     assert ts.hybrid_debias_beta("fp16", 1 << 13) < 1.2 * model
