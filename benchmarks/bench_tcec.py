@@ -192,7 +192,7 @@ def sweep():
                     ms, _ = _time(cp, lambda: gemm.matmul(a, b, method=method), 3)
                     _, rep = gemm.matmul(a, b, method=method, return_report=True)
                 fmt = "tf32" if method == "tf32tf32" else "fp16"
-                k = tcec_gpu._kernels(cp.cuda.Device().id, fmt, "ec", tile)[2]
+                k = tcec_gpu.mma_kernel(cp.cuda.Device().id, fmt, "ec", tile)
                 row = {"tile": tile, "chain": chain, "method": method, "ms": ms, "rel_err_slice": err,
                        "product_ms": rep.stages.get("product", 0.0), "regs": getattr(k, "num_regs", -1),
                        "spill_bytes": getattr(k, "local_size_bytes", -1)}

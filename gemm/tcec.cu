@@ -337,6 +337,7 @@ __device__ __forceinline__ void finish_frag(const float x_in[4], const float* cv
 #define TILE_B (BN * SROW)
 #define STAGE_WORDS ((USE_LO ? 2 : 1) * (TILE_A + TILE_B))
 
+#ifndef TCEC_NO_MMA_GEMM   // defined by the modules that need only the stages (or the wgmma product)
 // C = A_ws @ B_ws^T.
 //   A_ws: batch x Mp x KW words (hi, lo), B_ws: batch x Np x KW words; KW a multiple of BKW,
 //   Mp, Np multiples of BM, BN; sa, sb: batch strides in words (0 broadcasts).
@@ -538,3 +539,4 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                         out_scale_a, out_scale_b, debias_beta);
         }
 }
+#endif  // TCEC_NO_MMA_GEMM

@@ -204,8 +204,7 @@ class TensorCoreMethod(Method):
         if self.fmt != "tf32":
             probe_fmt = self.fmt or "fp16"
             with timer.stage("range"):
-                ranges = tcec_gpu.exponent_ranges(cp, plan, probe_fmt, self.scheme,
-                                                  tcec_gpu.tile_config(plan.m, plan.n)).get()
+                ranges = tcec_gpu.exponent_ranges(cp, plan, probe_fmt).get()
         fmt, scales = self._decide(ranges, ops, report, on_range)
         return tcec_gpu.run(cp, ops, plan, fmt, self.scheme, scales, timer, report, *acc, ec_product=ec_product,
                             product_kernel=product_kernel)

@@ -100,8 +100,18 @@ def _source(name: str = "tcec.cu") -> str:
     return importlib.resources.files("gemm").joinpath(name).read_text()
 
 
-def _kernels(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True):
-    """(range, split, gemm) kernels for one configuration (``mode``: a scheme, or "ec-hybrid"),
+@functools.lru_cache(maxsize=None)
+def _stage_kernels(device_id: int, fmt: str):
+    """(range, split) kernels of one format: they depend on nothing else, so one module per
+    format serves every scheme, tile and product kernel (compiled without the product)."""
+    import cupy  # noqa: PLC0415
+
+    mod = cupy.RawModule(code=_source(), options=("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", "-DTCEC_NO_MMA_GEMM"))
+    return mod.get_function("tcec_range"), mod.get_function("tcec_split")
+
+
+def mma_kernel(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True):
+    """The mma.sync product kernel of one configuration (``mode``: a scheme, or "ec-hybrid"),
     compiled once per process and device; the accumulation constants are read from
     ``gemm.tcec_split`` (the CPU emulation uses the same)."""
     return _compiled(device_id, fmt, mode, tile, debias, ts.HH_CHAIN, ts.DEBIAS_MODE)
@@ -115,7 +125,7 @@ def _compiled(device_id: int, fmt: str, mode: str, tile: str, debias: bool, chai
     mod = cupy.RawModule(code=_source(), options=opts)
     gemm_k = mod.get_function("tcec_gemm")
     gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, mode)
-    return mod.get_function("tcec_range"), mod.get_function("tcec_split"), gemm_k
+    return gemm_k
 
 
 def _options(fmt: str, mode: str, tile: str, debias: bool, chain: int, debias_mode: str) -> tuple[str, ...]:
@@ -158,7 +168,7 @@ def _wg_kernel(device_id: int, fmt: str, mode: str, debias: bool, cfg: WgConfig,
 
     opts = _options(fmt, mode, WG_TILE, debias, cfg.chain, debias_mode) + (
         f"-DWG_BN={cfg.bn}", f"-DWG_TMP={cfg.tmp}", f"-DWG_ATOMS={cfg.atoms}", f"-DWG_STAGES={cfg.stages}",
-        f"-DWG_CHAIN={cfg.chain}")
+        f"-DWG_CHAIN={cfg.chain}", "-DTCEC_NO_MMA_GEMM")
     mod = compile_module(_source() + _source("tcec_wgmma.cu"), opts, "tcec_wgmma.cu")
     k = mod.get_function("tcec_gemm_wg")
     k.max_dynamic_shared_size_bytes = cfg.smem_bytes
@@ -271,9 +281,9 @@ def make_plan(cp, ops) -> Plan:
     return Plan("interleaved-B", _dense(v), _as_bt(b, True), v.shape[1], n, 2 * k, 1, m, n, n, 2 * m * n)
 
 
-def exponent_ranges(cp, plan: Plan, fmt: str, scheme: str, tile: str):
+def exponent_ranges(cp, plan: Plan, fmt: str):
     """Device-side exponent range of both operands; returns the (2, 4) uint64 array, still on the device."""
-    range_k, _, _ = _kernels(cp.cuda.Device().id, fmt, scheme, tile)
+    range_k, _ = _stage_kernels(cp.cuda.Device().id, fmt)
     out = cp.zeros((2, 4), cp.uint64)
     out[:, 1] = 0xFFFFFFFF
     for i, op in enumerate((plan.a, plan.b)):
@@ -286,9 +296,9 @@ def exponent_ranges(cp, plan: Plan, fmt: str, scheme: str, tile: str):
     return out
 
 
-def _split(cp, op: Operand, rows_p: int, k_p: int, fmt: str, scheme: str, tile: str, scale_exp: int):
+def _split(cp, op: Operand, rows_p: int, k_p: int, fmt: str, scheme: str, scale_exp: int):
     """hi, lo workspaces (uint32 words, batch x rows_p x k_p/epw)."""
-    _, split_k, _ = _kernels(cp.cuda.Device().id, fmt, scheme, tile)
+    _, split_k = _stage_kernels(cp.cuda.Device().id, fmt)
     epw = 1 if fmt == "tf32" else 2
     kw = k_p // epw
     hi = cp.empty(op.batch * rows_p * kw, cp.uint32)
@@ -397,8 +407,8 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     mode = "ec-hybrid" if hybrid else scheme
     wg = use_wgmma(product_kernel, tile, mode)
     with timer.stage("split"):
-        a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, mode, tile, scales[0])
-        b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, mode, tile, scales[1])
+        a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, scheme, scales[0])
+        b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, scheme, scales[1])
     if wg:
         cfg_name = wg_config(n_p)
         cfg = WG_CONFIGS[cfg_name]
@@ -407,7 +417,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
         bn = cfg.bn
         tiles_n = n_p // bn
     else:
-        _, _, gemm_k = _kernels(cp.cuda.Device().id, fmt, mode, tile, debias)
+        gemm_k = mma_kernel(cp.cuda.Device().id, fmt, mode, tile, debias)
         nthreads, smem = wm * wn * 32, smem_bytes(tile, mode)
         tiles_n = n_p // bn
     tiles_m = m_p // bm
@@ -449,25 +459,11 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     return c
 
 
-_COUNT_BELOW_SRC = r"""
-extern "C" __global__ void count_below(const float* __restrict__ x, long long n, float thr,
-                                       unsigned long long* __restrict__ out) {
-    unsigned long long c = 0;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const float v = fabsf(x[i]);
-        c += (v != 0.0f && v < thr) ? 1 : 0;
-    }
-    for (int o = 16; o > 0; o >>= 1) c += __shfl_down_sync(0xffffffffu, c, o);
-    if ((threadIdx.x & 31) == 0 && c) atomicAdd(out, c);
-}
-"""
-
-
 @functools.lru_cache(maxsize=None)
 def _count_below_kernel(device_id: int):
     import cupy  # noqa: PLC0415
 
-    return cupy.RawKernel(_COUNT_BELOW_SRC, "count_below")
+    return cupy.RawKernel(_source("tcec_count.cu"), "count_below")
 
 
 def count_below(cp, x, scale_exp: int) -> int:
