@@ -2,6 +2,9 @@
 qubits on the GPU, after checking each against a CPU reference at 16 qubits.
 
     python benchmarks/tune_small_gate.py --qubits 28 --json tune.json
+
+Grid labels: xN is a persistent grid of N blocks per SM, x1048576 one pass (as many blocks as
+work, each thread one pass: small_gate.ONE_PASS; the label is the one earlier results carry).
 """
 
 from __future__ import annotations
@@ -20,10 +23,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from circuits import haar_unitary  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
 from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.small_gate import (  # noqa: E402
+    CONFIG,
+    DMMA_COMPILED,
+    DMMA_CONFIG,
+    ONE_PASS,
+    DmmaConfig,
+    apply_dmma_gpu,
+    launch_blocks,
+    target_args,
+    tile_layout,
+)
 
-NONPERSISTENT = 1 << 20  # blocks per SM: as many blocks as work, each thread one pass (like an elementwise kernel)
 MINBS = (4, 8)  # register caps tried: blocks of 256 threads per SM (ncu: 24% warps active at GPT 4)
-from qsim_tc.small_gate import CONFIG, DMMA_COMPILED, DMMA_CONFIG, DmmaConfig, apply_dmma_gpu, tile_layout  # noqa: E402
+
+
+def grid_label(per_sm: int) -> str:
+    """xN: a persistent grid of N blocks per SM; one pass keeps the label of earlier results (2^20 per SM)."""
+    return f"x{1 << 20 if per_sm == ONE_PASS else per_sm}"
 
 
 def main():
@@ -56,32 +73,29 @@ def main():
     names += [f"apply_lanes<{t}, {d}, {r}, {mb}>" for t in ("double", "float") for d in (1, 2, 3) for r in (2, 4, 8)
               for mb in MINBS]
     mod = cp.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     rng = np.random.default_rng(0)
 
-    def run_direct(st, n, u, pos, g, grid, hint="false", minb=1):
+    def run_direct(st, n, u, pos, g, per_sm, hint="false", minb=1):
         d = len(pos)
         t = "double" if st.dtype == np.complex128 else "float"
         k = mod.get_function(f"apply_direct<{t}, {d}, {g}, {hint}{'' if minb == 1 else f', {minb}'}>")
-        pp = list(pos) + [0] * (6 - d)
-        grid = min(grid, max(1, -(-((1 << n) >> d) // (256 * g))))  # no idle blocks
-        k((grid,), (256,), (st, u, np.int64((1 << n) >> d), *(np.int32(x) for x in pp)))
+        grid = launch_blocks(-(-((1 << n) >> d) // (256 * g)), per_sm)
+        k((grid,), (256,), (st, u, np.int64((1 << n) >> d), *target_args(pos, 6)))
 
-    def run_lanes(st, n, u, pos, r, grid_mult, minb=1):
+    def run_lanes(st, n, u, pos, r, per_sm, minb=1):
         d = len(pos)
         t = "double" if st.dtype == np.complex128 else "float"
         k = mod.get_function(f"apply_lanes<{t}, {d}, {r}{'' if minb == 1 else f', {minb}'}>")
-        pp = list(pos) + [0] * (5 - d)
-        grid = min(sms * grid_mult, max(1, -(-(((1 << n) >> 5) // r) // 8)))  # 8 warps per block
-        k((grid,), (256,), (st, u, np.int64(1 << n), *(np.int32(x) for x in pp)))
+        grid = launch_blocks(-(-(((1 << n) >> 5) // r) // 8), per_sm)  # 8 warps per block
+        k((grid,), (256,), (st, u, np.int64(1 << n), *target_args(pos, 5)))
 
-    def run_tiled(st, n, u, pos, grid_mult):
+    def run_tiled(st, n, u, pos, per_sm):
         d = len(pos)
         t = "double" if st.dtype == np.complex128 else "float"
         log_g, r = CONFIG[d]
         k = mod.get_function(f"apply_small<{t}, {d}, {log_g}, {r}>")
         lay = tile_layout(n, list(pos), st.dtype.itemsize)
-        grid = int(min(lay["n_tiles"], sms * grid_mult))
+        grid = launch_blocks(lay["n_tiles"], per_sm)
         i32 = np.int32
         k((grid,), ((1 << log_g) * ((1 << d) // r),),
           (st, u, np.int64(lay["n_tiles"]), i32(lay["k"]), i32(lay["h"]), *(i32(x) for x in lay["hi_pos"]),
@@ -92,28 +106,30 @@ def main():
         out = []
         for g in (1, 2, 4):
             if f"apply_direct<{real}, {d}, {g}, false>" in names:
-                for gm in (4, 8, NONPERSISTENT):
+                for gm in (4, 8, ONE_PASS):
+                    x = grid_label(gm)
                     for hint in ("false", "true"):
-                        out.append((f"direct{'-cs' if hint == 'true' else ''} g{g} x{gm}", mid,
-                                    lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(st, nn, u, pos, g, sms * gm, hint)))
-                    out.append((f"direct-bottom g{g} x{gm}", bot,  # uncoalesced: strided group gathers
-                                lambda st, nn, pos, g=g, gm=gm: run_direct(st, nn, u, pos, g, sms * gm)))
+                        out.append((f"direct{'-cs' if hint == 'true' else ''} g{g} {x}", mid,
+                                    lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(st, nn, u, pos, g, gm, hint)))
+                    out.append((f"direct-bottom g{g} {x}", bot,  # uncoalesced: strided group gathers
+                                lambda st, nn, pos, g=g, gm=gm: run_direct(st, nn, u, pos, g, gm)))
                     for mb in MINBS:
-                        out.append((f"direct g{g} mb{mb} x{gm}", mid,
-                                    lambda st, nn, pos, g=g, gm=gm, mb=mb: run_direct(st, nn, u, pos, g, sms * gm,
+                        out.append((f"direct g{g} mb{mb} {x}", mid,
+                                    lambda st, nn, pos, g=g, gm=gm, mb=mb: run_direct(st, nn, u, pos, g, gm,
                                                                                       "false", mb)))
         if d <= 4:
             for r in (2, 4, 8):
-                for gm in (8, 16, NONPERSISTENT):
-                    out.append((f"lanes-bottom r{r} x{gm}", bot,
+                for gm in (8, 16, ONE_PASS):
+                    out.append((f"lanes-bottom r{r} {grid_label(gm)}", bot,
                                 lambda st, nn, pos, r=r, gm=gm: run_lanes(st, nn, u, pos, r, gm)))
                     for mb in (MINBS if d <= 3 else ()):
-                        out.append((f"lanes-bottom r{r} mb{mb} x{gm}", bot,
+                        out.append((f"lanes-bottom r{r} mb{mb} {grid_label(gm)}", bot,
                                     lambda st, nn, pos, r=r, gm=gm, mb=mb: run_lanes(st, nn, u, pos, r, gm, mb)))
         if d in CONFIG:
             for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):
-                for gm in (32, NONPERSISTENT):
-                    out.append((f"{name} x{gm}", pos, lambda st, nn, pos, gm=gm: run_tiled(st, nn, u, pos, gm)))
+                for gm in (32, ONE_PASS):
+                    out.append((f"{name} {grid_label(gm)}", pos,
+                                lambda st, nn, pos, gm=gm: run_tiled(st, nn, u, pos, gm)))
         return out
 
     engines = {}
@@ -169,10 +185,11 @@ def main():
             variants = []
             if dtype == np.complex128 and d in (4, 5, 6):
                 for key in [k[1:] for k in DMMA_COMPILED if k[0] == d]:
-                    for th, per_sm in ((128, 8), (256, 4), (256, 16), (256, NONPERSISTENT)):
+                    for th, per_sm in ((128, 8), (256, 4), (256, 16), (256, ONE_PASS)):
                         cfg = DmmaConfig(*key, threads=th, blocks_per_sm=per_sm)
                         label = (f"dmma{('', ' k8', ' k16')[cfg.shape]} nt{cfg.tiles}{' gauss' if cfg.gauss else ''}"
-                                 f" mb{cfg.min_blocks}{' pf' if cfg.prefetch else ''} s{cfg.slices} t{th} x{per_sm}")
+                                 f" mb{cfg.min_blocks}{' pf' if cfg.prefetch else ''} s{cfg.slices} t{th}"
+                                 f" {grid_label(per_sm)}")
                         variants.append((label, mid, lambda st, nn, pos, cfg=cfg: apply_dmma_gpu(st, nn, u_h, pos, cfg)))
                 variants.append(("cublas (engine, no kernel)", mid, engine_gemm(u_h)))
                 if peer is not None:
@@ -181,7 +198,7 @@ def main():
                 for where, pos in (("bottom", bot), ("mixed", [0, 2, 4, 7, 9, 11][:d])):
                     variants.append((f"dmma default {where}", pos,
                                      lambda st, nn, pos: apply_dmma_gpu(st, nn, u_h, pos)))
-                    one_pass = DMMA_CONFIG[d]._replace(blocks_per_sm=NONPERSISTENT)
+                    one_pass = DMMA_CONFIG[d]._replace(blocks_per_sm=ONE_PASS)
                     variants.append((f"dmma default one-pass {where}", pos,
                                      lambda st, nn, pos, c=one_pass: apply_dmma_gpu(st, nn, u_h, pos, c)))
                     variants.append((f"engine {where}", pos, engine_apply(u_h)))

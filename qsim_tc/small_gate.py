@@ -51,11 +51,11 @@ CONFIG = {1: (7, 2), 2: (7, 4), 3: (7, 8), 4: (7, 16), 5: (6, 8), 6: (5, 16)}
 # variants keep a persistent grid of the given blocks per SM.
 ONE_PASS = 0
 # direct kernel: (real type, d) -> (groups per thread, blocks per SM or ONE_PASS)
+# (complex128 d = 5 takes the DMMA kernel)
 DIRECT = {("double", 1): (1, ONE_PASS), ("double", 2): (1, ONE_PASS), ("double", 3): (1, ONE_PASS),
-          ("double", 4): (1, ONE_PASS), ("double", 5): (1, 8),
+          ("double", 4): (1, ONE_PASS),
           ("float", 1): (2, ONE_PASS), ("float", 2): (1, ONE_PASS), ("float", 3): (1, ONE_PASS),
           ("float", 4): (1, 8), ("float", 5): (1, 4)}
-DIRECT_D = frozenset(d for _, d in DIRECT)
 # lanes kernel: (real type, d) -> (rounds of 32 amplitudes per warp, blocks per SM or ONE_PASS)
 LANES = {("double", 1): (8, ONE_PASS), ("double", 2): (2, ONE_PASS), ("double", 3): (8, 8),
          ("float", 1): (2, ONE_PASS), ("float", 2): (8, 16), ("float", 3): (2, 8)}
@@ -208,14 +208,13 @@ def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     import cupy  # noqa: PLC0415
 
     d = len(positions)
-    real = "double" if data.dtype == np.complex128 else "float"
+    real = _real(data.dtype.itemsize)
     kern = _module(cupy.cuda.Device().id).get_function(_direct_name(real, d))
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     n_groups = (1 << n_qubits) >> d
     gpt, per_sm = DIRECT[real, d]
-    grid = _grid(-(-n_groups // (256 * gpt)), per_sm)
-    p = [np.int32(x) for x in list(positions) + [0] * (6 - d)]
-    kern((grid,), (256,), (data, u, np.int64(n_groups), *p))
+    grid = launch_blocks(-(-n_groups // (256 * gpt)), per_sm)
+    kern((grid,), (256,), (data, u, np.int64(n_groups), *target_args(positions, 6)))
     return data
 
 
@@ -240,9 +239,9 @@ def apply_dmma_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: D
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     n_tiles = ((1 << n_qubits) >> d) >> 3
     warps = (n_tiles + cfg.tiles - 1) // cfg.tiles
-    grid = _grid(-(-warps * 32 // cfg.threads), cfg.blocks_per_sm)
-    p = [np.int32(x) for x in list(positions) + [0] * (6 - d)]
-    kern((grid,), (cfg.threads,), (data, u, np.int64(n_tiles), *p), shared_mem=dmma_shared_bytes(d))
+    grid = launch_blocks(-(-warps * 32 // cfg.threads), cfg.blocks_per_sm)
+    kern((grid,), (cfg.threads,), (data, u, np.int64(n_tiles), *target_args(positions, 6)),
+         shared_mem=dmma_shared_bytes(d))
     return data
 
 
@@ -285,7 +284,7 @@ def fits_lanes(positions) -> bool:
     return len(positions) in LANES_D and max(positions) < LANES_MAX_BIT
 
 
-def _grid(blocks_needed: int, blocks_per_sm: int) -> int:
+def launch_blocks(blocks_needed: int, blocks_per_sm: int) -> int:
     """Blocks to launch: every block the work needs (ONE_PASS) or a persistent grid of
     ``blocks_per_sm`` per SM whose threads loop over the state."""
     if blocks_per_sm == ONE_PASS:
@@ -293,19 +292,28 @@ def _grid(blocks_needed: int, blocks_per_sm: int) -> int:
     return int(max(1, min(blocks_needed, _sms() * blocks_per_sm)))
 
 
+def target_args(positions, width: int) -> list:
+    """The kernels' target-position arguments: int32, padded with zeros to ``width``."""
+    return [np.int32(p) for p in list(positions) + [0] * (width - len(positions))]
+
+
+def _real(itemsize: int) -> str:
+    """The kernels' real type for amplitudes of ``itemsize`` bytes (complex128: 16, complex64: 8)."""
+    return "double" if itemsize == 16 else "float"
+
+
 def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     """Lanes kernel: same contract as :func:`apply_direct_gpu`, for targets among bits 0..4."""
     import cupy  # noqa: PLC0415
 
     d = len(positions)
-    real = "double" if data.dtype == np.complex128 else "float"
+    real = _real(data.dtype.itemsize)
     kern = _module(cupy.cuda.Device().id).get_function(_lanes_name(real, d))
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     rounds = (1 << n_qubits) >> 5
     rpt, per_sm = LANES[real, d]
-    grid = _grid(-(-max(1, rounds // rpt) // 8), per_sm)  # 8 warps per block
-    p = [np.int32(x) for x in list(positions) + [0] * (5 - d)]
-    kern((grid,), (256,), (data, u, np.int64(1 << n_qubits), *p))
+    grid = launch_blocks(-(-max(1, rounds // rpt) // 8), per_sm)  # 8 warps per block
+    kern((grid,), (256,), (data, u, np.int64(1 << n_qubits), *target_args(positions, 5)))
     return data
 
 
@@ -314,7 +322,7 @@ def apply_tiled_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     import cupy  # noqa: PLC0415
 
     d = len(positions)
-    real = "double" if data.dtype == np.complex128 else "float"
+    real = _real(data.dtype.itemsize)
     kern = _module(cupy.cuda.Device().id).get_function(_tiled_name(real, d))
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize)
@@ -356,7 +364,8 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
         return None
     chosen = _default_kernel(d, n_qubits, positions, itemsize)
     if chosen is None and want is True:  # where the default prefers a GEMM, the best kernel there
-        return apply_direct_gpu if d in DIRECT_D and coalesced(positions, itemsize) else apply_tiled_gpu
+        direct = (_real(itemsize), d) in DIRECT and coalesced(positions, itemsize)
+        return apply_direct_gpu if direct else apply_tiled_gpu
     return chosen
 
 
