@@ -2,9 +2,13 @@
 qubits on the GPU, after checking each against a CPU reference at 16 qubits.
 
     python benchmarks/tune_small_gate.py --qubits 28 --json tune.json
+    python benchmarks/tune_small_gate.py --qubits 28 --d 1,2,3 --only lanes_smem --custatevec --json bottom.json
 
 Grid labels: xN is a persistent grid of N blocks per SM, x1048576 one pass (as many blocks as
 work, each thread one pass: small_gate.ONE_PASS; the label is the one earlier results carry).
+``--only lanes_smem`` times the shared-memory lanes kernel at several placements of targets below
+bit 5 (labels end in @targets) beside the lanes kernel, the direct kernel, the engine's default
+and cuStateVec.
 """
 
 from __future__ import annotations
@@ -27,15 +31,22 @@ from qsim_tc.small_gate import (  # noqa: E402
     CONFIG,
     DMMA_COMPILED,
     DMMA_CONFIG,
+    LANES_SMEM_VARIANTS,
     ONE_PASS,
     DmmaConfig,
+    LanesSmemConfig,
     apply_dmma_gpu,
+    apply_lanes_gpu,
+    apply_lanes_smem_gpu,
     launch_blocks,
     target_args,
     tile_layout,
 )
 
 MINBS = (4, 8)  # register caps tried: blocks of 256 threads per SM (ncu: 24% warps active at GPT 4)
+# targets all below bit 5 (the lanes kernels' domain), d -> placements: the bottom and the layouts
+# with a target at bit 0 or 1 and gaps
+LOW_PLACEMENTS = {1: ([0], [1], [2]), 2: ([0, 1], [1, 3], [2, 4]), 3: ([0, 1, 2], [0, 2, 4], [1, 3, 4])}
 
 
 def grid_label(per_sm: int) -> str:
@@ -51,8 +62,10 @@ def main():
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--json")
     p.add_argument("--d", default="1,2,3,4,5", help="gate sizes to tune")
-    p.add_argument("--only", choices=("all", "dmma"), default="all",
-                   help="dmma: the DMMA kernel's variants with cuBLAS and cuStateVec beside them")
+    p.add_argument("--only", choices=("all", "dmma", "lanes_smem"), default="all",
+                   help="dmma: the DMMA kernel's variants with cuBLAS and cuStateVec beside them; lanes_smem: "
+                        "the shared-memory lanes kernel's variants at targets below bit 5 (d <= 3) with the "
+                        "lanes and direct kernels, the engine's default and cuStateVec beside them")
     p.add_argument("--custatevec", action="store_true", help="time cuStateVec applyMatrix too")
     p.add_argument("--match", help="keep only the variants whose label matches this regular expression")
     p.add_argument("--rounds", type=int, default=1,
@@ -132,17 +145,42 @@ def main():
                                 lambda st, nn, pos, gm=gm: run_tiled(st, nn, u, pos, gm)))
         return out
 
+    def lanes_smem_variants(d, dtype, u_h):
+        """apply_lanes_smem in every compiled variant (one pass and a persistent grid) at each of
+        LOW_PLACEMENTS[d], and beside it the lanes kernel (the engine's configuration), the direct
+        kernel (strided gathers there), the engine's default policy and cuStateVec."""
+        real = "double" if dtype == np.complex128 else "float"
+        u = cp.asarray(u_h)
+        out = []
+        for pos in LOW_PLACEMENTS[d]:
+            at = "@" + ",".join(map(str, pos))
+            for r, mb in LANES_SMEM_VARIANTS[real, d]:
+                for a in (False, True):
+                    for per_sm in (ONE_PASS, 8):
+                        cfg = LanesSmemConfig(r, mb, a, per_sm)
+                        out.append((f"lanes_smem r{r} mb{mb}{' async' if a else ''} {grid_label(per_sm)} {at}", pos,
+                                    lambda st, nn, pos, cfg=cfg: apply_lanes_smem_gpu(st, nn, u_h, pos, cfg)))
+            out.append((f"lanes default {at}", pos, lambda st, nn, pos: apply_lanes_gpu(st, nn, u_h, pos)))
+            out.append((f"direct-bottom g1 {grid_label(ONE_PASS)} {at}", pos,
+                        lambda st, nn, pos: run_direct(st, nn, u, pos, 1, ONE_PASS)))
+            out.append((f"engine {at}", pos, engine_apply(u_h)))
+            if peer is not None:
+                out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
+        return out
+
     engines = {}
 
     def engine_gemm(u_h, kernel=False):
         """The engine's GEMM path (small_gate_kernel=False; None: its default policy) on a state of
         its own per size. A permutation the first call makes stays (the lazy layout), so repeated
         calls time the product alone, as a circuit would see it."""
+        c128 = u_h.dtype == np.complex128  # a complex64 matrix is unitary to ~1e-7 only: unchecked
+
         def fn(st, nn, pos):
-            sv = engines.get(nn)
+            sv = engines.get((nn, st.dtype))
             if sv is None or nn < 20:
-                sv = engines[nn] = StateVector(nn, device="gpu", data=st, dtype=st.dtype)
-            sv.apply(u_h, pos, small_gate_kernel=kernel)
+                sv = engines[nn, st.dtype] = StateVector(nn, device="gpu", data=st, dtype=st.dtype)
+            sv.apply(u_h, pos, method="native" if c128 else "native32", check_unitary=c128, small_gate_kernel=kernel)
             if nn < 20:  # the correctness run: hand the result back
                 st[...] = sv.data()
         return fn
@@ -183,7 +221,7 @@ def main():
             mid = list(range(12, 12 + d))
             bot = list(range(d))
             variants = []
-            if dtype == np.complex128 and d in (4, 5, 6):
+            if dtype == np.complex128 and d in (4, 5, 6) and args.only in ("all", "dmma"):
                 for key in [k[1:] for k in DMMA_COMPILED if k[0] == d]:
                     for th, per_sm in ((128, 8), (256, 4), (256, 16), (256, ONE_PASS)):
                         cfg = DmmaConfig(*key, threads=th, blocks_per_sm=per_sm)
@@ -208,6 +246,8 @@ def main():
                                          lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
             if args.only == "all":
                 variants += older_kernel_variants(d, dtype, u, mid, bot)
+            if args.only in ("all", "lanes_smem") and d in LOW_PLACEMENTS:
+                variants += lanes_smem_variants(d, dtype, u_h)
             if args.match:
                 variants = [v for v in variants if re.search(args.match, v[0])]
             errs, times = {}, {name: [] for name, _, _ in variants}
@@ -223,7 +263,7 @@ def main():
                 ms, err = float(np.median(times[name])), errs[name]
                 rows.append({"dtype": str(np.dtype(dtype)), "d": d, "variant": name, "ms": ms, "err": err,
                              "ok": err < tol, "rounds_ms": times[name]})
-                print(f"{np.dtype(dtype)} d={d} {name:32s} {ms:8.3f} ms  err {err:.1e}  rounds "
+                print(f"{np.dtype(dtype)} d={d} {name:40s} {ms:8.3f} ms  err {err:.1e}  rounds "
                       + " ".join(f"{t:.3f}" for t in times[name]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "environment": environment(),
@@ -231,7 +271,8 @@ def main():
     best = {}
     for r in rows:
         if r["ok"]:
-            key = (r["dtype"], r["d"], r["variant"].split()[0])
+            at = r["variant"].split("@")[1] if "@" in r["variant"] else ""  # the placement, where the label names one
+            key = (r["dtype"], r["d"], r["variant"].split()[0], at)
             if key not in best or r["ms"] < best[key]["ms"]:
                 best[key] = r
     print("\nbest per (dtype, d, kernel):")

@@ -8,6 +8,10 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
   Coalesced when the lowest target is at bit 3 or above (neighbouring groups are neighbours).
 * ``apply_lanes``: targets all below bit 5 (d <= 3): each lane of a warp loads one of 32
   consecutive amplitudes and gathers the rest of its group from neighbouring lanes by shuffles.
+* ``apply_lanes_smem``: the same targets, staged through a per-warp shared-memory buffer: a warp
+  loads 32 x ROUNDS consecutive amplitudes, each lane multiplies whole groups read from the
+  buffer, the warp stores the window back. Timed beside the others by the tuner; not yet in the
+  default policy.
 * ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts with a
   target among the low bits.
 * ``apply_dmma``: complex128 gates of 4..6 qubits on the FP64 tensor cores (``mma.sync`` f64),
@@ -61,6 +65,39 @@ LANES = {("double", 1): (8, ONE_PASS), ("double", 2): (2, ONE_PASS), ("double", 
          ("float", 1): (2, ONE_PASS), ("float", 2): (8, 16), ("float", 3): (2, 8)}
 LANES_D = frozenset(d for _, d in LANES)
 LANES_MAX_BIT = 5  # every target below this bit: a warp's 32 amplitudes hold whole groups
+
+
+class LanesSmemConfig(NamedTuple):
+    """One variant of ``apply_lanes_smem`` (small_gate.cu) and its launch."""
+
+    rounds: int  # rounds of 32 amplitudes per warp window, a multiple of 2^d (whole groups per lane)
+    min_blocks: int = 1  # register cap: blocks of 256 threads per SM
+    async_copy: bool = False  # cp.async from global straight into shared memory
+    blocks_per_sm: int = ONE_PASS  # or a persistent grid whose warps loop over the windows
+
+    @property
+    def kernel(self) -> tuple:
+        return (self.rounds, self.min_blocks, self.async_copy)
+
+
+# lanes kernel through shared memory: not in the default policy yet (that waits for interleaved
+# measurements beside the lanes, DMMA and direct kernels and cuStateVec:
+# benchmarks/tune_small_gate.py --only lanes_smem); the launcher takes these where no config is given
+LANES_SMEM_CONFIG = {("double", 1): LanesSmemConfig(4), ("double", 2): LanesSmemConfig(4),
+                     ("double", 3): LanesSmemConfig(8), ("float", 1): LanesSmemConfig(4),
+                     ("float", 2): LanesSmemConfig(4), ("float", 3): LanesSmemConfig(8)}
+# variants compiled for tuning, (real, d) -> (rounds, min_blocks) pairs, each with and without
+# cp.async: those that do not spill (ptxas -v, sm_90a) and whose register cap changes the code
+LANES_SMEM_VARIANTS = {
+    ("double", 1): ((2, 1), (2, 8), (4, 1), (8, 1)),
+    ("double", 2): ((4, 1), (8, 1)),
+    ("double", 3): ((8, 1), (8, 4)),
+    ("float", 1): ((2, 1), (4, 1), (4, 8), (8, 1), (16, 1), (16, 4)),
+    ("float", 2): ((4, 1), (8, 1), (8, 4), (16, 1)),
+    ("float", 3): ((8, 1),),
+}
+LANES_SMEM_COMPILED = tuple((real, d, r, mb, a) for (real, d), pairs in LANES_SMEM_VARIANTS.items()
+                            for r, mb in pairs for a in (False, True))
 DIRECT_STREAM = False  # evict-first loads/stores
 TILED_GRID_PER_SM = 32
 # DMMA kernel (complex128 on the FP64 tensor cores, any target positions)
@@ -127,6 +164,15 @@ def _variants_module(device_id: int):
     return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=[dmma_name(*v) for v in DMMA_COMPILED])
 
 
+@functools.lru_cache(maxsize=None)
+def _lanes_smem_module(device_id: int):
+    import cupy  # noqa: PLC0415
+
+    code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
+    names = [lanes_smem_name(*v) for v in LANES_SMEM_COMPILED]
+    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
+
+
 def _tiled_name(real: str, d: int) -> str:
     log_g, r = CONFIG[d]
     return f"apply_small<{real}, {d}, {log_g}, {r}>"
@@ -138,6 +184,10 @@ def _direct_name(real: str, d: int) -> str:
 
 def _lanes_name(real: str, d: int) -> str:
     return f"apply_lanes<{real}, {d}, {LANES[real, d][0]}>"
+
+
+def lanes_smem_name(real: str, d: int, rounds: int, min_blocks: int, async_copy: bool) -> str:
+    return f"apply_lanes_smem<{real}, {d}, {rounds}, {min_blocks}, {'true' if async_copy else 'false'}>"
 
 
 def dmma_name(d: int, tiles: int, gauss: bool, min_blocks: int, prefetch: bool, slices: int, shape: int) -> str:
@@ -314,6 +364,70 @@ def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
     rpt, per_sm = LANES[real, d]
     grid = launch_blocks(-(-max(1, rounds // rpt) // 8), per_sm)  # 8 warps per block
     kern((grid,), (256,), (data, u, np.int64(1 << n_qubits), *target_args(positions, 5)))
+    return data
+
+
+def lanes_smem_swizzle(positions, itemsize: int) -> int:
+    """The shared-memory swizzle of ``apply_lanes_smem`` for targets ``positions`` (all below bit 5, any
+    order), as the kernel's ``swz_tbl``: buffer index e is stored at e ^ m(e), m(e) = entry
+    (e >> S) & 7 of the table (eight 4-bit entries). S = 3 for 16-byte amplitudes (a shared-memory
+    wavefront serves 8 lanes of 16 bytes), 4 for 8-byte ones (16 lanes).
+
+    The lanes of one wavefront differ in the lowest S bits of their group number, which the kernel
+    places at the lowest S non-target bits of e. m XORs each of those at or above S into one of the
+    target bits below S, so the lanes' swizzled indices differ in all low S bits: distinct bank
+    slots. m is linear over GF(2) and reads only bits >= S, so e -> e ^ m(e) permutes every aligned
+    run of 2^S indices (the coalesced staging and stores stay conflict-free too).
+    """
+    s = 3 if itemsize == 16 else 4
+    free = [b for b in range(s + len(positions)) if b not in positions][:s]  # the lowest s non-target bits
+    pairs = list(zip(sorted(p for p in positions if p < s), [b for b in free if b >= s]))
+    table = 0
+    for x in range(8):  # bits s, s + 1, s + 2 of e (every source bit is below s + d <= s + 3)
+        m = 0
+        for t, h in pairs:
+            m |= ((x >> (h - s)) & 1) << t
+        table |= m << (4 * x)
+    return table
+
+
+def fits_lanes_smem(n_qubits: int, positions, rounds: int) -> bool:
+    """True when ``apply_lanes_smem`` with ``rounds`` serves these targets on this state: 1..3
+    distinct targets below bit 5, ``rounds`` a multiple of 2^d, and at least one window of
+    32 x rounds amplitudes."""
+    d = len(positions)
+    return (1 <= d <= 3 and len(set(positions)) == d and 0 <= min(positions) and max(positions) < LANES_MAX_BIT
+            and rounds % (1 << d) == 0 and 1 << n_qubits >= 32 * rounds)
+
+
+def apply_lanes_smem_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: LanesSmemConfig | None = None):
+    """Lanes kernel through shared memory: ``matrix`` in place, bit j of its index at target
+    ``positions[j]`` (any order, all below bit 5). Not in the default policy yet.
+
+    ``config`` overrides ``LANES_SMEM_CONFIG`` (tuning and tests); its kernel must be in LANES_SMEM_COMPILED.
+
+    Raises:
+        ValueError: the targets or the state size do not fit (see :func:`fits_lanes_smem`), or
+            ``config`` names no compiled variant.
+    """
+    import cupy  # noqa: PLC0415
+
+    d = len(positions)
+    real = _real(data.dtype.itemsize)
+    cfg = config or LANES_SMEM_CONFIG.get((real, d))
+    if cfg is None or not fits_lanes_smem(n_qubits, positions, cfg.rounds):
+        raise ValueError(f"apply_lanes_smem takes 1..3 distinct targets below bit {LANES_MAX_BIT} and a state of at "
+                         f"least one window of 32 x rounds amplitudes (got targets {list(positions)}, "
+                         f"{n_qubits} qubits, {cfg})")
+    if (real, d, *cfg.kernel) not in LANES_SMEM_COMPILED:
+        raise ValueError(f"config {cfg} names no compiled apply_lanes_smem kernel for {real}, d={d} "
+                         "(see LANES_SMEM_COMPILED)")
+    kern = _lanes_smem_module(cupy.cuda.Device().id).get_function(lanes_smem_name(real, d, *cfg.kernel))
+    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
+    n_windows = (1 << n_qubits) // (32 * cfg.rounds)
+    grid = launch_blocks(-(-n_windows // 8), cfg.blocks_per_sm)  # 8 warps per block
+    swz = np.uint32(lanes_smem_swizzle(positions, data.dtype.itemsize))
+    kern((grid,), (256,), (data, u, np.int64(n_windows), *target_args(positions, 3), swz))
     return data
 
 

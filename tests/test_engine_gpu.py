@@ -169,3 +169,39 @@ def test_dmma_is_the_default_for_wide_gates(cp, rng):
         c = StateVector(n, device="cpu", data=psi)
         c.apply(u, qs)
         assert np.abs(g.to_numpy() - c.to_numpy()).max() < 1e-13
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
+def test_lanes_smem_kernel_matches_cpu(cp, rng, dtype, tol):
+    """The shared-memory lanes kernel (not yet a default) against the CPU engine: targets below bit 5
+    for d = 1..3, sorted and not, in its default configuration on a large state and on one of fewer
+    windows than a block's eight warps, in every compiled variant, on a persistent grid whose warps
+    loop; a state smaller than one window and targets at bit 5 are refused."""
+    from qsim_tc.small_gate import LANES_SMEM_COMPILED, LanesSmemConfig, apply_lanes_smem_gpu
+
+    def check(n, qs, config=None):
+        psi = random_psi(n, rng)
+        u = haar_unitary(1 << len(qs), rng)
+        g = cp.asarray(psi.astype(dtype))
+        apply_lanes_smem_gpu(g, n, u, qs, config)
+        c = StateVector(n, device="cpu", data=psi)
+        c.apply(u, qs)
+        assert np.abs(g.get() - c.to_numpy()).max() < tol, (n, qs, config)
+
+    placements = ([0], [2], [4], [0, 1], [1, 3], [4, 0], [0, 1, 2], [2, 0, 4], [1, 3, 4], [4, 3, 2])
+    for qs in placements:
+        for n in (14, 9):  # 9 qubits: 512 amplitudes, one or two windows for a block of eight warps
+            check(n, qs)
+    real = "double" if dtype == np.complex128 else "float"
+    for _, d, rounds, min_blocks, async_copy in (v for v in LANES_SMEM_COMPILED if v[0] == real):
+        cfg = LanesSmemConfig(rounds, min_blocks, async_copy)
+        check(12, [[1], [3, 0], [0, 4, 2]][d - 1], cfg)
+        check(20, [[0], [1, 2], [1, 3, 4]][d - 1], cfg._replace(blocks_per_sm=1))  # >= 2048 windows, loops
+    psi = cp.asarray(random_psi(7, rng).astype(dtype))
+    with pytest.raises(ValueError, match="at least one window"):
+        apply_lanes_smem_gpu(psi, 7, haar_unitary(8, rng), [0, 1, 2], LanesSmemConfig(8))  # 128 < 256 amplitudes
+    with pytest.raises(ValueError, match="below bit 5"):
+        apply_lanes_smem_gpu(psi, 7, haar_unitary(4, rng), [0, 5])
+    with pytest.raises(ValueError, match="no compiled"):
+        apply_lanes_smem_gpu(psi, 7, haar_unitary(2, rng), [0], LanesSmemConfig(2, 3))
+    assert np.isfinite(psi.get()).all()

@@ -238,3 +238,89 @@ def test_widen_is_the_same_gate(rng, positions, extra):
                            list(range(k)), axes).reshape(-1)
 
     assert np.abs(apply(wide, pos) - apply(u, positions)).max() < 1e-12
+
+
+def _gate_on(psi, u, positions):
+    """``u`` on ``positions`` of the state ``psi`` (bit j of u's index at positions[j])."""
+    n, d = psi.size.bit_length() - 1, len(positions)
+    axes = [n - 1 - q for q in reversed(positions)]
+    out = np.tensordot(u.reshape((2,) * (2 * d)), psi.reshape((2,) * n), axes=(list(range(d, 2 * d)), axes))
+    return np.moveaxis(out, list(range(d)), axes).reshape(-1)
+
+
+def lanes_smem_replay(window, u, positions, itemsize, rounds):
+    """What apply_lanes_smem does to one warp's window of 32 x rounds amplitudes, with the kernel's
+    index formulas. Returns the result, how often each amplitude was computed, and the buffer
+    indices of every shared-memory access (a list of 32, one per lane)."""
+    from qsim_tc.small_gate import lanes_smem_swizzle
+
+    d, s = len(positions), 3 if itemsize == 16 else 4
+    tbl = lanes_smem_swizzle(positions, itemsize)
+    assert 0 <= tbl < 1 << 32
+
+    def mask(e):
+        return (tbl >> (((e >> s) & 7) << 2)) & ((1 << s) - 1)
+
+    tmask = sum(1 << p for p in positions)
+    gb = []
+    for lane in range(32):
+        g = lane
+        for b in range(5):
+            if (tmask >> b) & 1:
+                g = insert_zero(g, b)
+        gb.append(g ^ mask(g))
+    off = [o ^ mask(o) for o in (sum(((j >> b) & 1) << p for b, p in enumerate(positions)) for j in range(1 << d))]
+    staged = [[((r << 5) ^ mask(r << 5)) ^ lane ^ mask(lane) for lane in range(32)] for r in range(rounds)]
+    buf = np.full(32 * rounds, np.nan, dtype=complex)
+    for r in range(rounds):
+        buf[staged[r]] = window[(r << 5):(r << 5) + 32]
+    accesses = list(staged)
+    computed = np.zeros(32 * rounds, dtype=int)
+    for k in range(rounds >> d):
+        groups = [[(gb[lane] | k << (5 + d)) ^ off[j] for j in range(1 << d)] for lane in range(32)]
+        accesses += [[g[j] for g in groups] for j in range(1 << d)]
+        for g in groups:
+            buf[g] = u @ buf[g]
+            computed[g] += 1
+    out = np.concatenate([buf[staged[r]] for r in range(rounds)])
+    return out, computed, accesses + staged
+
+
+@pytest.mark.parametrize("itemsize", [16, 8])
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_lanes_smem_windows_and_banks(rng, d, itemsize):
+    """apply_lanes_smem's index arithmetic, replayed for every placement of d targets below bit 5
+    (sorted and reversed) and every compiled window size: each amplitude is computed once, the
+    window comes back as the gate applied to it, and no shared-memory wavefront (8 lanes of 16
+    bytes or 16 of 8 bytes) touches a bank slot twice."""
+    from itertools import combinations
+
+    from qsim_tc.small_gate import LANES_SMEM_VARIANTS
+
+    real = "double" if itemsize == 16 else "float"
+    lanes = 128 // itemsize  # lanes per wavefront: 128 bytes
+    for rounds in sorted({r for r, _ in LANES_SMEM_VARIANTS[real, d]}):
+        for placement in combinations(range(5), d):
+            for positions in (list(placement), list(placement)[::-1]):
+                u = haar_unitary(1 << d, rng)
+                window = rng.standard_normal(32 * rounds) + 1j * rng.standard_normal(32 * rounds)
+                out, computed, accesses = lanes_smem_replay(window, u, positions, itemsize, rounds)
+                assert (computed == 1).all(), (positions, rounds)
+                assert np.abs(out - _gate_on(window, u, positions)).max() < 1e-12, (positions, rounds)
+                for idx in accesses:
+                    for w in range(0, 32, lanes):
+                        slots = [i % lanes for i in idx[w:w + lanes]]
+                        assert len(set(slots)) == lanes, (positions, rounds, idx)
+
+
+def test_lanes_smem_fits_and_configs():
+    from qsim_tc.small_gate import LANES_SMEM_COMPILED, LANES_SMEM_CONFIG, fits_lanes_smem
+
+    assert fits_lanes_smem(8, [0, 1, 2], 8) and fits_lanes_smem(28, [4, 0], 4) and fits_lanes_smem(6, [2], 2)
+    assert not fits_lanes_smem(7, [0, 1, 2], 8)  # fewer amplitudes than one window
+    assert not fits_lanes_smem(28, [0, 5], 4)  # a target at bit 5
+    assert not fits_lanes_smem(28, [0, 1, 2], 4)  # half a group per lane
+    assert not fits_lanes_smem(28, [0, 1, 2, 3], 16) and not fits_lanes_smem(28, [], 4)
+    assert not fits_lanes_smem(28, [1, 1], 4)
+    for (real, d), cfg in LANES_SMEM_CONFIG.items():
+        assert (real, d, *cfg.kernel) in LANES_SMEM_COMPILED

@@ -262,6 +262,113 @@ apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
 
 
 
+// Targets all among the lowest five bits, staged through shared memory. A warp owns a window of
+// W = 32 ROUNDS consecutive amplitudes (in place is safe: no other warp touches it):
+//   1. every lane loads one amplitude of each round of 32 (coalesced, 16 or 8 bytes per lane),
+//      all ROUNDS loads issued before any is used (ASYNC: cp.async straight into shared memory,
+//      no registers), and stores them into the warp's own shared buffer;
+//   2. after __syncwarp, lane l multiplies whole groups l, l + 32, ... (ROUNDS / 2^D of them)
+//      read from the buffer and writes the results back in their place;
+//   3. after __syncwarp, the warp stores the window back, coalesced.
+// No block barrier but the one after U is staged. Buffer index e is stored at e ^ m(e): m XORs
+// up to three bits of e at or above S (S = 3 for 16-byte amplitudes, a quarter warp per
+// shared-memory wavefront; 4 for 8-byte ones, a half warp) into its low S bits, from the table `swz_tbl`
+// (eight 4-bit entries indexed by bits S..S+2, built by lanes_smem_swizzle in small_gate.py).
+// Lanes of one wavefront differ in the lowest S bits of their group number, which sit at the
+// lowest S non-target bits of e; m maps those at or above S onto the targets below S, so the
+// group gathers of step 2 hit 2^S distinct bank slots, and steps 1 and 3 (2^S consecutive
+// indices, m constant over them) do too. m is linear, so e ^ m(e) is computed per part of e.
+// Any order of p0..p2 works (bit j of the matrix index is at position p_j).
+template <typename Real>
+__device__ __forceinline__ int smem_mask(int e, unsigned swz_tbl) {
+    constexpr int S = sizeof(Real) == 8 ? 3 : 4;
+    return (int)(swz_tbl >> (((e >> S) & 7) << 2)) & ((1 << S) - 1);
+}
+
+template <typename Real>
+__device__ __forceinline__ void load_to_shared(cplx<Real>* dst, const cplx<Real>* src) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    if (sizeof(Real) == 8)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(a), "l"(src) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" :: "r"(a), "l"(src) : "memory");
+}
+
+template <typename Real, int D, int ROUNDS, int MINB = 1, bool ASYNC = false>
+__global__ void __launch_bounds__(256, MINB)
+apply_lanes_smem(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_windows,
+                 int p0, int p1, int p2, unsigned swz_tbl)
+{
+    constexpr int DIM = 1 << D, W = 32 * ROUNDS, GPL = ROUNDS / DIM, WARPS = 256 / 32;
+    static_assert(D <= 3 && GPL >= 1 && GPL * DIM == ROUNDS, "whole groups per lane: ROUNDS a multiple of 2^D");
+    const int pos[6] = {p0, p1, p2, 0, 0, 0};
+    __shared__ cplx<Real> u[DIM * DIM];
+    __shared__ cplx<Real> buf[WARPS][W];
+    for (int e = threadIdx.x; e < DIM * DIM; e += blockDim.x) u[e] = matrix[e];
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    cplx<Real>* const mine = buf[threadIdx.x >> 5];
+    int tmask = 0;
+#pragma unroll
+    for (int b = 0; b < D; ++b) tmask |= 1 << pos[b];
+    // group l + 32 k of the window starts at base(l) | k << (5 + D): the lane number fills the
+    // lowest five non-target bits, all below 5 + D
+    int gb = lane;
+#pragma unroll
+    for (int b = 0; b < 5; ++b)
+        if ((tmask >> b) & 1) gb = (int)insert_zero(gb, b);
+    gb ^= smem_mask<Real>(gb, swz_tbl);
+    int off[DIM];  // swizzled offset of matrix index j (the XOR of its bits' offsets, m being linear)
+#pragma unroll
+    for (int j = 0; j < DIM; ++j) {
+        const int o = (int)spread<D>(j, pos);
+        off[j] = o ^ smem_mask<Real>(o, swz_tbl);
+    }
+    const int lsw = lane ^ smem_mask<Real>(lane, swz_tbl);  // round r, lane l: (r << 5 ^ m(r << 5)) ^ lsw
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long win = warp; win < n_windows; win += n_warps) {
+        cplx<Real>* const w = state + win * W;
+        if (ASYNC) {
+#pragma unroll
+            for (int r = 0; r < ROUNDS; ++r)
+                load_to_shared(mine + ((r << 5 ^ smem_mask<Real>(r << 5, swz_tbl)) ^ lsw), w + (r << 5) + lane);
+            asm volatile("cp.async.wait_all;" ::: "memory");
+        } else {
+            cplx<Real> staged[ROUNDS];
+#pragma unroll
+            for (int r = 0; r < ROUNDS; ++r) staged[r] = w[(r << 5) + lane];
+#pragma unroll
+            for (int r = 0; r < ROUNDS; ++r) mine[(r << 5 ^ smem_mask<Real>(r << 5, swz_tbl)) ^ lsw] = staged[r];
+        }
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < GPL; ++k) {
+            cplx<Real> v[DIM];
+#pragma unroll
+            for (int j = 0; j < DIM; ++j) v[j] = mine[(gb | k << (5 + D)) ^ off[j]];
+#pragma unroll
+            for (int i = 0; i < DIM; ++i) {
+                Real re = 0, im = 0;
+#pragma unroll
+                for (int j = 0; j < DIM; ++j) {
+                    const cplx<Real> m = u[i * DIM + j];
+                    re = fma(m.x, v[j].x, re);
+                    re = fma(-m.y, v[j].y, re);
+                    im = fma(m.x, v[j].y, im);
+                    im = fma(m.y, v[j].x, im);
+                }
+                mine[(gb | k << (5 + D)) ^ off[i]] = cplx<Real>{re, im};
+            }
+        }
+        __syncwarp();
+#pragma unroll
+        for (int r = 0; r < ROUNDS; ++r) w[(r << 5) + lane] = mine[(r << 5 ^ smem_mask<Real>(r << 5, swz_tbl)) ^ lsw];
+        __syncwarp();  // the next window's stores to the buffer (cp.async ones too) come after these reads
+    }
+}
+
+
 
 // Complex128 gates of 4..6 qubits on the FP64 tensor cores (DMMA), at any target positions. A
 // tile is 8 neighbouring groups (8 consecutive amplitudes, 128 bytes, for every target
