@@ -10,8 +10,7 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
   consecutive amplitudes and gathers the rest of its group from neighbouring lanes by shuffles.
 * ``apply_lanes_smem``: the same targets, staged through a per-warp shared-memory buffer: a warp
   loads 32 x ROUNDS consecutive amplitudes, each lane multiplies whole groups read from the
-  buffer, the warp stores the window back. Timed beside the others by the tuner; not yet in the
-  default policy.
+  buffer, the warp stores the window back. The default for 2 and 3 targets below bit 5.
 * ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts with a
   target among the low bits.
 * ``apply_dmma``: complex128 gates of 4..6 qubits on the FP64 tensor cores (``mma.sync`` f64),
@@ -28,7 +27,9 @@ Choices below were measured on an H200 at 28 qubits (benchmarks/tune_small_gate.
 benchmarks/results/apply_*.json, tune_dmma_h200.json, tune_grid_h200.json): direct kernel
 2.05 ms for d = 1..3 and 2.12 ms for d = 4 (complex128, one pass per thread), lanes kernel
 2.12-2.46 ms for d = 1..3 at the bottom (the tiled kernel took 2.3-3.2 ms there), tiled 2.3-3.9
-ms; DMMA 2.1-2.3 ms at d = 4 with low targets, 2.3-2.6 ms at d = 5 and 2.9-3.5 ms at d = 6
+ms, lanes through shared memory 2.14-2.26 ms at d = 2, 3 (complex128; lanes 2.26-2.51, widened
+DMMA 2.20-2.31, cuStateVec 2.08-2.14) and 1.08-1.10 ms (complex64; lanes 1.11-1.25,
+tune_lanes_smem_h200.json); DMMA 2.1-2.3 ms at d = 4 with low targets, 2.3-2.6 ms at d = 5 and 2.9-3.5 ms at d = 6
 against cuBLAS's 2.7, 3.3 and 4.7 ms. Complex64 gates of 5, 6 qubits keep cuBLAS (no FP32
 tensor-core product is exact enough to stand in for CGEMM), and four complex64 targets exactly
 at the bottom the rotating GEMM.
@@ -80,12 +81,14 @@ class LanesSmemConfig(NamedTuple):
         return (self.rounds, self.min_blocks, self.async_copy)
 
 
-# lanes kernel through shared memory: not in the default policy yet (that waits for interleaved
-# measurements beside the lanes, DMMA and direct kernels and cuStateVec:
-# benchmarks/tune_small_gate.py --only lanes_smem); the launcher takes these where no config is given
-LANES_SMEM_CONFIG = {("double", 1): LanesSmemConfig(4), ("double", 2): LanesSmemConfig(4),
-                     ("double", 3): LanesSmemConfig(8), ("float", 1): LanesSmemConfig(4),
-                     ("float", 2): LanesSmemConfig(4), ("float", 3): LanesSmemConfig(8)}
+# lanes kernel through shared memory, from three interleaved rounds on one H200 beside the lanes,
+# direct and DMMA kernels and cuStateVec (benchmarks/tune_small_gate.py --only lanes_smem,
+# tune_lanes_smem_h200.json): 8 rounds with cp.async won every placement at d = 2, 3 in both
+# precisions; at d = 1 the shuffle kernel stays (complex64: 1.05 ms against 1.08)
+LANES_SMEM_CONFIG = {("double", 1): LanesSmemConfig(8), ("double", 2): LanesSmemConfig(8, 1, True),
+                     ("double", 3): LanesSmemConfig(8, 1, True), ("float", 1): LanesSmemConfig(2),
+                     ("float", 2): LanesSmemConfig(8, 1, True), ("float", 3): LanesSmemConfig(8, 1, True)}
+LANES_SMEM_DEFAULT_D = frozenset({2, 3})  # sizes where it is the default policy
 # variants compiled for tuning, (real, d) -> (rounds, min_blocks) pairs, each with and without
 # cp.async: those that do not spill (ptxas -v, sm_90a) and whose register cap changes the code
 LANES_SMEM_VARIANTS = {
@@ -402,7 +405,7 @@ def fits_lanes_smem(n_qubits: int, positions, rounds: int) -> bool:
 
 def apply_lanes_smem_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: LanesSmemConfig | None = None):
     """Lanes kernel through shared memory: ``matrix`` in place, bit j of its index at target
-    ``positions[j]`` (any order, all below bit 5). Not in the default policy yet.
+    ``positions[j]`` (any order, all below bit 5). The default for d = 2, 3 (LANES_SMEM_DEFAULT_D).
 
     ``config`` overrides ``LANES_SMEM_CONFIG`` (tuning and tests); its kernel must be in LANES_SMEM_COMPILED.
 
@@ -492,6 +495,9 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
     if coalesced(positions, itemsize):
         return apply_direct_gpu
     dmma4 = itemsize == 16 and 4 in DMMA_CONFIG
+    smem_cfg = LANES_SMEM_CONFIG.get((_real(itemsize), d))
+    if d in LANES_SMEM_DEFAULT_D and smem_cfg and fits_lanes_smem(n_qubits, positions, smem_cfg.rounds):
+        return apply_lanes_smem_gpu
     if d == 3 and fits_lanes(positions) and dmma4:
         return apply_dmma_widened_gpu
     if fits_lanes(positions) and n_qubits >= 8:  # whole rounds of up to 8 x 32 amplitudes

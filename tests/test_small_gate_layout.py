@@ -77,8 +77,8 @@ def test_policy_picks_kernels_by_position():
     from qsim_tc.small_gate import (
         apply_direct_gpu,
         apply_dmma_gpu,
-        apply_dmma_widened_gpu,
         apply_lanes_gpu,
+        apply_lanes_smem_gpu,
         apply_tiled_gpu,
         select,
     )
@@ -90,9 +90,10 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [0, 5], 8) is apply_tiled_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_tiled_gpu
-    assert select(native, gpu, None, 28, [0, 2], 16) is apply_lanes_gpu
-    assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_dmma_widened_gpu
-    assert select(native, gpu, None, 28, [1, 3, 4], 8) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [0], 16) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [0, 2], 16) is apply_lanes_smem_gpu
+    assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_lanes_smem_gpu
+    assert select(native, gpu, None, 28, [1, 3, 4], 8) is apply_lanes_smem_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 8) is None
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
@@ -104,8 +105,8 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, True, 28, [4, 5, 6, 7, 8], 8) is apply_direct_gpu
     # small_gate_kernel=True takes the default kernel where there is one, the best other where not
     assert select(native, gpu, True, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
-    assert select(native, gpu, True, 28, [1, 3, 4], 16) is apply_dmma_widened_gpu
-    assert select(native, gpu, True, 28, [0, 2], 16) is apply_lanes_gpu
+    assert select(native, gpu, True, 28, [1, 3, 4], 16) is apply_lanes_smem_gpu
+    assert select(native, gpu, True, 28, [0, 2], 16) is apply_lanes_smem_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3], 8) is apply_tiled_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 16) is apply_dmma_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 8) is apply_tiled_gpu
