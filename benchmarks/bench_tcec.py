@@ -108,15 +108,18 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
         a, b = _operands(cp, kind, n, d, rng)
         flops = (8.0 if a.dtype.kind == "c" else 2.0) * a.shape[0] * a.shape[1] * b.shape[1]
         native_ms = None
-        todo = [(m, {}, True) for m in methods]  # (method, options, wide wgmma tiles where they fit)
+        # (method, options, wgmma configuration where the width allows 256 columns)
+        todo = [(m, {}, tcec_gpu.WG_WIDE) for m in methods]
+        wide0 = tcec_gpu.WG_WIDE
         if variants and kind == "bottom" and d == 10:
-            todo += [("tf32tf32", {"debias": False}, True), ("halfhalf", {"debias": False}, True),
-                     ("tf32tf32", {"ec_product": "fused"}, True), ("halfhalf", {"ec_product": "fused"}, True)]
-            todo += [(m, {"product_kernel": "mma"}, True) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
-            todo += [(m, {}, False) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]  # 128-column wgmma tiles
+            todo += [("tf32tf32", {"debias": False}, wide0), ("halfhalf", {"debias": False}, wide0),
+                     ("tf32tf32", {"ec_product": "fused"}, wide0), ("halfhalf", {"ec_product": "fused"}, wide0)]
+            todo += [(m, {"product_kernel": "mma"}, wide0) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
+            for other in [c for c in tcec_gpu.WG_CONFIGS if c != wide0]:  # the other wgmma configurations
+                todo += [(m, {}, None if other == "n128" else other) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
         for method, opts, wide in todo:
             tcec_gpu.WG_WIDE = wide
-            label_opts = opts if wide else {**opts, "wgmma": "n128"}
+            label_opts = opts if wide == wide0 else {**opts, "wgmma": wide or "n128"}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 c, rep = gemm.matmul(a, b, method=method, return_report=True, **opts)
@@ -126,7 +129,7 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
                 _, rep = gemm.matmul(a, b, method=method, return_report=True, **opts)
             if method == "native32":
                 native_ms = ms
-            tcec_gpu.WG_WIDE = True
+            tcec_gpu.WG_WIDE = wide0
             row = {"case": label, "method": method, "options": label_opts, "ms": ms, "all_ms": all_ms,
                    "tflops": flops / ms / 1e9, "speedup_vs_native": (native_ms / ms) if native_ms else None,
                    "rel_err_slice": err, "stages_ms": rep.stages, "choices": rep.choices,
@@ -217,6 +220,7 @@ def main(argv=None):
     p.add_argument("--compare-tiles", action="store_true", help="time d=10 with each square tile, print the best")
     p.add_argument("--sweep", action="store_true", help="also time d=10 for each square tile and hi*hi chain")
     p.add_argument("--wg-chain", type=int, default=None, help="k-steps per hi*hi product of the wgmma kernel")
+    p.add_argument("--wg-wide", default=None, help="wgmma configuration where the width allows 256 columns")
     args = p.parse_args(argv)
     from gemm import tcec_gpu
     from gemm import tcec_split as ts
@@ -227,6 +231,8 @@ def main(argv=None):
         return
     if args.square_tile:
         tcec_gpu.SQUARE_TILE = args.square_tile
+    if args.wg_wide:
+        tcec_gpu.WG_WIDE = None if args.wg_wide == "n128" else args.wg_wide
     if args.wg_chain:
         tcec_gpu.WG_CONFIGS = {k: c._replace(chain=args.wg_chain) for k, c in tcec_gpu.WG_CONFIGS.items()}
     t0 = time.time()
@@ -239,7 +245,8 @@ def main(argv=None):
     payload = {"environment": env, "command": "python benchmarks/bench_tcec.py " + " ".join(given),
                "square_tile": tcec_gpu.SQUARE_TILE,
                "timing": "CUDA events around the whole gemm.matmul call, 1 warm-up, median of repeats",
-               "hh_chain": ts.HH_CHAIN, "wg_configs": {k: c._asdict() for k, c in tcec_gpu.WG_CONFIGS.items()}, "debias_mode": ts.DEBIAS_MODE, "debias_beta": ts.debias_beta(),
+               "hh_chain": ts.HH_CHAIN, "wg_configs": {k: c._asdict() for k, c in tcec_gpu.WG_CONFIGS.items()},
+               "wg_wide": tcec_gpu.WG_WIDE, "debias_mode": ts.DEBIAS_MODE, "debias_beta": ts.debias_beta(),
                "rows": rows, "sweep": sweep_rows, "wall_s": time.time() - t0}
     if args.out:
         with open(args.out, "w") as f:

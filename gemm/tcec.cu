@@ -267,6 +267,15 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// This block's batch and tile, with n fastest (A reused from L2) or m fastest.
+__device__ __forceinline__ void tile_coords(i64 tiles_m, i64 tiles_n, int n_fast, i64& bz, i64& tm, i64& tn) {
+    const i64 tiles = tiles_m * tiles_n;
+    bz = blockIdx.x / tiles;
+    const i64 rem = blockIdx.x % tiles;
+    if (n_fast) { tm = rem / tiles_n; tn = rem % tiles_n; }
+    else        { tn = rem / tiles_m; tm = rem % tiles_m; }
+}
+
 // Finishes one 16 x 8 fragment of the hi*hi accumulator and stores it. Layout of mma.sync m16n8
 // and of each 8-column slice of wgmma m64nN: x[0], x[1] at row r0 + g, columns col, col + 1;
 // x[2], x[3] at row r0 + g + 8. Error-corrected modes add the correction: `cv` (mode 0: the
@@ -355,12 +364,8 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
           float out_scale_a, float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc,
           float debias_beta) {
     extern __shared__ __align__(16) u32 smem[];
-    const i64 tiles = tiles_m * tiles_n;
-    const i64 bz = blockIdx.x / tiles;
-    const i64 rem = blockIdx.x % tiles;
-    i64 tm, tn;
-    if (n_fast) { tm = rem / tiles_n; tn = rem % tiles_n; }
-    else        { tn = rem / tiles_m; tm = rem % tiles_m; }
+    i64 bz, tm, tn;
+    tile_coords(tiles_m, tiles_n, n_fast, bz, tm, tn);
 
     const int tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;

@@ -46,19 +46,22 @@ BKW = 16
 MODES = {"ec": 0, "plain": 1, "markidis": 2, "ec-hybrid": 3}
 FMT_IDS = {"tf32": 0, "fp16": 1}
 # The wgmma product (tcec_wgmma.cu, sm_90a) serves the plain and the hybrid error-corrected hi*hi
-# products on the "square" tile class, in one of two configurations chosen by the padded width:
-# 128 x 256 tiles where it divides (fewer bytes from L2 per flop: 128 x 128 tiles held the plain
-# TF32 product to 141 TFLOP/s, L2-bound), else 128 x 128.
+# products on the "square" tile class, in a configuration chosen by the padded width: 128 x 256
+# tiles where it divides (fewer bytes from L2 per flop: 128 x 128 tiles held the plain TF32
+# product to 141 TFLOP/s, L2-bound), else 128 x 128. On the 256-column tiles the hi*hi products
+# are 64 columns wide, leaving registers for two temporaries (n256x64: d = 10 hi*hi 19.1 ms
+# against 20.1 with one 128-column temporary, benchmarks/results/tcec_h200.json).
 WG_MODES = frozenset({"plain", "ec-hybrid"})
 WG_TILE = "square"
 
 
 class WgConfig(NamedTuple):
-    bn: int  # tile columns (128-column chunks, one wgmma each)
+    bn: int  # tile columns
     tmp: int  # hi*hi temporaries: 2 ping-pong, 1 (the accumulator of 256 columns leaves room for one)
     atoms: int  # 32-word blocks of k per stage
     stages: int
     chain: int = 1  # k-steps per hi*hi product summed inside the tensor core
+    nc: int = 128  # columns per hi*hi wgmma (64: half-size temporaries); the plain product takes 128
 
     @property
     def smem_bytes(self) -> int:
@@ -66,13 +69,14 @@ class WgConfig(NamedTuple):
         return self.stages * self.atoms * (128 + self.bn) * 128 + 1024
 
 
-WG_CONFIGS = {"n128": WgConfig(128, 2, 2, 3), "n256": WgConfig(256, 1, 1, 4)}
-WG_WIDE = True  # take "n256" where the width allows (benchmarks/bench_tcec.py --wg-narrow compares)
+WG_CONFIGS = {"n128": WgConfig(128, 2, 2, 3), "n256": WgConfig(256, 1, 1, 4),
+              "n256x64": WgConfig(256, 2, 1, 4, nc=64)}
+WG_WIDE = "n256x64"  # the configuration where the width allows 256 columns (None: "n128" everywhere)
 WG_K_WORDS = 64  # k padding of the square tile class: a multiple of every configuration's stage
 
 
 def wg_config(n_p: int) -> str:
-    return "n256" if WG_WIDE and n_p % 256 == 0 else "n128"
+    return WG_WIDE if WG_WIDE and n_p % 256 == 0 else "n128"
 
 
 SQUARE_TILE = "square"  # the tile of large products (benchmarks/bench_tcec.py --square-tile compares)
@@ -168,7 +172,7 @@ def _wg_kernel(device_id: int, fmt: str, mode: str, debias: bool, cfg: WgConfig,
 
     opts = _options(fmt, mode, WG_TILE, debias, cfg.chain, debias_mode) + (
         f"-DWG_BN={cfg.bn}", f"-DWG_TMP={cfg.tmp}", f"-DWG_ATOMS={cfg.atoms}", f"-DWG_STAGES={cfg.stages}",
-        f"-DWG_CHAIN={cfg.chain}", "-DTCEC_NO_MMA_GEMM")
+        f"-DWG_CHAIN={cfg.chain}", f"-DWG_NC={cfg.nc if mode == 'ec-hybrid' else 128}", "-DTCEC_NO_MMA_GEMM")
     mod = compile_module(_source() + _source("tcec_wgmma.cu"), opts, "tcec_wgmma.cu")
     k = mod.get_function("tcec_gemm_wg")
     k.max_dynamic_shared_size_bytes = cfg.smem_bytes

@@ -33,6 +33,10 @@
 #ifndef WG_TMP
 #define WG_TMP 2          // hi*hi temporaries: 2 (ping-pong) or 1
 #endif
+#ifndef WG_NC
+#define WG_NC 128         // columns per wgmma (a chunk): 128, or 64 (smaller temporaries)
+#endif
+#define WG_NR (WG_NC / 2) // accumulator registers per chunk
 #ifndef WG_ATOMS
 #define WG_ATOMS 2        // 128-byte swizzle atoms of k per stage (32 words each)
 #endif
@@ -50,7 +54,7 @@
 #error "WG_STAGES too small for this mode"
 #endif
 #define WG_BM 128
-#define WG_CH (WG_BN / 128)                         // 128-column chunks per warpgroup
+#define WG_CH (WG_BN / WG_NC)                       // chunks per warpgroup
 #define WG_BKW (32 * WG_ATOMS)                      // words of k per stage
 #define WG_THREADS 256
 #define WG_TILE_BYTES(rows) ((rows) * 128)
@@ -61,8 +65,8 @@
 #if MODE == 3 && WG_TMP == 2 && WG_PRODUCTS % 2 != 0
 #error "the ping-pong temporaries alternate within a stage: an even number of products"
 #endif
-#if MODE == 3 && WG_CH * 64 + WG_TMP * 64 > 200
-#error "accumulator and temporaries exceed the register file: WG_BN 256 takes WG_TMP 1"
+#if MODE == 3 && (WG_CH + WG_TMP) * WG_NR > 200
+#error "accumulator and temporaries exceed the register file: WG_BN 256 takes WG_TMP 1, or WG_NC 64"
 #endif
 
 typedef unsigned long long u64;
@@ -78,17 +82,19 @@ __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.s
 template <int N>
 __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 // keeps the compiler from moving reads of wgmma results above the wait (and writes below the issue)
-__device__ __forceinline__ void pin(float d[64]) {
+template <int N>
+__device__ __forceinline__ void pin(float* d) {
 #pragma unroll
-    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void add_rn(float acc[64], const float p[64]) {
+template <int N>
+__device__ __forceinline__ void add_rn(float* acc, const float* p) {
 #pragma unroll
-    for (int q = 0; q < 64; ++q) acc[q] = __fadd_rn(acc[q], p[q]);
+    for (int q = 0; q < N; ++q) acc[q] = __fadd_rn(acc[q], p[q]);
 }
 
-__device__ __forceinline__ void wgmma_tf32(float d[64], u64 da, u64 db, int scale_d) {
+__device__ __forceinline__ void wgmma_tf32_n128(float* d, u64 da, u64 db, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
@@ -97,7 +103,7 @@ __device__ __forceinline__ void wgmma_tf32(float d[64], u64 da, u64 db, int scal
         : "l"(da), "l"(db), "r"(scale_d));
 }
 
-__device__ __forceinline__ void wgmma_f16(float d[64], u64 da, u64 db, int scale_d) {
+__device__ __forceinline__ void wgmma_f16_n128(float* d, u64 da, u64 db, int scale_d) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
@@ -106,11 +112,34 @@ __device__ __forceinline__ void wgmma_f16(float d[64], u64 da, u64 db, int scale
         : "l"(da), "l"(db), "r"(scale_d));
 }
 
-__device__ __forceinline__ void wgmma_k(float d[64], u64 da, u64 db, int scale_d) {
-#if FMT == 0
-    wgmma_tf32(d, da, db, scale_d);
+__device__ __forceinline__ void wgmma_tf32_n64(float* d, u64 da, u64 db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_f16_n64(float* d, u64 da, u64 db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// one wgmma of WG_NC columns (64 or 128), k-step of 32 bytes
+__device__ __forceinline__ void wgmma_k(float* d, u64 da, u64 db, int scale_d) {
+#if FMT == 0 && WG_NC == 128
+    wgmma_tf32_n128(d, da, db, scale_d);
+#elif FMT == 0
+    wgmma_tf32_n64(d, da, db, scale_d);
+#elif WG_NC == 128
+    wgmma_f16_n128(d, da, db, scale_d);
 #else
-    wgmma_f16(d, da, db, scale_d);
+    wgmma_f16_n64(d, da, db, scale_d);
 #endif
 }
 
@@ -127,12 +156,8 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
     const u32 sbase = (raw + 1023u) & ~1023u;
     unsigned char* smem = wg_smem_raw + (sbase - raw);
 
-    const i64 tiles = tiles_m * tiles_n;
-    const i64 bz = blockIdx.x / tiles;
-    const i64 rem = blockIdx.x % tiles;
-    i64 tm, tn;
-    if (n_fast) { tm = rem / tiles_n; tn = rem % tiles_n; }
-    else        { tn = rem / tiles_m; tm = rem % tiles_m; }
+    i64 bz, tm, tn;
+    tile_coords(tiles_m, tiles_n, n_fast, bz, tm, tn);
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;                    // warpgroup: rows 64 wg .. 64 wg + 63 of the tile
@@ -156,13 +181,13 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
         }
     };
 
-    float acc[WG_CH][64];
+    float acc[WG_CH][WG_NR];
 #pragma unroll
     for (int ch = 0; ch < WG_CH; ++ch)
 #pragma unroll
-        for (int q = 0; q < 64; ++q) acc[ch][q] = 0.0f;
+        for (int q = 0; q < WG_NR; ++q) acc[ch][q] = 0.0f;
 #if MODE == 3
-    float tmp[WG_TMP][64];
+    float tmp[WG_TMP][WG_NR];
 #endif
 
     const i64 KT = KW / WG_BKW;
@@ -188,7 +213,7 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
             return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + wg * WG_TILE_BYTES(64)) + 2 * (ks & 3);
         };
         auto desc_b = [&](int ks, int ch) {
-            return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + WG_TILE_BYTES(WG_BM + 128 * ch)) + 2 * (ks & 3);
+            return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + WG_TILE_BYTES(WG_BM + WG_NC * ch)) + 2 * (ks & 3);
         };
 #if MODE == 1
         wg_fence();
@@ -204,7 +229,7 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
         for (int p = 0; p < WG_PRODUCTS; ++p) {
             const int kc = p / WG_CH, ch = p % WG_CH;
             float* cur = tmp[p % WG_TMP];
-            pin(cur);
+            pin<WG_NR>(cur);
             wg_fence();
 #pragma unroll
             for (int c = 0; c < WG_CHAIN; ++c) {
@@ -212,40 +237,40 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
                 wgmma_k(cur, desc_a(ks), desc_b(ks, ch), c > 0 ? 1 : 0);
             }
             wg_commit();
-            pin(cur);
+            pin<WG_NR>(cur);
 #if WG_TMP == 2
             if (p > 0) {   // the previous product has completed: add it while this one runs
                 wg_wait<1>();
                 float* prev = tmp[(p + 1) % 2];
-                pin(prev);
-                add_rn(acc[(p - 1) % WG_CH], prev);
+                pin<WG_NR>(prev);
+                add_rn<WG_NR>(acc[(p - 1) % WG_CH], prev);
             }
 #else
             wg_wait<0>();
-            pin(cur);
-            add_rn(acc[ch], cur);
+            pin<WG_NR>(cur);
+            add_rn<WG_NR>(acc[ch], cur);
 #endif
         }
 #if WG_TMP == 2
         wg_wait<0>();
         {
             float* last = tmp[(WG_PRODUCTS - 1) % 2];
-            pin(last);
-            add_rn(acc[(WG_PRODUCTS - 1) % WG_CH], last);
+            pin<WG_NR>(last);
+            add_rn<WG_NR>(acc[(WG_PRODUCTS - 1) % WG_CH], last);
         }
 #endif
 #endif
     }
     wg_wait<0>();
 #pragma unroll
-    for (int ch = 0; ch < WG_CH; ++ch) pin(acc[ch]);
+    for (int ch = 0; ch < WG_CH; ++ch) pin<WG_NR>(acc[ch]);
     cp_wait<0>();
 
     const i64 r0 = tm * WG_BM + wg * 64 + warp * 16;
 #pragma unroll
     for (int ch = 0; ch < WG_CH; ++ch)
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
-            finish_frag(&acc[ch][4 * j], nullptr, ccor + bz * scc, ldcc, r0, g, tn * WG_BN + 128 * ch + j * 8 + 2 * t,
+        for (int j = 0; j < WG_NC / 8; ++j)
+            finish_frag(&acc[ch][4 * j], nullptr, ccor + bz * scc, ldcc, r0, g, tn * WG_BN + WG_NC * ch + j * 8 + 2 * t,
                         C + bz * sc, M, N, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b, debias_beta);
 }

@@ -48,7 +48,7 @@ def test_gpu_split_bit_exact(fmt, cp, rng):
     x[1, 0] = np.nan
     e = 3 if fmt == "fp16" else 0
     op = tcec_gpu._as_a(cp.asarray(x), False)
-    hi, lo, kw = tcec_gpu._split(cp, op, 96, 64, fmt, "ec", "square", e)
+    hi, lo, kw = tcec_gpu._split(cp, op, 96, 64, fmt, "ec", e)
     if fmt == "tf32":
         ghi, glo = (w.get().view(np.float32).reshape(96, 64) for w in (hi, lo))
     else:
@@ -187,19 +187,19 @@ def _need_wgmma():
         pytest.skip("the wgmma product needs an sm_90 GPU")
 
 
-@pytest.mark.parametrize("wide", [True, False])
+@pytest.mark.parametrize("wide", ["n256", "n256x64", None])
 @pytest.mark.parametrize("method", ["tf32tf32", "halfhalf", "tf32", "fp16"])
 def test_gpu_wgmma_matches_mma(method, wide, cp, rng):
     """The wgmma product (default on sm_90 for the square tile class; error-corrected: when the
     hybrid runs) against the mma.sync one on every shape case: as accurate (error-corrected: FP32
     level; plain: its own truncation level), and taken for the gate-sized products, and by the
-    plain methods also with k tails and batches; with 256-column tiles where the width allows
-    (wide) and with 128-column tiles everywhere."""
+    plain methods also with k tails and batches; with each 256-column configuration where the
+    width allows (wide) and with 128-column tiles everywhere (None)."""
     from gemm import tcec_gpu
 
     _need_wgmma()
     taken = set()
-    tcec_gpu.WG_WIDE = wide
+    saved, tcec_gpu.WG_WIDE = tcec_gpu.WG_WIDE, wide
     try:
         for name, (a, b) in _shape_cases(cp, rng).items():
             cw, rw = _run(a, b, method)
@@ -214,11 +214,11 @@ def test_gpu_wgmma_matches_mma(method, wide, cp, rng):
             if rw.choices["product_kernel"].startswith("wgmma"):
                 taken.add((name, rw.choices["product_kernel"]))
     finally:
-        tcec_gpu.WG_WIDE = True
+        tcec_gpu.WG_WIDE = saved
     names = {n for n, _ in taken}
     want = {"bottom d=8", "top d=8"} | (set() if method in EC else {"real tails", "stacked @ 2-D"})
     assert want <= names, taken
-    assert ("bottom d=8", "wgmma n256" if wide else "wgmma n128") in taken, taken
+    assert ("bottom d=8", f"wgmma {wide or 'n128'}") in taken, taken
 
 
 def test_gpu_wgmma_forced_where_it_does_not_apply(cp, rng):
