@@ -8,7 +8,8 @@ Grid labels: xN is a persistent grid of N blocks per SM, x1048576 one pass (as m
 work, each thread one pass: small_gate.ONE_PASS; the label is the one earlier results carry).
 ``--only lanes_smem`` times the shared-memory lanes kernel at several placements of targets below
 bit 5 (labels end in @targets) beside the lanes kernel, the direct kernel, the engine's default
-and cuStateVec.
+and cuStateVec; ``--only bulk`` the bulk-copy kernel (qsim_tc/bulk_gate.py) at bottom, middle,
+top and mixed placements beside the engine and cuStateVec.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from circuits import haar_unitary  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
+from qsim_tc.bulk_gate import BULK_VARIANTS, apply_bulk_gpu  # noqa: E402
 from qsim_tc.cli.common import environment  # noqa: E402
 from qsim_tc.small_gate import (  # noqa: E402
     CONFIG,
@@ -62,7 +64,7 @@ def main():
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--json")
     p.add_argument("--d", default="1,2,3,4,5", help="gate sizes to tune")
-    p.add_argument("--only", choices=("all", "dmma", "lanes_smem"), default="all",
+    p.add_argument("--only", choices=("all", "dmma", "lanes_smem", "bulk"), default="all",
                    help="dmma: the DMMA kernel's variants with cuBLAS and cuStateVec beside them; lanes_smem: "
                         "the shared-memory lanes kernel's variants at targets below bit 5 (d <= 3) with the "
                         "lanes and direct kernels, the engine's default and cuStateVec beside them")
@@ -168,6 +170,22 @@ def main():
                 out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
         return out
 
+    def bulk_variants(d, dtype, u_h):
+        """apply_bulk in every compiled variant at bottom, middle, top and mixed placements, beside
+        the engine's default policy and cuStateVec."""
+        out = []
+        n = args.qubits
+        mixed = {1: (), 2: ([0, 13], [1, 9], [2, 20], [4, 5]), 3: ([0, 13, n - 1], [0, 5, 9], [1, 2, 20], [3, 4, 8])}[d]
+        for pos in LOW_PLACEMENTS[d][:1] + (list(range(12, 12 + d)), list(range(n - d, n))) + mixed:
+            at = "@" + ",".join(map(str, pos))
+            for cfg in BULK_VARIANTS:
+                out.append((f"bulk c{cfg.chunk_log} s{cfg.stages} b{cfg.blocks_per_sm} {at}", pos,
+                            lambda st, nn, pos, cfg=cfg: apply_bulk_gpu(st, nn, u_h, pos, cfg)))
+            out.append((f"engine {at}", pos, engine_apply(u_h)))
+            if peer is not None:
+                out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
+        return out
+
     engines = {}
 
     def engine_gemm(u_h, kernel=False):
@@ -248,11 +266,14 @@ def main():
                 variants += older_kernel_variants(d, dtype, u, mid, bot)
             if args.only in ("all", "lanes_smem") and d in LOW_PLACEMENTS:
                 variants += lanes_smem_variants(d, dtype, u_h)
+            if args.only in ("all", "bulk") and d in LOW_PLACEMENTS:
+                variants += bulk_variants(d, dtype, u_h)
             if args.match:
                 variants = [v for v in variants if re.search(args.match, v[0])]
             errs, times = {}, {name: [] for name, _, _ in variants}
             for name, pos, fn in variants:
-                spos = [q - 12 + 3 if q >= 12 else q for q in pos]  # same shape of positions at 16 qubits
+                # the same shape of positions at 16 qubits: the top three bits stay on top
+                spos = [q - n + small_n if q >= n - 3 else (q - 12 + 3 if q >= 12 else q) for q in pos]
                 x = cp.asarray(psi)
                 fn(x, small_n, spos)
                 errs[name] = float(np.abs(cp.asnumpy(x) - reference(psi, small_n, u_h, spos)).max())

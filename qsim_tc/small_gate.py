@@ -11,8 +11,10 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
 * ``apply_lanes_smem``: the same targets, staged through a per-warp shared-memory buffer: a warp
   loads 32 x ROUNDS consecutive amplitudes, each lane multiplies whole groups read from the
   buffer, the warp stores the window back. The default for 2 and 3 targets below bit 5.
-* ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts with a
-  target among the low bits.
+* ``apply_bulk`` (bulk_gate.py): chunks moved by the bulk copy engine and multiplied in shared
+  memory; the default for the remaining layouts of 2, 3 targets (low and high targets mixed).
+* ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts of 4
+  targets with a target among the low bits.
 * ``apply_dmma``: complex128 gates of 4..6 qubits on the FP64 tensor cores (``mma.sync`` f64),
   at any target positions; a warp multiplies U by the 2^d x 8 block of 8 neighbouring groups
   held in its registers. On the CUDA cores d = 5, 6 are bound by the FP64 FMA rate
@@ -506,4 +508,9 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
         return apply_dmma_gpu  # low targets, complex128: 2.1-2.3 ms against tiled 2.4-4.1, rotating GEMM 2.4
     if d == 4 and list(positions) == [0, 1, 2, 3]:
         return None  # complex64: the rotating bottom GEMM is faster here (measured)
+    from qsim_tc.bulk_gate import BULK_CONFIG, apply_bulk_gpu, fits_bulk  # noqa: PLC0415 - it imports this module
+
+    cfg = BULK_CONFIG.get((_real(itemsize), d))
+    if cfg is not None and fits_bulk(n_qubits, positions, cfg.chunk_log):
+        return apply_bulk_gpu  # mixed low and high targets: 2.22-2.28 ms against tiled 2.59-3.34 (complex128)
     return apply_tiled_gpu

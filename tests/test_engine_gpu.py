@@ -172,8 +172,45 @@ def test_dmma_is_the_default_for_wide_gates(cp, rng):
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
+def test_bulk_kernel_matches_cpu(cp, rng, dtype, tol):
+    """The bulk-copy kernel against the CPU engine for d = 1..3 at bottom, middle, top and mixed
+    targets, in every compiled variant, on states of one chunk and of many (persistent blocks
+    looping through their stages); bad input is refused with the state unchanged."""
+    from qsim_tc.bulk_gate import BULK_VARIANTS, apply_bulk_gpu
+
+    def check(n, qs, config=None):
+        psi = random_psi(n, rng)
+        u = haar_unitary(1 << len(qs), rng)
+        g = cp.asarray(psi.astype(dtype))
+        apply_bulk_gpu(g, n, u, qs, config)
+        c = StateVector(n, device="cpu", data=psi)
+        c.apply(u, qs)
+        assert np.abs(g.get() - c.to_numpy()).max() < tol, (n, qs, config)
+
+    n = 16
+    placements = ([0], [3], [9], [15], [0, 1], [1, 3], [0, 12], [14, 15], [0, 1, 2], [0, 2, 4], [1, 8, 15],
+                  [5, 6, 7], [13, 14, 15])
+    for qs in placements:
+        check(n, qs)
+    check(9, [0, 4, 8])  # one chunk
+    for cfg in BULK_VARIANTS:
+        for qs in ([2], [0, 13], [1, 10, 19]):
+            check(20, qs, cfg._replace(blocks_per_sm=1))
+        check(12, [5, 11], cfg)
+    psi = cp.asarray(random_psi(8, rng).astype(dtype))
+    before = psi.copy()
+    with pytest.raises(ValueError, match="at least one chunk"):
+        apply_bulk_gpu(psi, 8, haar_unitary(2, rng), [0])  # 256 amplitudes < one chunk of 512
+    with pytest.raises(ValueError, match="at least one chunk"):
+        apply_bulk_gpu(psi, 8, haar_unitary(16, rng), [0, 1, 2, 3])
+    with pytest.raises(ValueError, match="ascending"):
+        apply_bulk_gpu(cp.asarray(random_psi(10, rng).astype(dtype)), 10, haar_unitary(4, rng), [3, 0])
+    assert bool((psi == before).all())
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
 def test_lanes_smem_kernel_matches_cpu(cp, rng, dtype, tol):
-    """The shared-memory lanes kernel (not yet a default) against the CPU engine: targets below bit 5
+    """The shared-memory lanes kernel (the default for d = 2, 3 low) against the CPU engine: targets below bit 5
     for d = 1..3, sorted and not, in its default configuration on a large state and on one of fewer
     windows than a block's eight warps, in every compiled variant, on a persistent grid whose warps
     loop; a state smaller than one window and targets at bit 5 are refused."""

@@ -74,6 +74,7 @@ def test_policy_picks_kernels_by_position():
     (DMMA for complex128 d = 4), GEMM for four complex64 targets at the bottom and for d > 6; the
     DMMA kernel for complex128 d = 5, 6; nothing on the CPU or for emulated methods."""
     import gemm
+    from qsim_tc.bulk_gate import apply_bulk_gpu
     from qsim_tc.small_gate import (
         apply_direct_gpu,
         apply_dmma_gpu,
@@ -86,8 +87,9 @@ def test_policy_picks_kernels_by_position():
     native = gemm.get_method("native")
     gpu = gemm.Device("gpu", np, "test")
     assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
-    assert select(native, gpu, None, 28, [0, 5], 16) is apply_tiled_gpu
-    assert select(native, gpu, None, 28, [0, 5], 8) is apply_tiled_gpu
+    assert select(native, gpu, None, 28, [0, 5], 16) is apply_bulk_gpu
+    assert select(native, gpu, None, 28, [0, 5], 8) is apply_bulk_gpu
+    assert select(native, gpu, None, 28, [1, 2, 20], 8) is apply_bulk_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_tiled_gpu
     assert select(native, gpu, None, 28, [0], 16) is apply_lanes_gpu
@@ -325,3 +327,49 @@ def test_lanes_smem_fits_and_configs():
     assert not fits_lanes_smem(28, [1, 1], 4)
     for (real, d), cfg in LANES_SMEM_CONFIG.items():
         assert (real, d, *cfg.kernel) in LANES_SMEM_COMPILED
+
+
+def _bulk_index(n, positions, chunk_log, c, local):
+    """The kernel's address of local index ``local`` of chunk ``c`` (apply_bulk's formulas)."""
+    from qsim_tc.bulk_gate import chunk_layout
+
+    lay = chunk_layout(positions, chunk_log)
+    s, high = lay.seg_log, lay.high
+    x = c << s
+    for hp in high:
+        x = ((x >> hp) << (hp + 1)) | (x & ((1 << hp) - 1))
+    j, within = local >> s, local & ((1 << s) - 1)
+    for b, hp in enumerate(high):
+        x |= ((j >> b) & 1) << hp
+    return x | within
+
+
+@pytest.mark.parametrize("positions", [[0], [1], [5], [11], [0, 1], [1, 3], [0, 9], [4, 11], [0, 1, 2],
+                                       [0, 2, 4], [2, 7, 11], [9, 10, 11], [0, 6, 11]])
+@pytest.mark.parametrize("chunk_log", [6, 9])
+def test_bulk_chunks_cover_the_state_with_whole_groups(positions, chunk_log):
+    """apply_bulk's chunks: every amplitude in exactly one chunk, and inside a chunk the target
+    bits sit at the local positions (so flipping local bit q_j flips global bit p_j): each chunk
+    holds whole groups, in the matrix's bit order."""
+    from qsim_tc.bulk_gate import chunk_layout
+
+    n = 12
+    lay = chunk_layout(positions, chunk_log)
+    assert sorted(lay.local) == list(lay.local) and len(lay.high) + lay.seg_log == chunk_log
+    seen = set()
+    for c in range(1 << (n - chunk_log)):
+        for local in range(1 << chunk_log):
+            g = _bulk_index(n, positions, chunk_log, c, local)
+            seen.add(g)
+            for p, q in zip(positions, lay.local):
+                assert _bulk_index(n, positions, chunk_log, c, local ^ (1 << q)) == g ^ (1 << p)
+    assert seen == set(range(1 << n))
+
+
+def test_bulk_launcher_refuses_what_it_cannot_serve():
+    from qsim_tc.bulk_gate import fits_bulk
+
+    assert fits_bulk(28, [0], 9) and fits_bulk(28, [3, 20, 27], 10)
+    assert not fits_bulk(28, [0, 1, 2, 3], 9)  # four targets
+    assert not fits_bulk(28, [2, 2], 9)
+    assert not fits_bulk(8, [0], 9)  # smaller than one chunk

@@ -533,3 +533,129 @@ apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long lo
         else if (t0 + stride < n_tiles) dmma_load(v, sv, t0 + stride, n_tiles, pos, off, t, g);
     }
 }
+
+
+// ---------------------------------------------------------------- bulk-copy kernel
+// Gates of 1..3 qubits at any target positions, through the bulk copy engine (cp.async.bulk,
+// sm_90): a chunk of 2^C amplitudes holding whole groups is 2^h contiguous segments of 2^s
+// amplitudes (the h targets at or above s pick the segment; the others lie inside it). One thread
+// per block issues the segment copies into a shared-memory stage, completing on an mbarrier; the
+// block multiplies the chunk's groups in shared memory (the targets at local positions q) and the
+// same thread copies the stage back with bulk stores. S stages per block keep S - 1 chunks
+// loading while one is computed; a persistent grid walks the chunks.
+//   s, h, hp0..hp2: segment length (log2), number and positions of the targets at or above s
+//   q0..q2: the targets' positions in the chunk's local index (ascending, as the matrix bits)
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done) {
+        asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+                     : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+    }
+}
+
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
+                 ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
+}
+
+template <typename Real, int D, int C, int S>
+__global__ void __launch_bounds__(256)
+apply_bulk(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_chunks,
+           int s, int h, int hp0, int hp1, int hp2, int q0, int q1, int q2)
+{
+    constexpr int DIM = 1 << D;
+    constexpr int CH = 1 << C;
+    constexpr unsigned CH_BYTES = CH * sizeof(cplx<Real>);
+    extern __shared__ __align__(128) unsigned char bulk_raw[];
+    cplx<Real>* buf = reinterpret_cast<cplx<Real>*>(bulk_raw);
+    __shared__ cplx<Real> u[DIM * DIM];
+    __shared__ __align__(8) unsigned long long full[S];
+    const int hp[3] = {hp0, hp1, hp2};
+    const int q[6] = {q0, q1, q2, 0, 0, 0};
+    for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
+    if (threadIdx.x == 0) {
+        for (int k = 0; k < S; ++k) mbar_init(&full[k], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int nseg = 1 << h;
+    const unsigned seg_bytes = CH_BYTES >> h;
+    auto chunk_base = [&](long long c) {
+        long long x = c << s;
+        for (int b = 0; b < h; ++b) x = insert_zero(x, hp[b]);
+        return x;
+    };
+    auto seg_off = [&](int j) {
+        long long o = 0;
+        for (int b = 0; b < h; ++b) o |= (long long)((j >> b) & 1) << hp[b];
+        return o;
+    };
+    auto load_chunk = [&](long long c, int k) {
+        mbar_expect_tx(&full[k], CH_BYTES);
+        const long long base = chunk_base(c);
+        for (int j = 0; j < nseg; ++j)
+            bulk_load(buf + k * CH + (j << s), state + (base | seg_off(j)), seg_bytes, &full[k]);
+    };
+
+    const long long first = blockIdx.x, stride = gridDim.x;
+    const long long mine = first < n_chunks ? (n_chunks - first + stride - 1) / stride : 0;
+    if (threadIdx.x == 0)
+        for (int k = 0; k < S && k < mine; ++k) load_chunk(first + k * stride, k);
+
+    for (long long i = 0; i < mine; ++i) {
+        const int k = (int)(i % S);
+        mbar_wait(&full[k], (unsigned)((i / S) & 1));
+        cplx<Real>* b = buf + k * CH;
+        for (int g = threadIdx.x; g < CH / DIM; g += blockDim.x) {
+            const int base = (int)group_base<D>(g, q);
+            cplx<Real> v[DIM];
+#pragma unroll
+            for (int j = 0; j < DIM; ++j) v[j] = b[base | (int)spread<D>(j, q)];
+#pragma unroll 1
+            for (int r = 0; r < DIM; ++r) {
+                Real re = 0, im = 0;
+#pragma unroll
+                for (int j = 0; j < DIM; ++j) {
+                    const cplx<Real> m = u[r * DIM + j];
+                    re = fma(m.x, v[j].x, re);
+                    re = fma(-m.y, v[j].y, re);
+                    im = fma(m.x, v[j].y, im);
+                    im = fma(m.y, v[j].x, im);
+                }
+                b[base | (int)spread<D>(r, q)] = cplx<Real>{re, im};
+            }
+        }
+        // the bulk store reads shared memory through the async proxy: order the writes first
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const long long base = chunk_base(first + i * stride);
+            for (int j = 0; j < nseg; ++j) bulk_store(state + (base | seg_off(j)), b + (j << s), seg_bytes);
+            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+            // refill the previous stage once its store has read it (this stage's store runs on)
+            if (i >= 1 && i - 1 + S < mine) {
+                asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+                load_chunk(first + (i - 1 + S) * stride, (int)((i - 1) % S));
+            }
+        }
+    }
+    if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}

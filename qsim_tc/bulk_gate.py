@@ -1,0 +1,130 @@
+"""Gates of 1 to 3 qubits through the bulk copy engine (``apply_bulk`` in kernels/small_gate.cu).
+
+The other small-gate kernels load amplitudes with per-thread loads; their bottom placements (all
+targets among the lowest bits) stayed 3-5% behind cuStateVec (2.11-2.14 ms against 2.03 at 28
+qubits, complex128). Here one thread per block moves whole chunks of 2^C amplitudes between
+global and shared memory with ``cp.async.bulk`` (S stages deep, completing on mbarriers), and the
+block multiplies the chunk's groups in shared memory. A chunk holds whole groups at any target
+positions: it is 2^h contiguous segments, one per combination of the h targets that lie above
+the segment, the other targets inside it. See :func:`chunk_layout`.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import NamedTuple
+
+import numpy as np
+
+from qsim_tc.small_gate import _real, _sms, target_args
+from qsim_tc.transfer import to_device
+
+MAX_D = 3
+SMEM_PER_SM = 228 * 1024  # shared memory per SM on sm_90 (H100/H200)
+STATIC_SMEM = 2 * 1024  # the kernel's matrix and barriers, and the per-block reserve
+
+
+class BulkConfig(NamedTuple):
+    """One variant of ``apply_bulk`` and its launch."""
+
+    chunk_log: int  # C: amplitudes per chunk, log2
+    stages: int  # S: chunks in flight per block
+    blocks_per_sm: int  # persistent grid
+
+    def smem_bytes(self, itemsize: int) -> int:
+        return self.stages * (itemsize << self.chunk_log)
+
+
+# variants compiled for tuning; BULK_CONFIG: (real, d) -> the default, from two interleaved rounds
+# on an H200 at 28 qubits (benchmarks/results/tune_bulk_mixed_h200.json). Where low and high
+# targets mix it beats the tiled kernel: complex128 2.22-2.28 ms against 2.59-3.34, complex64
+# 1.15-1.42 against 1.34-1.82 (cuStateVec 2.04-2.08 and 1.03-1.07). At the bottom and in the
+# middle the lanes and direct kernels stay faster (2.19-2.26 against 2.23-3.24 here): one
+# thread issues every copy, and the groups' gathers from shared memory conflict on banks when
+# the targets are the lowest bits.
+BULK_VARIANTS = tuple(BulkConfig(c, s, b) for c in (9, 10) for s in (3, 4) for b in (2, 4))
+BULK_CONFIG = {("double", 1): BulkConfig(10, 3, 4), ("double", 2): BulkConfig(9, 3, 4),
+               ("double", 3): BulkConfig(10, 3, 4), ("float", 1): BulkConfig(10, 3, 4),
+               ("float", 2): BulkConfig(10, 3, 4), ("float", 3): BulkConfig(10, 3, 4)}
+
+
+class ChunkLayout(NamedTuple):
+    """Where a chunk's amplitudes lie: segments of 2^seg_log contiguous amplitudes, one per
+    combination of the ``high`` targets; ``local`` are the targets' positions inside the chunk's
+    index (segment bits above seg_log)."""
+
+    seg_log: int
+    high: tuple
+    local: tuple
+
+
+def chunk_layout(positions, chunk_log: int) -> ChunkLayout:
+    """The chunk of 2^chunk_log amplitudes around groups of targets ``positions`` (ascending): the
+    targets plus the lowest other bits; its segments run up to the first bit it leaves out."""
+    pos = sorted(int(p) for p in positions)
+    bits = set(pos)
+    b = 0
+    while len(bits) < chunk_log:
+        if b not in bits:
+            bits.add(b)
+        b += 1
+    seg = 0
+    while seg in bits:
+        seg += 1
+    high = tuple(p for p in pos if p >= seg)
+    local = tuple(p if p < seg else seg + high.index(p) for p in pos)
+    return ChunkLayout(seg, high, local)
+
+
+def fits_bulk(n_qubits: int, positions, chunk_log: int) -> bool:
+    """1..3 distinct targets on a state of at least one chunk."""
+    d = len(positions)
+    return 1 <= d <= MAX_D and len(set(positions)) == d and n_qubits >= chunk_log and max(positions) < n_qubits
+
+
+def bulk_name(real: str, d: int, chunk_log: int, stages: int) -> str:
+    return f"apply_bulk<{real}, {d}, {chunk_log}, {stages}>"
+
+
+@functools.lru_cache(maxsize=None)
+def _module(device_id: int):
+    import cupy  # noqa: PLC0415
+
+    code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
+    names = sorted({bulk_name(real, d, c.chunk_log, c.stages) for real in ("double", "float")
+                    for d in range(1, MAX_D + 1) for c in BULK_VARIANTS + tuple(BULK_CONFIG.values())})
+    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
+
+
+def apply_bulk_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: BulkConfig | None = None):
+    """``matrix`` (bit j of its index = ``positions[j]``, ascending) in place, through the bulk
+    copy engine. ``config`` overrides BULK_CONFIG (tuning and tests).
+
+    Raises:
+        ValueError: more than 3 targets, repeated ones, or a state smaller than one chunk.
+    """
+    import cupy  # noqa: PLC0415
+
+    d = len(positions)
+    real = _real(data.dtype.itemsize)
+    cfg = config or BULK_CONFIG.get((real, d))
+    if cfg is None or not fits_bulk(n_qubits, positions, cfg.chunk_log):
+        raise ValueError(f"apply_bulk takes 1..{MAX_D} distinct targets on a state of at least one chunk "
+                         f"(got targets {list(positions)} on {n_qubits} qubits)")
+    if list(positions) != sorted(positions):
+        raise ValueError(f"positions must be ascending (the matrix's bit order), got {list(positions)}")
+    lay = chunk_layout(positions, cfg.chunk_log)
+    kern = _module(cupy.cuda.Device().id).get_function(bulk_name(real, d, cfg.chunk_log, cfg.stages))
+    smem = cfg.smem_bytes(data.dtype.itemsize)
+    if kern.max_dynamic_shared_size_bytes < smem:
+        kern.max_dynamic_shared_size_bytes = smem
+    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
+    n_chunks = 1 << (n_qubits - cfg.chunk_log)
+    # a persistent grid: never more blocks than can be resident at once (a second wave of blocks
+    # would start only when the first finishes its whole share)
+    per_sm = max(1, min(cfg.blocks_per_sm, SMEM_PER_SM // (smem + STATIC_SMEM)))
+    grid = int(min(n_chunks, _sms() * per_sm))
+    kern((grid,), (256,), (data, u, np.int64(n_chunks), np.int32(lay.seg_log), np.int32(len(lay.high)),
+                           *target_args(lay.high, 3), *target_args(lay.local, 3)), shared_mem=smem)
+    return data
