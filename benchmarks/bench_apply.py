@@ -40,10 +40,16 @@ def parse_range(text: str) -> list[int]:
 
 
 def targets_for(n: int, d: int, placement: str) -> list[int]:
+    """bottom, middle, top: d consecutive targets there; mixed: targets spread evenly from bit 0
+    to bit n - 1 (low and high ones together: 1 qubit, the middle bit)."""
     if placement == "bottom":
         return list(range(d))
     if placement == "top":
         return list(range(n - d, n))
+    if placement == "mixed":
+        return [n // 2] if d == 1 else sorted({round(i * (n - 1) / (d - 1)) for i in range(d)})
+    if placement != "middle":
+        raise ValueError(f"placement {placement!r}: expected bottom, middle, top or mixed")
     start = (n - d) // 2
     return list(range(start, start + d))
 
@@ -248,7 +254,7 @@ def main(argv=None):
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"))
     p.add_argument("--qubits", type=int, default=None, help="N for the per-gate table (default 28 GPU, 22 CPU)")
     p.add_argument("--d", default="1-12", help="gate sizes, e.g. 1-12 or 2,4,6")
-    p.add_argument("--placements", default="bottom,middle,top")
+    p.add_argument("--placements", default="bottom,middle,top", help="comma list of bottom, middle, top, mixed")
     p.add_argument("--dtype", default="complex128", choices=("complex128", "complex64"))
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--batch", type=int, default=4, help="GPU: calls issued back to back per timed sample")
