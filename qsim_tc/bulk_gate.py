@@ -31,6 +31,7 @@ class BulkConfig(NamedTuple):
     chunk_log: int  # C: amplitudes per chunk, log2
     stages: int  # S: chunks in flight per block
     blocks_per_sm: int  # persistent grid
+    lag: int = 1  # a stage is refilled this many chunks after its own (stores in flight)
 
     def smem_bytes(self, itemsize: int) -> int:
         return self.stages * (itemsize << self.chunk_log)
@@ -42,8 +43,10 @@ class BulkConfig(NamedTuple):
 # 1.15-1.42 against 1.34-1.82 (cuStateVec 2.04-2.08 and 1.03-1.07). At the bottom and in the
 # middle the lanes and direct kernels stay faster (2.19-2.26 against 2.23-3.24 here): one
 # thread issues every copy, and the groups' gathers from shared memory conflict on banks when
-# the targets are the lowest bits.
-BULK_VARIANTS = tuple(BulkConfig(c, s, b) for c in (9, 10) for s in (3, 4) for b in (2, 4))
+# the targets are the lowest bits. Two blocks per SM, or two stores in flight (lag 2) instead of
+# one, changed little (tune_bulk_h200.json, tune_bulk_lag_h200.json).
+BULK_VARIANTS = tuple(BulkConfig(c, s, 4) for c in (9, 10) for s in (3, 4)) + (
+    BulkConfig(9, 4, 4, 2), BulkConfig(10, 4, 4, 2), BulkConfig(10, 4, 2))
 BULK_CONFIG = {("double", 1): BulkConfig(10, 3, 4), ("double", 2): BulkConfig(9, 3, 4),
                ("double", 3): BulkConfig(10, 3, 4), ("float", 1): BulkConfig(10, 3, 4),
                ("float", 2): BulkConfig(10, 3, 4), ("float", 3): BulkConfig(10, 3, 4)}
@@ -83,8 +86,8 @@ def fits_bulk(n_qubits: int, positions, chunk_log: int) -> bool:
     return 1 <= d <= MAX_D and len(set(positions)) == d and n_qubits >= chunk_log and max(positions) < n_qubits
 
 
-def bulk_name(real: str, d: int, chunk_log: int, stages: int) -> str:
-    return f"apply_bulk<{real}, {d}, {chunk_log}, {stages}>"
+def bulk_name(real: str, d: int, cfg: BulkConfig) -> str:
+    return f"apply_bulk<{real}, {d}, {cfg.chunk_log}, {cfg.stages}, {cfg.lag}>"
 
 
 @functools.lru_cache(maxsize=None)
@@ -92,7 +95,7 @@ def _module(device_id: int):
     import cupy  # noqa: PLC0415
 
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
-    names = sorted({bulk_name(real, d, c.chunk_log, c.stages) for real in ("double", "float")
+    names = sorted({bulk_name(real, d, c) for real in ("double", "float")
                     for d in range(1, MAX_D + 1) for c in BULK_VARIANTS + tuple(BULK_CONFIG.values())})
     return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
 
@@ -115,7 +118,7 @@ def apply_bulk_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: B
     if list(positions) != sorted(positions):
         raise ValueError(f"positions must be ascending (the matrix's bit order), got {list(positions)}")
     lay = chunk_layout(positions, cfg.chunk_log)
-    kern = _module(cupy.cuda.Device().id).get_function(bulk_name(real, d, cfg.chunk_log, cfg.stages))
+    kern = _module(cupy.cuda.Device().id).get_function(bulk_name(real, d, cfg))
     smem = cfg.smem_bytes(data.dtype.itemsize)
     if kern.max_dynamic_shared_size_bytes < smem:
         kern.max_dynamic_shared_size_bytes = smem

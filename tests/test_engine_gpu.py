@@ -192,7 +192,7 @@ def test_bulk_kernel_matches_cpu(cp, rng, dtype, tol):
                   [5, 6, 7], [13, 14, 15])
     for qs in placements:
         check(n, qs)
-    check(9, [0, 4, 8])  # one chunk
+    check(10, [0, 4, 9])  # one chunk (of 2^10 amplitudes, or two of 2^9)
     for cfg in BULK_VARIANTS:
         for qs in ([2], [0, 13], [1, 10, 19]):
             check(20, qs, cfg._replace(blocks_per_sm=1))

@@ -542,7 +542,8 @@ apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long lo
 // per block issues the segment copies into a shared-memory stage, completing on an mbarrier; the
 // block multiplies the chunk's groups in shared memory (the targets at local positions q) and the
 // same thread copies the stage back with bulk stores. S stages per block keep S - 1 chunks
-// loading while one is computed; a persistent grid walks the chunks.
+// loading while one is computed; a stage is refilled LAG chunks after its own, once its store has
+// read it (LAG stores in flight, S - LAG loads ahead); a persistent grid walks the chunks.
 //   s, h, hp0..hp2: segment length (log2), number and positions of the targets at or above s
 //   q0..q2: the targets' positions in the chunk's local index (ascending, as the matrix bits)
 
@@ -575,7 +576,7 @@ __device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned 
                  ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
 }
 
-template <typename Real, int D, int C, int S>
+template <typename Real, int D, int C, int S, int LAG>
 __global__ void __launch_bounds__(256)
 apply_bulk(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_chunks,
            int s, int h, int hp0, int hp1, int hp2, int q0, int q1, int q2)
@@ -617,6 +618,7 @@ apply_bulk(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix
 
     const long long first = blockIdx.x, stride = gridDim.x;
     const long long mine = first < n_chunks ? (n_chunks - first + stride - 1) / stride : 0;
+    static_assert(LAG >= 1 && LAG < S, "LAG in 1 .. S - 1");
     if (threadIdx.x == 0)
         for (int k = 0; k < S && k < mine; ++k) load_chunk(first + k * stride, k);
 
@@ -650,10 +652,10 @@ apply_bulk(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix
             const long long base = chunk_base(first + i * stride);
             for (int j = 0; j < nseg; ++j) bulk_store(state + (base | seg_off(j)), b + (j << s), seg_bytes);
             asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-            // refill the previous stage once its store has read it (this stage's store runs on)
-            if (i >= 1 && i - 1 + S < mine) {
-                asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
-                load_chunk(first + (i - 1 + S) * stride, (int)((i - 1) % S));
+            // refill the stage of chunk i - LAG once its store has read it; the LAG newer stores run on
+            if (i >= LAG && i - LAG + S < mine) {
+                asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(LAG) : "memory");
+                load_chunk(first + (i - LAG + S) * stride, (int)((i - LAG) % S));
             }
         }
     }
