@@ -179,7 +179,8 @@ def main():
         for pos in LOW_PLACEMENTS[d][:1] + (list(range(12, 12 + d)), list(range(n - d, n))) + mixed:
             at = "@" + ",".join(map(str, pos))
             for cfg in BULK_VARIANTS:
-                out.append((f"bulk c{cfg.chunk_log} s{cfg.stages} b{cfg.blocks_per_sm} l{cfg.lag} {at}", pos,
+                out.append((f"bulk{' ws' if cfg.ws else ''} c{cfg.chunk_log} s{cfg.stages} b{cfg.blocks_per_sm}"
+                            f" l{cfg.lag} {at}", pos,
                             lambda st, nn, pos, cfg=cfg: apply_bulk_gpu(st, nn, u_h, pos, cfg)))
             out.append((f"engine {at}", pos, engine_apply(u_h)))
             if peer is not None:

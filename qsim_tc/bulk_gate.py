@@ -32,24 +32,31 @@ class BulkConfig(NamedTuple):
     stages: int  # S: chunks in flight per block
     blocks_per_sm: int  # persistent grid
     lag: int = 1  # a stage is refilled this many chunks after its own (stores in flight)
+    ws: bool = False  # apply_bulk_ws: the copies on a warp of their own, no block barrier in the loop
+
+    @property
+    def threads(self) -> int:
+        return 288 if self.ws else 256
 
     def smem_bytes(self, itemsize: int) -> int:
         return self.stages * (itemsize << self.chunk_log)
 
 
-# variants compiled for tuning; BULK_CONFIG: (real, d) -> the default, from two interleaved rounds
-# on an H200 at 28 qubits (benchmarks/results/tune_bulk_mixed_h200.json). Where low and high
-# targets mix it beats the tiled kernel: complex128 2.22-2.28 ms against 2.59-3.34, complex64
-# 1.15-1.42 against 1.34-1.82 (cuStateVec 2.04-2.08 and 1.03-1.07). At the bottom and in the
-# middle the lanes and direct kernels stay faster (2.19-2.26 against 2.23-3.24 here): one
-# thread issues every copy, and the groups' gathers from shared memory conflict on banks when
-# the targets are the lowest bits. Two blocks per SM, or two stores in flight (lag 2) instead of
-# one, changed little (tune_bulk_h200.json, tune_bulk_lag_h200.json).
+# variants compiled for tuning; BULK_CONFIG: (real, d) -> the default, the best mean over mixed
+# placements ({0,13}, {1,9}, {2,20}, {4,5}; {0,13,27}, {0,5,9}, {1,2,20}, {3,4,8}) in interleaved
+# rounds on an H200 at 28 qubits (benchmarks/results/tune_bulk_ws_h200.json; earlier rounds in
+# tune_bulk_h200.json, tune_bulk_mixed_h200.json, tune_bulk_lag_h200.json). There it beats the
+# tiled kernel: complex128 2.27-2.31 ms against 2.59-3.34, complex64 1.19-1.22 against 1.34-1.82,
+# but not cuStateVec (2.08 and 1.05). At the bottom and in the middle the lanes and direct kernels
+# stay faster: one thread issues every copy, and the groups' gathers from shared memory conflict
+# on banks when the targets are the lowest bits. The copy warp of its own (ws) helped complex64
+# most (mixed d = 3: 1.22 against 1.34 ms); two stores in flight (lag 2) changed little.
 BULK_VARIANTS = tuple(BulkConfig(c, s, 4) for c in (9, 10) for s in (3, 4)) + (
-    BulkConfig(9, 4, 4, 2), BulkConfig(10, 4, 4, 2), BulkConfig(10, 4, 2))
-BULK_CONFIG = {("double", 1): BulkConfig(10, 3, 4), ("double", 2): BulkConfig(9, 3, 4),
-               ("double", 3): BulkConfig(10, 3, 4), ("float", 1): BulkConfig(10, 3, 4),
-               ("float", 2): BulkConfig(10, 3, 4), ("float", 3): BulkConfig(10, 3, 4)}
+    BulkConfig(9, 4, 4, 2), BulkConfig(10, 4, 4, 2), BulkConfig(10, 4, 2)) + tuple(
+    BulkConfig(c, s, b, ws=True) for c, s, b in ((9, 3, 4), (9, 4, 4), (10, 3, 4), (10, 4, 2), (9, 6, 2)))
+BULK_CONFIG = {("double", 1): BulkConfig(10, 3, 4), ("double", 2): BulkConfig(9, 4, 4, ws=True),
+               ("double", 3): BulkConfig(10, 3, 4), ("float", 1): BulkConfig(10, 3, 4, ws=True),
+               ("float", 2): BulkConfig(10, 4, 2, ws=True), ("float", 3): BulkConfig(10, 3, 4, ws=True)}
 
 
 class ChunkLayout(NamedTuple):
@@ -87,6 +94,8 @@ def fits_bulk(n_qubits: int, positions, chunk_log: int) -> bool:
 
 
 def bulk_name(real: str, d: int, cfg: BulkConfig) -> str:
+    if cfg.ws:
+        return f"apply_bulk_ws<{real}, {d}, {cfg.chunk_log}, {cfg.stages}>"
     return f"apply_bulk<{real}, {d}, {cfg.chunk_log}, {cfg.stages}, {cfg.lag}>"
 
 
@@ -128,6 +137,6 @@ def apply_bulk_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: B
     # would start only when the first finishes its whole share)
     per_sm = max(1, min(cfg.blocks_per_sm, SMEM_PER_SM // (smem + STATIC_SMEM)))
     grid = int(min(n_chunks, _sms() * per_sm))
-    kern((grid,), (256,), (data, u, np.int64(n_chunks), np.int32(lay.seg_log), np.int32(len(lay.high)),
+    kern((grid,), (cfg.threads,), (data, u, np.int64(n_chunks), np.int32(lay.seg_log), np.int32(len(lay.high)),
                            *target_args(lay.high, 3), *target_args(lay.local, 3)), shared_mem=smem)
     return data

@@ -661,3 +661,104 @@ apply_bulk(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix
     }
     if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
+
+__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// apply_bulk with the copies on a warp of their own: warps 0..7 multiply, warp 8 (one lane) issues
+// the loads and stores. Each stage has a `full` barrier (the loads' bytes) and an `empty` one (the
+// eight multiplying warps); the producer stores a stage once it is empty and reloads it once the
+// store has read it. No block-wide barrier in the loop: the multiplying warps run ahead as far as
+// loaded stages allow.
+template <typename Real, int D, int C, int S>
+__global__ void __launch_bounds__(288)
+apply_bulk_ws(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_chunks,
+              int s, int h, int hp0, int hp1, int hp2, int q0, int q1, int q2)
+{
+    constexpr int DIM = 1 << D;
+    constexpr int CH = 1 << C;
+    constexpr int WORKERS = 256;
+    constexpr unsigned CH_BYTES = CH * sizeof(cplx<Real>);
+    extern __shared__ __align__(128) unsigned char bulk_raw[];
+    cplx<Real>* buf = reinterpret_cast<cplx<Real>*>(bulk_raw);
+    __shared__ cplx<Real> u[DIM * DIM];
+    __shared__ __align__(8) unsigned long long full[S], empty[S];
+    const int hp[3] = {hp0, hp1, hp2};
+    const int q[6] = {q0, q1, q2, 0, 0, 0};
+    for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
+    if (threadIdx.x == 0) {
+        for (int k = 0; k < S; ++k) {
+            mbar_init(&full[k], 1);
+            mbar_init(&empty[k], WORKERS / 32);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const long long first = blockIdx.x, stride = gridDim.x;
+    const long long mine = first < n_chunks ? (n_chunks - first + stride - 1) / stride : 0;
+    if (threadIdx.x >= WORKERS) {  // the copy warp
+        if (threadIdx.x != WORKERS) return;
+        const int nseg = 1 << h;
+        const unsigned seg_bytes = CH_BYTES >> h;
+        auto chunk_base = [&](long long c) {
+            long long x = c << s;
+            for (int b = 0; b < h; ++b) x = insert_zero(x, hp[b]);
+            return x;
+        };
+        auto seg_off = [&](int j) {
+            long long o = 0;
+            for (int b = 0; b < h; ++b) o |= (long long)((j >> b) & 1) << hp[b];
+            return o;
+        };
+        auto store_chunk = [&](long long i) {
+            const int k = (int)(i % S);
+            mbar_wait(&empty[k], (unsigned)((i / S) & 1));
+            const long long base = chunk_base(first + i * stride);
+            for (int j = 0; j < nseg; ++j) bulk_store(state + (base | seg_off(j)), buf + k * CH + (j << s), seg_bytes);
+            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        };
+        for (long long i = 0; i < mine; ++i) {
+            const int k = (int)(i % S);
+            if (i >= S) {  // the stage's previous chunk: store it, and reload once the store has read it
+                store_chunk(i - S);
+                asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+            }
+            mbar_expect_tx(&full[k], CH_BYTES);
+            const long long base = chunk_base(first + i * stride);
+            for (int j = 0; j < nseg; ++j)
+                bulk_load(buf + k * CH + (j << s), state + (base | seg_off(j)), seg_bytes, &full[k]);
+        }
+        for (long long i = mine > S ? mine - S : 0; i < mine; ++i) store_chunk(i);
+        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+        return;
+    }
+    for (long long i = 0; i < mine; ++i) {
+        const int k = (int)(i % S);
+        mbar_wait(&full[k], (unsigned)((i / S) & 1));
+        cplx<Real>* b = buf + k * CH;
+        for (int g = threadIdx.x; g < CH / DIM; g += WORKERS) {
+            const int base = (int)group_base<D>(g, q);
+            cplx<Real> v[DIM];
+#pragma unroll
+            for (int j = 0; j < DIM; ++j) v[j] = b[base | (int)spread<D>(j, q)];
+#pragma unroll 1
+            for (int r = 0; r < DIM; ++r) {
+                Real re = 0, im = 0;
+#pragma unroll
+                for (int j = 0; j < DIM; ++j) {
+                    const cplx<Real> m = u[r * DIM + j];
+                    re = fma(m.x, v[j].x, re);
+                    re = fma(-m.y, v[j].y, re);
+                    im = fma(m.x, v[j].y, im);
+                    im = fma(m.y, v[j].x, im);
+                }
+                b[base | (int)spread<D>(r, q)] = cplx<Real>{re, im};
+            }
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[k]);
+    }
+}
