@@ -38,6 +38,11 @@ class BulkConfig(NamedTuple):
     def threads(self) -> int:
         return 288 if self.ws else 256
 
+    @property
+    def kernel(self) -> tuple:
+        """What the compiled kernel depends on (blocks_per_sm is a launch choice)."""
+        return (self.chunk_log, self.stages, self.lag, self.ws)
+
     def smem_bytes(self, itemsize: int) -> int:
         return self.stages * (itemsize << self.chunk_log)
 
@@ -100,13 +105,17 @@ def bulk_name(real: str, d: int, cfg: BulkConfig) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device_id: int):
+def _module(device_id: int, tuning: bool):
+    """The defaults' kernels (what the engine launches), or every tuning variant: compiled apart, so
+    that the engine's first mixed-placement gate does not wait for the whole tuning set."""
     import cupy  # noqa: PLC0415
 
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
-    names = sorted({bulk_name(real, d, c) for real in ("double", "float")
-                    for d in range(1, MAX_D + 1) for c in BULK_VARIANTS + tuple(BULK_CONFIG.values())})
-    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
+    if tuning:
+        names = {bulk_name(real, d, c) for real in ("double", "float") for d in range(1, MAX_D + 1) for c in BULK_VARIANTS}
+    else:
+        names = {bulk_name(real, d, c) for (real, d), c in BULK_CONFIG.items()}
+    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=sorted(names))
 
 
 def apply_bulk_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: BulkConfig | None = None):
@@ -114,7 +123,8 @@ def apply_bulk_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: B
     copy engine. ``config`` overrides BULK_CONFIG (tuning and tests).
 
     Raises:
-        ValueError: more than 3 targets, repeated ones, or a state smaller than one chunk.
+        ValueError: more than 3 targets, repeated ones, a state smaller than one chunk, unsorted
+            positions, or a config that is neither the default nor in BULK_VARIANTS.
     """
     import cupy  # noqa: PLC0415
 
@@ -127,7 +137,10 @@ def apply_bulk_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: B
     if list(positions) != sorted(positions):
         raise ValueError(f"positions must be ascending (the matrix's bit order), got {list(positions)}")
     lay = chunk_layout(positions, cfg.chunk_log)
-    kern = _module(cupy.cuda.Device().id).get_function(bulk_name(real, d, cfg))
+    default = BULK_CONFIG[real, d].kernel == cfg.kernel
+    if not default and cfg.kernel not in {c.kernel for c in BULK_VARIANTS}:
+        raise ValueError(f"config {cfg} names no compiled apply_bulk kernel (see BULK_VARIANTS)")
+    kern = _module(cupy.cuda.Device().id, not default).get_function(bulk_name(real, d, cfg))
     smem = cfg.smem_bytes(data.dtype.itemsize)
     if kern.max_dynamic_shared_size_bytes < smem:
         kern.max_dynamic_shared_size_bytes = smem

@@ -205,6 +205,9 @@ def test_bulk_kernel_matches_cpu(cp, rng, dtype, tol):
         apply_bulk_gpu(psi, 8, haar_unitary(16, rng), [0, 1, 2, 3])
     with pytest.raises(ValueError, match="ascending"):
         apply_bulk_gpu(cp.asarray(random_psi(10, rng).astype(dtype)), 10, haar_unitary(4, rng), [3, 0])
+    with pytest.raises(ValueError, match="no compiled"):
+        apply_bulk_gpu(cp.asarray(random_psi(12, rng).astype(dtype)), 12, haar_unitary(2, rng), [0],
+                       BULK_VARIANTS[0]._replace(stages=5))
     assert bool((psi == before).all())
 
 
