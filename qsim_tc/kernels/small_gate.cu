@@ -576,6 +576,71 @@ __device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned 
                  ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
 }
 
+// A chunk's segments: chunk c starts at c << s with zeros inserted at the high targets; segment
+// j adds bit b of j at hp[b].
+struct ChunkMap {
+    int s, h, hp[3];
+    __device__ long long base(long long c) const {
+        long long x = c << s;
+        for (int b = 0; b < h; ++b) x = insert_zero(x, hp[b]);
+        return x;
+    }
+    __device__ long long seg(int j) const {
+        long long o = 0;
+        for (int b = 0; b < h; ++b) o |= (long long)((j >> b) & 1) << hp[b];
+        return o;
+    }
+};
+
+// Copies chunk c of the state into stage `dst` (2^C amplitudes), completing on `bar`.
+template <typename Real, int C>
+__device__ __forceinline__ void bulk_load_chunk(const ChunkMap& map, cplx<Real>* state, cplx<Real>* dst, long long c,
+                                                unsigned long long* bar) {
+    constexpr unsigned CH_BYTES = (1u << C) * sizeof(cplx<Real>);
+    mbar_expect_tx(bar, CH_BYTES);
+    const long long base = map.base(c);
+    for (int j = 0; j < (1 << map.h); ++j)
+        bulk_load(dst + (j << map.s), state + (base | map.seg(j)), CH_BYTES >> map.h, bar);
+}
+
+// Stores stage `src` back to chunk c and commits the bulk group.
+template <typename Real, int C>
+__device__ __forceinline__ void bulk_store_chunk(const ChunkMap& map, cplx<Real>* state, const cplx<Real>* src, long long c) {
+    constexpr unsigned CH_BYTES = (1u << C) * sizeof(cplx<Real>);
+    const long long base = map.base(c);
+    for (int j = 0; j < (1 << map.h); ++j)
+        bulk_store(state + (base | map.seg(j)), src + (j << map.s), CH_BYTES >> map.h);
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Multiplies the chunk's groups in shared memory (targets at local positions q), groups split
+// over `workers` threads, and orders the writes before the bulk store that reads them.
+template <typename Real, int D, int C>
+__device__ __forceinline__ void bulk_multiply(cplx<Real>* b, const cplx<Real>* u, const int (&q)[6], int workers) {
+    constexpr int DIM = 1 << D;
+    for (int g = threadIdx.x; g < (1 << C) / DIM; g += workers) {
+        const int base = (int)group_base<D>(g, q);
+        cplx<Real> v[DIM];
+#pragma unroll
+        for (int j = 0; j < DIM; ++j) v[j] = b[base | (int)spread<D>(j, q)];
+#pragma unroll 1
+        for (int r = 0; r < DIM; ++r) {
+            Real re = 0, im = 0;
+#pragma unroll
+            for (int j = 0; j < DIM; ++j) {
+                const cplx<Real> m = u[r * DIM + j];
+                re = fma(m.x, v[j].x, re);
+                re = fma(-m.y, v[j].y, re);
+                im = fma(m.x, v[j].y, im);
+                im = fma(m.y, v[j].x, im);
+            }
+            b[base | (int)spread<D>(r, q)] = cplx<Real>{re, im};
+        }
+    }
+    // the bulk store reads shared memory through the async proxy: order the writes first
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 template <typename Real, int D, int C, int S, int LAG>
 __global__ void __launch_bounds__(256)
 apply_bulk(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_chunks,
@@ -583,12 +648,11 @@ apply_bulk(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix
 {
     constexpr int DIM = 1 << D;
     constexpr int CH = 1 << C;
-    constexpr unsigned CH_BYTES = CH * sizeof(cplx<Real>);
     extern __shared__ __align__(128) unsigned char bulk_raw[];
     cplx<Real>* buf = reinterpret_cast<cplx<Real>*>(bulk_raw);
     __shared__ cplx<Real> u[DIM * DIM];
     __shared__ __align__(8) unsigned long long full[S];
-    const int hp[3] = {hp0, hp1, hp2};
+    const ChunkMap map{s, h, {hp0, hp1, hp2}};
     const int q[6] = {q0, q1, q2, 0, 0, 0};
     for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
     if (threadIdx.x == 0) {
@@ -597,65 +661,24 @@ apply_bulk(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix
     }
     __syncthreads();
 
-    const int nseg = 1 << h;
-    const unsigned seg_bytes = CH_BYTES >> h;
-    auto chunk_base = [&](long long c) {
-        long long x = c << s;
-        for (int b = 0; b < h; ++b) x = insert_zero(x, hp[b]);
-        return x;
-    };
-    auto seg_off = [&](int j) {
-        long long o = 0;
-        for (int b = 0; b < h; ++b) o |= (long long)((j >> b) & 1) << hp[b];
-        return o;
-    };
-    auto load_chunk = [&](long long c, int k) {
-        mbar_expect_tx(&full[k], CH_BYTES);
-        const long long base = chunk_base(c);
-        for (int j = 0; j < nseg; ++j)
-            bulk_load(buf + k * CH + (j << s), state + (base | seg_off(j)), seg_bytes, &full[k]);
-    };
-
     const long long first = blockIdx.x, stride = gridDim.x;
     const long long mine = first < n_chunks ? (n_chunks - first + stride - 1) / stride : 0;
     static_assert(LAG >= 1 && LAG < S, "LAG in 1 .. S - 1");
     if (threadIdx.x == 0)
-        for (int k = 0; k < S && k < mine; ++k) load_chunk(first + k * stride, k);
+        for (int k = 0; k < S && k < mine; ++k) bulk_load_chunk<Real, C>(map, state, buf + k * CH, first + k * stride, &full[k]);
 
     for (long long i = 0; i < mine; ++i) {
         const int k = (int)(i % S);
         mbar_wait(&full[k], (unsigned)((i / S) & 1));
-        cplx<Real>* b = buf + k * CH;
-        for (int g = threadIdx.x; g < CH / DIM; g += blockDim.x) {
-            const int base = (int)group_base<D>(g, q);
-            cplx<Real> v[DIM];
-#pragma unroll
-            for (int j = 0; j < DIM; ++j) v[j] = b[base | (int)spread<D>(j, q)];
-#pragma unroll 1
-            for (int r = 0; r < DIM; ++r) {
-                Real re = 0, im = 0;
-#pragma unroll
-                for (int j = 0; j < DIM; ++j) {
-                    const cplx<Real> m = u[r * DIM + j];
-                    re = fma(m.x, v[j].x, re);
-                    re = fma(-m.y, v[j].y, re);
-                    im = fma(m.x, v[j].y, im);
-                    im = fma(m.y, v[j].x, im);
-                }
-                b[base | (int)spread<D>(r, q)] = cplx<Real>{re, im};
-            }
-        }
-        // the bulk store reads shared memory through the async proxy: order the writes first
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        bulk_multiply<Real, D, C>(buf + k * CH, u, q, blockDim.x);
         __syncthreads();
         if (threadIdx.x == 0) {
-            const long long base = chunk_base(first + i * stride);
-            for (int j = 0; j < nseg; ++j) bulk_store(state + (base | seg_off(j)), b + (j << s), seg_bytes);
-            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+            bulk_store_chunk<Real, C>(map, state, buf + k * CH, first + i * stride);
             // refill the stage of chunk i - LAG once its store has read it; the LAG newer stores run on
             if (i >= LAG && i - LAG + S < mine) {
                 asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(LAG) : "memory");
-                load_chunk(first + (i - LAG + S) * stride, (int)((i - LAG) % S));
+                const int kr = (int)((i - LAG) % S);
+                bulk_load_chunk<Real, C>(map, state, buf + kr * CH, first + (i - LAG + S) * stride, &full[kr]);
             }
         }
     }
@@ -679,12 +702,11 @@ apply_bulk_ws(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ mat
     constexpr int DIM = 1 << D;
     constexpr int CH = 1 << C;
     constexpr int WORKERS = 256;
-    constexpr unsigned CH_BYTES = CH * sizeof(cplx<Real>);
     extern __shared__ __align__(128) unsigned char bulk_raw[];
     cplx<Real>* buf = reinterpret_cast<cplx<Real>*>(bulk_raw);
     __shared__ cplx<Real> u[DIM * DIM];
     __shared__ __align__(8) unsigned long long full[S], empty[S];
-    const int hp[3] = {hp0, hp1, hp2};
+    const ChunkMap map{s, h, {hp0, hp1, hp2}};
     const int q[6] = {q0, q1, q2, 0, 0, 0};
     for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
     if (threadIdx.x == 0) {
@@ -700,64 +722,27 @@ apply_bulk_ws(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ mat
     const long long mine = first < n_chunks ? (n_chunks - first + stride - 1) / stride : 0;
     if (threadIdx.x >= WORKERS) {  // the copy warp
         if (threadIdx.x != WORKERS) return;
-        const int nseg = 1 << h;
-        const unsigned seg_bytes = CH_BYTES >> h;
-        auto chunk_base = [&](long long c) {
-            long long x = c << s;
-            for (int b = 0; b < h; ++b) x = insert_zero(x, hp[b]);
-            return x;
-        };
-        auto seg_off = [&](int j) {
-            long long o = 0;
-            for (int b = 0; b < h; ++b) o |= (long long)((j >> b) & 1) << hp[b];
-            return o;
-        };
-        auto store_chunk = [&](long long i) {
+        auto store = [&](long long i) {
             const int k = (int)(i % S);
             mbar_wait(&empty[k], (unsigned)((i / S) & 1));
-            const long long base = chunk_base(first + i * stride);
-            for (int j = 0; j < nseg; ++j) bulk_store(state + (base | seg_off(j)), buf + k * CH + (j << s), seg_bytes);
-            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+            bulk_store_chunk<Real, C>(map, state, buf + k * CH, first + i * stride);
         };
         for (long long i = 0; i < mine; ++i) {
             const int k = (int)(i % S);
             if (i >= S) {  // the stage's previous chunk: store it, and reload once the store has read it
-                store_chunk(i - S);
+                store(i - S);
                 asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
             }
-            mbar_expect_tx(&full[k], CH_BYTES);
-            const long long base = chunk_base(first + i * stride);
-            for (int j = 0; j < nseg; ++j)
-                bulk_load(buf + k * CH + (j << s), state + (base | seg_off(j)), seg_bytes, &full[k]);
+            bulk_load_chunk<Real, C>(map, state, buf + k * CH, first + i * stride, &full[k]);
         }
-        for (long long i = mine > S ? mine - S : 0; i < mine; ++i) store_chunk(i);
+        for (long long i = mine > S ? mine - S : 0; i < mine; ++i) store(i);
         asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
         return;
     }
     for (long long i = 0; i < mine; ++i) {
         const int k = (int)(i % S);
         mbar_wait(&full[k], (unsigned)((i / S) & 1));
-        cplx<Real>* b = buf + k * CH;
-        for (int g = threadIdx.x; g < CH / DIM; g += WORKERS) {
-            const int base = (int)group_base<D>(g, q);
-            cplx<Real> v[DIM];
-#pragma unroll
-            for (int j = 0; j < DIM; ++j) v[j] = b[base | (int)spread<D>(j, q)];
-#pragma unroll 1
-            for (int r = 0; r < DIM; ++r) {
-                Real re = 0, im = 0;
-#pragma unroll
-                for (int j = 0; j < DIM; ++j) {
-                    const cplx<Real> m = u[r * DIM + j];
-                    re = fma(m.x, v[j].x, re);
-                    re = fma(-m.y, v[j].y, re);
-                    im = fma(m.x, v[j].y, im);
-                    im = fma(m.y, v[j].x, im);
-                }
-                b[base | (int)spread<D>(r, q)] = cplx<Real>{re, im};
-            }
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        bulk_multiply<Real, D, C>(buf + k * CH, u, q, WORKERS);
         __syncwarp();
         if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[k]);
     }
