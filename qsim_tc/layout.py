@@ -7,8 +7,10 @@ when the state is read in logical order.
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
 
 import numpy as np
 
@@ -91,6 +93,8 @@ def permute_bits(data, n_qubits: int, new_phys: list[int], old_phys: list[int], 
     axis_of_run = {r: i for i, r in enumerate(by_src)}
     # destination order high to low = runs reversed
     axes = [axis_of_run[r] for r in reversed(range(len(runs)))]
+    if xp is not np and data.dtype.itemsize in (8, 16):
+        return _permute_gpu(data, runs, out, xp)
     view = data.reshape(shape).transpose(axes)
     if xp is np and _POOL is not None and data.size >= _PARALLEL_MIN:
         return _parallel_copy(view, out).reshape(-1)
@@ -98,6 +102,33 @@ def permute_bits(data, n_qubits: int, new_phys: list[int], old_phys: list[int], 
         return xp.ascontiguousarray(view).reshape(-1)
     xp.copyto(out.reshape(view.shape), view)
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _permute_kernel(device_id: int, itemsize: int):
+    import cupy  # noqa: PLC0415
+
+    code = resources.files("qsim_tc.kernels").joinpath("permute.cu").read_text()
+    name = f"permute_bits_gather<{itemsize}>"
+    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=[name]).get_function(name)
+
+
+def _permute_gpu(data, runs, out, xp):
+    """``permute_bits`` on the GPU: one gather pass (kernels/permute.cu); ``runs`` are
+    [source start, length] in destination order, low to high."""
+    from qsim_tc.transfer import to_device  # noqa: PLC0415
+
+    table, dst = [], 0
+    for src_start, length in runs:
+        table += [dst, src_start, length]
+        dst += length
+    if out is None:
+        out = xp.empty_like(data)
+    n = data.size
+    kern = _permute_kernel(xp.cuda.Device().id, data.dtype.itemsize)
+    kern((int(max(1, -(-n // 256))),), (256,), (data.reshape(-1), out.reshape(-1), np.int64(n), np.int32(len(runs)),
+                                                to_device(np.asarray(table, dtype=np.int32), xp)))
+    return out.reshape(-1)
 
 
 def _parallel_copy(view: np.ndarray, out=None) -> np.ndarray:
