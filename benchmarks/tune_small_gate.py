@@ -38,6 +38,7 @@ from qsim_tc.small_gate import (  # noqa: E402
     DmmaConfig,
     LanesSmemConfig,
     apply_dmma_gpu,
+    apply_dmma_widened_gpu,
     apply_lanes_gpu,
     apply_lanes_smem_gpu,
     launch_blocks,
@@ -182,6 +183,8 @@ def main():
                 out.append((f"bulk{' ws' if cfg.ws else ''} c{cfg.chunk_log} s{cfg.stages} b{cfg.blocks_per_sm}"
                             f" l{cfg.lag} {at}", pos,
                             lambda st, nn, pos, cfg=cfg: apply_bulk_gpu(st, nn, u_h, pos, cfg)))
+            if dtype == np.complex128:
+                out.append((f"dmma-widened {at}", pos, lambda st, nn, pos: apply_dmma_widened_gpu(st, nn, u_h, pos)))
             out.append((f"engine {at}", pos, engine_apply(u_h)))
             if peer is not None:
                 out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))

@@ -326,12 +326,14 @@ def widen(matrix: np.ndarray, positions, extra: int) -> tuple[np.ndarray, list[i
 
 
 def apply_dmma_widened_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
-    """A complex128 gate of 3 qubits with low targets, applied as a 4-qubit gate (identity on the
-    lowest other bit) by the DMMA kernel: 2.2 ms where the lanes kernel took 2.45 ms at the
-    bottom (tune_grid_h200.json: DMMA d = 4 one pass at [0..3] 2.21 ms)."""
-    extra = next(b for b in range(n_qubits) if b not in positions)
-    wide, pos = widen(matrix, positions, extra)
-    return apply_dmma_gpu(data, n_qubits, wide, pos)
+    """A complex128 gate of 1-3 qubits applied as a 4-qubit gate (identity on the lowest other
+    bits) by the DMMA kernel, whose loads cover whole sectors at any target positions: 2.2 ms
+    where the lanes kernel took 2.45 ms for 3 targets at the bottom (tune_grid_h200.json: DMMA
+    d = 4 one pass at [0..3] 2.21 ms)."""
+    m, pos = matrix, list(positions)
+    while len(pos) < 4:
+        m, pos = widen(m, pos, next(b for b in range(n_qubits) if b not in pos))
+    return apply_dmma_gpu(data, n_qubits, m, pos)
 
 
 def fits_lanes(positions) -> bool:
@@ -508,6 +510,8 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
         return apply_dmma_gpu  # low targets, complex128: 2.1-2.3 ms against tiled 2.4-4.1, rotating GEMM 2.4
     if d == 4 and list(positions) == [0, 1, 2, 3]:
         return None  # complex64: the rotating bottom GEMM is faster here (measured)
+    if d == 3 and dmma4:  # spread complex128 targets: 2.21-2.33 ms against the bulk kernel's 2.30-2.38
+        return apply_dmma_widened_gpu
     from qsim_tc.bulk_gate import BULK_CONFIG, apply_bulk_gpu, fits_bulk  # noqa: PLC0415 - it imports this module
 
     cfg = BULK_CONFIG.get((_real(itemsize), d))

@@ -266,3 +266,19 @@ def test_permute_bits_gpu_matches_cpu(cp, rng, dtype):
         assert permute_bits(g, n, new, old, cp, out=buf) is not g
         assert np.array_equal(buf.get(), want)
         assert np.array_equal(g.get(), psi)
+
+
+def test_dmma_widened_matches_cpu(cp, rng):
+    """Complex128 gates of 1-3 qubits widened to 4 (identity on the lowest other bits) for the
+    DMMA kernel, at bottom, spread and top placements, against the CPU engine."""
+    from qsim_tc.small_gate import apply_dmma_widened_gpu
+
+    n = 14
+    for qs in ([0], [13], [0, 13], [2, 7], [0, 1, 2], [0, 6, 13], [11, 12, 13]):
+        psi = random_psi(n, rng)
+        u = haar_unitary(1 << len(qs), rng)
+        g = cp.asarray(psi)
+        apply_dmma_widened_gpu(g, n, u, qs)
+        c = StateVector(n, device="cpu", data=psi)
+        c.apply(u, qs)
+        assert np.abs(g.get() - c.to_numpy()).max() < 1e-13, qs

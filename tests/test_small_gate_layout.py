@@ -78,6 +78,7 @@ def test_policy_picks_kernels_by_position():
     from qsim_tc.small_gate import (
         apply_direct_gpu,
         apply_dmma_gpu,
+        apply_dmma_widened_gpu,
         apply_lanes_gpu,
         apply_lanes_smem_gpu,
         apply_tiled_gpu,
@@ -90,6 +91,7 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [0, 5], 16) is apply_bulk_gpu
     assert select(native, gpu, None, 28, [0, 5], 8) is apply_bulk_gpu
     assert select(native, gpu, None, 28, [1, 2, 20], 8) is apply_bulk_gpu
+    assert select(native, gpu, None, 28, [1, 2, 20], 16) is apply_dmma_widened_gpu  # complex128: 4-qubit DMMA
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_tiled_gpu
     assert select(native, gpu, None, 28, [0], 16) is apply_lanes_gpu
