@@ -502,8 +502,6 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
     smem_cfg = LANES_SMEM_CONFIG.get((_real(itemsize), d))
     if d in LANES_SMEM_DEFAULT_D and smem_cfg and fits_lanes_smem(n_qubits, positions, smem_cfg.rounds):
         return apply_lanes_smem_gpu
-    if d == 3 and fits_lanes(positions) and dmma4:
-        return apply_dmma_widened_gpu
     if fits_lanes(positions) and n_qubits >= 8:  # whole rounds of up to 8 x 32 amplitudes
         return apply_lanes_gpu
     if d == 4 and dmma4:
