@@ -108,18 +108,21 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
         a, b = _operands(cp, kind, n, d, rng)
         flops = (8.0 if a.dtype.kind == "c" else 2.0) * a.shape[0] * a.shape[1] * b.shape[1]
         native_ms = None
-        # (method, options, wgmma configuration where the width allows 256 columns)
-        todo = [(m, {}, tcec_gpu.WG_WIDE) for m in methods]
-        wide0 = tcec_gpu.WG_WIDE
+        # (method, options, wgmma configurations by mode: gemm.tcec_gpu.WG_CHOICE)
+        wg0 = dict(tcec_gpu.WG_CHOICE)
+        todo = [(m, {}, wg0) for m in methods]
         if variants and kind == "bottom" and d == 10:
-            todo += [("tf32tf32", {"debias": False}, wide0), ("halfhalf", {"debias": False}, wide0),
-                     ("tf32tf32", {"ec_product": "fused"}, wide0), ("halfhalf", {"ec_product": "fused"}, wide0)]
-            todo += [(m, {"product_kernel": "mma"}, wide0) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
-            for other in [c for c in tcec_gpu.WG_CONFIGS if c != wide0]:  # the other wgmma configurations
-                todo += [(m, {}, None if other == "n128" else other) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
-        for method, opts, wide in todo:
-            tcec_gpu.WG_WIDE = wide
-            label_opts = opts if wide == wide0 else {**opts, "wgmma": wide or "n128"}
+            todo += [("tf32tf32", {"debias": False}, wg0), ("halfhalf", {"debias": False}, wg0),
+                     ("tf32tf32", {"ec_product": "fused"}, wg0), ("halfhalf", {"ec_product": "fused"}, wg0)]
+            todo += [(m, {"product_kernel": "mma"}, wg0) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
+            for other in tcec_gpu.WG_CONFIGS:  # each configuration in every mode, where the width allows
+                pair = (None, other) if tcec_gpu.WG_CONFIGS[other].bn == 128 else (other, "n128")
+                wg = {m: pair for m in tcec_gpu.WG_MODES}
+                todo += [(m, {}, wg) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
+        for method, opts, wg in todo:
+            tcec_gpu.WG_CHOICE.update(wg)
+            label_opts = opts if wg == wg0 else {**opts, "wgmma": next(iter(wg.values()))[0] or
+                                                 next(iter(wg.values()))[1]}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 c, rep = gemm.matmul(a, b, method=method, return_report=True, **opts)
@@ -129,7 +132,7 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
                 _, rep = gemm.matmul(a, b, method=method, return_report=True, **opts)
             if method == "native32":
                 native_ms = ms
-            tcec_gpu.WG_WIDE = wide0
+            tcec_gpu.WG_CHOICE.update(wg0)
             row = {"case": label, "method": method, "options": label_opts, "ms": ms, "all_ms": all_ms,
                    "tflops": flops / ms / 1e9, "speedup_vs_native": (native_ms / ms) if native_ms else None,
                    "rel_err_slice": err, "stages_ms": rep.stages, "choices": rep.choices,
@@ -220,7 +223,9 @@ def main(argv=None):
     p.add_argument("--compare-tiles", action="store_true", help="time d=10 with each square tile, print the best")
     p.add_argument("--sweep", action="store_true", help="also time d=10 for each square tile and hi*hi chain")
     p.add_argument("--wg-chain", type=int, default=None, help="k-steps per hi*hi product of the wgmma kernel")
-    p.add_argument("--wg-wide", default=None, help="wgmma configuration where the width allows 256 columns")
+    p.add_argument("--wg-wide", default=None, help="wgmma configuration (every mode) where the width allows "
+                   "256 columns ('none': the narrow one everywhere)")
+    p.add_argument("--wg-narrow", default=None, help="wgmma configuration (every mode) elsewhere (128 columns)")
     args = p.parse_args(argv)
     from gemm import tcec_gpu
     from gemm import tcec_split as ts
@@ -231,8 +236,10 @@ def main(argv=None):
         return
     if args.square_tile:
         tcec_gpu.SQUARE_TILE = args.square_tile
-    if args.wg_wide:
-        tcec_gpu.WG_WIDE = None if args.wg_wide == "n128" else args.wg_wide
+    if args.wg_wide or args.wg_narrow:
+        for m, (wide, narrow) in list(tcec_gpu.WG_CHOICE.items()):
+            tcec_gpu.WG_CHOICE[m] = ((None if args.wg_wide == "none" else args.wg_wide) if args.wg_wide else wide,
+                                     args.wg_narrow or narrow)
     if args.wg_chain:
         tcec_gpu.WG_CONFIGS = {k: c._replace(chain=args.wg_chain) for k, c in tcec_gpu.WG_CONFIGS.items()}
     t0 = time.time()
@@ -246,7 +253,7 @@ def main(argv=None):
                "square_tile": tcec_gpu.SQUARE_TILE,
                "timing": "CUDA events around the whole gemm.matmul call, 1 warm-up, median of repeats",
                "hh_chain": ts.HH_CHAIN, "wg_configs": {k: c._asdict() for k, c in tcec_gpu.WG_CONFIGS.items()},
-               "wg_wide": tcec_gpu.WG_WIDE, "debias_mode": ts.DEBIAS_MODE, "debias_beta": ts.debias_beta(),
+               "wg_choice": tcec_gpu.WG_CHOICE, "debias_mode": ts.DEBIAS_MODE, "debias_beta": ts.debias_beta(),
                "rows": rows, "sweep": sweep_rows, "wall_s": time.time() - t0}
     if args.out:
         with open(args.out, "w") as f:

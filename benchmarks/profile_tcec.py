@@ -1,11 +1,11 @@
 """One TF32/FP16 gate product for a profiler: 26 qubits, d = 10, complex64.
 
     ncu --section SpeedOfLight --section WarpStateStats -k regex:tcec_gemm -c 1 \
-        python benchmarks/profile_tcec.py tf32tf32 [--tile square16] [--kernel mma] [--wide n128] [--chain 2]
+        python benchmarks/profile_tcec.py tf32tf32 [--tile square16] [--kernel mma] [--wg n128] [--chain 2]
 
-``--kernel`` picks the product kernel (auto: wgmma on sm_90), ``--wide`` the wgmma configuration
-where the width allows 256 columns (gemm.tcec_gpu.WG_CONFIGS; n128: 128-column tiles
-everywhere), ``--chain`` the k-steps per hi*hi product of the wgmma kernel.
+``--kernel`` picks the product kernel (auto: wgmma on sm_90), ``--wg`` one wgmma configuration
+(gemm.tcec_gpu.WG_CONFIGS) for every mode and width, ``--chain`` the k-steps per hi*hi product
+of the wgmma kernel.
 """
 
 import argparse
@@ -19,12 +19,13 @@ p = argparse.ArgumentParser()
 p.add_argument("method", nargs="?", default="tf32tf32")
 p.add_argument("--tile", default=None, help="square tile of the mma.sync kernel (gemm.tcec_gpu.TILES)")
 p.add_argument("--kernel", default="auto", choices=("auto", "wgmma", "mma"))
-p.add_argument("--wide", default="n256", help="wgmma configuration for 256-column widths; n128: none")
+p.add_argument("--wg", default=None, help="wgmma configuration (gemm.tcec_gpu.WG_CONFIGS) for every mode and width")
 p.add_argument("--chain", type=int, default=None)
 args = p.parse_args()
 if args.tile:
     tcec_gpu.SQUARE_TILE = args.tile
-tcec_gpu.WG_WIDE = None if args.wide == "n128" else args.wide
+if args.wg:
+    tcec_gpu.WG_CHOICE.update({m: (None, args.wg) for m in tcec_gpu.WG_MODES})
 if args.chain:
     tcec_gpu.WG_CONFIGS = {k: c._replace(chain=args.chain) for k, c in tcec_gpu.WG_CONFIGS.items()}
 d, n = 10, 26

@@ -46,11 +46,12 @@ BKW = 16
 MODES = {"ec": 0, "plain": 1, "markidis": 2, "ec-hybrid": 3}
 FMT_IDS = {"tf32": 0, "fp16": 1}
 # The wgmma product (tcec_wgmma.cu, sm_90a) serves the plain and the hybrid error-corrected hi*hi
-# products on the "square" tile class, in a configuration chosen by the padded width: 128 x 256
-# tiles where it divides (fewer bytes from L2 per flop: 128 x 128 tiles held the plain TF32
-# product to 141 TFLOP/s, L2-bound), else 128 x 128. On the 256-column tiles the hi*hi products
-# are 64 columns wide, leaving registers for two temporaries (n256x64: d = 10 hi*hi 19.1 ms
-# against 20.1 with one 128-column temporary, benchmarks/results/tcec_h200.json).
+# products on the "square" tile class, in a configuration chosen per mode and padded width
+# (WG_CHOICE). Its stages are loaded by TMA (tcec_tma.cu): on the 28-qubit d = 10 gate that took
+# the plain TF32 product from 11.6 to 5.7 ms and the TF32 hi*hi from 19.2 to 11.9 ms against the
+# same kernel loading with cp.async (benchmarks/results/tcec_h200.json). The plain product takes
+# 128 x 256 tiles where the width allows (fewer bytes per flop); the hi*hi product, whose
+# additions leave the tensor cores idle part of the time, is fastest on 128 x 128 tiles.
 WG_MODES = frozenset({"plain", "ec-hybrid"})
 WG_TILE = "square"
 
@@ -62,21 +63,30 @@ class WgConfig(NamedTuple):
     stages: int
     chain: int = 1  # k-steps per hi*hi product summed inside the tensor core
     nc: int = 128  # columns per hi*hi wgmma (64: half-size temporaries); the plain product takes 128
+    load: str = "cp.async"  # how stages are loaded: "cp.async" (all threads) or "tma" (tcec_tma.cu)
 
     @property
     def smem_bytes(self) -> int:
-        """Its stages, plus 1 KB to align them to 1024 bytes."""
-        return self.stages * self.atoms * (128 + self.bn) * 128 + 1024
+        """Its stages, plus 1 KB to align them to 1024 bytes (and the TMA kernel's barriers)."""
+        return self.stages * self.atoms * (128 + self.bn) * 128 + 1024 + (16 * self.stages if self.load == "tma" else 0)
+
+    @property
+    def threads(self) -> int:
+        return 384 if self.load == "tma" else 256
 
 
 WG_CONFIGS = {"n128": WgConfig(128, 2, 2, 3), "n256": WgConfig(256, 1, 1, 4),
-              "n256x64": WgConfig(256, 2, 1, 4, nc=64)}
-WG_WIDE = "n256x64"  # the configuration where the width allows 256 columns (None: "n128" everywhere)
+              "n256x64": WgConfig(256, 2, 1, 4, nc=64),
+              "n128-tma": WgConfig(128, 2, 2, 3, load="tma"), "n256-tma": WgConfig(256, 1, 1, 4, load="tma"),
+              "n256x64-tma": WgConfig(256, 2, 1, 4, nc=64, load="tma")}
+# mode -> (configuration where the padded width is a multiple of 256 (None: none), elsewhere)
+WG_CHOICE = {"plain": ("n256-tma", "n128-tma"), "ec-hybrid": (None, "n128-tma")}
 WG_K_WORDS = 64  # k padding of the square tile class: a multiple of every configuration's stage
 
 
-def wg_config(n_p: int) -> str:
-    return WG_WIDE if WG_WIDE and n_p % 256 == 0 else "n128"
+def wg_config(n_p: int, mode: str) -> str:
+    wide, narrow = WG_CHOICE[mode]
+    return wide if wide and n_p % 256 == 0 else narrow
 
 
 SQUARE_TILE = "square"  # the tile of large products (benchmarks/bench_tcec.py --square-tile compares)
@@ -173,8 +183,13 @@ def _wg_kernel(device_id: int, fmt: str, mode: str, debias: bool, cfg: WgConfig,
     opts = _options(fmt, mode, WG_TILE, debias, cfg.chain, debias_mode) + (
         f"-DWG_BN={cfg.bn}", f"-DWG_TMP={cfg.tmp}", f"-DWG_ATOMS={cfg.atoms}", f"-DWG_STAGES={cfg.stages}",
         f"-DWG_CHAIN={cfg.chain}", f"-DWG_NC={cfg.nc if mode == 'ec-hybrid' else 128}", "-DTCEC_NO_MMA_GEMM")
-    mod = compile_module(_source() + _source("tcec_wgmma.cu"), opts, "tcec_wgmma.cu")
-    k = mod.get_function("tcec_gemm_wg")
+    if cfg.load == "tma":
+        mod = compile_module(_source() + _source("tcec_wgmma.cu") + _source("tcec_tma.cu"),
+                             opts + ("-DTCEC_NO_WG_CPASYNC",), "tcec_tma.cu")
+        k = mod.get_function("tcec_gemm_tma")
+    else:
+        mod = compile_module(_source() + _source("tcec_wgmma.cu"), opts, "tcec_wgmma.cu")
+        k = mod.get_function("tcec_gemm_wg")
     k.max_dynamic_shared_size_bytes = cfg.smem_bytes
     return k
 
@@ -414,10 +429,10 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
         a_hi, a_lo, kw = _split(cp, plan.a, m_p, k_p, fmt, scheme, scales[0])
         b_hi, b_lo, _ = _split(cp, plan.b, n_p, k_p, fmt, scheme, scales[1])
     if wg:
-        cfg_name = wg_config(n_p)
+        cfg_name = wg_config(n_p, mode)
         cfg = WG_CONFIGS[cfg_name]
         gemm_k = _wg_kernel(cp.cuda.Device().id, fmt, mode, debias, cfg, ts.DEBIAS_MODE)
-        nthreads, smem = 256, cfg.smem_bytes
+        nthreads, smem = cfg.threads, cfg.smem_bytes
         bn = cfg.bn
         tiles_n = n_p // bn
     else:
@@ -441,14 +456,23 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
         scc = m_p * n_p if batch > 1 else 0
         with timer.stage("corrections"):
             _corrections(cp, fmt, a_hi, a_lo, b_hi, b_lo, ccor, m_p, n_p, kw, sa, sb, batch)
+    tail = (np.int64(sc), np.int64(plan.ldc), np.int32(plan.epi), np.int32(vec), np.int32(a_big),
+            np.float32(pow2(-LO_SHIFT)), np.float32(pow2(-scales[0])), np.float32(pow2(-scales[1])),
+            ccor, np.int64(n_p), np.int64(scc), np.float32(beta * 2.0**LO_SHIFT))
+    grid = batch * tiles_m * tiles_n
     with timer.stage("product"):
-        gemm_k((batch * tiles_m * tiles_n, 1, 1), (nthreads, 1, 1),
-               (a_hi, a_lo, b_hi, b_lo, c, np.int64(plan.m_out), np.int64(plan.n_out), np.int64(kw),
-                np.int64(tiles_m), np.int64(tiles_n), np.int64(sa), np.int64(sb), np.int64(sc),
-                np.int64(plan.ldc), np.int32(plan.epi), np.int32(vec), np.int32(a_big),
-                np.float32(pow2(-LO_SHIFT)), np.float32(pow2(-scales[0])), np.float32(pow2(-scales[1])),
-                ccor, np.int64(n_p), np.int64(scc), np.float32(beta * 2.0**LO_SHIFT)),
-               shared_mem=smem)
+        if wg and cfg.load == "tma":
+            from gemm import tma  # noqa: PLC0415
+
+            map_a = tma.words_map(a_hi.data.ptr, plan.a.batch, m_p, kw, 128)
+            map_b = tma.words_map(b_hi.data.ptr, plan.b.batch, n_p, kw, cfg.bn)
+            tma.launch(gemm_k, grid, nthreads, smem,
+                       (map_a, map_b, c, np.int64(plan.m_out), np.int64(plan.n_out), np.int64(kw), np.int64(tiles_m),
+                        np.int64(tiles_n), np.int32(plan.a.batch > 1), np.int32(plan.b.batch > 1)) + tail)
+        else:
+            gemm_k((grid, 1, 1), (nthreads, 1, 1),
+                   (a_hi, a_lo, b_hi, b_lo, c, np.int64(plan.m_out), np.int64(plan.n_out), np.int64(kw),
+                    np.int64(tiles_m), np.int64(tiles_n), np.int64(sa), np.int64(sb)) + tail, shared_mem=smem)
     report.choices["form"] = plan.form
     report.choices["tile"] = f"{tile} {bm}x{bn}"
     report.choices["product_kernel"] = f"wgmma {cfg_name}" if wg else "mma.sync"

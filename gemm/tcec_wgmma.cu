@@ -143,7 +143,92 @@ __device__ __forceinline__ void wgmma_k(float* d, u64 da, u64 db, int scale_d) {
 #endif
 }
 
-// Same arguments as tcec_gemm (a_lo and b_lo unused).
+// The products of the stage at shared address `stage` (WG_ATOMS atoms of A rows 0..127, then B
+// rows 0..WG_BN-1) into warpgroup wg's accumulator. MODE 1: this stage's wgmma group stays in
+// flight; on return the previous stage's has completed (its slot may be refilled). MODE 3: on
+// return all of this stage's products have completed and been added (its slot may be refilled).
+__device__ __forceinline__ void wg_stage_products(float (&acc)[WG_CH][WG_NR], u32 stage, int wg, bool first) {
+    // k-step ks: atom ks / 4, +32 bytes along k per step within it (+2 in the address field);
+    // chunk ch of B: rows WG_NC ch ..
+    auto desc_a = [&](int ks) {
+        return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + wg * WG_TILE_BYTES(64)) + 2 * (ks & 3);
+    };
+    auto desc_b = [&](int ks, int ch) {
+        return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + WG_TILE_BYTES(WG_BM + WG_NC * ch)) + 2 * (ks & 3);
+    };
+#if MODE == 1
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < WG_KSTEPS; ++ks)
+#pragma unroll
+        for (int ch = 0; ch < WG_CH; ++ch)
+            wgmma_k(acc[ch], desc_a(ks), desc_b(ks, ch), (!first || ks > 0) ? 1 : 0);
+    wg_commit();
+    wg_wait<1>();   // the previous stage's group has completed; this one runs on
+#else
+    (void)first;
+    float tmp[WG_TMP][WG_NR];   // products never outlive their stage (see the header: C7514)
+#pragma unroll
+    for (int p = 0; p < WG_PRODUCTS; ++p) {
+        const int kc = p / WG_CH, ch = p % WG_CH;
+        float* cur = tmp[p % WG_TMP];
+        pin<WG_NR>(cur);
+        wg_fence();
+#pragma unroll
+        for (int c = 0; c < WG_CHAIN; ++c) {
+            const int ks = kc * WG_CHAIN + c;
+            wgmma_k(cur, desc_a(ks), desc_b(ks, ch), c > 0 ? 1 : 0);
+        }
+        wg_commit();
+        pin<WG_NR>(cur);
+#if WG_TMP == 2
+        if (p > 0) {   // the previous product has completed: add it while this one runs
+            wg_wait<1>();
+            float* prev = tmp[(p + 1) % 2];
+            pin<WG_NR>(prev);
+            add_rn<WG_NR>(acc[(p - 1) % WG_CH], prev);
+        }
+#else
+        wg_wait<0>();
+        pin<WG_NR>(cur);
+        add_rn<WG_NR>(acc[ch], cur);
+#endif
+    }
+#if WG_TMP == 2
+    wg_wait<0>();
+    {
+        float* last = tmp[(WG_PRODUCTS - 1) % 2];
+        pin<WG_NR>(last);
+        add_rn<WG_NR>(acc[(WG_PRODUCTS - 1) % WG_CH], last);
+    }
+#endif
+#endif
+}
+
+// Finishes warpgroup wg's accumulator: correction, debias, scales, store (finish_frag).
+__device__ __forceinline__ void wg_epilogue(float (&acc)[WG_CH][WG_NR], int wg, int warp, int g, int t, i64 bz,
+                                            i64 tm, i64 tn, float* __restrict__ C, i64 M, i64 N, i64 sc, i64 ldc,
+                                            int epi, int vec, float corr_scale, float out_scale_a,
+                                            float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc,
+                                            float debias_beta) {
+    const i64 r0 = tm * WG_BM + wg * 64 + warp * 16;
+#pragma unroll
+    for (int ch = 0; ch < WG_CH; ++ch)
+#pragma unroll
+        for (int j = 0; j < WG_NC / 8; ++j)
+            finish_frag(&acc[ch][4 * j], nullptr, ccor + bz * scc, ldcc, r0, g, tn * WG_BN + WG_NC * ch + j * 8 + 2 * t,
+                        C + bz * sc, M, N, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b, debias_beta);
+}
+
+__device__ __forceinline__ void wg_zero(float (&acc)[WG_CH][WG_NR]) {
+#pragma unroll
+    for (int ch = 0; ch < WG_CH; ++ch)
+#pragma unroll
+        for (int q = 0; q < WG_NR; ++q) acc[ch][q] = 0.0f;
+}
+
+#ifndef TCEC_NO_WG_CPASYNC
+// Same arguments as tcec_gemm (a_lo and b_lo unused). Stages loaded by all threads with cp.async.
 extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
 tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32* __restrict__ b_hi,
              const u32* __restrict__ b_lo, float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m,
@@ -182,13 +267,7 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
     };
 
     float acc[WG_CH][WG_NR];
-#pragma unroll
-    for (int ch = 0; ch < WG_CH; ++ch)
-#pragma unroll
-        for (int q = 0; q < WG_NR; ++q) acc[ch][q] = 0.0f;
-#if MODE == 3
-    float tmp[WG_TMP][WG_NR];
-#endif
+    wg_zero(acc);
 
     const i64 KT = KW / WG_BKW;
 #pragma unroll
@@ -206,71 +285,13 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
             if (nk < KT) load_stage((int)(nk % WG_STAGES), nk);
             cp_commit();
         }
-        const u32 stage = sbase + (u32)((kt % WG_STAGES) * WG_STAGE_BYTES);
-        // k-step ks: atom ks / 4, +32 bytes along k per step within it (+2 in the address field);
-        // chunk ch of B: rows 128 ch ..
-        auto desc_a = [&](int ks) {
-            return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + wg * WG_TILE_BYTES(64)) + 2 * (ks & 3);
-        };
-        auto desc_b = [&](int ks, int ch) {
-            return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + WG_TILE_BYTES(WG_BM + WG_NC * ch)) + 2 * (ks & 3);
-        };
-#if MODE == 1
-        wg_fence();
-#pragma unroll
-        for (int ks = 0; ks < WG_KSTEPS; ++ks)
-#pragma unroll
-            for (int ch = 0; ch < WG_CH; ++ch)
-                wgmma_k(acc[ch], desc_a(ks), desc_b(ks, ch), (kt > 0 || ks > 0) ? 1 : 0);
-        wg_commit();
-        wg_wait<1>();   // the previous stage's group has completed; this one runs on
-#else
-#pragma unroll
-        for (int p = 0; p < WG_PRODUCTS; ++p) {
-            const int kc = p / WG_CH, ch = p % WG_CH;
-            float* cur = tmp[p % WG_TMP];
-            pin<WG_NR>(cur);
-            wg_fence();
-#pragma unroll
-            for (int c = 0; c < WG_CHAIN; ++c) {
-                const int ks = kc * WG_CHAIN + c;
-                wgmma_k(cur, desc_a(ks), desc_b(ks, ch), c > 0 ? 1 : 0);
-            }
-            wg_commit();
-            pin<WG_NR>(cur);
-#if WG_TMP == 2
-            if (p > 0) {   // the previous product has completed: add it while this one runs
-                wg_wait<1>();
-                float* prev = tmp[(p + 1) % 2];
-                pin<WG_NR>(prev);
-                add_rn<WG_NR>(acc[(p - 1) % WG_CH], prev);
-            }
-#else
-            wg_wait<0>();
-            pin<WG_NR>(cur);
-            add_rn<WG_NR>(acc[ch], cur);
-#endif
-        }
-#if WG_TMP == 2
-        wg_wait<0>();
-        {
-            float* last = tmp[(WG_PRODUCTS - 1) % 2];
-            pin<WG_NR>(last);
-            add_rn<WG_NR>(acc[(WG_PRODUCTS - 1) % WG_CH], last);
-        }
-#endif
-#endif
+        wg_stage_products(acc, sbase + (u32)((kt % WG_STAGES) * WG_STAGE_BYTES), wg, kt == 0);
     }
     wg_wait<0>();
 #pragma unroll
     for (int ch = 0; ch < WG_CH; ++ch) pin<WG_NR>(acc[ch]);
     cp_wait<0>();
-
-    const i64 r0 = tm * WG_BM + wg * 64 + warp * 16;
-#pragma unroll
-    for (int ch = 0; ch < WG_CH; ++ch)
-#pragma unroll
-        for (int j = 0; j < WG_NC / 8; ++j)
-            finish_frag(&acc[ch][4 * j], nullptr, ccor + bz * scc, ldcc, r0, g, tn * WG_BN + WG_NC * ch + j * 8 + 2 * t,
-                        C + bz * sc, M, N, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b, debias_beta);
+    wg_epilogue(acc, wg, warp, g, t, bz, tm, tn, C, M, N, sc, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b,
+                ccor, ldcc, scc, debias_beta);
 }
+#endif

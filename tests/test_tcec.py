@@ -353,8 +353,10 @@ def test_k_padding_covers_the_wgmma_stage():
     assert tcec_gpu.k_quantum("fp16", "square") == 2 * tcec_gpu.WG_K_WORDS
     assert all(tcec_gpu.WG_K_WORDS % (32 * c.atoms) == 0 for c in tcec_gpu.WG_CONFIGS.values())
     # the wide configuration where the padded width allows, else 128 columns (no extra padding)
-    assert tcec_gpu.wg_config(2048) == tcec_gpu.WG_WIDE != "n128" and tcec_gpu.wg_config(384) == "n128"
-    assert tcec_gpu.WG_CONFIGS[tcec_gpu.WG_WIDE].bn == 256
+    for mode, (wide, narrow) in tcec_gpu.WG_CHOICE.items():
+        assert tcec_gpu.wg_config(384, mode) == narrow and tcec_gpu.WG_CONFIGS[narrow].bn == 128
+        assert tcec_gpu.wg_config(2048, mode) == (wide or narrow)
+        assert wide is None or tcec_gpu.WG_CONFIGS[wide].bn == 256
     # shared memory within the 227 KB a block may have
     assert all(c.smem_bytes <= 227 * 1024 for c in tcec_gpu.WG_CONFIGS.values())
     assert tcec_gpu.k_quantum("tf32", "tiny-n") == tcec_gpu.BKW

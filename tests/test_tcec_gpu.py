@@ -187,19 +187,22 @@ def _need_wgmma():
         pytest.skip("the wgmma product needs an sm_90 GPU")
 
 
-@pytest.mark.parametrize("wide", ["n256", "n256x64", None])
+@pytest.mark.parametrize("wide, narrow", [("n256", "n128"), ("n256x64", "n128"), (None, "n128"),
+                                          ("n256-tma", "n128-tma"), ("n256x64-tma", "n128-tma"), (None, "n128-tma")])
 @pytest.mark.parametrize("method", ["tf32tf32", "halfhalf", "tf32", "fp16"])
-def test_gpu_wgmma_matches_mma(method, wide, cp, rng):
+def test_gpu_wgmma_matches_mma(method, wide, narrow, cp, rng):
     """The wgmma product (default on sm_90 for the square tile class; error-corrected: when the
     hybrid runs) against the mma.sync one on every shape case: as accurate (error-corrected: FP32
     level; plain: its own truncation level), and taken for the gate-sized products, and by the
     plain methods also with k tails and batches; with each 256-column configuration where the
-    width allows (wide) and with 128-column tiles everywhere (None)."""
+    width allows (wide) and a 128-column one elsewhere (narrow; everywhere when wide is None),
+    stages loaded by cp.async or by TMA."""
     from gemm import tcec_gpu
 
     _need_wgmma()
     taken = set()
-    saved, tcec_gpu.WG_WIDE = tcec_gpu.WG_WIDE, wide
+    saved = dict(tcec_gpu.WG_CHOICE)
+    tcec_gpu.WG_CHOICE.update({m: (wide, narrow) for m in tcec_gpu.WG_MODES})
     try:
         for name, (a, b) in _shape_cases(cp, rng).items():
             cw, rw = _run(a, b, method)
@@ -214,11 +217,11 @@ def test_gpu_wgmma_matches_mma(method, wide, cp, rng):
             if rw.choices["product_kernel"].startswith("wgmma"):
                 taken.add((name, rw.choices["product_kernel"]))
     finally:
-        tcec_gpu.WG_WIDE = saved
+        tcec_gpu.WG_CHOICE.update(saved)
     names = {n for n, _ in taken}
     want = {"bottom d=8", "top d=8"} | (set() if method in EC else {"real tails", "stacked @ 2-D"})
     assert want <= names, taken
-    assert ("bottom d=8", f"wgmma {wide or 'n128'}") in taken, taken
+    assert ("bottom d=8", f"wgmma {wide or narrow}") in taken, taken
 
 
 def test_gpu_wgmma_forced_where_it_does_not_apply(cp, rng):
