@@ -3,7 +3,8 @@ reference, over several seeds, beside native CGEMM (``native32``), on the GPU.
 
 Gates of d >= 6 qubits (complex64: 2^(d+1) >= 128 real columns) take the wgmma product on sm_90;
 ``--wg-chain 1,2`` repeats the error-corrected methods with each number of k-steps per hi*hi
-product summed inside the tensor core.
+product summed inside the tensor core; ``--options '{"ec_product": "fused"}'`` passes options to
+every TF32/FP16 method.
 
     python benchmarks/accuracy_tcec_circuits.py --qubits 20 --gate-qubits 8 --depth 6 --seeds 4 \
         --wg-chain 1,2 --out results.json
@@ -30,8 +31,10 @@ def main(argv=None):
     p.add_argument("--seed0", type=int, default=0, help="first seed")
     p.add_argument("--methods", default="tf32tf32,halfhalf,tc-auto")
     p.add_argument("--wg-chain", default="1", help="comma list of wgmma hi*hi chain lengths")
+    p.add_argument("--options", default="{}", help="JSON options for every method but native32")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    options = json.loads(args.options)
 
     from circuits import brickwork
     from gemm import tcec_gpu
@@ -46,7 +49,8 @@ def main(argv=None):
         tcec_gpu.WG_CONFIGS = {k: c._replace(chain=chain) for k, c in base.items()}
         for seed in range(args.seed0, args.seed0 + args.seeds):
             circ = brickwork(args.qubits, args.gate_qubits, args.depth, seed)
-            for r in accuracy_table(circ, methods, device="gpu", reference="dd"):
+            per_backend = {m: options for m in methods[1:]}
+            for r in accuracy_table(circ, methods, device="gpu", reference="dd", options_per_backend=per_backend):
                 if r["backend"] in methods:
                     rows.append({"chain": chain, "seed": seed, **{k: r.get(k) for k in ("backend", "time_s", *METRICS)}})
                     print(f"chain {chain} seed {seed} {r['backend']:9s} " + " ".join(
@@ -81,7 +85,7 @@ def main(argv=None):
             json.dump({"command": "python benchmarks/accuracy_tcec_circuits.py " + " ".join(given),
                        "environment": env, "note": "medians of |metric| over seeds; norm_drift_mean: mean signed "
                        "norm drift; ratios over native32 (cuBLAS CGEMM) in the same run",
-                       "wg_configs": {k: c._asdict() for k, c in base.items()},
+                       "wg_configs": {k: c._asdict() for k, c in base.items()}, "options": options,
                        "summary": summary, "rows": rows, "wall_s": time.time() - t0}, f, indent=1)
         print("wrote", args.out)
 

@@ -115,14 +115,18 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
             todo += [("tf32tf32", {"debias": False}, wg0), ("halfhalf", {"debias": False}, wg0),
                      ("tf32tf32", {"ec_product": "fused"}, wg0), ("halfhalf", {"ec_product": "fused"}, wg0)]
             todo += [(m, {"product_kernel": "mma"}, wg0) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
-            for other in tcec_gpu.WG_CONFIGS:  # each configuration in every mode, where the width allows
-                pair = (None, other) if tcec_gpu.WG_CONFIGS[other].bn == 128 else (other, "n128")
-                wg = {m: pair for m in tcec_gpu.WG_MODES}
-                todo += [(m, {}, wg) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
+            todo += [(m, {"ec_product": "fused", "product_kernel": "mma"}, wg0) for m in ("tf32tf32", "halfhalf")]
+            for other, cfg in tcec_gpu.WG_CONFIGS.items():  # each configuration where the width allows
+                pair = (None, other) if cfg.bn == 128 else (other, "n128")
+                if cfg.parts == 2:  # the fused error-corrected product
+                    todo += [(m, {"ec_product": "fused"}, {**wg0, "ec": pair}) for m in ("tf32tf32", "halfhalf")]
+                else:
+                    wg = {**wg0, "plain": pair, "ec-hybrid": pair}
+                    todo += [(m, {}, wg) for m in ("tf32tf32", "halfhalf", "tf32", "fp16")]
         for method, opts, wg in todo:
             tcec_gpu.WG_CHOICE.update(wg)
-            label_opts = opts if wg == wg0 else {**opts, "wgmma": next(iter(wg.values()))[0] or
-                                                 next(iter(wg.values()))[1]}
+            changed = [pair for m, pair in wg.items() if pair != wg0[m]]
+            label_opts = {**opts, "wgmma": changed[0][0] or changed[0][1]} if changed else opts
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 c, rep = gemm.matmul(a, b, method=method, return_report=True, **opts)

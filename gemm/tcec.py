@@ -11,10 +11,12 @@ On the GPU (``gemm/tcec.cu``) each k-step's hi*hi product is computed from zero 
 core (mma.sync m16n8k8 TF32 / m16n8k16 FP16), two k-steps are added together and then to an FP32
 register accumulator with round-to-nearest, because the tensor core's own accumulation truncates (round toward zero) and
 that, not the split, is what costs the accuracy. The two correction products (2^-11 of the
-result, so their own truncation does not matter) are computed by cuBLAS on the tensor cores,
-``ec_product="hybrid"``, the default, and added in the kernel's epilogue; ``ec_product="fused"``
-computes them in the kernel instead, in a second tensor-core accumulator (the model the CPU path
-emulates bit for bit). On the CPU the same split is done bit for bit and the products are
+result, so their own truncation does not matter) go to a second, tensor-core accumulator of the
+same kernel (``ec_product="fused"``; on sm_90 the wgmma kernel, whose correction products keep
+the tensor cores busy while the hi*hi products are added), or are computed by cuBLAS and added in
+the kernel's epilogue (``ec_product="hybrid"``, faster than the mma.sync fused kernel).
+``ec_product="auto"``, the default, takes the fused product where the wgmma kernel serves it,
+else the hybrid. The CPU path emulates the mma.sync fused kernel bit for bit. On the CPU the same split is done bit for bit and the products are
 emulated in float64 block by block (``gemm.tcec_split.emulate``).
 
 Methods (all keep a complex64 state in the simulator: ``precision = "fp32"``):
@@ -68,7 +70,7 @@ class FP16RangeWarning(RuntimeWarning):
 
 
 ON_RANGE = ("warn", "raise")
-EC_PRODUCTS = ("hybrid", "fused")
+EC_PRODUCTS = ("auto", "hybrid", "fused")
 PRODUCT_KERNELS = ("auto", "wgmma", "mma")  # GPU product kernel (gemm.tcec_gpu.use_wgmma)
 
 
@@ -102,10 +104,10 @@ class TensorCoreMethod(Method):
         if device == "cpu":
             return int(4 * (3 * (mm * kk + kk * nn) + mm * nn) + 4 * ts._CHUNK_BYTES)
         return tcec_gpu.workspace_bytes(mm, nn, kk, 1, 1, self.fmt or "tf32", self.scheme,
-                                        opts.get("ec_product", "hybrid"))
+                                        opts.get("ec_product", "auto"), opts.get("product_kernel", "auto"))
 
     def _run(self, ops: Operands, report, timer, *, downcast=False, on_range="warn", debias=ts.DEBIAS,
-             ec_product="hybrid", product_kernel="auto"):
+             ec_product="auto", product_kernel="auto"):
         if on_range not in ON_RANGE:
             raise ValueError(f"on_range={on_range!r} is not valid; expected one of {', '.join(ON_RANGE)}")
         if ec_product not in EC_PRODUCTS:
@@ -210,7 +212,7 @@ class TensorCoreMethod(Method):
                             product_kernel=product_kernel)
 
 
-_EC_OPTIONS = {"downcast": False, "debias": ts.DEBIAS, "ec_product": "hybrid", "product_kernel": "auto"}
+_EC_OPTIONS = {"downcast": False, "debias": ts.DEBIAS, "ec_product": "auto", "product_kernel": "auto"}
 
 
 class TF32TF32(TensorCoreMethod):

@@ -52,7 +52,7 @@ FMT_IDS = {"tf32": 0, "fp16": 1}
 # same kernel loading with cp.async (benchmarks/results/tcec_h200.json). The plain product takes
 # 128 x 256 tiles where the width allows (fewer bytes per flop); the hi*hi product, whose
 # additions leave the tensor cores idle part of the time, is fastest on 128 x 128 tiles.
-WG_MODES = frozenset({"plain", "ec-hybrid"})
+WG_MODES = frozenset({"plain", "ec-hybrid", "ec"})
 WG_TILE = "square"
 
 
@@ -64,11 +64,13 @@ class WgConfig(NamedTuple):
     chain: int = 1  # k-steps per hi*hi product summed inside the tensor core
     nc: int = 128  # columns per hi*hi wgmma (64: half-size temporaries); the plain product takes 128
     load: str = "cp.async"  # how stages are loaded: "cp.async" (all threads) or "tma" (tcec_tma.cu)
+    parts: int = 1  # 2: the stages hold the lo parts too (the fused error-corrected product, mode "ec")
 
     @property
     def smem_bytes(self) -> int:
         """Its stages, plus 1 KB to align them to 1024 bytes (and the TMA kernel's barriers)."""
-        return self.stages * self.atoms * (128 + self.bn) * 128 + 1024 + (16 * self.stages if self.load == "tma" else 0)
+        return (self.stages * self.atoms * self.parts * (128 + self.bn) * 128 + 1024
+                + (16 * self.stages if self.load == "tma" else 0))
 
     @property
     def threads(self) -> int:
@@ -78,9 +80,10 @@ class WgConfig(NamedTuple):
 WG_CONFIGS = {"n128": WgConfig(128, 2, 2, 3), "n256": WgConfig(256, 1, 1, 4),
               "n256x64": WgConfig(256, 2, 1, 4, nc=64),
               "n128-tma": WgConfig(128, 2, 2, 3, load="tma"), "n256-tma": WgConfig(256, 1, 1, 4, load="tma"),
-              "n256x64-tma": WgConfig(256, 2, 1, 4, nc=64, load="tma")}
+              "n256x64-tma": WgConfig(256, 2, 1, 4, nc=64, load="tma"),
+              "n128-ec": WgConfig(128, 2, 1, 3, nc=64, load="tma", parts=2)}
 # mode -> (configuration where the padded width is a multiple of 256 (None: none), elsewhere)
-WG_CHOICE = {"plain": ("n256-tma", "n128-tma"), "ec-hybrid": (None, "n128-tma")}
+WG_CHOICE = {"plain": ("n256-tma", "n128-tma"), "ec-hybrid": (None, "n128-tma"), "ec": (None, "n128-ec")}
 WG_K_WORDS = 64  # k padding of the square tile class: a multiple of every configuration's stage
 
 
@@ -164,11 +167,12 @@ def use_wgmma(product_kernel: str, tile: str, mode: str) -> bool:
     if product_kernel not in PRODUCT_KERNELS:
         raise ValueError(f"product_kernel={product_kernel!r} is not valid; expected one of "
                          f"{', '.join(PRODUCT_KERNELS)}")
-    applies = tile == WG_TILE and mode in WG_MODES
+    # the fused error-corrected product adds the debias in its epilogue only
+    applies = tile == WG_TILE and mode in WG_MODES and not (mode == "ec" and ts.DEBIAS_MODE == "product")
     if product_kernel == "wgmma":
         if not applies:
-            raise ValueError(f"product_kernel='wgmma' serves the plain and the hybrid error-corrected products "
-                             f"on {WG_TILE} tiles; this product is {mode!r} on {tile!r} tiles")
+            raise ValueError(f"product_kernel='wgmma' serves the plain and the error-corrected products (debias "
+                             f"in the epilogue) on {WG_TILE} tiles; this product is {mode!r} on {tile!r} tiles")
         if not wgmma_supported():
             raise ValueError("product_kernel='wgmma' needs an sm_90 GPU (H100/H200)")
         return True
@@ -180,9 +184,12 @@ def _wg_kernel(device_id: int, fmt: str, mode: str, debias: bool, cfg: WgConfig,
     """The wgmma product, compiled for sm_90a by NVRTC (cupy's own compile targets plain sm_90)."""
     from gemm.sm90a import compile_module  # noqa: PLC0415
 
+    if (cfg.parts == 2) != (mode == "ec"):
+        raise ValueError(f"wgmma configuration {cfg} does not serve mode {mode!r}: the fused error-corrected "
+                         "product (and only it) stages the lo parts (parts=2)")
     opts = _options(fmt, mode, WG_TILE, debias, cfg.chain, debias_mode) + (
         f"-DWG_BN={cfg.bn}", f"-DWG_TMP={cfg.tmp}", f"-DWG_ATOMS={cfg.atoms}", f"-DWG_STAGES={cfg.stages}",
-        f"-DWG_CHAIN={cfg.chain}", f"-DWG_NC={cfg.nc if mode == 'ec-hybrid' else 128}", "-DTCEC_NO_MMA_GEMM")
+        f"-DWG_CHAIN={cfg.chain}", f"-DWG_NC={cfg.nc if mode != 'plain' else 128}", "-DTCEC_NO_MMA_GEMM")
     if cfg.load == "tma":
         mod = compile_module(_source() + _source("tcec_wgmma.cu") + _source("tcec_tma.cu"),
                              opts + ("-DTCEC_NO_WG_CPASYNC",), "tcec_tma.cu")
@@ -333,11 +340,23 @@ def _split(cp, op: Operand, rows_p: int, k_p: int, fmt: str, scheme: str, scale_
     return hi, lo, kw
 
 
+def resolve_ec_product(ec_product: str, product_kernel: str, tile: str) -> str:
+    """``"auto"``: the fused product where the wgmma kernel serves it (all three products in one
+    kernel: TF32 d = 10 gate 22.9 ms against 27.4 for the hybrid, FP16 14.9 against 17.9,
+    benchmarks/results/tcec_h200.json), else the hybrid (cuBLAS's corrections beat the mma.sync
+    fused kernel: 46 against 57 ms)."""
+    if ec_product != "auto":
+        return ec_product
+    return "fused" if use_wgmma(product_kernel, tile, "ec") else "hybrid"
+
+
 def workspace_bytes(plan_m: int, plan_n: int, plan_k: int, batch_a: int, batch_b: int, fmt: str, scheme: str,
-                    ec_product: str = "hybrid") -> int:
+                    ec_product: str = "auto", product_kernel: str = "auto") -> int:
     """hi/lo workspaces of both operands, plus the hybrid product's correction term (one float
     per padded output element)."""
     tile = tile_config(plan_m, plan_n)
+    if scheme == "ec":
+        ec_product = resolve_ec_product(ec_product, product_kernel, tile)
     bm, bn, _, _, _ = TILES[tile]
     kp = _pad(plan_k, k_quantum(fmt, tile))
     words = kp // (1 if fmt == "tf32" else 2)
@@ -407,16 +426,19 @@ def k_quantum(fmt: str, tile: str) -> int:
 
 
 def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], timer, report, debias: bool = True,
-        ec_product: str = "hybrid", product_kernel: str = "auto"):
+        ec_product: str = "auto", product_kernel: str = "auto"):
     """Split both operands and run the product; returns C (complex64 or float32, ops.out_shape).
 
     ``ec_product`` (error-corrected scheme only): ``"hybrid"`` computes lo*hi + hi*lo with cuBLAS
     (tensor cores at cuBLAS's rate) and the hi*hi part, whose accumulation needs round-to-nearest,
-    in the kernel; ``"fused"`` computes all three in the kernel (the CPU emulation's model).
+    in the kernel; ``"fused"`` computes all three in the kernel (the mma.sync one is the CPU
+    emulation's model); ``"auto"``: see :func:`resolve_ec_product`.
     ``product_kernel``: ``"auto"`` runs the wgmma kernel (sm_90) where it applies, ``"mma"`` the
     mma.sync kernel, ``"wgmma"`` insists on the former.
     """
     tile = tile_config(plan.m, plan.n)
+    if scheme == "ec":
+        ec_product = resolve_ec_product(ec_product, product_kernel, tile)
     bm, bn, wm, wn, _ = TILES[tile]
     k_p = _pad(plan.k, k_quantum(fmt, tile))
     m_p, n_p = _pad(plan.m, bm), _pad(plan.n, bn)
@@ -440,9 +462,11 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
         nthreads, smem = wm * wn * 32, smem_bytes(tile, mode)
         tiles_n = n_p // bn
     tiles_m = m_p // bm
-    # epilogue debias: beta * 2^11 (it goes through the correction); the hybrid's calibrated beta
+    # epilogue debias: beta * 2^11 (it goes through the correction); calibrated on circuits for the
+    # hi*hi products added one by one (the hybrid, the fused wgmma product), else the model's
     chain = cfg.chain if wg else ts.HH_CHAIN
-    beta = ts.hybrid_debias_beta(fmt, plan.k, chain) if mode == "ec-hybrid" else ts.debias_beta(chain)
+    calibrated = mode == "ec-hybrid" or (wg and mode == "ec")
+    beta = ts.hybrid_debias_beta(fmt, plan.k, chain) if calibrated else ts.debias_beta(chain)
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
     c = cp.empty(ops.out_shape, out_dtype)
     sa = m_p * kw if plan.a.batch > 1 else 0
@@ -464,10 +488,15 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
         if wg and cfg.load == "tma":
             from gemm import tma  # noqa: PLC0415
 
-            map_a = tma.words_map(a_hi.data.ptr, plan.a.batch, m_p, kw, 128)
-            map_b = tma.words_map(b_hi.data.ptr, plan.b.batch, n_p, kw, cfg.bn)
+            maps = [tma.words_map(w.data.ptr, op.batch, rows, kw, box)
+                    for w, op, rows, box in ((a_hi, plan.a, m_p, 128), (b_hi, plan.b, n_p, cfg.bn))]
+            if mode == "ec":
+                maps += [tma.words_map(w.data.ptr, op.batch, rows, kw, box)
+                         for w, op, rows, box in ((a_lo, plan.a, m_p, 128), (b_lo, plan.b, n_p, cfg.bn))]
+            else:
+                maps += maps  # not read
             tma.launch(gemm_k, grid, nthreads, smem,
-                       (map_a, map_b, c, np.int64(plan.m_out), np.int64(plan.n_out), np.int64(kw), np.int64(tiles_m),
+                       (*maps, c, np.int64(plan.m_out), np.int64(plan.n_out), np.int64(kw), np.int64(tiles_m),
                         np.int64(tiles_n), np.int32(plan.a.batch > 1), np.int32(plan.b.batch > 1)) + tail)
         else:
             gemm_k((grid, 1, 1), (nthreads, 1, 1),

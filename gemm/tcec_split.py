@@ -222,22 +222,25 @@ def debias_beta(chain: int | None = None) -> float:
     return DEBIAS_FRACTION * MEAN_INV_MANTISSA * 2.0**-23 * CHAIN_LOSS[chain]
 
 
-# The hybrid product (corrections by cuBLAS, hi*hi by our kernels) loses more on whole circuits
-# than debias_beta() puts back, growing with k. Fitted to the mean norm drift of 20-qubit complex64
+# The hi*hi products of the wgmma kernel, each added to the accumulator on its own (the hybrid
+# product, corrections by cuBLAS; the fused wgmma product, corrections in the kernel) lose more on
+# whole circuits than debias_beta() puts back, growing with k. Before this calibration both drifted
+# alike on the same circuits: TF32 -2.5e-8 / -2.6e-8, FP16 -7.8e-8 / -8.1e-8 per circuit. Fitted to the mean norm drift of 20-qubit complex64
 # brickworks on an H200 whose gates take the hybrid (d = 6, 8: k = 128, 512 real; three seed sets
 # of 4-6; the 20-qubit engine test's circuits; benchmarks/results/tcec_circuits20_accuracy_h200.json):
 # beyond the model's 3.2e-8, FP16 lost 3.6-3.9e-9 per gate at both sizes (its instructions sum
 # 16 products; the CPU model of the tensor core gives 1.14x the model, benchmarks/
 # calibrate_debias.py); TF32 lost nothing significant at k = 128 (circuit-to-circuit scatter
-# +-1.5e-9 per gate) and about 1.1e-9 at k = 512. The fused kernel (the CPU emulation's model)
-# keeps debias_beta().
+# +-1.5e-9 per gate) and about 1.1e-9 at k = 512. The mma.sync fused kernel (the CPU emulation's
+# model, pairs of k-steps added together first) keeps debias_beta().
 HYBRID_K0 = 128
 HYBRID_EXTRA_LOSS = {"tf32": 0.0, "fp16": 3.6e-9}  # at k = HYBRID_K0 (held below it: not measured)
 HYBRID_EXTRA_LOSS_PER_DOUBLING = {"tf32": 5.5e-10, "fp16": 1.5e-10}
 
 
 def hybrid_debias_beta(fmt: str, k: int, chain: int = 1) -> float:
-    """``beta`` of the hybrid product for a real inner dimension ``k`` (see HYBRID_EXTRA_LOSS)."""
+    """``beta`` of the hybrid and the fused wgmma products for a real inner dimension ``k`` (see
+    HYBRID_EXTRA_LOSS)."""
     doublings = max(0.0, math.log2(max(int(k), 1) / HYBRID_K0))
     return debias_beta(chain) + HYBRID_EXTRA_LOSS[fmt] + HYBRID_EXTRA_LOSS_PER_DOUBLING[fmt] * doublings
 

@@ -12,8 +12,9 @@
 //   full[s]   the producer arms it with the stage's byte count; the copies complete it;
 //   empty[s]  each consumer warp arrives once the products that read slot s have completed
 //             (MODE 1: one stage later, its group stays in flight; MODE 3: at the stage's end).
-// The workspaces are described by two tensor maps (dims: words of k, rows, batch; box: 32 words
-// x 128 rows of A, 32 x WG_BN rows of B), passed by value as kernel parameters.
+// The workspaces are described by tensor maps (dims: words of k, rows, batch; box: 32 words x 128
+// rows of A, 32 x WG_BN rows of B), passed by value as kernel parameters: the hi parts, and for
+// the fused error-corrected product (MODE 0) the lo parts.
 
 #define TMA_THREADS (WG_THREADS + 128)   // two consumer warpgroups, then the producer's
 #ifndef TMA_CONSUMER_REGS
@@ -58,6 +59,7 @@ __device__ __forceinline__ void tma_load(u32 dst, const TensorMap* map, u32 bar,
 // operand has a batch of its own (else batch 0 serves every output batch).
 extern "C" __global__ void __launch_bounds__(TMA_THREADS, 1)
 tcec_gemm_tma(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
+              const __grid_constant__ TensorMap map_a_lo, const __grid_constant__ TensorMap map_b_lo,
               float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m, i64 tiles_n, int batch_a, int batch_b,
               i64 sc, i64 ldc, int epi, int vec, int n_fast, float corr_scale, float out_scale_a,
               float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc, float debias_beta) {
@@ -99,6 +101,11 @@ tcec_gemm_tma(const __grid_constant__ TensorMap map_a, const __grid_constant__ T
                     const int k0 = (int)(kt * WG_BKW) + 32 * at;
                     tma_load(dst + at * WG_ATOM_BYTES, &map_a, full(s), k0, ra, za);
                     tma_load(dst + at * WG_ATOM_BYTES + WG_TILE_BYTES(WG_BM), &map_b, full(s), k0, rb, zb);
+#if MODE == 0
+                    tma_load(dst + at * WG_ATOM_BYTES + WG_LO_BYTES, &map_a_lo, full(s), k0, ra, za);
+                    tma_load(dst + at * WG_ATOM_BYTES + WG_LO_BYTES + WG_TILE_BYTES(WG_BM), &map_b_lo, full(s), k0,
+                             rb, zb);
+#endif
                 }
             }
         }
@@ -110,15 +117,24 @@ tcec_gemm_tma(const __grid_constant__ TensorMap map_a, const __grid_constant__ T
     const int warp = warp_id & 3, g = lane >> 2, t = lane & 3;
     float acc[WG_CH][WG_NR];
     wg_zero(acc);
+#if MODE == 0
+    float corr[WG_CH][WG_NR];
+    wg_zero(corr);
+#else
+    float (&corr)[WG_CH][WG_NR] = acc;   // unused
+#endif
     for (i64 kt = 0; kt < KT; ++kt) {
         const int s = (int)(kt % WG_STAGES);
         mbar_wait(full(s), (u32)((kt / WG_STAGES) & 1));
-        wg_stage_products(acc, sbase + s * WG_STAGE_BYTES, wg, kt == 0);
+        wg_stage_products(acc, corr, sbase + s * WG_STAGE_BYTES, wg, kt == 0);
         if (kt >= TMA_RELEASE_LAG && lane == 0) mbar_arrive(empty((int)((kt - TMA_RELEASE_LAG) % WG_STAGES)));
     }
     wg_wait<0>();
 #pragma unroll
-    for (int ch = 0; ch < WG_CH; ++ch) pin<WG_NR>(acc[ch]);
-    wg_epilogue(acc, wg, warp, g, t, bz, tm, tn, C, M, N, sc, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b,
+    for (int ch = 0; ch < WG_CH; ++ch) {
+        pin<WG_NR>(acc[ch]);
+        pin<WG_NR>(corr[ch]);
+    }
+    wg_epilogue(acc, corr, wg, warp, g, t, bz, tm, tn, C, M, N, sc, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b,
                 ccor, ldcc, scc, debias_beta);
 }

@@ -21,8 +21,8 @@
 // Registers: 64 per chunk of accumulator, 64 per temporary: WG_BN 256 allows one temporary.
 // Workspaces as for tcec_gemm, with KW a multiple of WG_BKW, Mp of 128 and Np of WG_BN.
 
-#if MODE != 1 && MODE != 3
-#error "tcec_gemm_wg: MODE 1 (plain) or 3 (error-corrected hi*hi, hybrid)"
+#if MODE != 0 && MODE != 1 && MODE != 3
+#error "wgmma product: MODE 0 (error-corrected, fused), 1 (plain) or 3 (error-corrected hi*hi, hybrid)"
 #endif
 #ifndef WG_CHAIN
 #define WG_CHAIN 1        // k-steps per hi*hi product summed inside the tensor core (1 or 2)
@@ -58,14 +58,25 @@
 #define WG_BKW (32 * WG_ATOMS)                      // words of k per stage
 #define WG_THREADS 256
 #define WG_TILE_BYTES(rows) ((rows) * 128)
-#define WG_ATOM_BYTES (WG_TILE_BYTES(WG_BM) + WG_TILE_BYTES(WG_BN))
+#define WG_PARTS (MODE == 0 ? 2 : 1)                 // hi, and for the fused product lo, of both operands
+#define WG_LO_BYTES (WG_TILE_BYTES(WG_BM) + WG_TILE_BYTES(WG_BN))   // offset of the lo parts in an atom
+#define WG_ATOM_BYTES (WG_PARTS * WG_LO_BYTES)
 #define WG_STAGE_BYTES (WG_ATOMS * WG_ATOM_BYTES)
 #define WG_KSTEPS (4 * WG_ATOMS)                    // k-steps of 32 bytes (8 TF32 / 16 FP16) a stage
 #define WG_PRODUCTS (WG_KSTEPS / WG_CHAIN * WG_CH)  // hi*hi products a stage (k-step group x chunk)
-#if MODE == 3 && WG_TMP == 2 && WG_PRODUCTS % 2 != 0
+#if MODE == 0 && (WG_CH != 2 || WG_NC != 64 || WG_CHAIN != 1 || WG_TMP != 2)
+#error "the fused product pairs each 128-column correction with one of two 64-column hi*hi products"
+#endif
+#if MODE == 0 && DEBIAS == 1
+#error "the fused wgmma product adds the debias in the epilogue (DEBIAS 0 or 2)"
+#endif
+#if MODE == 0 && !defined(TCEC_NO_WG_CPASYNC)
+#error "the fused product is loaded by TMA only (tcec_tma.cu; define TCEC_NO_WG_CPASYNC)"
+#endif
+#if MODE != 1 && WG_TMP == 2 && WG_PRODUCTS % 2 != 0
 #error "the ping-pong temporaries alternate within a stage: an even number of products"
 #endif
-#if MODE == 3 && (WG_CH + WG_TMP) * WG_NR > 200
+#if MODE != 1 && (WG_CH * WG_PARTS + WG_TMP) * WG_NR > 200
 #error "accumulator and temporaries exceed the register file: WG_BN 256 takes WG_TMP 1, or WG_NC 64"
 #endif
 
@@ -130,6 +141,15 @@ __device__ __forceinline__ void wgmma_f16_n64(float* d, u64 da, u64 db, int scal
         : "l"(da), "l"(db), "r"(scale_d));
 }
 
+// one wgmma of 128 columns, k-step of 32 bytes
+__device__ __forceinline__ void wgmma_k128(float* d, u64 da, u64 db, int scale_d) {
+#if FMT == 0
+    wgmma_tf32_n128(d, da, db, scale_d);
+#else
+    wgmma_f16_n128(d, da, db, scale_d);
+#endif
+}
+
 // one wgmma of WG_NC columns (64 or 128), k-step of 32 bytes
 __device__ __forceinline__ void wgmma_k(float* d, u64 da, u64 db, int scale_d) {
 #if FMT == 0 && WG_NC == 128
@@ -144,18 +164,23 @@ __device__ __forceinline__ void wgmma_k(float* d, u64 da, u64 db, int scale_d) {
 }
 
 // The products of the stage at shared address `stage` (WG_ATOMS atoms of A rows 0..127, then B
-// rows 0..WG_BN-1) into warpgroup wg's accumulator. MODE 1: this stage's wgmma group stays in
-// flight; on return the previous stage's has completed (its slot may be refilled). MODE 3: on
-// return all of this stage's products have completed and been added (its slot may be refilled).
-__device__ __forceinline__ void wg_stage_products(float (&acc)[WG_CH][WG_NR], u32 stage, int wg, bool first) {
+// rows 0..WG_BN-1; MODE 0: then the lo parts of both) into warpgroup wg's accumulator (and MODE 0
+// its correction accumulator `corr`). MODE 1: this stage's wgmma group stays in flight; on return
+// the previous stage's has completed (its slot may be refilled). MODES 0, 3: on return all of this
+// stage's products have completed and been added (its slot may be refilled).
+__device__ __forceinline__ void wg_stage_products(float (&acc)[WG_CH][WG_NR], float (&corr)[WG_CH][WG_NR], u32 stage,
+                                                  int wg, bool first) {
     // k-step ks: atom ks / 4, +32 bytes along k per step within it (+2 in the address field);
-    // chunk ch of B: rows WG_NC ch ..
-    auto desc_a = [&](int ks) {
-        return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + wg * WG_TILE_BYTES(64)) + 2 * (ks & 3);
+    // chunk ch of B: rows WG_NC ch ..; part 1: the lo parts
+    auto desc_a = [&](int ks, int part = 0) {
+        return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + part * WG_LO_BYTES + wg * WG_TILE_BYTES(64)) +
+               2 * (ks & 3);
     };
-    auto desc_b = [&](int ks, int ch) {
-        return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + WG_TILE_BYTES(WG_BM + WG_NC * ch)) + 2 * (ks & 3);
+    auto desc_b = [&](int ks, int ch, int part = 0) {
+        return sw128_desc(stage + (ks >> 2) * WG_ATOM_BYTES + part * WG_LO_BYTES + WG_TILE_BYTES(WG_BM + WG_NC * ch)) +
+               2 * (ks & 3);
     };
+    (void)corr;
 #if MODE == 1
     wg_fence();
 #pragma unroll
@@ -179,6 +204,13 @@ __device__ __forceinline__ void wg_stage_products(float (&acc)[WG_CH][WG_NR], u3
             const int ks = kc * WG_CHAIN + c;
             wgmma_k(cur, desc_a(ks), desc_b(ks, ch), c > 0 ? 1 : 0);
         }
+#if MODE == 0
+        // the k-step's correction, lo*hi with its first product and hi*lo with its second, all 128
+        // columns accumulated inside the tensor core: it keeps the tensor core busy while the
+        // hi*hi products are added (they are 2^-11 of the result: truncation is harmless there)
+        if (ch == 0) wgmma_k128(&corr[0][0], desc_a(kc, 1), desc_b(kc, 0, 0), 1);
+        else         wgmma_k128(&corr[0][0], desc_a(kc, 0), desc_b(kc, 0, 1), 1);
+#endif
         wg_commit();
         pin<WG_NR>(cur);
 #if WG_TMP == 2
@@ -206,7 +238,7 @@ __device__ __forceinline__ void wg_stage_products(float (&acc)[WG_CH][WG_NR], u3
 }
 
 // Finishes warpgroup wg's accumulator: correction, debias, scales, store (finish_frag).
-__device__ __forceinline__ void wg_epilogue(float (&acc)[WG_CH][WG_NR], int wg, int warp, int g, int t, i64 bz,
+__device__ __forceinline__ void wg_epilogue(float (&acc)[WG_CH][WG_NR], float (&corr)[WG_CH][WG_NR], int wg, int warp, int g, int t, i64 bz,
                                             i64 tm, i64 tn, float* __restrict__ C, i64 M, i64 N, i64 sc, i64 ldc,
                                             int epi, int vec, float corr_scale, float out_scale_a,
                                             float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc,
@@ -216,7 +248,7 @@ __device__ __forceinline__ void wg_epilogue(float (&acc)[WG_CH][WG_NR], int wg, 
     for (int ch = 0; ch < WG_CH; ++ch)
 #pragma unroll
         for (int j = 0; j < WG_NC / 8; ++j)
-            finish_frag(&acc[ch][4 * j], nullptr, ccor + bz * scc, ldcc, r0, g, tn * WG_BN + WG_NC * ch + j * 8 + 2 * t,
+            finish_frag(&acc[ch][4 * j], MODE == 0 ? &corr[ch][4 * j] : nullptr, ccor + bz * scc, ldcc, r0, g, tn * WG_BN + WG_NC * ch + j * 8 + 2 * t,
                         C + bz * sc, M, N, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b, debias_beta);
 }
 
@@ -285,13 +317,13 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
             if (nk < KT) load_stage((int)(nk % WG_STAGES), nk);
             cp_commit();
         }
-        wg_stage_products(acc, sbase + (u32)((kt % WG_STAGES) * WG_STAGE_BYTES), wg, kt == 0);
+        wg_stage_products(acc, acc, sbase + (u32)((kt % WG_STAGES) * WG_STAGE_BYTES), wg, kt == 0);
     }
     wg_wait<0>();
 #pragma unroll
     for (int ch = 0; ch < WG_CH; ++ch) pin<WG_NR>(acc[ch]);
     cp_wait<0>();
-    wg_epilogue(acc, wg, warp, g, t, bz, tm, tn, C, M, N, sc, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b,
+    wg_epilogue(acc, acc, wg, warp, g, t, bz, tm, tn, C, M, N, sc, ldc, epi, vec, corr_scale, out_scale_a, out_scale_b,
                 ccor, ldcc, scc, debias_beta);
 }
 #endif

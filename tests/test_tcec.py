@@ -326,7 +326,7 @@ def test_debias_epilogue_removes_the_bias(chain, monkeypatch, rng):
 
 def test_ec_product_option_is_checked():
     a = np.ones((4, 4), np.float32)
-    with pytest.raises(ValueError, match="ec_product='cublas' is not valid; expected one of hybrid, fused"):
+    with pytest.raises(ValueError, match="ec_product='cublas' is not valid; expected one of auto, hybrid, fused"):
         gemm.matmul(a, a, method="tf32tf32", ec_product="cublas")
     with pytest.raises((TypeError, ValueError), match="ec_product"):
         gemm.matmul(a, a, method="tf32", ec_product="fused")  # no corrections to place

@@ -108,12 +108,12 @@ def test_gpu_matches_cpu_emulation(cp, rng):
 
 @pytest.mark.parametrize("method", ["tf32tf32", "halfhalf"])
 def test_gpu_hybrid_matches_fused(method, cp, rng):
-    """The corrections through cuBLAS (hybrid, the default) against the fused kernel, on every
-    shape case: both as accurate, and apart only by the truncation of the 2^-11 correction terms."""
+    """The corrections through cuBLAS (hybrid) against the mma.sync fused kernel, on every shape
+    case: both as accurate, and apart only by the truncation of the 2^-11 correction terms."""
     hybrid = set()
     for name, (a, b) in _shape_cases(cp, rng).items():
-        ch, rh = _run(a, b, method)
-        cf, rf = _run(a, b, method, ec_product="fused")
+        ch, rh = _run(a, b, method, ec_product="hybrid")
+        cf, rf = _run(a, b, method, ec_product="fused", product_kernel="mma")
         assert rf.choices["ec_product"] == "fused"
         ref = cp.matmul(_wide(a), _wide(b))
         r_h, r_f = _res(ch, ref, cp), _res(cf, ref, cp)
@@ -126,6 +126,24 @@ def test_gpu_hybrid_matches_fused(method, cp, rng):
             assert any("fused" in n for n in rh.notes), name
     # the gate-sized products, whose padded tiles match the output, take the hybrid
     assert {"bottom d=8", "top d=8"} <= hybrid, hybrid
+
+
+def test_gpu_ec_product_auto(cp, rng):
+    """ec_product='auto' (the default): the fused product where the wgmma kernel serves it (the
+    gate-sized products on sm_90), else the hybrid; the workspace estimate follows the choice."""
+    from gemm import tcec_gpu
+
+    a, b = _shape_cases(cp, rng)["bottom d=8"]
+    c, rep = _run(a, b, "tf32tf32")
+    wg = tcec_gpu.wgmma_supported()
+    assert rep.choices["ec_product"] == ("fused" if wg else "hybrid"), rep.choices
+    assert rep.choices["product_kernel"] == ("wgmma n128-ec" if wg else "mma.sync"), rep.choices
+    assert _res(c, cp.matmul(_wide(a), _wide(b)), cp) < 2e-6
+    _, rep_h = _run(a, b, "tf32tf32", product_kernel="mma")
+    assert rep_h.choices["ec_product"] == "hybrid"
+    est = gemm.get_method("tf32tf32").workspace_bytes(a.shape[0], a.shape[1], b.shape[1], np.complex64,
+                                                      device="gpu")
+    assert est == rep.workspace_bytes, (est, rep.workspace_bytes)  # no correction buffer when fused
 
 
 def test_gpu_hybrid_buffer_stays_near_the_output(cp, rng):
@@ -202,7 +220,7 @@ def test_gpu_wgmma_matches_mma(method, wide, narrow, cp, rng):
     _need_wgmma()
     taken = set()
     saved = dict(tcec_gpu.WG_CHOICE)
-    tcec_gpu.WG_CHOICE.update({m: (wide, narrow) for m in tcec_gpu.WG_MODES})
+    tcec_gpu.WG_CHOICE.update({m: (wide, narrow) for m in ("plain", "ec-hybrid")})
     try:
         for name, (a, b) in _shape_cases(cp, rng).items():
             cw, rw = _run(a, b, method)
@@ -222,6 +240,25 @@ def test_gpu_wgmma_matches_mma(method, wide, narrow, cp, rng):
     want = {"bottom d=8", "top d=8"} | (set() if method in EC else {"real tails", "stacked @ 2-D"})
     assert want <= names, taken
     assert ("bottom d=8", f"wgmma {wide or narrow}") in taken, taken
+
+
+@pytest.mark.parametrize("method", ["tf32tf32", "halfhalf"])
+def test_gpu_wgmma_fused_matches_mma(method, cp, rng):
+    """The fused error-corrected product on wgmma (hi*hi added with RN, lo*hi + hi*lo in its own
+    tensor-core accumulator, stages loaded by TMA) against the mma.sync fused kernel: FP32-level
+    accurate on every shape case, within 1.2x of it, and taken for the gate-sized products."""
+    _need_wgmma()
+    taken = set()
+    for name, (a, b) in _shape_cases(cp, rng).items():
+        cw, rw = _run(a, b, method, ec_product="fused")
+        cm, rm = _run(a, b, method, ec_product="fused", product_kernel="mma")
+        assert rw.choices["ec_product"] == rm.choices["ec_product"] == "fused", name
+        ref = cp.matmul(_wide(a), _wide(b))
+        r_w, r_m = _res(cw, ref, cp), _res(cm, ref, cp)
+        assert r_w < 2e-6 and r_w <= 1.2 * r_m + 1e-8, (name, r_w, r_m)
+        if rw.choices["product_kernel"].startswith("wgmma"):
+            taken.add(name)
+    assert {"bottom d=8", "top d=8"} <= taken, taken
 
 
 def test_gpu_wgmma_forced_where_it_does_not_apply(cp, rng):
