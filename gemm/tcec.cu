@@ -114,14 +114,52 @@ __device__ __forceinline__ bool finite_f(float x) {
 // out[0] = max biased exponent of the finite nonzero elements (subnormals count as 0), out[1] =
 // the min, out[2] = number of NaN/Inf, out[3] = number of nonzero finite elements. out[1] must
 // start at a large value and the others at 0.
+struct RangeAcc {
+    u32 emax = 0, emin = 0xffffffffu;
+    unsigned long long bad = 0, nz = 0;
+    __device__ __forceinline__ void add(float x) {
+        const u32 u = __float_as_uint(x) & 0x7fffffffu;
+        if (u == 0) return;
+        const u32 e = u >> 23;
+        if (e == 255) { ++bad; return; }
+        ++nz;
+        emax = max(emax, e);
+        emin = min(emin, e);
+    }
+    // block of 256 threads: reduce, then one set of atomics
+    __device__ __forceinline__ void flush(unsigned long long* __restrict__ out) {
+        for (int o = 16; o > 0; o >>= 1) {
+            emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, o));
+            emin = min(emin, __shfl_xor_sync(0xffffffffu, emin, o));
+            bad += __shfl_xor_sync(0xffffffffu, bad, o);
+            nz += __shfl_xor_sync(0xffffffffu, nz, o);
+        }
+        __shared__ u32 s_max[8], s_min[8];
+        __shared__ unsigned long long s_bad[8], s_nz[8];
+        const int tid = threadIdx.x + 32 * threadIdx.y, w = tid >> 5;
+        if ((tid & 31) == 0) { s_max[w] = emax; s_min[w] = emin; s_bad[w] = bad; s_nz[w] = nz; }
+        __syncthreads();
+        if (tid == 0) {
+            for (int v = 1; v < 8; ++v) {
+                emax = max(emax, s_max[v]); emin = min(emin, s_min[v]); bad += s_bad[v]; nz += s_nz[v];
+            }
+            if (nz) {
+                atomicMax(&out[0], (unsigned long long)emax);
+                atomicMin(&out[1], (unsigned long long)emin);
+                atomicAdd(&out[3], nz);
+            }
+            if (bad) atomicAdd(&out[2], bad);
+        }
+    }
+};
+
 // Logical operand: batch x R rows x KU units, unit = 1 float (real) or 2 floats (complex),
 // float offset of (b, r, c) = b*sb + r*sr + c*sc. Block 32 x 8 threads; the blocks loop over the
 // ntiles = batch * tiles_r * tiles_c tiles of 32 x 32 units and reduce before one set of atomics.
 extern "C" __global__ void tcec_range(const float* __restrict__ src, i64 R, i64 KU, int unit, i64 sb,
                                       i64 sr, i64 sc, int r_fast, i64 tiles_r, i64 tiles_c, i64 ntiles,
                                       unsigned long long* __restrict__ out) {
-    u32 emax = 0, emin = 0xffffffffu;
-    unsigned long long bad = 0, nz = 0;
+    RangeAcc acc;
     for (i64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         const i64 b = tile / (tiles_r * tiles_c);
         const i64 rem = tile % (tiles_r * tiles_c);
@@ -132,43 +170,63 @@ extern "C" __global__ void tcec_range(const float* __restrict__ src, i64 R, i64 
             else        { r = r0 + threadIdx.y + 8 * j; c = c0 + threadIdx.x; }
             if (r >= R || c >= KU) continue;
             const float* p = src + b * sb + r * sr + c * sc;
-            for (int q = 0; q < unit; ++q) {
-                const u32 u = __float_as_uint(p[q]) & 0x7fffffffu;
-                if (u == 0) continue;
-                const u32 e = u >> 23;
-                if (e == 255) { ++bad; continue; }
-                ++nz;
-                emax = max(emax, e);
-                emin = min(emin, e);
-            }
+            for (int q = 0; q < unit; ++q) acc.add(p[q]);
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        emax = max(emax, __shfl_xor_sync(0xffffffffu, emax, o));
-        emin = min(emin, __shfl_xor_sync(0xffffffffu, emin, o));
-        bad += __shfl_xor_sync(0xffffffffu, bad, o);
-        nz += __shfl_xor_sync(0xffffffffu, nz, o);
-    }
-    __shared__ u32 s_max[8], s_min[8];
-    __shared__ unsigned long long s_bad[8], s_nz[8];
-    if (threadIdx.x == 0) {
-        s_max[threadIdx.y] = emax; s_min[threadIdx.y] = emin; s_bad[threadIdx.y] = bad; s_nz[threadIdx.y] = nz;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && threadIdx.y == 0) {
-        for (int w = 1; w < 8; ++w) {
-            emax = max(emax, s_max[w]); emin = min(emin, s_min[w]); bad += s_bad[w]; nz += s_nz[w];
+    acc.flush(out);
+}
+
+// Grid-stride loop over the vectors i of batch x rows x wv, calling f(i, b, r, v); 32-bit index
+// arithmetic where it fits (a 64-bit division per float4 would cost more than the load).
+template <typename F>
+__device__ __forceinline__ void for_each_vec(i64 batch, i64 rows, i64 wv, F f) {
+    const i64 n = batch * rows * wv;
+    if (n < 0x7fffffffll) {
+        const u32 w = (u32)wv, rr = (u32)rows;
+        for (u32 i = blockIdx.x * 256u + threadIdx.x; i < (u32)n; i += gridDim.x * 256u) {
+            const u32 row = i / w, b = row / rr;
+            f((i64)i, (i64)b, (i64)(row - b * rr), (i64)(i - row * w));
         }
-        if (nz) {
-            atomicMax(&out[0], (unsigned long long)emax);
-            atomicMin(&out[1], (unsigned long long)emin);
-            atomicAdd(&out[3], nz);
+    } else {
+        for (i64 i = blockIdx.x * 256ll + threadIdx.x; i < n; i += gridDim.x * 256ll) {
+            const i64 row = i / wv;
+            f(i, row / rows, row % rows, i % wv);
         }
-        if (bad) atomicAdd(&out[2], bad);
     }
 }
 
+// The same for an operand whose rows are contiguous runs of W floats (W % 4 == 0, rows and
+// batches 16-byte aligned): float4 loads over batch x R x W / 4 vectors, grid-stride. Block 256.
+extern "C" __global__ void tcec_range_rows(const float* __restrict__ src, i64 R, i64 W, i64 sb, i64 sr,
+                                           i64 batch, unsigned long long* __restrict__ out) {
+    RangeAcc acc;
+    for_each_vec(batch, R, W / 4, [&](i64, i64 b, i64 r, i64 v) {
+        const float4 x = *reinterpret_cast<const float4*>(src + b * sb + r * sr + 4 * v);
+        acc.add(x.x); acc.add(x.y); acc.add(x.z); acc.add(x.w);
+    });
+    acc.flush(out);
+}
+
 // ---------------------------------------------------------------- split
+
+// hi = round(x * scale) to the format, lo = round((x*scale - hi) * lo_scale): TF32 words, or
+// FP16 halves in the low 16 bits. A non-finite hi gets lo = 0.
+__device__ __forceinline__ void split_value(float x_in, float scale, float lo_scale, u32& h_out, u32& l_out) {
+    const float x = x_in * scale;
+#if FMT == 0
+    const u32 h = to_tf32_rna(x) & 0xffffe000u;
+    const float hf = __uint_as_float(h);
+    const float res = finite_f(hf) ? (x - hf) * lo_scale : 0.0f;
+    h_out = h;
+    l_out = to_tf32_rna(res) & 0xffffe000u;
+#else
+    const u16 h = to_f16_rn(x);
+    const float hf = f16_to_f32(h);
+    const float res = finite_f(hf) ? (x - hf) * lo_scale : 0.0f;
+    h_out = h;
+    l_out = to_f16_rn(res);
+#endif
+}
 
 // Writes hi and lo workspaces of shape batch x Rp x KWp words (K-contiguous, zero padded) from
 // the logical operand described as in tcec_range. Element e of a workspace row is unit e/unit,
@@ -200,26 +258,44 @@ extern "C" __global__ void tcec_split(const float* __restrict__ src, i64 R, i64 
             const int el = threadIdx.x * unit + q;   // element within the tile's row segment
             const i64 e = c0 * unit + el;
             if (e >= row_elems) continue;
-            const float x = tile[rl][el] * scale;
+            u32 h, l;
+            split_value(tile[rl][el], scale, lo_scale, h, l);
 #if FMT == 0
-            const u32 h = to_tf32_rna(x) & 0xffffe000u;
-            const float hf = __uint_as_float(h);
-            const float res = finite_f(hf) ? (x - hf) * lo_scale : 0.0f;
-            const u32 l = to_tf32_rna(res) & 0xffffe000u;
             const i64 o = b * wsb + r * row_elems + e;
             hi[o] = h;
             lo[o] = l;
 #else
-            const u16 h = to_f16_rn(x);
-            const float hf = f16_to_f32(h);
-            const float res = finite_f(hf) ? (x - hf) * lo_scale : 0.0f;
-            const u16 l = to_f16_rn(res);
             const i64 o = 2 * b * wsb + r * row_elems + e;   // in halves
-            reinterpret_cast<u16*>(hi)[o] = h;
-            reinterpret_cast<u16*>(lo)[o] = l;
+            reinterpret_cast<u16*>(hi)[o] = (u16)h;
+            reinterpret_cast<u16*>(lo)[o] = (u16)l;
 #endif
         }
     }
+}
+
+// The same for an operand whose rows are contiguous runs of W floats (W % 4 == 0, rows and
+// batches 16-byte aligned; see tcec_range_rows): each thread splits 4 consecutive elements of a
+// padded workspace row of Wp elements (Wp % 4 == 0), one float4 load, one 16-byte (TF32) or
+// 8-byte (FP16) store per workspace. Grid-stride over batch x Rp x Wp / 4. Block 256.
+extern "C" __global__ void tcec_split_rows(const float* __restrict__ src, i64 R, i64 W, i64 sb, i64 sr,
+                                           i64 batch, i64 Rp, i64 Wp, u32* __restrict__ hi,
+                                           u32* __restrict__ lo, float scale, float lo_scale) {
+    for_each_vec(batch, Rp, Wp / 4, [&](i64 i, i64 b, i64 r, i64 v) {
+        float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < R && 4 * v < W) x = *reinterpret_cast<const float4*>(src + b * sb + r * sr + 4 * v);
+        u32 h[4], l[4];
+        split_value(x.x, scale, lo_scale, h[0], l[0]);
+        split_value(x.y, scale, lo_scale, h[1], l[1]);
+        split_value(x.z, scale, lo_scale, h[2], l[2]);
+        split_value(x.w, scale, lo_scale, h[3], l[3]);
+#if FMT == 0
+        *reinterpret_cast<uint4*>(hi + 4 * i) = make_uint4(h[0], h[1], h[2], h[3]);
+        *reinterpret_cast<uint4*>(lo + 4 * i) = make_uint4(l[0], l[1], l[2], l[3]);
+#else
+        *reinterpret_cast<uint2*>(hi + 2 * i) = make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+        *reinterpret_cast<uint2*>(lo + 2 * i) = make_uint2(l[0] | (l[1] << 16), l[2] | (l[3] << 16));
+#endif
+    });
 }
 
 // ---------------------------------------------------------------- gemm

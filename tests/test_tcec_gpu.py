@@ -36,18 +36,25 @@ def _pair(kind, m, k, n, rng, dtype=np.complex64):
     return tm.exp_rand_type(kind, m, k, n, rng, dtype=dtype)
 
 
-@pytest.mark.parametrize("fmt", ["tf32", "fp16"])
-def test_gpu_split_bit_exact(fmt, cp, rng):
-    from gemm import tcec_gpu
-
-    x = (rng.standard_normal((70, 45)) * np.exp2(rng.integers(-30, 30, (70, 45)))).astype(np.float32)
+def _split_data(fmt, cols, rng):
+    x = (rng.standard_normal((70, cols)) * np.exp2(rng.integers(-30, 30, (70, cols)))).astype(np.float32)
     if fmt == "fp16":
-        x = (rng.uniform(1, 2, (70, 45)) * np.exp2(rng.integers(-12, 12, (70, 45)))).astype(np.float32)
+        x = (rng.uniform(1, 2, (70, cols)) * np.exp2(rng.integers(-12, 12, (70, cols)))).astype(np.float32)
     special = [1 + 2**-11, -(1 + 2**-11), 1 + 3 * 2**-11, 2.0**-130, 2.0**-140, 0.0, -0.0, np.inf, -np.inf, 3e38]
     x[0, :len(special)] = special
     x[1, 0] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("cols", [45, 48])  # 48: rows of contiguous float4s (the vector kernels)
+@pytest.mark.parametrize("fmt", ["tf32", "fp16"])
+def test_gpu_split_bit_exact(fmt, cols, cp, rng):
+    from gemm import tcec_gpu
+
+    x = _split_data(fmt, cols, rng)
     e = 3 if fmt == "fp16" else 0
     op = tcec_gpu._as_a(cp.asarray(x), False)
+    assert tcec_gpu.rows_contiguous(op) == (cols % 4 == 0)
     hi, lo, kw = tcec_gpu._split(cp, op, 96, 64, fmt, "ec", e)
     if fmt == "tf32":
         ghi, glo = (w.get().view(np.float32).reshape(96, 64) for w in (hi, lo))
@@ -55,10 +62,31 @@ def test_gpu_split_bit_exact(fmt, cp, rng):
         ghi, glo = (w.get().view(np.float16).astype(np.float32).reshape(96, 64) for w in (hi, lo))
     chi, clo = ts.split(x, fmt, e)
     for g, c in ((ghi, chi), (glo, clo)):
-        bad = ~((g[:70, :45] == c) | (np.isnan(g[:70, :45]) & np.isnan(c)))
-        got = g[:70, :45]
-        assert not bad.any(), list(zip(x[:70, :45][bad][:8].tolist(), got[bad][:8].tolist(), c[bad][:8].tolist()))
-        assert not g[70:].any() and not g[:, 45:].any()  # zero padding
+        bad = ~((g[:70, :cols] == c) | (np.isnan(g[:70, :cols]) & np.isnan(c)))
+        got = g[:70, :cols]
+        assert not bad.any(), list(zip(x[bad][:8].tolist(), got[bad][:8].tolist(), c[bad][:8].tolist()))
+        assert not g[70:].any() and not g[:, cols:].any()  # zero padding
+
+
+@pytest.mark.parametrize("fmt", ["tf32", "fp16"])
+def test_gpu_range_rows_matches_tiles(fmt, cp, rng):
+    """The exponent range from contiguous rows (float4 loads) equals the tiled kernel's on the
+    same data read through a transposed view, for a batch with specials, and for a complex one."""
+    from gemm import tcec_gpu
+
+    x = cp.asarray(np.stack([_split_data(fmt, 48, rng), _split_data(fmt, 48, rng) * 2.0**-20]))
+    z = cp.asarray((rng.standard_normal((33, 24)) + 1j * rng.standard_normal((33, 24))).astype(np.complex64))
+    for arr, complex_ in ((x, False), (z, True)):
+        rows = tcec_gpu._as_a(arr, complex_)
+        tiles = tcec_gpu._as_a(cp.ascontiguousarray(arr.swapaxes(-1, -2)).swapaxes(-1, -2), complex_)
+        assert tcec_gpu.rows_contiguous(rows) and not tcec_gpu.rows_contiguous(tiles)
+        outs = []
+        for op in (rows, tiles):
+            out = cp.zeros(4, cp.uint64)
+            out[1] = 0xFFFFFFFF
+            tcec_gpu._range(cp, op, fmt, out)
+            outs.append(out.get().tolist())
+        assert outs[0] == outs[1], outs
 
 
 @pytest.mark.parametrize("k", [16, 256, 1024, 4096])
@@ -209,8 +237,8 @@ def _need_wgmma():
                                           ("n256-tma", "n128-tma"), ("n256x64-tma", "n128-tma"), (None, "n128-tma")])
 @pytest.mark.parametrize("method", ["tf32tf32", "halfhalf", "tf32", "fp16"])
 def test_gpu_wgmma_matches_mma(method, wide, narrow, cp, rng):
-    """The wgmma product (default on sm_90 for the square tile class; error-corrected: when the
-    hybrid runs) against the mma.sync one on every shape case: as accurate (error-corrected: FP32
+    """The wgmma product (default on sm_90 for the square tile class; error-corrected: the hybrid's
+    hi*hi) against the mma.sync one on every shape case: as accurate (error-corrected: FP32
     level; plain: its own truncation level), and taken for the gate-sized products, and by the
     plain methods also with k tails and batches; with each 256-column configuration where the
     width allows (wide) and a 128-column one elsewhere (narrow; everywhere when wide is None),
@@ -222,9 +250,10 @@ def test_gpu_wgmma_matches_mma(method, wide, narrow, cp, rng):
     saved = dict(tcec_gpu.WG_CHOICE)
     tcec_gpu.WG_CHOICE.update({m: (wide, narrow) for m in ("plain", "ec-hybrid")})
     try:
+        opts = {"ec_product": "hybrid"} if method in EC else {}  # the fused product: its own test
         for name, (a, b) in _shape_cases(cp, rng).items():
-            cw, rw = _run(a, b, method)
-            cm, rm = _run(a, b, method, product_kernel="mma")
+            cw, rw = _run(a, b, method, **opts)
+            cm, rm = _run(a, b, method, product_kernel="mma", **opts)
             assert rm.choices["product_kernel"] == "mma.sync", name
             ref = cp.matmul(_wide(a), _wide(b))
             r_w, r_m = _res(cw, ref, cp), _res(cm, ref, cp)
