@@ -137,7 +137,8 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
             if method == "native32":
                 native_ms = ms
             tcec_gpu.WG_CHOICE.update(wg0)
-            row = {"case": label, "method": method, "options": label_opts, "ms": ms, "all_ms": all_ms,
+            row = {"case": label, "method": method, "options": label_opts, "raster_l2_bytes": tcec_gpu.RASTER_L2_BYTES,
+                   "ms": ms, "all_ms": all_ms,
                    "tflops": flops / ms / 1e9, "speedup_vs_native": (native_ms / ms) if native_ms else None,
                    "rel_err_slice": err, "stages_ms": rep.stages, "choices": rep.choices,
                    "workspace_bytes": rep.workspace_bytes}
@@ -229,6 +230,9 @@ def main(argv=None):
     p.add_argument("--wg-chain", type=int, default=None, help="k-steps per hi*hi product of the wgmma kernel")
     p.add_argument("--wg-wide", default=None, help="wgmma configuration (every mode) where the width allows "
                    "256 columns ('none': the narrow one everywhere)")
+    p.add_argument("--raster-l2", default=None,
+                   help="comma list of L2 budgets in MB for the tile raster (gemm.tcec_gpu.RASTER_L2_BYTES): "
+                        "the cases run once per budget")
     p.add_argument("--wg-narrow", default=None, help="wgmma configuration (every mode) elsewhere (128 columns)")
     args = p.parse_args(argv)
     from gemm import tcec_gpu
@@ -249,7 +253,12 @@ def main(argv=None):
     t0 = time.time()
     env = _env()
     sweep_rows = sweep() if args.sweep else None
-    rows = run(args.quick, args.variants, args.repeats, tuple(args.methods.split(",")))
+    rows = []
+    for mb in (args.raster_l2.split(",") if args.raster_l2 else [None]):
+        if mb is not None:
+            tcec_gpu.RASTER_L2_BYTES = int(float(mb) * (1 << 20))
+            print(f"raster L2 budget {mb} MB", flush=True)
+        rows += run(args.quick, args.variants, args.repeats, tuple(args.methods.split(",")))
     given = list(argv or sys.argv[1:])
     if args.out:  # record where the file is committed, not where the run wrote it
         given = [("benchmarks/results/" + os.path.basename(a)) if a == args.out else a for a in given]

@@ -344,12 +344,23 @@ template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // This block's batch and tile, with n fastest (A reused from L2) or m fastest.
-__device__ __forceinline__ void tile_coords(i64 tiles_m, i64 tiles_n, int n_fast, i64& bz, i64& tm, i64& tn) {
+// Tile of this block. raster > 0: column groups of `raster` tiles, each sweeping every row tile
+// with its columns fastest (the small B operand of a group stays in L2 while the big A streams;
+// raster >= tiles_n: n fastest overall); raster < 0: the same with row groups of -raster tiles.
+__device__ __forceinline__ void tile_coords(i64 tiles_m, i64 tiles_n, int raster, i64& bz, i64& tm, i64& tn) {
     const i64 tiles = tiles_m * tiles_n;
     bz = blockIdx.x / tiles;
     const i64 rem = blockIdx.x % tiles;
-    if (n_fast) { tm = rem / tiles_n; tn = rem % tiles_n; }
-    else        { tn = rem / tiles_m; tm = rem % tiles_m; }
+    const bool cols = raster > 0;
+    const i64 across = cols ? tiles_n : tiles_m, along = cols ? tiles_m : tiles_n;   // grouped, swept
+    const i64 g = min((i64)(cols ? raster : -raster), across);
+    const i64 full = across / g, in_full = full * g * along;
+    const i64 grp = rem < in_full ? rem / (g * along) : full;
+    const i64 gw = rem < in_full ? g : across - full * g;   // the last group may be narrower
+    const i64 r2 = rem - grp * g * along;
+    const i64 fast = grp * g + r2 % gw, slow = r2 / gw;
+    if (cols) { tm = slow; tn = fast; }
+    else      { tn = slow; tm = fast; }
 }
 
 // Finishes one 16 x 8 fragment of the hi*hi accumulator and stores it. Layout of mma.sync m16n8
@@ -430,18 +441,18 @@ __device__ __forceinline__ void finish_frag(const float x_in[4], const float* cv
 //   epi 1: complex rows paired: in each 16-row tile, rows g and g+8 are the real and imaginary
 //          parts of complex row i = tile/2 + g; writes (re, im) at C + b*sc + 2*(i*ldc + n), i < M.
 //   vec: C, ldc and sc allow 8-byte (epi 0) / 16-byte (epi 1) stores.
-//   n_fast: tile order with n fastest (A reused from L2) or m fastest.
+//   raster: tile order (tile_coords).
 //   ccor (MODE 3): lo*hi + hi*lo of the padded real product, row-major (Mp x ldcc floats, batch
 //          stride scc), in the correction's units (lo scaled by 2^11); unused otherwise.
 extern "C" __global__ void __launch_bounds__(NTHREADS, MINB)
 tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32* __restrict__ b_hi,
           const u32* __restrict__ b_lo, float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m,
-          i64 tiles_n, i64 sa, i64 sb, i64 sc, i64 ldc, int epi, int vec, int n_fast, float corr_scale,
+          i64 tiles_n, i64 sa, i64 sb, i64 sc, i64 ldc, int epi, int vec, int raster, float corr_scale,
           float out_scale_a, float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc,
           float debias_beta) {
     extern __shared__ __align__(16) u32 smem[];
     i64 bz, tm, tn;
-    tile_coords(tiles_m, tiles_n, n_fast, bz, tm, tn);
+    tile_coords(tiles_m, tiles_n, raster, bz, tm, tn);
 
     const int tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;

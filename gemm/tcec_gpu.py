@@ -454,6 +454,38 @@ def _corrections(cp, fmt, a_hi, a_lo, b_hi, b_lo, ccor, m_p, n_p, kw, sa, sb, ba
                 batch, compute, -1)
 
 
+# Bytes of L2 the tiles of the small operand that one group of the raster reuses may take (H100
+# and H200: 50 MB of L2). The d = 10 gate's whole expanded gate (hi and lo, 32 MB) fits: one
+# group, n fastest; at d = 11 (128 MB) groups of 8 column tiles.
+RASTER_L2_BYTES = 32 << 20
+
+
+def raster(tiles_m: int, tiles_n: int, a_big: bool, small_tile_bytes: int) -> int:
+    """Tile order of the product kernels (``tile_coords`` in tcec.cu): the tiles of the small
+    operand are re-read by every tile of the big one, so they go fastest, in groups whose bytes
+    (``small_tile_bytes`` per tile) stay within RASTER_L2_BYTES; positive: column groups (A big)."""
+    across = tiles_n if a_big else tiles_m
+    g = int(max(1, min(across, RASTER_L2_BYTES // max(small_tile_bytes, 1))))
+    return min(g, 2**31 - 1) if a_big else -min(g, 2**31 - 1)
+
+
+def raster_order(tiles_m: int, tiles_n: int, ras: int) -> list[tuple[int, int]]:
+    """(tm, tn) of blocks 0, 1, ... of one batch: ``tile_coords`` replayed (for tests)."""
+    cols = ras > 0
+    across, along = (tiles_n, tiles_m) if cols else (tiles_m, tiles_n)
+    g = min(abs(ras), across)
+    full = across // g
+    in_full = full * g * along
+    out = []
+    for rem in range(tiles_m * tiles_n):
+        grp = rem // (g * along) if rem < in_full else full
+        gw = g if rem < in_full else across - full * g
+        r2 = rem - grp * g * along
+        fast, slow = grp * g + r2 % gw, r2 // gw
+        out.append((slow, fast) if cols else (fast, slow))
+    return out
+
+
 def _pad(x: int, q: int) -> int:
     return -(-x // q) * q
 
@@ -514,13 +546,16 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     sc = plan.sc if batch > 1 else 0
     vec = int(plan.ldc % 2 == 0 and sc % (4 if plan.epi else 2) == 0)
     a_big = plan.a.batch * plan.a.rows * plan.a.units >= plan.b.batch * plan.b.rows * plan.b.units
+    parts = 2 if mode in ("ec", "markidis") else 1  # hi and lo of each operand read by the product
+    small_tile_bytes = (bn if a_big else bm) * kw * 4 * parts
+    ras = raster(tiles_m, tiles_n, a_big, small_tile_bytes)
     ccor, scc = c, 0  # unused unless hybrid
     if mode == "ec-hybrid":
         ccor = cp.empty(batch * m_p * n_p, cp.float32)
         scc = m_p * n_p if batch > 1 else 0
         with timer.stage("corrections"):
             _corrections(cp, fmt, a_hi, a_lo, b_hi, b_lo, ccor, m_p, n_p, kw, sa, sb, batch)
-    tail = (np.int64(sc), np.int64(plan.ldc), np.int32(plan.epi), np.int32(vec), np.int32(a_big),
+    tail = (np.int64(sc), np.int64(plan.ldc), np.int32(plan.epi), np.int32(vec), np.int32(ras),
             np.float32(pow2(-LO_SHIFT)), np.float32(pow2(-scales[0])), np.float32(pow2(-scales[1])),
             ccor, np.int64(n_p), np.int64(scc), np.float32(beta * 2.0**LO_SHIFT))
     grid = batch * tiles_m * tiles_n

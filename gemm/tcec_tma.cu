@@ -61,7 +61,7 @@ extern "C" __global__ void __launch_bounds__(TMA_THREADS, 1)
 tcec_gemm_tma(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
               const __grid_constant__ TensorMap map_a_lo, const __grid_constant__ TensorMap map_b_lo,
               float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m, i64 tiles_n, int batch_a, int batch_b,
-              i64 sc, i64 ldc, int epi, int vec, int n_fast, float corr_scale, float out_scale_a,
+              i64 sc, i64 ldc, int epi, int vec, int raster, float corr_scale, float out_scale_a,
               float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc, float debias_beta) {
     extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
     const u32 raw = (u32)__cvta_generic_to_shared(wg_smem_raw);
@@ -71,7 +71,7 @@ tcec_gemm_tma(const __grid_constant__ TensorMap map_a, const __grid_constant__ T
     auto empty = [&](int s) { return bars + 8u * (WG_STAGES + s); };
 
     i64 bz, tm, tn;
-    tile_coords(tiles_m, tiles_n, n_fast, bz, tm, tn);
+    tile_coords(tiles_m, tiles_n, raster, bz, tm, tn);
     const int tid = threadIdx.x;
     const int warp_id = tid >> 5, lane = tid & 31;
     const i64 KT = KW / WG_BKW;

@@ -264,7 +264,7 @@ __device__ __forceinline__ void wg_zero(float (&acc)[WG_CH][WG_NR]) {
 extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
 tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32* __restrict__ b_hi,
              const u32* __restrict__ b_lo, float* __restrict__ C, i64 M, i64 N, i64 KW, i64 tiles_m,
-             i64 tiles_n, i64 sa, i64 sb, i64 sc, i64 ldc, int epi, int vec, int n_fast, float corr_scale,
+             i64 tiles_n, i64 sa, i64 sb, i64 sc, i64 ldc, int epi, int vec, int raster, float corr_scale,
              float out_scale_a, float out_scale_b, const float* __restrict__ ccor, i64 ldcc, i64 scc,
              float debias_beta) {
     extern __shared__ __align__(1024) unsigned char wg_smem_raw[];
@@ -274,7 +274,7 @@ tcec_gemm_wg(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u
     unsigned char* smem = wg_smem_raw + (sbase - raw);
 
     i64 bz, tm, tn;
-    tile_coords(tiles_m, tiles_n, n_fast, bz, tm, tn);
+    tile_coords(tiles_m, tiles_n, raster, bz, tm, tn);
 
     const int tid = threadIdx.x;
     const int wg = tid >> 7;                    // warpgroup: rows 64 wg .. 64 wg + 63 of the tile

@@ -376,3 +376,34 @@ def test_hybrid_debias_beta_grows_with_k():
     assert ts.hybrid_debias_beta("fp16", 512) > ts.hybrid_debias_beta("tf32", 512) > model
     # the extra stays a small fraction of the model over gate sizes (k up to 2^13 real)
     assert ts.hybrid_debias_beta("fp16", 1 << 13) < 1.2 * model
+
+
+@pytest.mark.parametrize("tiles_m, tiles_n", [(1, 1), (7, 5), (1024, 32), (5, 16), (3, 1)])
+def test_raster_visits_every_tile_once(tiles_m, tiles_n):
+    """The product kernels' tile order (tile_coords, replayed): every raster visits each tile
+    once; the extremes are n fastest and m fastest; groups keep their small-operand tiles
+    together (a group's blocks touch at most `g` of them)."""
+    from gemm import tcec_gpu
+
+    every = {(m, n) for m in range(tiles_m) for n in range(tiles_n)}
+    for ras in (1, 2, 3, 8, tiles_n, tiles_n + 5, -1, -2, -3, -tiles_m, -(tiles_m + 1)):
+        order = tcec_gpu.raster_order(tiles_m, tiles_n, ras)
+        assert len(order) == len(every) and set(order) == every, ras
+        g = min(abs(ras), tiles_n if ras > 0 else tiles_m)
+        step = g * (tiles_m if ras > 0 else tiles_n)
+        for i in range(0, len(order), step):
+            chunk = order[i:i + step]
+            assert len({(n if ras > 0 else m) for m, n in chunk}) <= g, ras
+    assert tcec_gpu.raster_order(tiles_m, tiles_n, tiles_n) == [(m, n) for m in range(tiles_m) for n in range(tiles_n)]
+    assert tcec_gpu.raster_order(tiles_m, tiles_n, -tiles_m) == [(m, n) for n in range(tiles_n) for m in range(tiles_m)]
+
+
+def test_raster_choice():
+    """d = 10 gate (2 MB per column tile of hi and lo): one group, n fastest; d = 11 (4 MB):
+    groups of 8; the small operand on the left: row groups."""
+    from gemm import tcec_gpu
+
+    assert tcec_gpu.raster(2048, 16, True, 2 << 20) == 16
+    assert tcec_gpu.raster(1024, 32, True, 4 << 20) == 8
+    assert tcec_gpu.raster(32, 1024, False, 4 << 20) == -8
+    assert tcec_gpu.raster(10, 3, True, 1) == 3

@@ -290,6 +290,25 @@ def test_gpu_wgmma_fused_matches_mma(method, cp, rng):
     assert {"bottom d=8", "top d=8"} <= taken, taken
 
 
+@pytest.mark.parametrize("method", ["tf32tf32", "tf32"])
+def test_gpu_raster_groups_give_the_same_bits(method, cp, rng, monkeypatch):
+    """The tile order changes which block computes a tile, never its arithmetic: with an L2
+    budget small enough to split the small operand into groups of one, two or three tiles, the
+    products (bottom: column groups; top: row groups; wgmma and mma.sync) are bit-identical."""
+    from gemm import tcec_gpu
+
+    cases = _shape_cases(cp, rng)
+    for name in ("bottom d=8", "top d=8", "real tails"):
+        a, b = cases[name]
+        for kernel in ("auto", "mma"):
+            ref = _run(a, b, method, product_kernel=kernel)[0]
+            for budget in (1, 300_000, 700_000):
+                monkeypatch.setattr(tcec_gpu, "RASTER_L2_BYTES", budget)
+                got = _run(a, b, method, product_kernel=kernel)[0]
+                monkeypatch.undo()
+                assert bool((got == ref).all()), (name, kernel, budget)
+
+
 def test_gpu_wgmma_forced_where_it_does_not_apply(cp, rng):
     """product_kernel='wgmma' on a product the kernel does not serve (8 real columns: the tiny-n
     tile) raises and names the option; 'auto' runs the mma.sync kernel there."""
