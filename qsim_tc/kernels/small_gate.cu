@@ -21,6 +21,25 @@
 template <typename T>
 struct __align__(2 * sizeof(T)) cplx { T x, y; };
 
+// (re, im) += m * (x + iy): the one complex multiply-add every kernel's row product is made of,
+// in one FMA order, so that the kernels agree bit for bit on the same data.
+template <typename Real>
+__device__ __forceinline__ void cfma(Real& re, Real& im, cplx<Real> m, Real x, Real y) {
+    re = fma(m.x, x, re);
+    re = fma(-m.y, y, re);
+    im = fma(m.x, y, im);
+    im = fma(m.y, x, im);
+}
+
+// Row `row` of the DIM x DIM matrix u times the group v.
+template <typename Real, int DIM>
+__device__ __forceinline__ cplx<Real> row_times(const cplx<Real>* u, int row, const cplx<Real> (&v)[DIM]) {
+    Real re = 0, im = 0;
+#pragma unroll
+    for (int j = 0; j < DIM; ++j) cfma(re, im, u[row * DIM + j], v[j].x, v[j].y);
+    return cplx<Real>{re, im};
+}
+
 __device__ __forceinline__ long long insert_zero(long long x, int p) {
     return ((x >> p) << (p + 1)) | (x & ((1LL << p) - 1));
 }
@@ -114,13 +133,7 @@ apply_small(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
         for (int j = 0; j < DIM; ++j) {
             const cplx<Real> v = buf[swz<Real>(mine | toff[j], shift)];
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const cplx<Real> m = u[(row0 + r) * DIM + j];
-                re[r] = fma(m.x, v.x, re[r]);
-                re[r] = fma(-m.y, v.y, re[r]);
-                im[r] = fma(m.x, v.y, im[r]);
-                im[r] = fma(m.y, v.x, im[r]);
-            }
+            for (int r = 0; r < R; ++r) cfma(re[r], im[r], u[(row0 + r) * DIM + j], v.x, v.y);
         }
         if (R < DIM) __syncthreads();  // other threads still read this group
 #pragma unroll
@@ -188,18 +201,7 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
         for (int q = 0; q < GPT; ++q) {
             if (g0 + q * n_threads >= n_groups) break;
 #pragma unroll 1
-            for (int i = 0; i < DIM; ++i) {
-                Real re = 0, im = 0;
-#pragma unroll
-                for (int j = 0; j < DIM; ++j) {
-                    const cplx<Real> m = u[i * DIM + j];
-                    re = fma(m.x, v[q][j].x, re);
-                    re = fma(-m.y, v[q][j].y, re);
-                    im = fma(m.x, v[q][j].y, im);
-                    im = fma(m.y, v[q][j].x, im);
-                }
-                store_amp(state + (base[q] | off[i]), cplx<Real>{re, im}, STREAM);
-            }
+            for (int i = 0; i < DIM; ++i) store_amp(state + (base[q] | off[i]), row_times(u, i, v[q]), STREAM);
         }
     }
 }
@@ -249,11 +251,7 @@ apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
             for (int j = 0; j < DIM; ++j) {
                 const Real x = __shfl_sync(0xffffffffu, v[q].x, src[j]);
                 const Real y = __shfl_sync(0xffffffffu, v[q].y, src[j]);
-                const cplx<Real> m = ut[j * DIM + row];
-                re = fma(m.x, x, re);
-                re = fma(-m.y, y, re);
-                im = fma(m.x, y, im);
-                im = fma(m.y, x, im);
+                cfma(re, im, ut[j * DIM + row], x, y);
             }
             state[((r0 + q) << 5) + lane] = cplx<Real>{re, im};
         }
@@ -348,18 +346,7 @@ apply_lanes_smem(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ 
 #pragma unroll
             for (int j = 0; j < DIM; ++j) v[j] = mine[(gb | k << (5 + D)) ^ off[j]];
 #pragma unroll
-            for (int i = 0; i < DIM; ++i) {
-                Real re = 0, im = 0;
-#pragma unroll
-                for (int j = 0; j < DIM; ++j) {
-                    const cplx<Real> m = u[i * DIM + j];
-                    re = fma(m.x, v[j].x, re);
-                    re = fma(-m.y, v[j].y, re);
-                    im = fma(m.x, v[j].y, im);
-                    im = fma(m.y, v[j].x, im);
-                }
-                mine[(gb | k << (5 + D)) ^ off[i]] = cplx<Real>{re, im};
-            }
+            for (int i = 0; i < DIM; ++i) mine[(gb | k << (5 + D)) ^ off[i]] = row_times(u, i, v);
         }
         __syncwarp();
 #pragma unroll
@@ -624,18 +611,7 @@ __device__ __forceinline__ void bulk_multiply(cplx<Real>* b, const cplx<Real>* u
 #pragma unroll
         for (int j = 0; j < DIM; ++j) v[j] = b[base | (int)spread<D>(j, q)];
 #pragma unroll 1
-        for (int r = 0; r < DIM; ++r) {
-            Real re = 0, im = 0;
-#pragma unroll
-            for (int j = 0; j < DIM; ++j) {
-                const cplx<Real> m = u[r * DIM + j];
-                re = fma(m.x, v[j].x, re);
-                re = fma(-m.y, v[j].y, re);
-                im = fma(m.x, v[j].y, im);
-                im = fma(m.y, v[j].x, im);
-            }
-            b[base | (int)spread<D>(r, q)] = cplx<Real>{re, im};
-        }
+        for (int r = 0; r < DIM; ++r) b[base | (int)spread<D>(r, q)] = row_times(u, r, v);
     }
     // the bulk store reads shared memory through the async proxy: order the writes first
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
