@@ -24,6 +24,24 @@ __device__ __forceinline__ long long elem_offset(long long line, long long k, lo
     return o * s_out + i * s_in + k * s_k;
 }
 
+// Element (line, k) of the operand, or zero outside nlines x K: real part, and imaginary part
+// (zero for real operands); the tile loaders' one read.
+__device__ __forceinline__ void load_elem(const double* __restrict__ x, long long line, int k, long long nlines,
+                                          int K, long long s_out, long long s_in, long long s_k, long long n_in,
+                                          int cplx, long long line0, double& re, double& im) {
+    re = 0.0;
+    im = 0.0;
+    if (line < nlines && k < K) {
+        const long long off = elem_offset(line0 + line, k, s_out, s_in, s_k, n_in);
+        if (cplx) {
+            re = x[2 * off];
+            im = x[2 * off + 1];
+        } else {
+            re = x[off];
+        }
+    }
+}
+
 __device__ __forceinline__ int frexp_exp(double v) {
     int e;
     frexp(v, &e);
@@ -168,18 +186,8 @@ extern "C" __global__ void split_tile(const double* __restrict__ x, long long s_
     for (int i = 0; i < 4; ++i) {
         int ll = kmajor ? ty + 8 * i : tx;
         int kl = kmajor ? tx : ty + 8 * i;
-        long long line = lt + ll;
-        int k = kt + kl;
-        double re = 0.0, im = 0.0;
-        if (line < nlines && k < K) {
-            long long off = elem_offset(line0 + line, k, s_out, s_in, s_k, n_in);
-            if (cplx) {
-                re = x[2 * off];
-                im = x[2 * off + 1];
-            } else {
-                re = x[off];
-            }
-        }
+        double re, im;
+        load_elem(x, lt + ll, kt + kl, nlines, K, s_out, s_in, s_k, n_in, cplx, line0, re, im);
         sre[ll][kl] = re;
         sim[ll][kl] = im;
     }
@@ -299,18 +307,8 @@ extern "C" __global__ void split_tile4(const double* __restrict__ x, long long s
         int flat = i * 256 + tid;
         int ll = kmajor ? flat >> 7 : flat & 15;
         int kl = kmajor ? flat & 127 : flat >> 4;
-        long long line = lt + ll;
-        int k = kt + kl;
-        double re = 0.0, im = 0.0;
-        if (line < nlines && k < K) {
-            long long off = elem_offset(line0 + line, k, s_out, s_in, s_k, n_in);
-            if (cplx) {
-                re = x[2 * off];
-                im = x[2 * off + 1];
-            } else {
-                re = x[off];
-            }
-        }
+        double re, im;
+        load_elem(x, lt + ll, kt + kl, nlines, K, s_out, s_in, s_k, n_in, cplx, line0, re, im);
         sre[ll][kl] = re;
         sim[ll][kl] = im;
     }

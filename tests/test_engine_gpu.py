@@ -171,6 +171,22 @@ def test_dmma_is_the_default_for_wide_gates(cp, rng):
         assert np.abs(g.to_numpy() - c.to_numpy()).max() < 1e-13
 
 
+def _kernel_checker(cp, rng, dtype, tol, apply_fn):
+    """check(n, qs, config=None): a random state and Haar gate through ``apply_fn(state, n, u, qs,
+    config)`` on the GPU, against the CPU engine."""
+
+    def check(n, qs, config=None):
+        psi = random_psi(n, rng)
+        u = haar_unitary(1 << len(qs), rng)
+        g = cp.asarray(psi.astype(dtype))
+        apply_fn(g, n, u, qs, config)
+        c = StateVector(n, device="cpu", data=psi)
+        c.apply(u, qs)
+        assert np.abs(g.get() - c.to_numpy()).max() < tol, (n, qs, config)
+
+    return check
+
+
 @pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
 def test_bulk_kernel_matches_cpu(cp, rng, dtype, tol):
     """The bulk-copy kernel against the CPU engine for d = 1..3 at bottom, middle, top and mixed
@@ -178,14 +194,7 @@ def test_bulk_kernel_matches_cpu(cp, rng, dtype, tol):
     looping through their stages); bad input is refused with the state unchanged."""
     from qsim_tc.bulk_gate import BULK_VARIANTS, apply_bulk_gpu
 
-    def check(n, qs, config=None):
-        psi = random_psi(n, rng)
-        u = haar_unitary(1 << len(qs), rng)
-        g = cp.asarray(psi.astype(dtype))
-        apply_bulk_gpu(g, n, u, qs, config)
-        c = StateVector(n, device="cpu", data=psi)
-        c.apply(u, qs)
-        assert np.abs(g.get() - c.to_numpy()).max() < tol, (n, qs, config)
+    check = _kernel_checker(cp, rng, dtype, tol, apply_bulk_gpu)
 
     n = 16
     placements = ([0], [3], [9], [15], [0, 1], [1, 3], [0, 12], [14, 15], [0, 1, 2], [0, 2, 4], [1, 8, 15],
@@ -219,14 +228,7 @@ def test_lanes_smem_kernel_matches_cpu(cp, rng, dtype, tol):
     loop; a state smaller than one window and targets at bit 5 are refused."""
     from qsim_tc.small_gate import LANES_SMEM_COMPILED, LanesSmemConfig, apply_lanes_smem_gpu
 
-    def check(n, qs, config=None):
-        psi = random_psi(n, rng)
-        u = haar_unitary(1 << len(qs), rng)
-        g = cp.asarray(psi.astype(dtype))
-        apply_lanes_smem_gpu(g, n, u, qs, config)
-        c = StateVector(n, device="cpu", data=psi)
-        c.apply(u, qs)
-        assert np.abs(g.get() - c.to_numpy()).max() < tol, (n, qs, config)
+    check = _kernel_checker(cp, rng, dtype, tol, apply_lanes_smem_gpu)
 
     placements = ([0], [2], [4], [0, 1], [1, 3], [4, 0], [0, 1, 2], [2, 0, 4], [1, 3, 4], [4, 3, 2])
     for qs in placements:
