@@ -9,7 +9,9 @@ work, each thread one pass: small_gate.ONE_PASS; the label is the one earlier re
 ``--only lanes_smem`` times the shared-memory lanes kernel at several placements of targets below
 bit 5 (labels end in @targets) beside the lanes kernel, the direct kernel, the engine's default
 and cuStateVec; ``--only bulk`` the bulk-copy kernel (qsim_tc/bulk_gate.py) at bottom, middle,
-top and mixed placements beside the engine and cuStateVec.
+top and mixed placements beside the engine and cuStateVec; ``--only lanes_high`` the lanes kernel
+with targets at bit 5 or above (low and high targets mixed) beside the bulk-copy and widened DMMA
+kernels, the engine and cuStateVec.
 """
 
 from __future__ import annotations
@@ -33,14 +35,17 @@ from qsim_tc.small_gate import (  # noqa: E402
     CONFIG,
     DMMA_COMPILED,
     DMMA_CONFIG,
+    LANES_HIGH_VARIANTS,
     LANES_SMEM_VARIANTS,
     ONE_PASS,
     DmmaConfig,
+    LanesConfig,
     LanesSmemConfig,
     apply_dmma_gpu,
     apply_dmma_widened_gpu,
     apply_lanes_gpu,
     apply_lanes_smem_gpu,
+    high_targets,
     launch_blocks,
     target_args,
     tile_layout,
@@ -50,6 +55,12 @@ MINBS = (4, 8)  # register caps tried: blocks of 256 threads per SM (ncu: 24% wa
 # targets all below bit 5 (the lanes kernels' domain), d -> placements: the bottom and the layouts
 # with a target at bit 0 or 1 and gaps
 LOW_PLACEMENTS = {1: ([0], [1], [2]), 2: ([0, 1], [1, 3], [2, 4]), 3: ([0, 1, 2], [0, 2, 4], [1, 3, 4])}
+
+
+def MIXED_PLACEMENTS(n: int) -> dict:  # noqa: N802 - a table, by the size of the state
+    """Low targets (below bit 3, so not the direct kernel's) with targets at bit 5 or above."""
+    return {2: ([0, 14], [1, 20], [2, n - 1], [0, 5]),
+            3: ([0, 14, n - 1], [0, 5, 9], [1, 2, 20], [0, 4, n - 1], [2, 14, 15])}
 
 
 def grid_label(per_sm: int) -> str:
@@ -65,7 +76,7 @@ def main():
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--json")
     p.add_argument("--d", default="1,2,3,4,5", help="gate sizes to tune")
-    p.add_argument("--only", choices=("all", "dmma", "lanes_smem", "bulk"), default="all",
+    p.add_argument("--only", choices=("all", "dmma", "lanes_smem", "bulk", "lanes_high"), default="all",
                    help="dmma: the DMMA kernel's variants with cuBLAS and cuStateVec beside them; lanes_smem: "
                         "the shared-memory lanes kernel's variants at targets below bit 5 (d <= 3) with the "
                         "lanes and direct kernels, the engine's default and cuStateVec beside them")
@@ -103,7 +114,7 @@ def main():
         t = "double" if st.dtype == np.complex128 else "float"
         k = mod.get_function(f"apply_lanes<{t}, {d}, {r}{'' if minb == 1 else f', {minb}'}>")
         grid = launch_blocks(-(-(((1 << n) >> 5) // r) // 8), per_sm)  # 8 warps per block
-        k((grid,), (256,), (st, u, np.int64(1 << n), *target_args(pos, 5)))
+        k((grid,), (256,), (st, u, np.int64((1 << n) >> 5), *target_args(pos, 6)))
 
     def run_tiled(st, n, u, pos, per_sm):
         d = len(pos)
@@ -183,6 +194,28 @@ def main():
                 out.append((f"bulk{' ws' if cfg.ws else ''} c{cfg.chunk_log} s{cfg.stages} b{cfg.blocks_per_sm}"
                             f" l{cfg.lag} {at}", pos,
                             lambda st, nn, pos, cfg=cfg: apply_bulk_gpu(st, nn, u_h, pos, cfg)))
+            if dtype == np.complex128:
+                out.append((f"dmma-widened {at}", pos, lambda st, nn, pos: apply_dmma_widened_gpu(st, nn, u_h, pos)))
+            out.append((f"engine {at}", pos, engine_apply(u_h)))
+            if peer is not None:
+                out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
+        return out
+
+    def lanes_high_variants(d, dtype, u_h):
+        """apply_lanes with high targets in every compiled variant (one pass and persistent grids) at
+        mixed placements, beside the bulk-copy kernel, the widened DMMA kernel (complex128), the
+        engine's default policy and cuStateVec."""
+        real = "double" if dtype == np.complex128 else "float"
+        n = args.qubits
+        out = []
+        for pos in MIXED_PLACEMENTS(n)[d]:
+            at = "@" + ",".join(map(str, pos))
+            for r, mb, reload in LANES_HIGH_VARIANTS[real, d, high_targets(pos)]:
+                for per_sm in (ONE_PASS, 16):
+                    cfg = LanesConfig(r, mb, reload, per_sm)
+                    out.append((f"lanes_high r{r} mb{mb}{' reload' if reload else ''} {grid_label(per_sm)} {at}", pos,
+                                lambda st, nn, pos, cfg=cfg: apply_lanes_gpu(st, nn, u_h, pos, cfg)))
+            out.append((f"bulk default {at}", pos, lambda st, nn, pos: apply_bulk_gpu(st, nn, u_h, pos)))
             if dtype == np.complex128:
                 out.append((f"dmma-widened {at}", pos, lambda st, nn, pos: apply_dmma_widened_gpu(st, nn, u_h, pos)))
             out.append((f"engine {at}", pos, engine_apply(u_h)))
@@ -272,6 +305,8 @@ def main():
                 variants += lanes_smem_variants(d, dtype, u_h)
             if args.only in ("all", "bulk") and d in LOW_PLACEMENTS:
                 variants += bulk_variants(d, dtype, u_h)
+            if args.only in ("all", "lanes_high") and d in (2, 3):
+                variants += lanes_high_variants(d, dtype, u_h)
             if args.match:
                 variants = [v for v in variants if re.search(args.match, v[0])]
             errs, times = {}, {name: [] for name, _, _ in variants}

@@ -67,7 +67,49 @@ DIRECT = {("double", 1): (1, ONE_PASS), ("double", 2): (1, ONE_PASS), ("double",
 LANES = {("double", 1): (8, ONE_PASS), ("double", 2): (2, ONE_PASS), ("double", 3): (8, 8),
          ("float", 1): (2, ONE_PASS), ("float", 2): (8, 16), ("float", 3): (2, 8)}
 LANES_D = frozenset(d for _, d in LANES)
-LANES_MAX_BIT = 5  # every target below this bit: a warp's 32 amplitudes hold whole groups
+LANES_MAX_BIT = 5  # targets below this bit: a warp's 32 amplitudes hold whole groups of them
+
+
+class LanesConfig(NamedTuple):
+    """One variant of ``apply_lanes`` with targets at bit 5 or above (small_gate.cu) and its launch."""
+
+    rpt: int  # windows of 32 x 2^DH amplitudes per warp, loaded before any arithmetic
+    min_blocks: int = 1  # register cap: blocks of 256 threads per SM
+    reload: bool = False  # read the matrix from shared memory at each use instead of keeping it in registers
+    blocks_per_sm: int = ONE_PASS  # or a persistent grid whose warps loop over the windows
+
+    @property
+    def kernel(self) -> tuple:
+        return (self.rpt, self.min_blocks, self.reload)
+
+
+# lanes kernel with DH of the targets at bit 5 or above (low and high targets mixed):
+# (real type, d, DH) -> LanesConfig, from two rounds on two H200s at 28 qubits, at 4-5 mixed
+# placements each (benchmarks/results/tune_lanes_high_h200.json): complex128 d = 2 2.12-2.21 ms
+# (bulk-copy kernel 2.25-2.36, widened DMMA 2.23-2.34, cuStateVec 2.05-2.11); complex64 d = 2
+# 1.07-1.10 ms (bulk 1.15-1.19, cuStateVec 1.03-1.04), d = 3 1.11-1.17 (bulk 1.17-1.29,
+# cuStateVec 1.03-1.07). Complex128 d = 3 keeps the widened DMMA kernel (2.13-2.34 ms against
+# 2.24-2.36 here).
+LANES_HIGH = {("double", 2, 1): LanesConfig(8, 1, True), ("double", 3, 1): LanesConfig(8, 1, True, 16),
+              ("double", 3, 2): LanesConfig(1, 1, True, 16), ("float", 2, 1): LanesConfig(4),
+              ("float", 3, 1): LanesConfig(8, 2), ("float", 3, 2): LanesConfig(8, 1, True, 16)}
+LANES_HIGH_DEFAULT = frozenset({("double", 2), ("float", 2), ("float", 3)})  # where it is the default policy
+# variants compiled for tuning (benchmarks/tune_small_gate.py --only lanes_high), as
+# (rpt, min_blocks, reload): those that do not spill (ptxas -v, sm_90a) and whose register cap
+# changes the code
+_F, _T = False, True
+LANES_HIGH_VARIANTS = {
+    ("double", 2, 1): ((1, 1, _F), (2, 1, _F), (4, 1, _F), (2, 3, _F), (4, 2, _F),
+                       (2, 1, _T), (2, 3, _T), (4, 1, _T), (4, 2, _T), (8, 1, _T)),
+    ("double", 3, 1): ((1, 1, _F), (2, 1, _F), (4, 1, _F), (2, 2, _F), (2, 1, _T), (4, 1, _T), (8, 1, _T)),
+    ("double", 3, 2): ((1, 1, _F), (2, 1, _F), (1, 1, _T)),
+    ("float", 2, 1): ((1, 1, _F), (2, 1, _F), (4, 1, _F), (4, 3, _F), (4, 4, _F), (8, 2, _F),
+                      (4, 1, _T), (4, 4, _T), (8, 1, _T), (8, 2, _T)),
+    ("float", 3, 1): ((1, 1, _F), (2, 1, _F), (4, 1, _F), (4, 2, _F), (8, 2, _F), (2, 3, _T), (4, 2, _T),
+                      (8, 1, _T), (8, 2, _T)),
+    ("float", 3, 2): ((1, 1, _F), (2, 1, _F), (4, 1, _F), (2, 2, _F), (2, 2, _T), (4, 1, _T), (8, 1, _T)),
+}
+del _F, _T
 
 
 class LanesSmemConfig(NamedTuple):
@@ -157,6 +199,7 @@ def _module(device_id: int):
     names = [_tiled_name(t, d) for t in ("double", "float") for d in CONFIG]
     names += [_direct_name(t, d) for t, d in DIRECT]
     names += [_lanes_name(t, d) for t, d in LANES]
+    names += [lanes_name(t, d, dh, *LANES_HIGH[t, d, dh].kernel) for t, d, dh in LANES_HIGH]
     names += [dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG]
     return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
 
@@ -188,7 +231,21 @@ def _direct_name(real: str, d: int) -> str:
 
 
 def _lanes_name(real: str, d: int) -> str:
-    return f"apply_lanes<{real}, {d}, {LANES[real, d][0]}>"
+    return lanes_name(real, d, 0, LANES[real, d][0])
+
+
+def lanes_name(real: str, d: int, dh: int, rpt: int, min_blocks: int = 1, reload: bool = False) -> str:
+    """``apply_lanes`` with ``dh`` targets at bit 5 or above and ``rpt`` windows per warp."""
+    return f"apply_lanes<{real}, {d}, {rpt}, {min_blocks}, {dh}, {'true' if reload else 'false'}>"
+
+
+@functools.lru_cache(maxsize=None)
+def _lanes_high_module(device_id: int):
+    import cupy  # noqa: PLC0415
+
+    code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
+    names = [lanes_name(t, d, dh, *v) for (t, d, dh), vs in LANES_HIGH_VARIANTS.items() for v in vs]
+    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
 
 
 def lanes_smem_name(real: str, d: int, rounds: int, min_blocks: int, async_copy: bool) -> str:
@@ -341,6 +398,22 @@ def fits_lanes(positions) -> bool:
     return len(positions) in LANES_D and max(positions) < LANES_MAX_BIT
 
 
+def high_targets(positions) -> int:
+    """How many of ``positions`` lie at bit 5 or above (the lanes kernel's DH)."""
+    return sum(1 for p in positions if p >= LANES_MAX_BIT)
+
+
+def fits_lanes_high(n_qubits: int, positions, rpt: int | None = None) -> bool:
+    """True when the lanes kernel with high targets serves these sorted ``positions``: 2 or 3
+    targets, some below bit 5 and some at or above it, and a state of at least ``rpt`` (default:
+    the configured) windows of 32 x 2^DH amplitudes."""
+    d, dh = len(positions), high_targets(positions)
+    if not any(k[1:] == (d, dh) for k in LANES_HIGH) or list(positions) != sorted(set(positions)):
+        return False
+    rpt = rpt or max(LANES_HIGH[t, d, dh].rpt for t in ("double", "float"))
+    return n_qubits >= LANES_MAX_BIT + dh + (rpt - 1).bit_length()
+
+
 def launch_blocks(blocks_needed: int, blocks_per_sm: int) -> int:
     """Blocks to launch: every block the work needs (ONE_PASS) or a persistent grid of
     ``blocks_per_sm`` per SM whose threads loop over the state."""
@@ -359,18 +432,42 @@ def _real(itemsize: int) -> str:
     return "double" if itemsize == 16 else "float"
 
 
-def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
-    """Lanes kernel: same contract as :func:`apply_direct_gpu`, for targets among bits 0..4."""
+def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: LanesConfig | None = None):
+    """Lanes kernel: same contract as :func:`apply_direct_gpu`, for targets among bits 0..4 and,
+    with some of them there, up to two more at bit 5 or above (:func:`fits_lanes_high`).
+
+    ``config`` overrides ``LANES_HIGH`` (tuning and tests; targets at bit 5 or above only): its
+    kernel must be in LANES_HIGH_VARIANTS.
+
+    Raises:
+        ValueError: the targets do not fit the kernel, or ``config`` names no compiled variant.
+    """
     import cupy  # noqa: PLC0415
 
-    d = len(positions)
+    d, dh = len(positions), high_targets(positions)
     real = _real(data.dtype.itemsize)
-    kern = _module(cupy.cuda.Device().id).get_function(_lanes_name(real, d))
+    dev = cupy.cuda.Device().id
+    if dh == 0 and fits_lanes(positions) and config is None:
+        rpt, per_sm = LANES[real, d]
+        kern = _module(dev).get_function(_lanes_name(real, d))
+    elif dh > 0 and fits_lanes_high(n_qubits, positions, config and config.rpt):
+        cfg = config or LANES_HIGH[real, d, dh]
+        if cfg.kernel == LANES_HIGH[real, d, dh].kernel:
+            kern = _module(dev).get_function(lanes_name(real, d, dh, *cfg.kernel))
+        elif cfg.kernel in LANES_HIGH_VARIANTS[real, d, dh]:
+            kern = _lanes_high_module(dev).get_function(lanes_name(real, d, dh, *cfg.kernel))
+        else:
+            raise ValueError(f"config {cfg} names no compiled apply_lanes kernel for {real}, d={d}, {dh} "
+                             "targets at bit 5 or above (see LANES_HIGH_VARIANTS)")
+        rpt, per_sm = cfg.rpt, cfg.blocks_per_sm
+    else:
+        raise ValueError(f"apply_lanes takes 1..3 targets below bit {LANES_MAX_BIT}, or 2..3 sorted targets with "
+                         f"some at or above it, on a state of enough windows (got targets {list(positions)}, "
+                         f"{n_qubits} qubits, config {config})")
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
-    rounds = (1 << n_qubits) >> 5
-    rpt, per_sm = LANES[real, d]
-    grid = launch_blocks(-(-max(1, rounds // rpt) // 8), per_sm)  # 8 warps per block
-    kern((grid,), (256,), (data, u, np.int64(1 << n_qubits), *target_args(positions, 5)))
+    n_windows = (1 << n_qubits) >> (LANES_MAX_BIT + dh)
+    grid = launch_blocks(-(-max(1, n_windows // rpt) // 8), per_sm)  # 8 warps per block
+    kern((grid,), (256,), (data, u, np.int64(n_windows), *target_args(positions, 6)))
     return data
 
 
@@ -504,6 +601,8 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
         return apply_lanes_smem_gpu
     if fits_lanes(positions) and n_qubits >= 8:  # whole rounds of up to 8 x 32 amplitudes
         return apply_lanes_gpu
+    if (_real(itemsize), d) in LANES_HIGH_DEFAULT and fits_lanes_high(n_qubits, positions):
+        return apply_lanes_gpu  # low and high targets mixed
     if d == 4 and dmma4:
         return apply_dmma_gpu  # low targets, complex128: 2.1-2.3 ms against tiled 2.4-4.1, rotating GEMM 2.4
     if d == 4 and list(positions) == [0, 1, 2, 3]:

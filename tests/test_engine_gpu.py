@@ -249,6 +249,35 @@ def test_lanes_smem_kernel_matches_cpu(cp, rng, dtype, tol):
     assert np.isfinite(psi.get()).all()
 
 
+@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
+def test_lanes_high_kernel_matches_cpu(cp, rng, dtype, tol):
+    """The lanes kernel with low and high targets mixed against the CPU engine: its default
+    configuration on a large state and on one of fewer windows than a block's eight warps, every
+    compiled variant on one-pass and persistent grids (warps looping over windows); unsorted
+    targets, no low target, and variants that were not compiled are refused, the state unchanged."""
+    from qsim_tc.small_gate import LANES_HIGH_VARIANTS, LanesConfig, apply_lanes_gpu, high_targets
+
+    check = _kernel_checker(cp, rng, dtype, tol, apply_lanes_gpu)
+    placements = ([0, 5], [1, 13], [4, 7], [0, 5, 9], [1, 2, 13], [0, 4, 13], [2, 12, 13], [3, 4, 10])
+    for qs in placements:
+        check(14, qs)
+    for qs in ([0, 5], [1, 9], [0, 5, 9], [2, 8, 9]):
+        check(10, qs)  # 10 qubits: 8 to 16 windows of 32 x 2^DH amplitudes, fewer than a block's warps
+    real = "double" if dtype == np.complex128 else "float"
+    for qs in placements:
+        for v in LANES_HIGH_VARIANTS[real, len(qs), high_targets(qs)]:
+            check(14, qs, LanesConfig(*v))
+            check(18, qs, LanesConfig(*v, blocks_per_sm=1))  # one block per SM: every warp loops
+    psi = cp.asarray(random_psi(9, rng).astype(dtype))
+    before = psi.copy()
+    for qs in ([5, 0], [5, 7], [7]):
+        with pytest.raises(ValueError, match="targets"):
+            apply_lanes_gpu(psi, 9, haar_unitary(1 << len(qs), rng), qs)
+    with pytest.raises(ValueError, match="no compiled"):
+        apply_lanes_gpu(psi, 9, haar_unitary(4, rng), [0, 5], LanesConfig(2, 4))
+    assert bool((psi == before).all())
+
+
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 def test_permute_bits_gpu_matches_cpu(cp, rng, dtype):
     """The GPU bit permutation (one gather kernel) against the CPU transpose, for random layouts,

@@ -74,7 +74,6 @@ def test_policy_picks_kernels_by_position():
     (DMMA for complex128 d = 4), GEMM for four complex64 targets at the bottom and for d > 6; the
     DMMA kernel for complex128 d = 5, 6; nothing on the CPU or for emulated methods."""
     import gemm
-    from qsim_tc.bulk_gate import apply_bulk_gpu
     from qsim_tc.small_gate import (
         apply_direct_gpu,
         apply_dmma_gpu,
@@ -88,10 +87,12 @@ def test_policy_picks_kernels_by_position():
     native = gemm.get_method("native")
     gpu = gemm.Device("gpu", np, "test")
     assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
-    assert select(native, gpu, None, 28, [0, 5], 16) is apply_bulk_gpu
-    assert select(native, gpu, None, 28, [0, 5], 8) is apply_bulk_gpu
-    assert select(native, gpu, None, 28, [1, 2, 20], 8) is apply_bulk_gpu
+    assert select(native, gpu, None, 28, [0, 5], 16) is apply_lanes_gpu  # low and high targets mixed
+    assert select(native, gpu, None, 28, [0, 5], 8) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [1, 2, 20], 8) is apply_lanes_gpu
     assert select(native, gpu, None, 28, [1, 2, 20], 16) is apply_dmma_widened_gpu  # complex128: 4-qubit DMMA
+    assert select(native, gpu, None, 28, [0, 14, 27], 8) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [0, 14], 16) is apply_lanes_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_tiled_gpu
     assert select(native, gpu, None, 28, [0], 16) is apply_lanes_gpu
@@ -142,6 +143,53 @@ def test_lanes_shuffle_sources(rng, positions):
     ref = np.moveaxis(np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes)),
                       list(range(d)), axes).reshape(-1)
     assert np.abs(out - ref).max() < 1e-12
+
+
+@pytest.mark.parametrize("positions", [[0, 5], [4, 9], [0, 5, 9], [1, 2, 7], [3, 6, 8], [0, 4, 9], [2, 9]])
+def test_lanes_high_replay(rng, positions):
+    """The lanes kernel with targets at bit 5 or above, replayed window by window with its index
+    formulas (window base, high-combination offsets, shuffle sources, rows): every amplitude is
+    written exactly once and the result is the gate applied by tensordot."""
+    from qsim_tc.small_gate import LANES_MAX_BIT, high_targets
+
+    n, d, dh = 10, len(positions), high_targets(positions)
+    dl = d - dh
+    low, hp = positions[:dl], positions[dl:]
+    u = haar_unitary(1 << d, rng)
+    psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    out, writes = np.zeros_like(psi), np.zeros(1 << n, dtype=int)
+    tmask = sum(1 << p for p in low)
+    hoff = [sum(((h >> b) & 1) << p for b, p in enumerate(hp)) for h in range(1 << dh)]
+    for w in range((1 << n) >> (LANES_MAX_BIT + dh)):
+        base0 = w << 5
+        for p in hp:  # ascending, as group_base<DH>
+            base0 = insert_zero(base0, p)
+        v = [[psi[base0 + lane + hoff[h]] for h in range(1 << dh)] for lane in range(32)]
+        for lane in range(32):
+            row = sum(((lane >> p) & 1) << b for b, p in enumerate(low))
+            src = [(lane & ~tmask) | sum(((j >> b) & 1) << p for b, p in enumerate(low)) for j in range(1 << dl)]
+            g = [v[src[j & ((1 << dl) - 1)]][j >> dl] for j in range(1 << d)]
+            for h in range(1 << dh):
+                out[base0 + lane + hoff[h]] = sum(u[row | h << dl, j] * g[j] for j in range(1 << d))
+                writes[base0 + lane + hoff[h]] += 1
+    assert (writes == 1).all()
+    t = psi.reshape((2,) * n)
+    axes = [n - 1 - q for q in reversed(positions)]
+    ref = np.moveaxis(np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes)),
+                      list(range(d)), axes).reshape(-1)
+    assert np.abs(out - ref).max() < 1e-12
+
+
+def test_fits_lanes_high():
+    from qsim_tc.small_gate import fits_lanes_high
+
+    assert fits_lanes_high(28, [0, 5]) and fits_lanes_high(28, [1, 2, 20]) and fits_lanes_high(28, [0, 14, 27])
+    assert not fits_lanes_high(28, [5, 9])  # no target below bit 5: the direct kernel's
+    assert not fits_lanes_high(28, [0, 1])  # none at or above it: the plain lanes kernel's
+    assert not fits_lanes_high(28, [20, 0])  # unsorted
+    assert not fits_lanes_high(28, [0, 5, 6, 7])  # d = 4
+    assert not fits_lanes_high(28, [7])
+    assert fits_lanes_high(8, [0, 7], 4) and not fits_lanes_high(8, [0, 5, 7], 4)  # 4 windows of 32 x 2^DH
 
 
 SHAPES = {0: (8, 4, 1, 1, 2), 1: (16, 8, 4, 2, 4), 2: (16, 16, 8, 4, 4)}  # rows, k, A, B, C per lane

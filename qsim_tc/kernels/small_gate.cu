@@ -207,53 +207,78 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
 }
 
 
-// Targets all among the lowest five bits: a warp's 32 consecutive amplitudes hold whole groups.
-// Each lane loads one amplitude (fully coalesced), fetches the others of its group from the
-// neighbouring lanes with shuffles, computes its own row and stores it back: no shared-memory
-// staging and no block barriers. RPT rounds of 32 amplitudes are loaded before any arithmetic,
-// to keep enough bytes in flight.
-template <typename Real, int D, int RPT, int MINB = 1>
+// Targets among the lowest five bits, and DH more at bit 5 or above. A warp takes windows of 32
+// consecutive amplitudes times the 2^DH combinations of the high targets (the window number fills
+// the other bits from 5 up): each lane loads its amplitude of every combination (each load is 32
+// consecutive amplitudes, coalesced, whatever the high targets are), fetches the low-target
+// partners from the neighbouring lanes with shuffles, computes its own rows and stores them
+// back: no shared-memory staging and no block barriers. RPT windows are loaded before any
+// arithmetic, to keep enough bytes in flight. Positions ascending: the D - DH low targets first
+// (bit j of the matrix index is at p_j).
+// RELOAD: read the matrix from shared memory at each use. Otherwise the compiler keeps a lane's
+// 2^D x 2^DH matrix entries in registers across windows (128 registers at D = 3, DH = 2), which
+// caps the warps per SM and with them the bytes in flight.
+template <typename Real, int D, int RPT, int MINB = 1, int DH = 0, bool RELOAD = false>
 __global__ void __launch_bounds__(256, MINB)
-apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_amps,
-            int p0, int p1, int p2, int p3, int p4)
+apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_windows,
+            int p0, int p1, int p2, int p3, int p4, int p5)
 {
-    constexpr int DIM = 1 << D;
-    const int pos[5] = {p0, p1, p2, p3, p4};
+    constexpr int DIM = 1 << D, DL = D - DH, NL = 1 << DL, NH = 1 << DH;
+    static_assert(DH >= 0 && DH <= D, "DH: the targets at bit 5 or above");
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};
+    int hp[6] = {0, 0, 0, 0, 0, 0};  // the high targets' positions
+#pragma unroll
+    for (int b = 0; b < DH; ++b) hp[b] = pos[DL + b];
     __shared__ cplx<Real> ut[DIM * DIM];  // ut[j * DIM + i] = U[i][j]: lanes of different rows hit different banks
     for (int e = threadIdx.x; e < DIM * DIM; e += blockDim.x) ut[(e % DIM) * DIM + e / DIM] = matrix[e];
     __syncthreads();
     const int lane = threadIdx.x & 31;
-    int row = 0, tmask = 0;
+    int row = 0, tmask = 0;  // this lane's row among the low targets
 #pragma unroll
-    for (int b = 0; b < D; ++b) {
+    for (int b = 0; b < DL; ++b) {
         row |= ((lane >> pos[b]) & 1) << b;
         tmask |= 1 << pos[b];
     }
-    int src[DIM];  // the lane holding amplitude j of this lane's group
+    int src[NL];  // the lane holding low combination j of this lane's group
 #pragma unroll
-    for (int j = 0; j < DIM; ++j) {
+    for (int j = 0; j < NL; ++j) {
         int l = lane & ~tmask;
 #pragma unroll
-        for (int b = 0; b < D; ++b) l |= ((j >> b) & 1) << pos[b];
+        for (int b = 0; b < DL; ++b) l |= ((j >> b) & 1) << pos[b];
         src[j] = l;
     }
+    long long hoff[NH];  // the address offset of high combination h
+#pragma unroll
+    for (int h = 0; h < NH; ++h) hoff[h] = spread<DH>(h, hp);
     const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
-    const long long rounds = n_amps >> 5;
-    for (long long r0 = warp * RPT; r0 < rounds; r0 += n_warps * RPT) {
-        cplx<Real> v[RPT];
+    for (long long r0 = warp * RPT; r0 < n_windows; r0 += n_warps * RPT) {
+        cplx<Real> v[RPT][NH];
+        long long base[RPT];
 #pragma unroll
-        for (int q = 0; q < RPT; ++q) v[q] = state[((r0 + q) << 5) + lane];  // rounds is a multiple of RPT
+        for (int q = 0; q < RPT; ++q) {  // n_windows is a multiple of RPT
+            base[q] = group_base<DH>((r0 + q) << 5, hp) + lane;
+#pragma unroll
+            for (int h = 0; h < NH; ++h) v[q][h] = state[base[q] + hoff[h]];
+        }
 #pragma unroll
         for (int q = 0; q < RPT; ++q) {
-            Real re = 0, im = 0;
+            cplx<Real> g[DIM];  // the lane's group: index j = low part | high part << DL
 #pragma unroll
-            for (int j = 0; j < DIM; ++j) {
-                const Real x = __shfl_sync(0xffffffffu, v[q].x, src[j]);
-                const Real y = __shfl_sync(0xffffffffu, v[q].y, src[j]);
-                cfma(re, im, ut[j * DIM + row], x, y);
+            for (int jh = 0; jh < NH; ++jh)
+#pragma unroll
+                for (int jl = 0; jl < NL; ++jl)
+                    g[jl | jh << DL] = cplx<Real>{__shfl_sync(0xffffffffu, v[q][jh].x, src[jl]),
+                                                  __shfl_sync(0xffffffffu, v[q][jh].y, src[jl])};
+#pragma unroll
+            for (int h = 0; h < NH; ++h) {
+                int z = 0;  // opaque zero: the loads below cannot be hoisted out of the loops
+                if (RELOAD) asm volatile("" : "+r"(z));
+                Real re = 0, im = 0;
+#pragma unroll
+                for (int j = 0; j < DIM; ++j) cfma(re, im, ut[z + j * DIM + (row | h << DL)], g[j].x, g[j].y);
+                state[base[q] + hoff[h]] = cplx<Real>{re, im};
             }
-            state[((r0 + q) << 5) + lane] = cplx<Real>{re, im};
         }
     }
 }
