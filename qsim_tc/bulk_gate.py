@@ -4,10 +4,12 @@ One thread per block (or a copy warp of its own, ``apply_bulk_ws``) moves whole 
 amplitudes between global and shared memory with ``cp.async.bulk`` (S stages deep, completing
 on mbarriers), and the block multiplies the chunk's groups in shared memory. A chunk holds whole
 groups at any target positions: it is 2^h contiguous segments, one per combination of the h
-targets that lie above the segment, the other targets inside it (:func:`chunk_layout`). It is
-the default where low and high targets mix, which per-thread loads cannot serve coalesced (the
-tiled kernel took 2.59-3.34 ms there at 28 qubits, complex128; this one 2.27-2.31), except for
-complex128 gates of 3 targets, which the widened DMMA kernel serves faster.
+targets that lie above the segment, the other targets inside it (:func:`chunk_layout`). It was
+the default where low and high targets mix (the tiled kernel took 2.59-3.34 ms there at 28
+qubits, complex128; this one 2.27-2.31) until the lanes kernel learned high targets (2.12-2.21
+ms at d = 2, benchmarks/results/tune_lanes_high_h200.json); it is no longer in the default
+policy and is kept, tested, as the tuner's point of comparison (benchmarks/tune_small_gate.py
+--only bulk, --only lanes_high).
 """
 
 from __future__ import annotations

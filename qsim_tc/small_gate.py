@@ -6,13 +6,16 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
 
 * ``apply_direct``: thread = group of 2^d amplitudes gathered straight from global memory.
   Coalesced when the lowest target is at bit 3 or above (neighbouring groups are neighbours).
-* ``apply_lanes``: targets all below bit 5 (d <= 3): each lane of a warp loads one of 32
-  consecutive amplitudes and gathers the rest of its group from neighbouring lanes by shuffles.
+* ``apply_lanes``: targets below bit 5 (d <= 3), and up to two more at bit 5 or above: each
+  lane of a warp loads one of 32 consecutive amplitudes of every combination of the high
+  targets and gathers the rest of its group from neighbouring lanes by shuffles. The default for
+  one target below bit 5, and for 2 (complex64: 2, 3) targets with low and high ones mixed.
 * ``apply_lanes_smem``: the same targets, staged through a per-warp shared-memory buffer: a warp
   loads 32 x ROUNDS consecutive amplitudes, each lane multiplies whole groups read from the
   buffer, the warp stores the window back. The default for 2 and 3 targets below bit 5.
 * ``apply_bulk`` (bulk_gate.py): chunks moved by the bulk copy engine and multiplied in shared
-  memory; the default for the remaining layouts of 2, 3 targets (low and high targets mixed).
+  memory, at any target positions; no longer in the default policy (the lanes kernel serves the
+  mixed layouts faster), kept as the tuner's point of comparison.
 * ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts of 4
   targets with a target among the low bits.
 * ``apply_dmma``: complex128 gates of 4..6 qubits on the FP64 tensor cores (``mma.sync`` f64),
@@ -89,7 +92,7 @@ class LanesConfig(NamedTuple):
 # (bulk-copy kernel 2.25-2.36, widened DMMA 2.23-2.34, cuStateVec 2.05-2.11); complex64 d = 2
 # 1.07-1.10 ms (bulk 1.15-1.19, cuStateVec 1.03-1.04), d = 3 1.11-1.17 (bulk 1.17-1.29,
 # cuStateVec 1.03-1.07). Complex128 d = 3 keeps the widened DMMA kernel (2.13-2.34 ms against
-# 2.24-2.36 here).
+# 2.22-2.35 here).
 LANES_HIGH = {("double", 2, 1): LanesConfig(8, 1, True), ("double", 3, 1): LanesConfig(8, 1, True, 16),
               ("double", 3, 2): LanesConfig(1, 1, True, 16), ("float", 2, 1): LanesConfig(4),
               ("float", 3, 1): LanesConfig(8, 2), ("float", 3, 2): LanesConfig(8, 1, True, 16)}
@@ -607,11 +610,6 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
         return apply_dmma_gpu  # low targets, complex128: 2.1-2.3 ms against tiled 2.4-4.1, rotating GEMM 2.4
     if d == 4 and list(positions) == [0, 1, 2, 3]:
         return None  # complex64: the rotating bottom GEMM is faster here (measured)
-    if d == 3 and dmma4:  # spread complex128 targets: 2.21-2.33 ms against the bulk kernel's 2.30-2.38
+    if d == 3 and dmma4:  # spread complex128 targets: 2.13-2.34 ms against the lanes kernel's 2.22-2.35
         return apply_dmma_widened_gpu
-    from qsim_tc.bulk_gate import BULK_CONFIG, apply_bulk_gpu, fits_bulk  # noqa: PLC0415 - it imports this module
-
-    cfg = BULK_CONFIG.get((_real(itemsize), d))
-    if cfg is not None and fits_bulk(n_qubits, positions, cfg.chunk_log):
-        return apply_bulk_gpu  # mixed low and high targets: 2.27-2.31 ms against tiled 2.59-3.34 (complex128)
     return apply_tiled_gpu
