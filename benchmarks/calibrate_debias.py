@@ -15,6 +15,15 @@ brickworks from -8.8e-8 to -5.7e-9 (native CGEMM -5.5e-9) but pushed a 20-qubit 
 +3e-8: a per-format constant cannot fit every k; a k-dependent model is needed.
 
     python benchmarks/calibrate_debias.py --json benchmarks/results/debias_calibration.json
+
+``--gates`` measures whole gates through ``gemm.matmul`` (the CPU emulation, bit for bit the
+mma.sync fused kernel) instead: the relative change of the norm a gate gives a random dense state,
+against the exact product of the same hi/lo parts (the accumulation's bias, debias on), for
+d = 1..6 in the bottom and batched orientations; the same gate by gate along a brickwork started
+from |0...0> (whose first layer acts on basis states); and the per-gate norm scatter that the
+gate's own 22-bit representation (hi + lo 2^-11) gives, beside complex64 rounding's:
+
+    python benchmarks/calibrate_debias.py --gates --json benchmarks/results/debias_gates_cpu.json
 """
 
 from __future__ import annotations
@@ -56,11 +65,106 @@ def fitted_beta(fmt: str, d: int, rows: int, kind: str, rng) -> float:
     return float(((exact - a64) * a64).sum() / (a64 * a64).sum())
 
 
+def effective(x: np.ndarray, fmt: str, scale: int = 0) -> np.ndarray:
+    """The value the error-corrected product sees of complex64 ``x``: hi + lo 2^-11 of its real and
+    imaginary parts (at FP16's power-of-two scaling ``scale``), in complex128."""
+    def part(p):
+        hi, lo = ts.split(np.ascontiguousarray(p, np.float32), fmt, scale)
+        return (hi.astype(np.float64) + lo.astype(np.float64) * 2.0**-ts.LO_SHIFT) * 2.0**-scale
+    return part(x.real) + 1j * part(x.imag)
+
+
+def gate_bias(method: str, fmt: str, d: int, orient: str, n: int, trials: int, rng) -> tuple[float, float]:
+    """Mean and standard error of ||out||^2 / ||exact product of the hi/lo parts||^2 - 1 over
+    random dense states of ``n`` qubits and Haar gates."""
+    import gemm  # noqa: PLC0415
+
+    dim, vals = 1 << d, []
+    for _ in range(trials):
+        psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+        psi = (psi / np.linalg.norm(psi)).astype(np.complex64)
+        u = haar_unitary(dim, rng).astype(np.complex64)
+        a, b = (psi.reshape(-1, dim), np.ascontiguousarray(u.T)) if orient == "bottom" else \
+            (u, psi.reshape(-1, dim, 8))
+        c, rep = gemm.matmul(a, b, method=method, return_report=True)
+        sa, sb = rep.choices.get("fp16_scale_exp", (0, 0))
+        ref = effective(a, fmt, sa) @ effective(b, fmt, sb)
+        vals.append(np.sum(np.abs(np.asarray(c, np.complex128)) ** 2) / np.sum(np.abs(ref) ** 2) - 1)
+    v = np.array(vals)
+    return float(v.mean()), float(v.std() / np.sqrt(len(v)))
+
+
+def brickwork_gates(method: str, fmt: str, n: int, d: int, seed: int) -> list[dict]:
+    """Gate by gate along brickwork(n, d, 10, seed) from |0...0>: the same relative norm change,
+    and how many amplitudes of the input are nonzero."""
+    from circuits import brickwork  # noqa: PLC0415
+    from qsim_tc import StateVector  # noqa: PLC0415
+
+    sv = StateVector(n, dtype=np.complex64, device="cpu")
+    out = []
+    for i, g in enumerate(brickwork(n, d, 10, seed=seed).gates):
+        psi = sv.to_numpy().astype(np.complex128)
+        q, k = list(g.qubits), len(g.qubits)
+        axes = [n - 1 - x for x in reversed(q)]
+        ue = effective(np.asarray(g.matrix).astype(np.complex64), fmt).reshape((2,) * (2 * k))
+        ref = np.moveaxis(np.tensordot(ue, psi.reshape((2,) * n), axes=(list(range(k, 2 * k)), axes)),
+                          list(range(k)), axes).reshape(-1)
+        nonzero = int(np.count_nonzero(psi))
+        sv.apply(g.matrix, g.qubits, method=method)
+        got = sv.to_numpy().astype(np.complex128)
+        out.append({"gate": i, "nonzero_in": nonzero,
+                    "rel_norm2_change": float(np.sum(np.abs(got) ** 2) / np.sum(np.abs(ref) ** 2) - 1)})
+    return out
+
+
+def representation_scatter(fmt: str, d: int, n: int, trials: int, rng) -> dict:
+    """Per-gate norm change from the gate's representation alone: hi + lo 2^-11 against the
+    complex64 gate, and the complex64 gate against the exact one (native CGEMM's share)."""
+    dim, rep, c64 = 1 << d, [], []
+    for _ in range(trials):
+        psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+        s = (psi / np.linalg.norm(psi)).reshape(-1, dim)
+        u = haar_unitary(dim, rng)
+        uc = u.astype(np.complex64)
+        norm2 = [np.sum(np.abs(s @ m.T) ** 2) for m in (effective(uc, fmt), uc.astype(np.complex128), u)]
+        rep.append(norm2[0] - norm2[1])
+        c64.append(norm2[1] - norm2[2])
+    return {"split_std": float(np.std(rep)), "complex64_std": float(np.std(c64))}
+
+
+def gates_main(args):
+    rng = np.random.default_rng(0)
+    out = {"command": " ".join(sys.argv), "model_beta": ts.debias_beta(1), "dense": [], "brickwork": {},
+           "representation": {}}
+    for method, fmt in (("tf32tf32", "tf32"), ("halfhalf", "fp16")):
+        for d in range(1, 7):
+            for orient in ("bottom", "batched"):
+                m, se = gate_bias(method, fmt, d, orient, 12, args.trials, rng)
+                out["dense"].append({"method": method, "d": d, "k_real": 2 << d, "orientation": orient,
+                                     "rel_norm2_change": m, "stderr": se})
+                print(f"{method} d={d} k={2 << d:3d} {orient:8s} norm^2 change {m:+.2e} +- {se:.1e}", flush=True)
+        rows = brickwork_gates(method, fmt, 16, 4, 0)
+        out["brickwork"][method] = rows
+        first = [r["rel_norm2_change"] for r in rows[:4]]
+        rest = np.array([r["rel_norm2_change"] for r in rows[8:]])
+        print(f"{method} brickwork 16q d=4: first layer {np.round(first, 10).tolist()}, gates 8..: "
+              f"{rest.mean():+.2e} +- {rest.std() / np.sqrt(len(rest)):.1e} per gate", flush=True)
+        out["representation"][fmt] = {d: representation_scatter(fmt, d, 12, args.trials, rng) for d in (2, 4)}
+        print(f"{fmt} per-gate norm scatter from the split gate / from complex64 rounding:",
+              out["representation"][fmt], flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, default=256)
+    p.add_argument("--gates", action="store_true", help="whole gates through the CPU emulation (see above)")
+    p.add_argument("--trials", type=int, default=60, help="--gates: random states and gates per case")
     p.add_argument("--json")
     args = p.parse_args()
+    if args.gates:
+        return gates_main(args)
     rng = np.random.default_rng(0)
     model = ts.debias_beta(1)
     rows = []
