@@ -202,7 +202,6 @@ def _module(device_id: int):
     names = [_tiled_name(t, d) for t in ("double", "float") for d in CONFIG]
     names += [_direct_name(t, d) for t, d in DIRECT]
     names += [_lanes_name(t, d) for t, d in LANES]
-    names += [lanes_name(t, d, dh, *LANES_HIGH[t, d, dh].kernel) for t, d, dh in LANES_HIGH]
     names += [dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG]
     return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
 
@@ -243,11 +242,16 @@ def lanes_name(real: str, d: int, dh: int, rpt: int, min_blocks: int = 1, reload
 
 
 @functools.lru_cache(maxsize=None)
-def _lanes_high_module(device_id: int):
+def _lanes_high_module(device_id: int, tuning: bool = False):
+    """The lanes kernels with high targets: the configured ones, or (``tuning``) every variant.
+    A module of their own, so that circuits without mixed layouts never compile them."""
     import cupy  # noqa: PLC0415
 
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
-    names = [lanes_name(t, d, dh, *v) for (t, d, dh), vs in LANES_HIGH_VARIANTS.items() for v in vs]
+    if tuning:
+        names = [lanes_name(t, d, dh, *v) for (t, d, dh), vs in LANES_HIGH_VARIANTS.items() for v in vs]
+    else:
+        names = [lanes_name(t, d, dh, *cfg.kernel) for (t, d, dh), cfg in LANES_HIGH.items()]
     return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
 
 
@@ -456,9 +460,9 @@ def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: 
     elif dh > 0 and fits_lanes_high(n_qubits, positions, config and config.rpt):
         cfg = config or LANES_HIGH[real, d, dh]
         if cfg.kernel == LANES_HIGH[real, d, dh].kernel:
-            kern = _module(dev).get_function(lanes_name(real, d, dh, *cfg.kernel))
-        elif cfg.kernel in LANES_HIGH_VARIANTS[real, d, dh]:
             kern = _lanes_high_module(dev).get_function(lanes_name(real, d, dh, *cfg.kernel))
+        elif cfg.kernel in LANES_HIGH_VARIANTS[real, d, dh]:
+            kern = _lanes_high_module(dev, True).get_function(lanes_name(real, d, dh, *cfg.kernel))
         else:
             raise ValueError(f"config {cfg} names no compiled apply_lanes kernel for {real}, d={d}, {dh} "
                              "targets at bit 5 or above (see LANES_HIGH_VARIANTS)")
