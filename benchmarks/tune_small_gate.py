@@ -288,7 +288,8 @@ def main():
                 if peer is not None:
                     variants.append(("custatevec", mid, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
                 # the default DMMA variant against the engine's other paths where targets sit low
-                for where, pos in (("bottom", bot), ("mixed", [0, 2, 4, 7, 9, 11][:d])):
+                for where, pos in (("bottom", bot), ("mixed", [0, 2, 4, 7, 9, 11][:d]), ("middle", mid),
+                                   ("upper", list(range(args.qubits - 8, args.qubits - 8 + d)))):
                     variants.append((f"dmma default {where}", pos,
                                      lambda st, nn, pos: apply_dmma_gpu(st, nn, u_h, pos)))
                     one_pass = DMMA_CONFIG[d]._replace(blocks_per_sm=ONE_PASS)
