@@ -59,8 +59,8 @@ LOW_PLACEMENTS = {1: ([0], [1], [2]), 2: ([0, 1], [1, 3], [2, 4]), 3: ([0, 1, 2]
 
 def MIXED_PLACEMENTS(n: int) -> dict:  # noqa: N802 - a table, by the size of the state
     """Low targets (below bit 3, so not the direct kernel's) with targets at bit 5 or above."""
-    return {2: ([0, 14], [1, 20], [2, n - 1], [0, 5]),
-            3: ([0, 14, n - 1], [0, 5, 9], [1, 2, 20], [0, 4, n - 1], [2, 14, 15])}
+    return {2: ([0, 14], [1, n - 8], [2, n - 1], [0, 5]),
+            3: ([0, 14, n - 1], [0, 5, 9], [1, 2, n - 8], [0, 4, n - 1], [2, 14, 15])}
 
 
 def grid_label(per_sm: int) -> str:
@@ -289,7 +289,7 @@ def main():
                     variants.append(("custatevec", mid, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
                 # the default DMMA variant against the engine's other paths where targets sit low
                 for where, pos in (("bottom", bot), ("mixed", [0, 2, 4, 7, 9, 11][:d]), ("middle", mid),
-                                   ("upper", list(range(args.qubits - 8, args.qubits - 8 + d)))):
+                                   ("upper", list(range(args.qubits - 3 - d, args.qubits - 3)))):
                     variants.append((f"dmma default {where}", pos,
                                      lambda st, nn, pos: apply_dmma_gpu(st, nn, u_h, pos)))
                     one_pass = DMMA_CONFIG[d]._replace(blocks_per_sm=ONE_PASS)

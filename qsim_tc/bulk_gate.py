@@ -6,7 +6,7 @@ on mbarriers), and the block multiplies the chunk's groups in shared memory. A c
 groups at any target positions: it is 2^h contiguous segments, one per combination of the h
 targets that lie above the segment, the other targets inside it (:func:`chunk_layout`). It was
 the default where low and high targets mix (the tiled kernel took 2.59-3.34 ms there at 28
-qubits, complex128; this one 2.27-2.31) until the lanes kernel learned high targets (2.12-2.21
+qubits, complex128; this one 2.27-2.31) until the lanes kernel learned high targets (2.12-2.31
 ms at d = 2, benchmarks/results/tune_lanes_high_h200.json); it is no longer in the default
 policy and is kept, tested, as the tuner's point of comparison (benchmarks/tune_small_gate.py
 --only bulk, --only lanes_high).
@@ -109,8 +109,8 @@ def bulk_name(real: str, d: int, cfg: BulkConfig) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _module(device_id: int, tuning: bool):
-    """The defaults' kernels (what the engine launches), or every tuning variant: compiled apart, so
-    that the engine's first mixed-placement gate does not wait for the whole tuning set."""
+    """The configured kernels (BULK_CONFIG), or every tuning variant: compiled apart, so that a call
+    with the configured kernel does not wait for the whole tuning set."""
     import cupy  # noqa: PLC0415
 
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()

@@ -87,12 +87,12 @@ class LanesConfig(NamedTuple):
 
 
 # lanes kernel with DH of the targets at bit 5 or above (low and high targets mixed):
-# (real type, d, DH) -> LanesConfig, from two rounds on two H200s at 28 qubits, at 4-5 mixed
-# placements each (benchmarks/results/tune_lanes_high_h200.json): complex128 d = 2 2.12-2.21 ms
-# (bulk-copy kernel 2.25-2.36, widened DMMA 2.23-2.34, cuStateVec 2.05-2.11); complex64 d = 2
-# 1.07-1.10 ms (bulk 1.15-1.19, cuStateVec 1.03-1.04), d = 3 1.11-1.17 (bulk 1.17-1.29,
-# cuStateVec 1.03-1.07). Complex128 d = 3 keeps the widened DMMA kernel (2.13-2.34 ms against
-# 2.22-2.35 here).
+# (real type, d, DH) -> LanesConfig, from rounds on three H200 instances at 28 qubits, at 4-5
+# mixed placements each (benchmarks/results/tune_lanes_high_h200.json, tune_lanes_xor_h200.json);
+# these configurations measured complex128 d = 2 2.12-2.31 ms (bulk-copy kernel 2.25-2.36,
+# widened DMMA 2.23-2.35, cuStateVec 2.05-2.12); complex64 d = 2 1.07-1.12 ms (bulk 1.15-1.19,
+# cuStateVec 1.03-1.04), d = 3 1.11-1.18 (bulk 1.17-1.29, cuStateVec 1.03-1.07). Complex128
+# d = 3 keeps the widened DMMA kernel (2.13-2.34 ms against 2.22-2.35 here).
 LANES_HIGH = {("double", 2, 1): LanesConfig(8, 1, True), ("double", 3, 1): LanesConfig(8, 1, True, 16),
               ("double", 3, 2): LanesConfig(1, 1, True, 16), ("float", 2, 1): LanesConfig(4),
               ("float", 3, 1): LanesConfig(8, 2), ("float", 3, 2): LanesConfig(8, 1, True, 16)}
@@ -412,10 +412,12 @@ def high_targets(positions) -> int:
 
 def fits_lanes_high(n_qubits: int, positions, rpt: int | None = None) -> bool:
     """True when the lanes kernel with high targets serves these sorted ``positions``: 2 or 3
-    targets, some below bit 5 and some at or above it, and a state of at least ``rpt`` (default:
-    the configured) windows of 32 x 2^DH amplitudes."""
+    distinct targets on the state, some below bit 5 and some at or above it, and a state of at
+    least ``rpt`` (default: the largest configured) windows of 32 x 2^DH amplitudes."""
     d, dh = len(positions), high_targets(positions)
     if not any(k[1:] == (d, dh) for k in LANES_HIGH) or list(positions) != sorted(set(positions)):
+        return False
+    if positions[0] < 0 or positions[-1] >= n_qubits:
         return False
     rpt = rpt or max(LANES_HIGH[t, d, dh].rpt for t in ("double", "float"))
     return n_qubits >= LANES_MAX_BIT + dh + (rpt - 1).bit_length()
@@ -454,7 +456,8 @@ def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: 
     d, dh = len(positions), high_targets(positions)
     real = _real(data.dtype.itemsize)
     dev = cupy.cuda.Device().id
-    if dh == 0 and fits_lanes(positions) and config is None:
+    low = dh == 0 and fits_lanes(positions) and len(set(positions)) == d and min(positions) >= 0
+    if low and config is None and (1 << n_qubits) >> LANES_MAX_BIT >= LANES[real, d][0]:
         rpt, per_sm = LANES[real, d]
         kern = _module(dev).get_function(_lanes_name(real, d))
     elif dh > 0 and fits_lanes_high(n_qubits, positions, config and config.rpt):
@@ -468,9 +471,14 @@ def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: 
                              "targets at bit 5 or above (see LANES_HIGH_VARIANTS)")
         rpt, per_sm = cfg.rpt, cfg.blocks_per_sm
     else:
-        raise ValueError(f"apply_lanes takes 1..3 targets below bit {LANES_MAX_BIT}, or 2..3 sorted targets with "
-                         f"some at or above it, on a state of enough windows (got targets {list(positions)}, "
-                         f"{n_qubits} qubits, config {config})")
+        rpt_needed = (config.rpt if config else max(c.rpt for c in LANES_HIGH.values()))
+        raise ValueError(
+            f"apply_lanes takes positions of 1..3 distinct targets below bit {LANES_MAX_BIT} on a state of at least "
+            f"{LANES_MAX_BIT} + log2(rpt) qubits (rpt: LANES), or of 2..3 targets in ascending order with at least "
+            f"one below bit {LANES_MAX_BIT}, one at or above it and all below n_qubits, on a state of at least "
+            f"{LANES_MAX_BIT} + DH + log2(rpt) qubits (DH: the targets at or above bit {LANES_MAX_BIT}; rpt "
+            f"{rpt_needed}); a config is taken only with targets at or above bit {LANES_MAX_BIT} "
+            f"(got positions {list(positions)}, n_qubits {n_qubits}, config {config})")
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     n_windows = (1 << n_qubits) >> (LANES_MAX_BIT + dh)
     grid = launch_blocks(-(-max(1, n_windows // rpt) // 8), per_sm)  # 8 warps per block

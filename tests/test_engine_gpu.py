@@ -270,9 +270,12 @@ def test_lanes_high_kernel_matches_cpu(cp, rng, dtype, tol):
             check(18, qs, LanesConfig(*v, blocks_per_sm=1))  # one block per SM: every warp loops
     psi = cp.asarray(random_psi(9, rng).astype(dtype))
     before = psi.copy()
-    for qs in ([5, 0], [5, 7], [7]):
-        with pytest.raises(ValueError, match="targets"):
+    for qs in ([5, 0], [5, 7], [7], [0, 12], [0, 0]):  # unsorted, none low, beyond the state, repeated
+        with pytest.raises(ValueError, match="positions"):
             apply_lanes_gpu(psi, 9, haar_unitary(1 << len(qs), rng), qs)
+    small = cp.asarray(random_psi(5, rng).astype(dtype))
+    with pytest.raises(ValueError, match="n_qubits 5"):  # one window, fewer than the configured rpt
+        apply_lanes_gpu(small, 5, haar_unitary(2, rng), [0])
     with pytest.raises(ValueError, match="no compiled"):
         apply_lanes_gpu(psi, 9, haar_unitary(4, rng), [0, 5], LanesConfig(2, 4))
     assert bool((psi == before).all())
