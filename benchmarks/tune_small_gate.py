@@ -159,6 +159,17 @@ def main():
                                 lambda st, nn, pos, gm=gm: run_tiled(st, nn, u, pos, gm)))
         return out
 
+    def beside(at, pos, u_h, widened=False):
+        """The points of comparison at one placement: the widened DMMA kernel (``widened``), the
+        engine's default policy and cuStateVec."""
+        out = []
+        if widened:
+            out.append((f"dmma-widened {at}", pos, lambda st, nn, pos: apply_dmma_widened_gpu(st, nn, u_h, pos)))
+        out.append((f"engine {at}", pos, engine_apply(u_h)))
+        if peer is not None:
+            out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
+        return out
+
     def lanes_smem_variants(d, dtype, u_h):
         """apply_lanes_smem in every compiled variant (one pass and a persistent grid) at each of
         LOW_PLACEMENTS[d], and beside it the lanes kernel (the engine's configuration), the direct
@@ -177,9 +188,7 @@ def main():
             out.append((f"lanes default {at}", pos, lambda st, nn, pos: apply_lanes_gpu(st, nn, u_h, pos)))
             out.append((f"direct-bottom g1 {grid_label(ONE_PASS)} {at}", pos,
                         lambda st, nn, pos: run_direct(st, nn, u, pos, 1, ONE_PASS)))
-            out.append((f"engine {at}", pos, engine_apply(u_h)))
-            if peer is not None:
-                out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
+            out += beside(at, pos, u_h)
         return out
 
     def bulk_variants(d, dtype, u_h):
@@ -194,11 +203,7 @@ def main():
                 out.append((f"bulk{' ws' if cfg.ws else ''} c{cfg.chunk_log} s{cfg.stages} b{cfg.blocks_per_sm}"
                             f" l{cfg.lag} {at}", pos,
                             lambda st, nn, pos, cfg=cfg: apply_bulk_gpu(st, nn, u_h, pos, cfg)))
-            if dtype == np.complex128:
-                out.append((f"dmma-widened {at}", pos, lambda st, nn, pos: apply_dmma_widened_gpu(st, nn, u_h, pos)))
-            out.append((f"engine {at}", pos, engine_apply(u_h)))
-            if peer is not None:
-                out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
+            out += beside(at, pos, u_h, widened=dtype == np.complex128)
         return out
 
     def lanes_high_variants(d, dtype, u_h):
@@ -216,11 +221,7 @@ def main():
                     out.append((f"lanes_high r{r} mb{mb}{' reload' if reload else ''} {grid_label(per_sm)} {at}", pos,
                                 lambda st, nn, pos, cfg=cfg: apply_lanes_gpu(st, nn, u_h, pos, cfg)))
             out.append((f"bulk default {at}", pos, lambda st, nn, pos: apply_bulk_gpu(st, nn, u_h, pos)))
-            if dtype == np.complex128:
-                out.append((f"dmma-widened {at}", pos, lambda st, nn, pos: apply_dmma_widened_gpu(st, nn, u_h, pos)))
-            out.append((f"engine {at}", pos, engine_apply(u_h)))
-            if peer is not None:
-                out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
+            out += beside(at, pos, u_h, widened=dtype == np.complex128)
         return out
 
     engines = {}
