@@ -19,10 +19,10 @@
 //           3: error-corrected, hybrid: the hi*hi part as in mode 0; lo*hi + hi*lo come computed
 //              (by cuBLAS) in `ccor` and are added in the epilogue, as mode 0 adds its accumulator
 //   BM, BN, WARPS_M, WARPS_N, STAGES: tile configuration
-//   DEBIAS, DEBIAS_SCALE: add back the expected truncation loss (3/8 ulp) of the
-//           hi*hi results: 1: from each result's exponent, in the k loop (3 instructions per
-//           output and k-step); 2: beta * (hi*hi sum) once in the epilogue, beta from the mean
-//           of 2^e/|x| over significands (gemm/tcec_split.py debias_beta); 0: off
+//   DEBIAS: add back the expected truncation loss of the hi*hi results: 1: from each result's
+//           exponent, where it is not exact, times the argument debias_beta, in the k loop;
+//           2: debias_beta * (hi*hi sum) once in the epilogue (gemm/tcec_split.py debias_beta,
+//           hybrid_debias_beta); 0: off
 //   HH_CHAIN 1 or 2 (see MODE 0); MINB: blocks per SM for the register allocator
 //
 // Shared-memory words are 32 bits: one TF32 value or two FP16 values along k. A k-step of the
@@ -76,9 +76,6 @@
 #endif
 #if MODE == 3 && DEBIAS == 1
 #error "MODE 3 (hybrid) has no correction accumulator in the k loop: DEBIAS 0 or 2"
-#endif
-#ifndef DEBIAS_SCALE
-#define DEBIAS_SCALE 0x1.8p-13f   // 3/8 ulp = 2^e * 3/8 * 2^-23, times 2^11 (correction scale)
 #endif
 
 typedef unsigned int u32;
@@ -582,13 +579,16 @@ tcec_gemm(const u32* __restrict__ a_hi, const u32* __restrict__ a_lo, const u32*
                 for (int q = 0; q < 4; ++q) {
                     acc[i][j][q] = __fadd_rn(acc[i][j][q], __fadd_rn(p0[q], p1[q]));
 #if DEBIAS == 1
-                    // the tensor core truncates: on average a result x lost sign(x) * 3/8 ulp(x)
-                    // (terms cut 2 bits below the last bit, then the sum truncated). Add it back
-                    // through the correction accumulator, scaled by 2^11 there, so that it is
-                    // not rounded away.
-                    cor[i][j][q] = __fmaf_rn(__uint_as_float(__float_as_uint(p0[q]) & 0xff800000u), DEBIAS_SCALE,
+                    // the tensor core truncates: a result x that is not exact lost on average
+                    // sign(x) F ulp(x) (terms cut 2 bits below the last bit, then the sum
+                    // truncated). One whose lowest two significand bits are zero may be a single
+                    // product, exact: it gets nothing. Added back through the correction
+                    // accumulator, scaled by 2^11 there (debias_beta = F 2^-12), so that it is not
+                    // rounded away (gemm/tcec_split.py PRODUCT_DEBIAS_FRACTION).
+                    const u32 b0 = __float_as_uint(p0[q]), b1 = __float_as_uint(p1[q]);
+                    cor[i][j][q] = __fmaf_rn(__uint_as_float((b0 & 3u) ? (b0 & 0xff800000u) : 0u), debias_beta,
                                              cor[i][j][q]);
-                    cor[i][j][q] = __fmaf_rn(__uint_as_float(__float_as_uint(p1[q]) & 0xff800000u), DEBIAS_SCALE,
+                    cor[i][j][q] = __fmaf_rn(__uint_as_float((b1 & 3u) ? (b1 & 0xff800000u) : 0u), debias_beta,
                                              cor[i][j][q]);
 #endif
                 }

@@ -29,7 +29,7 @@ import numpy as np
 
 from gemm import tcec_split as ts
 from gemm.tcec import PRODUCT_KERNELS
-from gemm.tcec_split import DEBIAS_FRACTION, LO_SHIFT, pow2
+from gemm.tcec_split import LO_SHIFT, pow2
 
 # name -> (BM, BN, WARPS_M, WARPS_N, STAGES); chosen per shape class by tile_config()
 TILES = {
@@ -152,7 +152,8 @@ def mma_kernel(device_id: int, fmt: str, mode: str, tile: str, debias: bool = Tr
     """The mma.sync product kernel of one configuration (``mode``: a scheme, or "ec-hybrid"),
     compiled once per process and device; the accumulation constants are read from
     ``gemm.tcec_split`` (the CPU emulation uses the same)."""
-    return _compiled(device_id, fmt, mode, tile, debias, ts.HH_CHAIN, ts.DEBIAS_MODE)
+    # the hybrid has no correction accumulator in its k loop: its debias is the epilogue's
+    return _compiled(device_id, fmt, mode, tile, debias, ts.HH_CHAIN, ts.DEBIAS_MODE if mode == "ec" else "epilogue")
 
 
 @functools.lru_cache(maxsize=None)
@@ -172,8 +173,7 @@ def _options(fmt: str, mode: str, tile: str, debias: bool, chain: int, debias_mo
     debias_id = 0 if not debias else (1 if debias_mode == "product" else 2)
     return ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", f"-DMODE={MODES[mode]}", f"-DBM={bm}", f"-DBN={bn}",
             f"-DWARPS_M={wm}", f"-DWARPS_N={wn}", f"-DSTAGES={stages}", f"-DMINB={minb}",
-            f"-DHH_CHAIN={chain}", f"-DDEBIAS={debias_id}",
-            f"-DDEBIAS_SCALE={(DEBIAS_FRACTION * 2.0**-12).hex()}f")
+            f"-DHH_CHAIN={chain}", f"-DDEBIAS={debias_id}")
 
 
 def wgmma_supported() -> bool:
@@ -188,8 +188,7 @@ def use_wgmma(product_kernel: str, tile: str, mode: str) -> bool:
     if product_kernel not in PRODUCT_KERNELS:
         raise ValueError(f"product_kernel={product_kernel!r} is not valid; expected one of "
                          f"{', '.join(PRODUCT_KERNELS)}")
-    # the fused error-corrected product adds the debias in its epilogue only
-    applies = tile == WG_TILE and mode in WG_MODES and not (mode == "ec" and ts.DEBIAS_MODE == "product")
+    applies = tile == WG_TILE and mode in WG_MODES  # its error-corrected product debiases in the epilogue
     if product_kernel == "wgmma":
         if not applies:
             raise ValueError(f"product_kernel='wgmma' serves the plain and the error-corrected products (debias "
@@ -415,9 +414,8 @@ def use_hybrid(scheme: str, ec_product: str, m_p: int, n_p: int, batch: int, out
     """Whether the corrections go to cuBLAS: asked for, and the padded buffer stays near the size
     of the output. Products with few real columns padded to a wide tile, or many small batches,
     would need a buffer many times the state (1-qubit gates in the batched orientation: 64x); those
-    take the fused kernel. Also fused: per-product debias (the kernel adds it in the k loop) and
-    dimensions beyond cuBLAS's int32."""
-    return (scheme == "ec" and ec_product == "hybrid" and ts.DEBIAS_MODE != "product"
+    take the fused kernel. Also fused: dimensions beyond cuBLAS's int32."""
+    return (scheme == "ec" and ec_product == "hybrid"
             and max(m_p, n_p) < 2**31 and batch * m_p * n_p <= HYBRID_MAX_EXTRA * max(out_floats, 1))
 
 
@@ -526,7 +524,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     if wg:
         cfg_name = wg_config(n_p, mode)
         cfg = WG_CONFIGS[cfg_name]
-        gemm_k = _wg_kernel(cp.cuda.Device().id, fmt, mode, debias, cfg, ts.DEBIAS_MODE)
+        gemm_k = _wg_kernel(cp.cuda.Device().id, fmt, mode, debias, cfg, "epilogue")
         nthreads, smem = cfg.threads, cfg.smem_bytes
         bn = cfg.bn
         tiles_n = n_p // bn
@@ -535,11 +533,18 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
         nthreads, smem = wm * wn * 32, smem_bytes(tile, mode)
         tiles_n = n_p // bn
     tiles_m = m_p // bm
-    # epilogue debias: beta * 2^11 (it goes through the correction); calibrated on circuits for the
-    # hi*hi products added one by one (the hybrid, the fused wgmma product), else the model's
+    # debias, times 2^11 (it goes through the correction): the epilogue's beta, calibrated on
+    # circuits for the hi*hi products added one by one (the hybrid, the fused wgmma product); the
+    # mma.sync fused product's per-product scale (or the model's beta in its epilogue mode)
     chain = cfg.chain if wg else ts.HH_CHAIN
-    calibrated = mode == "ec-hybrid" or (wg and mode == "ec")
-    beta = ts.hybrid_debias_beta(fmt, plan.k, chain) if calibrated else ts.debias_beta(chain)
+    epilogue_only = mode == "ec-hybrid" or (wg and mode == "ec")
+    per_product = not epilogue_only and ts.DEBIAS_MODE == "product"
+    if epilogue_only:
+        beta = ts.hybrid_debias_beta(fmt, plan.k, chain)
+    elif per_product:
+        beta = float(ts.product_debias_scale(fmt, plan.k)) * 2.0**-LO_SHIFT
+    else:
+        beta = ts.debias_beta(chain)
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
     c = cp.empty(ops.out_shape, out_dtype)
     sa = m_p * kw if plan.a.batch > 1 else 0
@@ -581,7 +586,9 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     report.choices["form"] = plan.form
     report.choices["tile"] = f"{tile} {bm}x{bn}"
     report.choices["product_kernel"] = f"wgmma {cfg_name}" if wg else "mma.sync"
-    if scheme == "ec" and debias and ts.DEBIAS_MODE == "epilogue":
+    if scheme == "ec" and debias and per_product:
+        report.choices["debias_fraction"] = ts.product_debias_fraction(fmt, plan.k)
+    elif scheme == "ec" and debias:
         report.choices["debias_beta"] = float(np.float32(beta * 2.0**LO_SHIFT)) * 2.0**-LO_SHIFT
     if scheme == "ec":
         report.choices["ec_product"] = "hybrid" if hybrid else "fused"

@@ -16,10 +16,11 @@
     by the tensor core); two of them added together and then to an FP32 accumulator with
     round-to-nearest (pairing halves the number of additions into the accumulator;
     :data:`HH_CHAIN` = 2 sums the pair inside the tensor core instead); with ``debias``, the
-    expected truncation loss, ``sign(x) 3/8 ulp(x)`` per result (:data:`DEBIAS_FRACTION`), goes
-    to the correction accumulator, scaled by 2^11 there, so that it is not rounded away: per
-    result (:data:`DEBIAS_MODE` "product") or, by default, once at the end as
-    ``debias_beta() * acc`` ("epilogue"). Without that step every product loses on average 3/8 of an
+    expected truncation loss goes to the correction accumulator, scaled by 2^11 there, so that it
+    is not rounded away: by default per result, ``sign(x) F ulp(x)`` for the results that are not
+    exact (:data:`DEBIAS_MODE` "product", :data:`PRODUCT_DEBIAS_FRACTION`), or once at the end as
+    ``debias_beta() * acc`` ("epilogue", the 3/8-ulp model of :data:`DEBIAS_FRACTION`). Without
+    that step every product loses on average 3/8 of an
     ulp toward zero, a bias that a circuit of many gates turns into a steady loss of norm
     (measured on brickwork circuits: norm drift ~1e-7..1e-6 without, ~1e-9 with, as native
     CGEMM). lo*hi and hi*lo are accumulated on the tensor core in a second FP32 accumulator,
@@ -189,11 +190,15 @@ def _rz(s: np.ndarray) -> np.ndarray:
     return r
 
 
-def _expected_loss(x: np.ndarray) -> np.ndarray:
-    """``sign(x) * DEBIAS_FRACTION * ulp(x)`` as float64: the expected truncation loss of a tensor-core
-    result ``x`` (see :data:`DEBIAS_FRACTION`)."""
+def _expected_loss(x: np.ndarray, scale: np.float32) -> np.ndarray:
+    """The per-product debias of a tensor-core result ``x`` as float64, in the correction's units
+    (2^11): ``sign(x) 2^e(x) * scale`` where the lowest two of its 24 significand bits are not both
+    zero, else 0 (see :data:`PRODUCT_DEBIAS_FRACTION`); ``scale`` is float32, as the kernel's FMA
+    takes it."""
     bits = x.view(np.uint32)
-    return (bits & np.uint32(0xFF800000)).view(np.float32).astype(np.float64) * (DEBIAS_FRACTION * 2.0**-23)
+    inexact = (bits & np.uint32(3)) != 0
+    lead = (bits & np.uint32(0xFF800000)).view(np.float32).astype(np.float64)
+    return np.where(inexact, lead * float(scale), 0.0)
 
 
 TC_EXTRA_BITS = 2  # bits kept below the largest term's last bit (``qsim-tc probe`` on an H200)
@@ -204,7 +209,36 @@ DEBIAS_FRACTION = (1.0 - 2.0**-TC_EXTRA_BITS) / 2.0
 
 
 HH_CHAIN = 1  # hi*hi k-steps summed inside the tensor core before the RN addition (1: each from zero)
-DEBIAS_MODE = "epilogue"  # "product": each hi*hi result's own loss, per k-step; "epilogue": beta * sum
+# How the mma.sync fused product (and its emulation here) adds the loss back: "product", each hi*hi
+# result's own, per k-step (PRODUCT_DEBIAS_FRACTION), or "epilogue", beta * sum. The wgmma fused
+# product and the hybrid always use the epilogue (hybrid_debias_beta).
+DEBIAS_MODE = "product"
+
+# The per-product debias: an instruction that summed one nonzero product returns it exactly (two
+# 11-bit significands make at most 22 bits, so the lowest two bits of the FP32 result are zero); one
+# that summed more lost, on average, a fraction of its result's ulp that grows with the number of
+# products t it summed. Results whose lowest two bits are zero get nothing (a quarter of the inexact
+# ones are among them, which the fraction allows for); the others get sign(x) F ulp(x), F by
+# t = min(k, BLOCK_K[fmt]) as if the operands were dense. Calibrated on this emulation
+# (benchmarks/calibrate_debias.py --gates; debias_gates_cpu.json): Haar gates of d = 1..6 on dense
+# states then change the norm by less than their standard error (2-4e-10 per gate), where the
+# plain 3/8-ulp epilogue left TF32 gates losing 3e-9 and FP16 gates 9e-9 of norm^2 each and
+# over-corrected a circuit's first layer (one nonzero product per instruction, exact). Instructions
+# of 2 to t - 1 nonzero products (the first layer's complex amplitudes: two real products) are
+# still over-corrected.
+PRODUCT_DEBIAS_FRACTION = {1: 0.0, 2: 0.26, 4: 0.375, 8: 0.524, 16: 0.572}
+
+
+def product_debias_fraction(fmt: str, k: int) -> float:
+    """F of the per-product debias for a real inner dimension ``k`` (see PRODUCT_DEBIAS_FRACTION; a
+    k between two table sizes takes the smaller)."""
+    t = min(max(int(k), 1), BLOCK_K[fmt])
+    return PRODUCT_DEBIAS_FRACTION[max(size for size in PRODUCT_DEBIAS_FRACTION if size <= t)]
+
+
+def product_debias_scale(fmt: str, k: int) -> np.float32:
+    """The kernel's per-product scale, F 2^-23 in the correction's units (2^11), as float32."""
+    return np.float32(product_debias_fraction(fmt, k) * 2.0**(LO_SHIFT - 23))
 CHAIN_LOSS = {1: 1.0, 2: 1.4}  # expected loss of a chain's results, relative to one result of its sum
 MEAN_INV_MANTISSA = 1.0 / (2.0 * math.log(2.0))  # E[2^e / |x|] for log-uniform (Benford) significands
 
@@ -291,6 +325,7 @@ def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, debias: bool) -> np.ndarr
     cor = np.zeros(shape, np.float32)
     zero = np.zeros(shape, np.float32)
     per_product = debias and DEBIAS_MODE == "product"
+    scale = product_debias_scale(fmt, k)
     for i in range(0, nblk, 2):  # the two instructions of a kernel stage
         if HH_CHAIN == 2:  # summed inside the tensor core (the first from zero), then added with RN
             p = tc_mma(zero, _products(ah, bh, i * kb, kb))
@@ -304,7 +339,7 @@ def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, debias: bool) -> np.ndarr
                 acc = acc + (ps[0] + ps[1])  # float32 additions: round to nearest
                 if per_product:  # the expected losses, scaled by 2^11, into the correction accumulator (FMA, RN)
                     for p in ps:
-                        cor = (cor.astype(np.float64) + _expected_loss(p) * 2.0**LO_SHIFT).astype(np.float32)
+                        cor = (cor.astype(np.float64) + _expected_loss(p, scale)).astype(np.float32)
         for j in (i, i + 1):
             if j < nblk:
                 cor = tc_mma(cor, _products(al, bh, j * kb, kb))
