@@ -148,12 +148,12 @@ def _grid_stride_blocks(cp, n_threads: int) -> int:
     return int(max(1, min(-(-n_threads // 256), sms * 16)))
 
 
-def mma_kernel(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True):
-    """The mma.sync product kernel of one configuration (``mode``: a scheme, or "ec-hybrid"),
-    compiled once per process and device; the accumulation constants are read from
-    ``gemm.tcec_split`` (the CPU emulation uses the same)."""
+def mma_kernel(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True, k: int = 1 << 30):
+    """The mma.sync product kernel of one configuration (``mode``: a scheme, or "ec-hybrid"; ``k``:
+    the real inner dimension, which picks the debias mode), compiled once per process and device;
+    the accumulation constants are read from ``gemm.tcec_split`` (the CPU emulation uses the same)."""
     # the hybrid has no correction accumulator in its k loop: its debias is the epilogue's
-    return _compiled(device_id, fmt, mode, tile, debias, ts.HH_CHAIN, ts.DEBIAS_MODE if mode == "ec" else "epilogue")
+    return _compiled(device_id, fmt, mode, tile, debias, ts.HH_CHAIN, ts.debias_mode(k) if mode == "ec" else "epilogue")
 
 
 @functools.lru_cache(maxsize=None)
@@ -379,14 +379,17 @@ def _split(cp, op: Operand, rows_p: int, k_p: int, fmt: str, scheme: str, scale_
     return hi, lo, kw
 
 
-def resolve_ec_product(ec_product: str, product_kernel: str, tile: str) -> str:
+def resolve_ec_product(ec_product: str, product_kernel: str, tile: str, k: int) -> str:
     """``"auto"``: the fused product where the wgmma kernel serves it (all three products in one
     kernel: TF32 d = 10 gate 22.9 ms against 27.4 for the hybrid, FP16 14.9 against 17.9,
-    benchmarks/results/tcec_h200.json), else the hybrid (cuBLAS's corrections beat the mma.sync
-    fused kernel: 46 against 57 ms)."""
+    benchmarks/results/tcec_h200.json) or the real inner dimension ``k`` is short enough for the
+    per-product debias (tcec_split.PRODUCT_DEBIAS_MAX_K: gates of up to 5 qubits, whose products
+    run at the memory rate), else the hybrid (cuBLAS's corrections beat the mma.sync fused kernel:
+    46 against 57 ms at d = 10)."""
     if ec_product != "auto":
         return ec_product
-    return "fused" if use_wgmma(product_kernel, tile, "ec") else "hybrid"
+    small = ts.debias_mode(k) == "product"
+    return "fused" if small or use_wgmma(product_kernel, tile, "ec") else "hybrid"
 
 
 def workspace_bytes(plan_m: int, plan_n: int, plan_k: int, batch_a: int, batch_b: int, fmt: str, scheme: str,
@@ -395,7 +398,7 @@ def workspace_bytes(plan_m: int, plan_n: int, plan_k: int, batch_a: int, batch_b
     per padded output element)."""
     tile = tile_config(plan_m, plan_n)
     if scheme == "ec":
-        ec_product = resolve_ec_product(ec_product, product_kernel, tile)
+        ec_product = resolve_ec_product(ec_product, product_kernel, tile, plan_k)
     bm, bn, _, _, _ = TILES[tile]
     kp = _pad(plan_k, k_quantum(fmt, tile))
     words = kp // (1 if fmt == "tf32" else 2)
@@ -509,7 +512,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     """
     tile = tile_config(plan.m, plan.n)
     if scheme == "ec":
-        ec_product = resolve_ec_product(ec_product, product_kernel, tile)
+        ec_product = resolve_ec_product(ec_product, product_kernel, tile, plan.k)
     bm, bn, wm, wn, _ = TILES[tile]
     k_p = _pad(plan.k, k_quantum(fmt, tile))
     m_p, n_p = _pad(plan.m, bm), _pad(plan.n, bn)
@@ -529,7 +532,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
         bn = cfg.bn
         tiles_n = n_p // bn
     else:
-        gemm_k = mma_kernel(cp.cuda.Device().id, fmt, mode, tile, debias)
+        gemm_k = mma_kernel(cp.cuda.Device().id, fmt, mode, tile, debias, plan.k)
         nthreads, smem = wm * wn * 32, smem_bytes(tile, mode)
         tiles_n = n_p // bn
     tiles_m = m_p // bm
@@ -538,7 +541,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     # mma.sync fused product's per-product scale (or the model's beta in its epilogue mode)
     chain = cfg.chain if wg else ts.HH_CHAIN
     epilogue_only = mode == "ec-hybrid" or (wg and mode == "ec")
-    per_product = not epilogue_only and ts.DEBIAS_MODE == "product"
+    per_product = not epilogue_only and ts.debias_mode(plan.k) == "product"
     if epilogue_only:
         beta = ts.hybrid_debias_beta(fmt, plan.k, chain)
     elif per_product:

@@ -227,6 +227,17 @@ DEBIAS_MODE = "product"
 # of 2 to t - 1 nonzero products (the first layer's complex amplitudes: two real products) are
 # still over-corrected.
 PRODUCT_DEBIAS_FRACTION = {1: 0.0, 2: 0.26, 4: 0.375, 8: 0.524, 16: 0.572}
+# Products up to this real inner dimension (gates of up to 5 complex qubits) take the per-product
+# debias; longer ones keep the epilogue's model, as the hybrid and wgmma products beside them, whose
+# constants were fitted on whole circuits in which such products took the model
+# (hybrid_debias_beta).
+PRODUCT_DEBIAS_MAX_K = 64
+
+
+def debias_mode(k: int) -> str:
+    """How the mma.sync fused product (and its emulation) debiases a product of real inner
+    dimension ``k``: "product" or "epilogue" (see DEBIAS_MODE, PRODUCT_DEBIAS_MAX_K)."""
+    return "product" if DEBIAS_MODE == "product" and int(k) <= PRODUCT_DEBIAS_MAX_K else "epilogue"
 
 
 def product_debias_fraction(fmt: str, k: int) -> float:
@@ -324,7 +335,7 @@ def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, debias: bool) -> np.ndarr
         return acc
     cor = np.zeros(shape, np.float32)
     zero = np.zeros(shape, np.float32)
-    per_product = debias and DEBIAS_MODE == "product"
+    per_product = debias and debias_mode(k) == "product"
     scale = product_debias_scale(fmt, k)
     for i in range(0, nblk, 2):  # the two instructions of a kernel stage
         if HH_CHAIN == 2:  # summed inside the tensor core (the first from zero), then added with RN
@@ -346,7 +357,7 @@ def _accumulate(scheme: str, fmt: str, ah, al, bh, bl, debias: bool) -> np.ndarr
                 cor = tc_mma(cor, _products(ah, bl, j * kb, kb))
     with np.errstate(invalid="ignore", over="ignore"):
         acc64 = acc.astype(np.float64)
-        if debias and DEBIAS_MODE == "epilogue":  # into the correction, 2^11 larger there: fma(acc, beta 2^11, cor)
+        if debias and not per_product:  # into the correction, 2^11 larger there: fma(acc, beta 2^11, cor)
             cor = (acc64 * float(np.float32(debias_beta() * 2.0**LO_SHIFT)) + cor.astype(np.float64)).astype(np.float32)
         fixed = (acc64 + cor.astype(np.float64) * 2.0**-LO_SHIFT).astype(np.float32)
     return np.where(np.isfinite(acc), fixed, acc)
