@@ -16,8 +16,8 @@ brickworks from -8.8e-8 to -5.7e-9 (native CGEMM -5.5e-9) but pushed a 20-qubit 
 
     python benchmarks/calibrate_debias.py --json benchmarks/results/debias_calibration.json
 
-``--gates`` measures whole gates through ``gemm.matmul`` (the CPU emulation, bit for bit the
-mma.sync fused kernel) instead: the relative change of the norm a gate gives a random dense state,
+``--gates`` measures whole gates through ``gemm.matmul`` (the CPU emulation of the mma.sync fused
+kernel; ``--gpu``: the GPU) instead: the relative change of the norm a gate gives a random dense state,
 against the exact product of the same hi/lo parts (the accumulation's bias, debias on), for
 d = 1..6 in the bottom and batched orientations; the same gate by gate along a brickwork started
 from |0...0> (whose first layer acts on basis states); and the per-gate norm scatter that the
@@ -74,10 +74,14 @@ def effective(x: np.ndarray, fmt: str, scale: int = 0) -> np.ndarray:
     return part(x.real) + 1j * part(x.imag)
 
 
-def gate_bias(method: str, fmt: str, d: int, orient: str, n: int, trials: int, rng) -> tuple[float, float]:
+def gate_bias(method: str, fmt: str, d: int, orient: str, n: int, trials: int, rng,
+              gpu: bool = False) -> tuple[float, float]:
     """Mean and standard error of ||out||^2 / ||exact product of the hi/lo parts||^2 - 1 over
-    random dense states of ``n`` qubits and Haar gates."""
+    random dense states of ``n`` qubits and Haar gates (``gpu``: the product on the GPU)."""
     import gemm  # noqa: PLC0415
+
+    if gpu:
+        import cupy  # noqa: PLC0415
 
     dim, vals = 1 << d, []
     for _ in range(trials):
@@ -86,7 +90,11 @@ def gate_bias(method: str, fmt: str, d: int, orient: str, n: int, trials: int, r
         u = haar_unitary(dim, rng).astype(np.complex64)
         a, b = (psi.reshape(-1, dim), np.ascontiguousarray(u.T)) if orient == "bottom" else \
             (u, psi.reshape(-1, dim, 8))
-        c, rep = gemm.matmul(a, b, method=method, return_report=True)
+        if gpu:
+            c, rep = gemm.matmul(cupy.asarray(a), cupy.asarray(b), method=method, return_report=True)
+            c = c.get()
+        else:
+            c, rep = gemm.matmul(a, b, method=method, return_report=True)
         sa, sb = rep.choices.get("fp16_scale_exp", (0, 0))
         ref = effective(a, fmt, sa) @ effective(b, fmt, sb)
         vals.append(np.sum(np.abs(np.asarray(c, np.complex128)) ** 2) / np.sum(np.abs(ref) ** 2) - 1)
@@ -134,15 +142,17 @@ def representation_scatter(fmt: str, d: int, n: int, trials: int, rng) -> dict:
 
 def gates_main(args):
     rng = np.random.default_rng(0)
-    out = {"command": " ".join(sys.argv), "model_beta": ts.debias_beta(1), "dense": [], "brickwork": {},
-           "representation": {}}
+    out = {"command": " ".join(sys.argv), "model_beta": ts.debias_beta(1), "debias_mode": ts.DEBIAS_MODE,
+           "device": "gpu" if args.gpu else "cpu", "dense": [], "brickwork": {}, "representation": {}}
     for method, fmt in (("tf32tf32", "tf32"), ("halfhalf", "fp16")):
         for d in range(1, 7):
             for orient in ("bottom", "batched"):
-                m, se = gate_bias(method, fmt, d, orient, 12, args.trials, rng)
+                m, se = gate_bias(method, fmt, d, orient, 12, args.trials, rng, args.gpu)
                 out["dense"].append({"method": method, "d": d, "k_real": 2 << d, "orientation": orient,
                                      "rel_norm2_change": m, "stderr": se})
                 print(f"{method} d={d} k={2 << d:3d} {orient:8s} norm^2 change {m:+.2e} +- {se:.1e}", flush=True)
+        if args.dense_only:
+            continue
         rows = brickwork_gates(method, fmt, 16, 4, 0)
         out["brickwork"][method] = rows
         first = [r["rel_norm2_change"] for r in rows[:4]]
@@ -161,8 +171,14 @@ def main():
     p.add_argument("--rows", type=int, default=256)
     p.add_argument("--gates", action="store_true", help="whole gates through the CPU emulation (see above)")
     p.add_argument("--trials", type=int, default=60, help="--gates: random states and gates per case")
+    p.add_argument("--gpu", action="store_true", help="--gates: the dense gates' products on the GPU")
+    p.add_argument("--dense-only", action="store_true", help="--gates: only the dense gates")
+    p.add_argument("--debias-mode", choices=("product", "epilogue"), default=None,
+                   help="--gates: tcec_split.DEBIAS_MODE for this run")
     p.add_argument("--json")
     args = p.parse_args()
+    if args.debias_mode:
+        ts.DEBIAS_MODE = args.debias_mode
     if args.gates:
         return gates_main(args)
     rng = np.random.default_rng(0)

@@ -15,9 +15,11 @@ result, so their own truncation does not matter) go to a second, tensor-core acc
 same kernel (``ec_product="fused"``; on sm_90 the wgmma kernel, whose correction products keep
 the tensor cores busy while the hi*hi products are added), or are computed by cuBLAS and added in
 the kernel's epilogue (``ec_product="hybrid"``, faster than the mma.sync fused kernel).
-``ec_product="auto"``, the default, takes the fused product where the wgmma kernel serves it,
-else the hybrid. The CPU path emulates the mma.sync fused kernel bit for bit. On the CPU the same split is done bit for bit and the products are
-emulated in float64 block by block (``gemm.tcec_split.emulate``).
+``ec_product="auto"``, the default, takes the fused product where the wgmma kernel serves it or
+the product is short (real k <= 64: gates of up to 5 qubits, at the memory rate), else the
+hybrid. On the CPU the same split is done bit for bit and the mma.sync fused kernel's products
+are emulated in float64 block by block (``gemm.tcec_split.emulate``), with a model of the tensor
+core's truncation that agrees with the GPU to a few ulps.
 
 Methods (all keep a complex64 state in the simulator: ``precision = "fp32"``):
 
@@ -36,12 +38,12 @@ markidis   TF32   four products hi*hi + lo*hi + hi*lo + lo*lo (lo unscaled), all
 ========== ====== ============================================================================
 
 Option of the error-corrected methods: ``debias`` (default True) adds back the expected
-truncation loss of the tensor-core results (3/8 of an ulp each, from the two extra alignment bits
-that ``qsim-tc probe`` measures): without it the truncation drains the norm of a state a little at
-every gate. It is applied once per output in the epilogue, as ``beta`` times the hi*hi sum
-(``gemm.tcec_split.debias_beta``), which costs nothing in the k loop and gives the same bias and
-error as adding each result's own loss (measured on the CPU emulation: brickwork norm drift
--6.3e-9 either way, -3.9e-7 without).
+truncation loss of the tensor-core results: without it the truncation drains the norm of a state
+a little at every gate. Products of real k <= 64 (the mma.sync fused kernel) add each hi*hi
+result's own expected loss, a calibrated fraction of its ulp, and nothing to results whose two
+lowest bits are zero (a single nonzero product, exact); longer ones add ``beta`` times the hi*hi
+sum in the epilogue, which costs nothing in the k loop (``gemm.tcec_split.debias_mode``,
+``PRODUCT_DEBIAS_FRACTION``, ``hybrid_debias_beta``).
 
 Operands are float32/complex64. float64/complex128 operands are a TypeError unless the caller
 passes ``downcast=True``, which rounds them to FP32 explicitly (the result is then float32 /

@@ -545,7 +545,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     if epilogue_only:
         beta = ts.hybrid_debias_beta(fmt, plan.k, chain)
     elif per_product:
-        beta = float(ts.product_debias_scale(fmt, plan.k)) * 2.0**-LO_SHIFT
+        beta = float(ts.product_debias_scale(fmt, plan.k, hardware=True)) * 2.0**-LO_SHIFT
     else:
         beta = ts.debias_beta(chain)
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
@@ -590,7 +590,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     report.choices["tile"] = f"{tile} {bm}x{bn}"
     report.choices["product_kernel"] = f"wgmma {cfg_name}" if wg else "mma.sync"
     if scheme == "ec" and debias and per_product:
-        report.choices["debias_fraction"] = ts.product_debias_fraction(fmt, plan.k)
+        report.choices["debias_fraction"] = ts.product_debias_fraction(fmt, plan.k) + ts.HARDWARE_EXTRA_FRACTION[fmt]
     elif scheme == "ec" and debias:
         report.choices["debias_beta"] = float(np.float32(beta * 2.0**LO_SHIFT)) * 2.0**-LO_SHIFT
     if scheme == "ec":
