@@ -142,7 +142,7 @@ def representation_scatter(fmt: str, d: int, n: int, trials: int, rng) -> dict:
 
 def gates_main(args):
     rng = np.random.default_rng(0)
-    out = {"command": " ".join(sys.argv), "model_beta": ts.debias_beta(1), "debias_mode": ts.DEBIAS_MODE,
+    out = {"command": " ".join(sys.argv), "model_beta": ts.debias_beta(1), "debias_mode": {2 << d: ts.debias_mode(2 << d) for d in range(1, 7)},
            "device": "gpu" if args.gpu else "cpu", "dense": [], "brickwork": {}, "representation": {}}
     for method, fmt in (("tf32tf32", "tf32"), ("halfhalf", "fp16")):
         for d in range(1, 7):

@@ -19,7 +19,9 @@ the kernel's epilogue (``ec_product="hybrid"``, faster than the mma.sync fused k
 the product is short (real k <= 64: gates of up to 5 qubits, at the memory rate), else the
 hybrid. On the CPU the same split is done bit for bit and the mma.sync fused kernel's products
 are emulated in float64 block by block (``gemm.tcec_split.emulate``), with a model of the tensor
-core's truncation that agrees with the GPU to a few ulps.
+core's truncation: where every sum is exact it gives the GPU's bits; elsewhere some results differ
+in their last bits (and small amplitudes relatively more), and the GPU loses a little more on
+average than the model (the debias adds a measured hardware term there).
 
 Methods (all keep a complex64 state in the simulator: ``precision = "fp32"``):
 
@@ -39,7 +41,8 @@ markidis   TF32   four products hi*hi + lo*hi + hi*lo + lo*lo (lo unscaled), all
 
 Option of the error-corrected methods: ``debias`` (default True) adds back the expected
 truncation loss of the tensor-core results: without it the truncation drains the norm of a state
-a little at every gate. Products of real k <= 64 (the mma.sync fused kernel) add each hi*hi
+a little at every gate. Products of real k <= 64 on the mma.sync fused kernel (every gate of up
+to 5 qubits) add each hi*hi
 result's own expected loss, a calibrated fraction of its ulp, and nothing to results whose two
 lowest bits are zero (a single nonzero product, exact); longer ones add ``beta`` times the hi*hi
 sum in the epilogue, which costs nothing in the k loop (``gemm.tcec_split.debias_mode``,

@@ -220,12 +220,12 @@ DEBIAS_MODE = "product"
 # products t it summed. Results whose lowest two bits are zero get nothing (a quarter of the inexact
 # ones are among them, which the fraction allows for); the others get sign(x) F ulp(x), F by
 # t = min(k, BLOCK_K[fmt]) as if the operands were dense. Calibrated on this emulation
-# (benchmarks/calibrate_debias.py --gates; debias_gates_cpu.json): Haar gates of d = 1..6 on dense
-# states then change the norm by less than their standard error (2-4e-10 per gate), where the
-# plain 3/8-ulp epilogue left TF32 gates losing 3e-9 and FP16 gates 9e-9 of norm^2 each and
-# over-corrected a circuit's first layer (one nonzero product per instruction, exact). Instructions
-# of 2 to t - 1 nonzero products (the first layer's complex amplitudes: two real products) are
-# still over-corrected.
+# (benchmarks/calibrate_debias.py --gates; debias_gates_cpu.json, entry "product"): Haar gates of
+# d = 1..5 on dense states then change the norm by at most about two standard errors (a few 1e-10
+# per gate), where the plain 3/8-ulp epilogue left TF32 gates losing 3e-9 and FP16 gates 9e-9 of
+# norm^2 each and over-corrected a circuit's first layer (one nonzero product per instruction,
+# exact). Instructions of 2 to t - 1 nonzero products (the first layer's complex amplitudes: two
+# real products) are still over-corrected.
 PRODUCT_DEBIAS_FRACTION = {1: 0.0, 2: 0.26, 4: 0.375, 8: 0.524, 16: 0.572}
 # Products up to this real inner dimension (gates of up to 5 complex qubits) take the per-product
 # debias; longer ones keep the epilogue's model, as the hybrid and wgmma products beside them, whose
@@ -237,7 +237,8 @@ PRODUCT_DEBIAS_MAX_K = 64
 def debias_mode(k: int) -> str:
     """How the mma.sync fused product (and its emulation) debiases a product of real inner
     dimension ``k``: "product" or "epilogue" (see DEBIAS_MODE, PRODUCT_DEBIAS_MAX_K)."""
-    return "product" if DEBIAS_MODE == "product" and int(k) <= PRODUCT_DEBIAS_MAX_K else "epilogue"
+    per_product = DEBIAS_MODE == "product" and HH_CHAIN == 1 and int(k) <= PRODUCT_DEBIAS_MAX_K
+    return "product" if per_product else "epilogue"  # a chain of two has no per-product form
 
 
 def product_debias_fraction(fmt: str, k: int) -> float:
@@ -248,10 +249,11 @@ def product_debias_fraction(fmt: str, k: int) -> float:
 
 
 # The H200's tensor cores lose more than this module's model of them (tc_mma) on the same products:
-# with the fractions above, which leave the emulation unbiased, Haar gates of d = 1..5 on dense states
-# lost 1.9-3.6e-9 (TF32) and 2.4-3.3e-9 (FP16) of norm^2 each on the GPU (benchmarks/results/
-# debias_gates_gpu_h200.json, per-product mode; the 3/8-ulp epilogue lost 5-7e-9 and 5-13e-9 there).
-# The GPU kernel adds this much to F (about 2.7e-9 / 1.26e-7 per unit of F, the emulation's slope).
+# with the fractions above, which leave the emulation unbiased, Haar gates of d = 2..5 on dense states
+# lost 1.9-3.6e-9 (TF32) and 2.4-3.3e-9 (FP16) of norm^2 each on the GPU, d = 1 2.6-6.2e-9
+# (benchmarks/results/debias_gates_gpu_h200.json, run "product"; the 3/8-ulp epilogue lost 5-7e-9
+# and 5-13e-9 there from d = 2 on). The GPU kernel adds this much to F (about 2.7e-9 / 1.26e-7 per
+# unit of F, the emulation's slope). Measured on an H200; other GPUs take it unmeasured.
 HARDWARE_EXTRA_FRACTION = {"tf32": 0.022, "fp16": 0.022}
 
 

@@ -456,3 +456,19 @@ def test_raster_choice():
     assert tcec_gpu.raster(1024, 32, True, 4 << 20) == 8
     assert tcec_gpu.raster(32, 1024, False, 4 << 20) == -8
     assert tcec_gpu.raster(10, 3, True, 1) == 3
+
+
+def test_small_products_take_the_fused_kernel():
+    """ec_product='auto' sends products of real k <= 64 (gates of up to 5 qubits) to the fused kernel,
+    whose per-product debias they need: no correction buffer in the workspace, unlike the hybrid."""
+    from gemm import tcec_gpu
+
+    m, n = 1 << 20, 64  # a 5-qubit complex64 gate at the bottom of a 25-qubit state, in real form
+    tile = tcec_gpu.tile_config(m, n)
+    assert tcec_gpu.resolve_ec_product("auto", "auto", tile, 64) == "fused"
+    assert tcec_gpu.resolve_ec_product("hybrid", "auto", tile, 64) == "hybrid"
+    auto = tcec_gpu.workspace_bytes(m, n, 64, 1, 1, "tf32", "ec")
+    hybrid = tcec_gpu.workspace_bytes(m, n, 64, 1, 1, "tf32", "ec", ec_product="hybrid")
+    assert hybrid - auto >= 4 * m * n  # the hybrid's float correction buffer
+    assert ts.debias_mode(64) == "product" and ts.debias_mode(128) == "epilogue"
+
