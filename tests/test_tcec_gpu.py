@@ -315,7 +315,7 @@ def test_gpu_raster_groups_give_the_same_bits(method, cp, rng, monkeypatch):
 
 
 def test_gpu_wgmma_forced_where_it_does_not_apply(cp, rng):
-    """product_kernel='wgmma' on a product the kernel does not serve (8 real columns: the tiny8
+    """product_kernel='wgmma' on a product the kernel does not serve (8 real columns: the tiny-n
     tile) raises and names the option; 'auto' runs the mma.sync kernel there."""
     _need_wgmma()
     a = cp.asarray(rng.standard_normal((500, 64)).astype(np.float32))
