@@ -37,6 +37,8 @@ TILES = {
     "square16": (128, 128, 4, 4, 4),  # 16 warps of 32 x 32 (128 registers): more warps to hide latency
     "narrow-n": (256, 64, 4, 2, 3),
     "tiny-n": (256, 32, 8, 1, 3),
+    "tiny16": (256, 16, 8, 1, 3),  # 3-qubit complex gates at the bottom (16 real columns)
+    "tiny8": (256, 8, 8, 1, 3),  # 1-, 2-qubit complex gates at the bottom (4, 8 real columns)
     "narrow-m": (64, 128, 2, 4, 4),
     "tiny-m": (16, 256, 1, 8, 4),  # a small gate on the left (top and batched orientations)
     "half2": (128, 64, 4, 2, 3),  # 8 warps of 32 x 32, two blocks per SM
@@ -98,10 +100,13 @@ SQUARE_TILE = "square"  # the tile of large products (benchmarks/bench_tcec.py -
 
 def tile_config(m: int, n: int) -> str:
     """Tile shape for a real product of m' x n' (gate shapes: m' huge, n' = 2^(d+1), or the
-    transpose). A small gate on the left takes 16-row tiles: padded to 64 rows, a 2-qubit gate in
-    the batched orientation took 29 ms at 28 qubits, 21 ms on 16 (tcec_small_h200.json). Tiles
-    of 8 and 16 columns for the other orientation were tried and fault (illegal address) in the
-    mma.sync kernel as it is: not used."""
+    transpose): the narrowest tile that holds the small side, so that padding wastes at most half
+    of the tensor-core work (padded to 64 rows, a 2-qubit gate in the batched orientation took
+    29 ms at 28 qubits; on 16 rows 22 ms, benchmarks/results/tcec_small_tiles_h200.json)."""
+    if n <= 8:
+        return "tiny8"
+    if n <= 16:
+        return "tiny16"
     if n <= 32:
         return "tiny-n"
     if n <= 64:
@@ -377,7 +382,7 @@ def _split(cp, op: Operand, rows_p: int, k_p: int, fmt: str, scheme: str, scale_
                            (op.array, np.int64(op.rows), np.int64(op.units * op.unit), np.int64(op.sb),
                             np.int64(op.sr), np.int64(op.batch), np.int64(rows_p), np.int64(k_p), hi, lo, *scales))
         return hi, lo, kw
-    tiles_r = rows_p // 32
+    tiles_r = -(-rows_p // 32)  # the kernel skips rows at and past rows_p (tiles narrower than 32)
     grid = (op.batch * tiles_r, -(-ku_p // 32), 1)
     kernels.split(grid, (32, 8, 1), (op.array, np.int64(op.rows), np.int64(op.units), np.int32(op.unit),
                                      np.int64(op.sb), np.int64(op.sr), np.int64(op.sc), np.int32(op.r_fast),

@@ -203,6 +203,7 @@ def _shape_cases(cp, rng):
         "bottom d=3": (c64(2999, 8), c64(8, 8).T),
         "top d=2": (c64(4, 4), c64(4, 3001)),
         "batched d=3": (c64(8, 8), c64(6, 8, 100)),
+        "small transposed left": (c64(3000, 4).T, c64(3000, 100)),  # 8 real rows, split from a strided view
         "top d=8": (u8, c64(256, 2000)),
         "top d=4": (u4, c64(16, 3001)),
         "batched d=8": (u8, c64(5, 256, 64)),
@@ -315,7 +316,7 @@ def test_gpu_raster_groups_give_the_same_bits(method, cp, rng, monkeypatch):
 
 
 def test_gpu_wgmma_forced_where_it_does_not_apply(cp, rng):
-    """product_kernel='wgmma' on a product the kernel does not serve (8 real columns: the tiny-n
+    """product_kernel='wgmma' on a product the kernel does not serve (8 real columns: the tiny8
     tile) raises and names the option; 'auto' runs the mma.sync kernel there."""
     _need_wgmma()
     a = cp.asarray(rng.standard_normal((500, 64)).astype(np.float32))
