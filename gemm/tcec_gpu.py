@@ -160,12 +160,19 @@ def _grid_stride_blocks(cp, n_threads: int) -> int:
     return int(max(1, min(-(-n_threads // 256), sms * 16)))
 
 
-def mma_kernel(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True, k: int = 1 << 30):
-    """The mma.sync product kernel of one configuration (``mode``: a scheme, or "ec-hybrid"; ``k``:
-    the real inner dimension, which picks the debias mode), compiled once per process and device;
-    the accumulation constants are read from ``gemm.tcec_split`` (the CPU emulation uses the same)."""
-    # the hybrid has no correction accumulator in its k loop: its debias is the epilogue's
-    return _compiled(device_id, fmt, mode, tile, debias, ts.HH_CHAIN, ts.debias_mode(k) if mode == "ec" else "epilogue")
+def mma_kernel(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True, debias_mode: str = "epilogue"):
+    """The mma.sync product kernel of one configuration (``mode``: a scheme, or "ec-hybrid";
+    ``debias_mode``: "product" only for the fused "ec" mode, see :func:`debias_mode_of`), compiled
+    once per process and device; the accumulation constants are read from ``gemm.tcec_split`` (the
+    CPU emulation uses the same)."""
+    return _compiled(device_id, fmt, mode, tile, debias, ts.HH_CHAIN, debias_mode)
+
+
+def debias_mode_of(mode: str, wg: bool, k: int) -> str:
+    """How a product debiases: per product only the mma.sync fused kernel ("ec", not wgmma) with a
+    short k (tcec_split.debias_mode); the hybrid has no correction accumulator in its k loop and
+    the wgmma kernel adds its debias in the epilogue."""
+    return ts.debias_mode(k) if mode == "ec" and not wg else "epilogue"
 
 
 @functools.lru_cache(maxsize=None)
@@ -544,7 +551,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
         bn = cfg.bn
         tiles_n = n_p // bn
     else:
-        gemm_k = mma_kernel(cp.cuda.Device().id, fmt, mode, tile, debias, plan.k)
+        gemm_k = mma_kernel(cp.cuda.Device().id, fmt, mode, tile, debias, debias_mode_of(mode, wg, plan.k))
         nthreads, smem = wm * wn * 32, smem_bytes(tile, mode)
         tiles_n = n_p // bn
     tiles_m = m_p // bm
@@ -552,9 +559,8 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     # circuits for the hi*hi products added one by one (the hybrid, the fused wgmma product); the
     # mma.sync fused product's per-product scale (or the model's beta in its epilogue mode)
     chain = cfg.chain if wg else ts.HH_CHAIN
-    epilogue_only = mode == "ec-hybrid" or (wg and mode == "ec")
-    per_product = not epilogue_only and ts.debias_mode(plan.k) == "product"
-    if epilogue_only:
+    per_product = debias_mode_of(mode, wg, plan.k) == "product"
+    if mode == "ec-hybrid" or (wg and mode == "ec"):
         beta = ts.hybrid_debias_beta(fmt, plan.k, chain)
     elif per_product:
         beta = float(ts.product_debias_scale(fmt, plan.k, hardware=True)) * 2.0**-LO_SHIFT
@@ -602,7 +608,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     report.choices["tile"] = f"{tile} {bm}x{bn}"
     report.choices["product_kernel"] = f"wgmma {cfg_name}" if wg else "mma.sync"
     if scheme == "ec" and debias and per_product:
-        report.choices["debias_fraction"] = ts.product_debias_fraction(fmt, plan.k) + ts.HARDWARE_EXTRA_FRACTION[fmt]
+        report.choices["debias_fraction"] = ts.product_debias_fraction(fmt, plan.k, hardware=True)
     elif scheme == "ec" and debias:
         report.choices["debias_beta"] = float(np.float32(beta * 2.0**LO_SHIFT)) * 2.0**-LO_SHIFT
     if scheme == "ec":

@@ -241,13 +241,6 @@ def debias_mode(k: int) -> str:
     return "product" if per_product else "epilogue"  # a chain of two has no per-product form
 
 
-def product_debias_fraction(fmt: str, k: int) -> float:
-    """F of the per-product debias for a real inner dimension ``k`` (see PRODUCT_DEBIAS_FRACTION; a
-    k between two table sizes takes the smaller)."""
-    t = min(max(int(k), 1), BLOCK_K[fmt])
-    return PRODUCT_DEBIAS_FRACTION[max(size for size in PRODUCT_DEBIAS_FRACTION if size <= t)]
-
-
 # The H200's tensor cores lose more than this module's model of them (tc_mma) on the same products:
 # with the fractions above, which leave the emulation unbiased, Haar gates of d = 2..5 on dense states
 # lost 1.9-3.6e-9 (TF32) and 2.4-3.3e-9 (FP16) of norm^2 each on the GPU, d = 1 2.6-6.2e-9
@@ -257,11 +250,18 @@ def product_debias_fraction(fmt: str, k: int) -> float:
 HARDWARE_EXTRA_FRACTION = {"tf32": 0.022, "fp16": 0.022}
 
 
+def product_debias_fraction(fmt: str, k: int, hardware: bool = False) -> float:
+    """F of the per-product debias for a real inner dimension ``k`` (see PRODUCT_DEBIAS_FRACTION; a
+    k between two table sizes takes the smaller); ``hardware``: for the GPU kernel, plus
+    HARDWARE_EXTRA_FRACTION."""
+    t = min(max(int(k), 1), BLOCK_K[fmt])
+    f = PRODUCT_DEBIAS_FRACTION[max(size for size in PRODUCT_DEBIAS_FRACTION if size <= t)]
+    return f + (HARDWARE_EXTRA_FRACTION[fmt] if hardware else 0.0)
+
+
 def product_debias_scale(fmt: str, k: int, hardware: bool = False) -> np.float32:
-    """The kernel's per-product scale, F 2^-23 in the correction's units (2^11), as float32;
-    ``hardware``: for the GPU kernel (F + HARDWARE_EXTRA_FRACTION)."""
-    f = product_debias_fraction(fmt, k) + (HARDWARE_EXTRA_FRACTION[fmt] if hardware else 0.0)
-    return np.float32(f * 2.0**(LO_SHIFT - 23))
+    """The kernel's per-product scale, F 2^-23 in the correction's units (2^11), as float32."""
+    return np.float32(product_debias_fraction(fmt, k, hardware) * 2.0**(LO_SHIFT - 23))
 CHAIN_LOSS = {1: 1.0, 2: 1.4}  # expected loss of a chain's results, relative to one result of its sum
 MEAN_INV_MANTISSA = 1.0 / (2.0 * math.log(2.0))  # E[2^e / |x|] for log-uniform (Benford) significands
 

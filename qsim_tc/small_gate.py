@@ -66,15 +66,11 @@ DIRECT = {("double", 1): (1, ONE_PASS), ("double", 2): (1, ONE_PASS), ("double",
           ("double", 4): (1, ONE_PASS),
           ("float", 1): (2, ONE_PASS), ("float", 2): (1, ONE_PASS), ("float", 3): (1, ONE_PASS),
           ("float", 4): (1, 8), ("float", 5): (1, 4)}
-# lanes kernel: (real type, d) -> (rounds of 32 amplitudes per warp, blocks per SM or ONE_PASS)
-LANES = {("double", 1): (8, ONE_PASS), ("double", 2): (2, ONE_PASS), ("double", 3): (8, 8),
-         ("float", 1): (2, ONE_PASS), ("float", 2): (8, 16), ("float", 3): (2, 8)}
-LANES_D = frozenset(d for _, d in LANES)
 LANES_MAX_BIT = 5  # targets below this bit: a warp's 32 amplitudes hold whole groups of them
 
 
 class LanesConfig(NamedTuple):
-    """One variant of ``apply_lanes`` with targets at bit 5 or above (small_gate.cu) and its launch."""
+    """One variant of ``apply_lanes`` (small_gate.cu) and its launch."""
 
     rpt: int  # windows of 32 x 2^DH amplitudes per warp, loaded before any arithmetic
     min_blocks: int = 1  # register cap: blocks of 256 threads per SM
@@ -86,6 +82,11 @@ class LanesConfig(NamedTuple):
         return (self.rpt, self.min_blocks, self.reload)
 
 
+# lanes kernel, every target below bit 5: (real type, d) -> LanesConfig (rpt: rounds of 32 amplitudes)
+LANES = {("double", 1): LanesConfig(8), ("double", 2): LanesConfig(2), ("double", 3): LanesConfig(8, blocks_per_sm=8),
+         ("float", 1): LanesConfig(2), ("float", 2): LanesConfig(8, blocks_per_sm=16),
+         ("float", 3): LanesConfig(2, blocks_per_sm=8)}
+LANES_D = frozenset(d for _, d in LANES)
 # lanes kernel with DH of the targets at bit 5 or above (low and high targets mixed):
 # (real type, d, DH) -> LanesConfig, from rounds on three H200 instances at 28 qubits, at 4-5
 # mixed placements each (benchmarks/results/tune_lanes_high_h200.json, tune_lanes_xor_h200.json);
@@ -233,7 +234,7 @@ def _direct_name(real: str, d: int) -> str:
 
 
 def _lanes_name(real: str, d: int) -> str:
-    return lanes_name(real, d, 0, LANES[real, d][0])
+    return lanes_name(real, d, 0, *LANES[real, d].kernel)
 
 
 def lanes_name(real: str, d: int, dh: int, rpt: int, min_blocks: int = 1, reload: bool = False) -> str:
@@ -457,8 +458,8 @@ def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: 
     real = _real(data.dtype.itemsize)
     dev = cupy.cuda.Device().id
     low = dh == 0 and fits_lanes(positions) and len(set(positions)) == d and min(positions) >= 0
-    if low and config is None and (1 << n_qubits) >> LANES_MAX_BIT >= LANES[real, d][0]:
-        rpt, per_sm = LANES[real, d]
+    if low and config is None and (1 << n_qubits) >> LANES_MAX_BIT >= LANES[real, d].rpt:
+        rpt, per_sm = LANES[real, d].rpt, LANES[real, d].blocks_per_sm
         kern = _module(dev).get_function(_lanes_name(real, d))
     elif dh > 0 and fits_lanes_high(n_qubits, positions, config and config.rpt):
         cfg = config or LANES_HIGH[real, d, dh]
