@@ -195,33 +195,43 @@ DMMA_COMPILED = (
 del T, F
 
 
-@functools.lru_cache(maxsize=None)
-def _module(device_id: int):
+# L2 prefetch size, in bytes, on the kernels' loads of the state (PTX ld/cp.async .L2::<n>B): 0 for
+# none, or 64, 128, 256. A compile-time option (QSIM_L2_PREFETCH), part of every module's cache key.
+LOAD_PREFETCH = 0
+PREFETCH_SIZES = (0, 64, 128, 256)
+
+
+def _compile(names, prefetch: int):
     import cupy  # noqa: PLC0415
 
+    if prefetch not in PREFETCH_SIZES:
+        raise ValueError(f"LOAD_PREFETCH must be one of {PREFETCH_SIZES} (got {prefetch!r})")
     code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
+    return cupy.RawModule(code=code, options=("-std=c++17", f"-DQSIM_L2_PREFETCH={prefetch}"),
+                          name_expressions=names)
+
+
+def _module(device_id: int):
+    return _default_module(device_id, LOAD_PREFETCH)
+
+
+@functools.lru_cache(maxsize=None)
+def _default_module(device_id: int, prefetch: int):
     names = [_tiled_name(t, d) for t in ("double", "float") for d in CONFIG]
     names += [_direct_name(t, d) for t, d in DIRECT]
     names += [_lanes_name(t, d) for t, d in LANES]
     names += [dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG]
-    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
+    return _compile(names, prefetch)
 
 
 @functools.lru_cache(maxsize=None)
-def _variants_module(device_id: int):
-    import cupy  # noqa: PLC0415
-
-    code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
-    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=[dmma_name(*v) for v in DMMA_COMPILED])
+def _variants_module(device_id: int, prefetch: int):
+    return _compile([dmma_name(*v) for v in DMMA_COMPILED], prefetch)
 
 
 @functools.lru_cache(maxsize=None)
-def _lanes_smem_module(device_id: int):
-    import cupy  # noqa: PLC0415
-
-    code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
-    names = [lanes_smem_name(*v) for v in LANES_SMEM_COMPILED]
-    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
+def _lanes_smem_module(device_id: int, prefetch: int):
+    return _compile([lanes_smem_name(*v) for v in LANES_SMEM_COMPILED], prefetch)
 
 
 def _tiled_name(real: str, d: int) -> str:
@@ -243,17 +253,14 @@ def lanes_name(real: str, d: int, dh: int, rpt: int, min_blocks: int = 1, reload
 
 
 @functools.lru_cache(maxsize=None)
-def _lanes_high_module(device_id: int, tuning: bool = False):
+def _lanes_high_module(device_id: int, prefetch: int, tuning: bool = False):
     """The lanes kernels with high targets: the configured ones, or (``tuning``) every variant.
     A module of their own, so that circuits without mixed layouts never compile them."""
-    import cupy  # noqa: PLC0415
-
-    code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
     if tuning:
         names = [lanes_name(t, d, dh, *v) for (t, d, dh), vs in LANES_HIGH_VARIANTS.items() for v in vs]
     else:
         names = [lanes_name(t, d, dh, *cfg.kernel) for (t, d, dh), cfg in LANES_HIGH.items()]
-    return cupy.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
+    return _compile(names, prefetch)
 
 
 def lanes_smem_name(real: str, d: int, rounds: int, min_blocks: int, async_copy: bool) -> str:
@@ -355,7 +362,7 @@ def apply_dmma_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: D
     cfg = config or DMMA_CONFIG[d]
     if config is not None and (d, *cfg.kernel) not in DMMA_COMPILED:
         raise ValueError(f"config {cfg} names no compiled DMMA kernel for d={d} (see DMMA_COMPILED)")
-    kern = _dmma_kernel(cupy.cuda.Device().id, dmma_name(d, *cfg.kernel), dmma_shared_bytes(d))
+    kern = _dmma_kernel(cupy.cuda.Device().id, LOAD_PREFETCH, dmma_name(d, *cfg.kernel), dmma_shared_bytes(d))
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     n_tiles = ((1 << n_qubits) >> d) >> 3
     warps = (n_tiles + cfg.tiles - 1) // cfg.tiles
@@ -366,11 +373,11 @@ def apply_dmma_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: D
 
 
 @functools.lru_cache(maxsize=None)
-def _dmma_kernel(device_id: int, name: str, shared: int):
+def _dmma_kernel(device_id: int, prefetch: int, name: str, shared: int):
     if name in {dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG}:
-        kern = _module(device_id).get_function(name)
+        kern = _default_module(device_id, prefetch).get_function(name)
     else:  # a variant outside the default table (tuning, tests): every variant in one module
-        kern = _variants_module(device_id).get_function(name)
+        kern = _variants_module(device_id, prefetch).get_function(name)
     kern.max_dynamic_shared_size_bytes = shared  # above the 48 KB default from d = 6
     return kern
 
@@ -464,9 +471,9 @@ def apply_lanes_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: 
     elif dh > 0 and fits_lanes_high(n_qubits, positions, config and config.rpt):
         cfg = config or LANES_HIGH[real, d, dh]
         if cfg.kernel == LANES_HIGH[real, d, dh].kernel:
-            kern = _lanes_high_module(dev).get_function(lanes_name(real, d, dh, *cfg.kernel))
+            kern = _lanes_high_module(dev, LOAD_PREFETCH).get_function(lanes_name(real, d, dh, *cfg.kernel))
         elif cfg.kernel in LANES_HIGH_VARIANTS[real, d, dh]:
-            kern = _lanes_high_module(dev, True).get_function(lanes_name(real, d, dh, *cfg.kernel))
+            kern = _lanes_high_module(dev, LOAD_PREFETCH, True).get_function(lanes_name(real, d, dh, *cfg.kernel))
         else:
             raise ValueError(f"config {cfg} names no compiled apply_lanes kernel for {real}, d={d}, {dh} "
                              "targets at bit 5 or above (see LANES_HIGH_VARIANTS)")
@@ -542,7 +549,7 @@ def apply_lanes_smem_gpu(data, n_qubits: int, matrix: np.ndarray, positions, con
     if (real, d, *cfg.kernel) not in LANES_SMEM_COMPILED:
         raise ValueError(f"config {cfg} names no compiled apply_lanes_smem kernel for {real}, d={d} "
                          "(see LANES_SMEM_COMPILED)")
-    kern = _lanes_smem_module(cupy.cuda.Device().id).get_function(lanes_smem_name(real, d, *cfg.kernel))
+    kern = _lanes_smem_module(cupy.cuda.Device().id, LOAD_PREFETCH).get_function(lanes_smem_name(real, d, *cfg.kernel))
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     n_windows = (1 << n_qubits) // (32 * cfg.rounds)
     grid = launch_blocks(-(-n_windows // 8), cfg.blocks_per_sm)  # 8 warps per block

@@ -152,17 +152,48 @@ apply_small(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
 // groups g, g + T, ..., (GPT of them per pass) and issues all their loads before any
 // arithmetic, to keep enough bytes in flight.
 // STREAM: load and store with the evict-first hint (each amplitude is touched once per gate).
+// Every load of the state goes through ld_state: with QSIM_L2_PREFETCH = 64, 128 or 256 it asks
+// L2 to fetch that many bytes around the line on a miss (PTX .L2::<n>B; a pass reads every byte of
+// the state once, so a larger DRAM request wastes nothing); 0 is a plain load.
+#ifndef QSIM_L2_PREFETCH
+#define QSIM_L2_PREFETCH 0
+#endif
+#define QSIM_STR2(x) #x
+#define QSIM_STR(x) QSIM_STR2(x)
+#if QSIM_L2_PREFETCH == 0
+#define QSIM_PF ""
+#else
+#define QSIM_PF ".L2::" QSIM_STR(QSIM_L2_PREFETCH) "B"
+#endif
+
+__device__ __forceinline__ double2 ld_state(const double2* p) {
+    if (QSIM_L2_PREFETCH == 0) return *p;
+    double2 v;
+    asm("ld.global" QSIM_PF ".v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ cplx<double> ld_state(const cplx<double>* p) {
+    const double2 v = ld_state(reinterpret_cast<const double2*>(p));
+    return {v.x, v.y};
+}
+__device__ __forceinline__ cplx<float> ld_state(const cplx<float>* p) {
+    if (QSIM_L2_PREFETCH == 0) return *p;
+    cplx<float> v;
+    asm("ld.global" QSIM_PF ".v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
+    return v;
+}
+
 template <typename T>
 __device__ __forceinline__ cplx<T> load_amp(const cplx<T>* p, bool stream);
 template <>
 __device__ __forceinline__ cplx<double> load_amp(const cplx<double>* p, bool stream) {
     if (stream) { const double2 v = __ldcs(reinterpret_cast<const double2*>(p)); return {v.x, v.y}; }
-    return *p;
+    return ld_state(p);
 }
 template <>
 __device__ __forceinline__ cplx<float> load_amp(const cplx<float>* p, bool stream) {
     if (stream) { const float2 v = __ldcs(reinterpret_cast<const float2*>(p)); return {v.x, v.y}; }
-    return *p;
+    return ld_state(p);
 }
 __device__ __forceinline__ void store_amp(cplx<double>* p, cplx<double> v, bool stream) {
     if (stream) __stcs(reinterpret_cast<double2*>(p), make_double2(v.x, v.y)); else *p = v;
@@ -259,7 +290,7 @@ apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
         for (int q = 0; q < RPT; ++q) {  // n_windows is a multiple of RPT
             base[q] = group_base<DH>((r0 + q) << 5, hp) + lane;
 #pragma unroll
-            for (int h = 0; h < NH; ++h) v[q][h] = state[base[q] + hoff[h]];
+            for (int h = 0; h < NH; ++h) v[q][h] = ld_state(state + base[q] + hoff[h]);
         }
 #pragma unroll
         for (int q = 0; q < RPT; ++q) {
@@ -312,9 +343,9 @@ template <typename Real>
 __device__ __forceinline__ void load_to_shared(cplx<Real>* dst, const cplx<Real>* src) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
     if (sizeof(Real) == 8)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(a), "l"(src) : "memory");
+        asm volatile("cp.async.cg.shared.global" QSIM_PF " [%0], [%1], 16;" :: "r"(a), "l"(src) : "memory");
     else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" :: "r"(a), "l"(src) : "memory");
+        asm volatile("cp.async.ca.shared.global" QSIM_PF " [%0], [%1], 8;" :: "r"(a), "l"(src) : "memory");
 }
 
 template <typename Real, int D, int ROUNDS, int MINB = 1, bool ASYNC = false>
@@ -360,7 +391,7 @@ apply_lanes_smem(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ 
         } else {
             cplx<Real> staged[ROUNDS];
 #pragma unroll
-            for (int r = 0; r < ROUNDS; ++r) staged[r] = w[(r << 5) + lane];
+            for (int r = 0; r < ROUNDS; ++r) staged[r] = ld_state(w + (r << 5) + lane);
 #pragma unroll
             for (int r = 0; r < ROUNDS; ++r) mine[(r << 5 ^ smem_mask<Real>(r << 5, swz_tbl)) ^ lsw] = staged[r];
         }
@@ -447,7 +478,7 @@ __device__ __forceinline__ void dmma_load(DmmaBlock<D, NT>& v, const double2* sv
         const long long b = group_base<D>(tile * 8 + g, pos);
 #pragma unroll
         for (int ks = 0; ks < DmmaBlock<D, NT>::KS; ++ks) {
-            const double2 x = sv[b + off[ks * 4 + t]];
+            const double2 x = ld_state(sv + b + off[ks * 4 + t]);
             v.re[nt][ks] = x.x;
             v.im[nt][ks] = x.y;
         }
