@@ -34,7 +34,8 @@ def main():
         peer = CuStateVec()
     except ImportError:
         peer = None
-    for d, pos in ((1, [13]), (1, [0]), (2, [13, 14]), (2, [0, 1]), (6, [13, 14, 15, 16, 17, 18])):
+    for d, pos in ((1, [13]), (1, [0]), (2, [13, 14]), (2, [0, 1]), (2, [0, 27]), (3, [0, 1, 2]),
+                   (6, [13, 14, 15, 16, 17, 18])):
         u = haar_unitary(1 << d, rng)
         kern = small_gate.select(gemm.get_method("native"), gemm.resolve_device("gpu"), None, n, pos, 16)
         for _ in range(2):

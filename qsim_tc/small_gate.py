@@ -151,6 +151,23 @@ LANES_SMEM_COMPILED = tuple((real, d, r, mb, a) for (real, d), pairs in LANES_SM
                             for r, mb in pairs for a in (False, True))
 DIRECT_STREAM = False  # evict-first loads/stores
 TILED_GRID_PER_SM = 32
+
+
+class TiledConfig(NamedTuple):
+    """One variant of ``apply_small`` (the tiled kernel, small_gate.cu) and its launch."""
+
+    log_g: int  # 2^log_g groups per tile
+    rows: int  # matrix rows per thread (2^d: one group per thread)
+    blocks_per_sm: int = TILED_GRID_PER_SM  # persistent grid, or ONE_PASS: one tile per block
+
+    @property
+    def kernel(self) -> tuple:
+        return (self.log_g, self.rows)
+
+
+# variants compiled for tuning: (real, d) -> TiledConfig.kernel pairs, small tiles of one group per
+# thread (the shape cuStateVec's kernels for low targets take: 64 threads, 2^(6 + d) amplitudes)
+TILED_VARIANTS = {(t, d): tuple((g, 1 << d) for g in (5, 6, 7)) for t in ("double", "float") for d in (1, 2, 3, 4)}
 # DMMA kernel (complex128 on the FP64 tensor cores, any target positions)
 
 
@@ -217,7 +234,7 @@ def _module(device_id: int):
 
 @functools.lru_cache(maxsize=None)
 def _default_module(device_id: int, prefetch: int):
-    names = [_tiled_name(t, d) for t in ("double", "float") for d in CONFIG]
+    names = [tiled_name(t, d, *CONFIG[d]) for t in ("double", "float") for d in CONFIG]
     names += [_direct_name(t, d) for t, d in DIRECT]
     names += [_lanes_name(t, d) for t, d in LANES]
     names += [dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG]
@@ -234,9 +251,13 @@ def _lanes_smem_module(device_id: int, prefetch: int):
     return _compile([lanes_smem_name(*v) for v in LANES_SMEM_COMPILED], prefetch)
 
 
-def _tiled_name(real: str, d: int) -> str:
-    log_g, r = CONFIG[d]
-    return f"apply_small<{real}, {d}, {log_g}, {r}>"
+def tiled_name(real: str, d: int, log_g: int, rows: int) -> str:
+    return f"apply_small<{real}, {d}, {log_g}, {rows}>"
+
+
+@functools.lru_cache(maxsize=None)
+def _tiled_variants_module(device_id: int, prefetch: int):
+    return _compile([tiled_name(t, d, *k) for (t, d), ks in TILED_VARIANTS.items() for k in ks], prefetch)
 
 
 def _direct_name(real: str, d: int) -> str:
@@ -277,14 +298,14 @@ def dmma_shared_bytes(d: int) -> int:
     return (4 ** d) * 16
 
 
-def tile_layout(n_qubits: int, positions, itemsize: int) -> dict:
+def tile_layout(n_qubits: int, positions, itemsize: int, log_g: int | None = None) -> dict:
     """The tiled kernel's layout for sorted physical target ``positions`` (see small_gate.cu).
 
-    A tile holds 2^(LOG_G + d) amplitudes: 2^k contiguous low ones, k = LOG_G + (targets
-    below k), times every combination of the h targets at or above k.
+    A tile holds 2^(LOG_G + d) amplitudes (LOG_G: ``log_g``, default CONFIG's): 2^k contiguous
+    low ones, k = LOG_G + (targets below k), times every combination of the h targets at or above k.
     """
     d = len(positions)
-    log_g = CONFIG[d][0]
+    log_g = CONFIG[d][0] if log_g is None else log_g
     k = log_g
     for p in positions:
         if p < k:
@@ -558,18 +579,33 @@ def apply_lanes_smem_gpu(data, n_qubits: int, matrix: np.ndarray, positions, con
     return data
 
 
-def apply_tiled_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
-    """Tiled kernel: same contract as :func:`apply_direct_gpu`, coalesced for low targets too."""
+def apply_tiled_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: TiledConfig | None = None):
+    """Tiled kernel: same contract as :func:`apply_direct_gpu`, coalesced for low targets too.
+
+    ``config`` overrides CONFIG (tuning and tests); its kernel must be CONFIG's or in TILED_VARIANTS.
+
+    Raises:
+        ValueError: ``config`` names no compiled variant, or the state holds no whole tile of it.
+    """
     import cupy  # noqa: PLC0415
 
     d = len(positions)
     real = _real(data.dtype.itemsize)
-    kern = _module(cupy.cuda.Device().id).get_function(_tiled_name(real, d))
+    cfg = config or TiledConfig(*CONFIG[d])
+    dev = cupy.cuda.Device().id
+    if cfg.kernel == CONFIG[d]:
+        kern = _module(dev).get_function(tiled_name(real, d, *cfg.kernel))
+    elif cfg.kernel in TILED_VARIANTS.get((real, d), ()):
+        kern = _tiled_variants_module(dev, LOAD_PREFETCH).get_function(tiled_name(real, d, *cfg.kernel))
+    else:
+        raise ValueError(f"config {cfg} names no compiled apply_small kernel for {real}, d={d} "
+                         "(see CONFIG and TILED_VARIANTS)")
+    if n_qubits < cfg.log_g + d:
+        raise ValueError(f"apply_small with {cfg} needs a state of at least {cfg.log_g + d} qubits (got {n_qubits})")
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
-    lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize)
-    grid = int(min(lay["n_tiles"], _sms() * TILED_GRID_PER_SM))
-    log_g, r = CONFIG[d]
-    threads = (1 << log_g) * ((1 << d) // r)
+    lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize, cfg.log_g)
+    grid = launch_blocks(lay["n_tiles"], cfg.blocks_per_sm)
+    threads = (1 << cfg.log_g) * ((1 << d) // cfg.rows)
     i32 = np.int32
     kern((grid,), (threads,), (data, u, np.int64(lay["n_tiles"]), i32(lay["k"]), i32(lay["h"]),
                                *(i32(p) for p in lay["hi_pos"]), *(i32(p) for p in lay["tile_pos"]),

@@ -1,0 +1,139 @@
+"""Time families of small-gate kernel variants beside ``StateVector.apply``'s default policy
+and cuStateVec's applyMatrix, at placements that reach every default kernel.
+
+    python benchmarks/tune_variants.py --family prefetch --qubits 28 --custatevec --json prefetch.json
+    python benchmarks/tune_variants.py --family tiled --qubits 28 --custatevec --json tiled.json
+
+Families:
+  prefetch  the default policy with each L2 prefetch size on the kernels' state loads
+            (small_gate.LOAD_PREFETCH: PTX ``.L2::64B/128B/256B``, or none);
+  tiled     the tiled kernel (apply_small) in each TILED_VARIANTS shape, one pass and persistent.
+
+Every variant is checked against a dense reference at 16 qubits before anything is timed; the
+variants are timed in interleaved rounds (clock drift hits all of them) with the lead-call clock
+of bench_apply.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_apply import Clock, random_state, reference_apply  # noqa: E402
+
+import gemm  # noqa: E402
+from circuits import haar_unitary  # noqa: E402
+from qsim_tc import small_gate  # noqa: E402
+from qsim_tc.cli.common import environment  # noqa: E402
+
+
+def cases(n: int, dtype) -> list[list[int]]:
+    """Target lists (any order, as a user passes them) that reach each default kernel: lanes
+    (low), lanes through shared memory, direct, lanes with high targets, DMMA and widened DMMA."""
+    out = [[0], [2], [13], [n - 1], [0, 1], [1, 3], [13, 14], [0, n - 1], [0, 1, 2], [12, 13, 14], [0, 14, n - 1],
+           [0, 1, 2, 3], [12, 13, 14, 15], [n - 4, n - 3, n - 2, n - 1]]
+    if np.dtype(dtype) == np.complex128:
+        out += [[11, 12, 13, 14, 15], [11, 12, 13, 14, 15, 16]]
+    return out
+
+
+def variants(family: str, args, dtype, d: int) -> list:
+    """(label, call) pairs; call(sv, u, targets) applies u to the StateVector sv (identity layout
+    for the raw kernels: they take physical positions, ascending, as ``targets`` are)."""
+    out = []
+    if family == "prefetch":
+        for pf in [int(x) for x in args.prefetch.split(",")]:
+            def call(sv, u, tg, pf=pf):
+                small_gate.LOAD_PREFETCH = pf
+                sv.apply(u, tg, check_unitary=False)
+            out.append((f"pf{pf}", call))
+        return out
+    out.append(("engine", lambda sv, u, tg: sv.apply(u, tg, check_unitary=False)))
+    real = "double" if np.dtype(dtype) == np.complex128 else "float"
+    for log_g, rows in small_gate.TILED_VARIANTS.get((real, d), ()):
+        for per_sm in (small_gate.ONE_PASS, 16):
+            cfg = small_gate.TiledConfig(log_g, rows, per_sm)
+            label = f"tiled g{log_g} r{rows} {'one-pass' if per_sm == small_gate.ONE_PASS else f'x{per_sm}'}"
+            out.append((label, lambda sv, u, tg, cfg=cfg: small_gate.apply_tiled_gpu(sv._data, sv.n_qubits, u, tg, cfg)))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--family", choices=("prefetch", "tiled"), default="prefetch")
+    p.add_argument("--qubits", type=int, default=28)
+    p.add_argument("--dtype", default="complex128,complex64")
+    p.add_argument("--max-d", type=int, default=6, help="skip cases of more targets")
+    p.add_argument("--prefetch", default="0,64,128,256", help="L2 prefetch sizes to compare")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--custatevec", action="store_true")
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    dev = gemm.resolve_device("gpu")
+    xp = dev.xp
+    peer = None
+    if args.custatevec:
+        from custatevec_peer import CuStateVec  # noqa: PLC0415
+
+        peer = CuStateVec()
+    clock = Clock(xp, args.batch)
+    rng = np.random.default_rng(3)
+    rows = []
+    for dtype in [np.dtype(t) for t in args.dtype.split(",")]:
+        st = random_state(args.qubits, dtype, dev, 1)
+        small = random_state(16, dtype, dev, 2)
+        x_small = small._data.copy()
+        tol = 1e-12 if dtype == np.complex128 else 1e-5
+        for tg in [c for c in cases(args.qubits, dtype) if len(c) <= args.max_d]:
+            u = haar_unitary(1 << len(tg), rng).astype(dtype)
+            stg = [q if q < 8 else q - args.qubits + 16 if q >= args.qubits - 4 else q - 4 for q in tg]
+            ref = reference_apply(x_small, 16, u, stg, xp)
+            vs = variants(args.family, args, dtype, len(tg))
+            row = {"dtype": str(dtype), "targets": tg, "ms": {}, "rounds_ms": {}, "err": {}}
+            for label, call in vs:  # correctness first, every variant
+                small._data = x_small.copy()
+                small._layout = type(small._layout)(16)
+                call(small, u, stg)
+                row["err"][label] = float(xp.abs(small.data() - ref).max())
+            small_gate.LOAD_PREFETCH = 0
+            row["path_16q"] = small.apply(u, stg, check_unitary=False).path
+            if max(row["err"].values()) > tol:
+                raise SystemExit(f"{dtype} {tg}: error {row['err']} above {tol}")
+            timed = list(vs) + ([("custatevec", lambda sv, u, tg: peer.apply_matrix(sv._data, sv.n_qubits, u, tg))]
+                                if peer else [])
+            times = {label: [] for label, _ in timed}
+            for _ in range(args.rounds):
+                for label, call in timed:
+                    def fn(call=call):
+                        call(st, u, tg)
+                    fn()  # compile, and settle the layout
+                    times[label] += clock.time(fn, args.repeats)
+            small_gate.LOAD_PREFETCH = 0
+            row["path"] = st.apply(u, tg, check_unitary=False).path
+            for label in times:
+                row["ms"][label] = float(np.median(times[label]))
+                row["rounds_ms"][label] = times[label]
+            rows.append(row)
+            cs = row["ms"].get("custatevec")
+            print(f"{dtype} {str(tg):24s} {row['path']:12s} " + " ".join(
+                f"{k}:{v:.3f}" + (f"(x{cs / v:.3f})" if cs and k != "custatevec" else "") for k, v in row["ms"].items()),
+                flush=True)
+        st = small = None  # free the state before the next precision
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "environment": environment(),
+                                               "family": args.family, "qubits": args.qubits, "rounds": args.rounds,
+                                               "repeats": args.repeats, "batch": args.batch,
+                                               "clock": "lead call, then batch calls between events",
+                                               "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
