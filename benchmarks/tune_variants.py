@@ -7,7 +7,8 @@ and cuStateVec's applyMatrix, at placements that reach every default kernel.
 Families:
   prefetch  the default policy with each L2 prefetch size on the kernels' state loads
             (small_gate.LOAD_PREFETCH: PTX ``.L2::64B/128B/256B``, or none);
-  tiled     the tiled kernel (apply_small) in each TILED_VARIANTS shape, one pass and persistent.
+  tiled     the tiled kernel (apply_small) in each TILED_VARIANTS shape, one pass and persistent;
+  staged    the staged kernel (apply_staged) in each STAGED_VARIANTS tile size, d <= 3.
 
 Every variant is checked against a dense reference at 16 qubits before anything is timed; the
 variants are timed in interleaved rounds (clock drift hits all of them) with the lead-call clock
@@ -55,6 +56,12 @@ def variants(family: str, args, dtype, d: int) -> list:
             out.append((f"pf{pf}", call))
         return out
     out.append(("engine", lambda sv, u, tg: sv.apply(u, tg, check_unitary=False)))
+    if family == "staged":
+        for log_t in small_gate.STAGED_VARIANTS.get(d, ()):
+            cfg = small_gate.StagedConfig(log_t)
+            out.append((f"staged t{log_t}",
+                        lambda sv, u, tg, cfg=cfg: small_gate.apply_staged_gpu(sv._data, sv.n_qubits, u, tg, cfg)))
+        return out
     real = "double" if np.dtype(dtype) == np.complex128 else "float"
     for log_g, rows in small_gate.TILED_VARIANTS.get((real, d), ()):
         for per_sm in (small_gate.ONE_PASS, 16):
@@ -66,7 +73,7 @@ def variants(family: str, args, dtype, d: int) -> list:
 
 def main(argv=None):
     p = argparse.ArgumentParser()
-    p.add_argument("--family", choices=("prefetch", "tiled"), default="prefetch")
+    p.add_argument("--family", choices=("prefetch", "tiled", "staged"), default="prefetch")
     p.add_argument("--qubits", type=int, default=28)
     p.add_argument("--dtype", default="complex128,complex64")
     p.add_argument("--max-d", type=int, default=6, help="skip cases of more targets")

@@ -613,6 +613,71 @@ def apply_tiled_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: 
     return data
 
 
+class StagedConfig(NamedTuple):
+    """One variant of ``apply_staged`` (small_gate.cu): tiles of 2^log_t amplitudes, one per block
+    of 2^(log_t - d) threads, one group per thread."""
+
+    log_t: int
+
+    def threads(self, d: int) -> int:
+        return 1 << (self.log_t - d)
+
+
+# apply_staged, d -> StagedConfig: 64 threads per block
+STAGED = {d: StagedConfig(6 + d) for d in (1, 2, 3)}
+STAGED_VARIANTS = {d: (6 + d, 7 + d) for d in (1, 2, 3)}  # log_t compiled for tuning: 64 and 128 threads
+
+
+def staged_name(real: str, d: int, log_t: int) -> str:
+    return f"apply_staged<{real}, {d}, {log_t}>"
+
+
+@functools.lru_cache(maxsize=None)
+def _staged_module(device_id: int, prefetch: int):
+    return _compile([staged_name(t, d, lt) for t in ("double", "float") for d, lts in STAGED_VARIANTS.items()
+                     for lt in lts], prefetch)
+
+
+def fits_staged(n_qubits: int, positions, log_t: int | None = None) -> bool:
+    """True when ``apply_staged`` serves these targets: 1..3 distinct ascending positions on the
+    state, and at least one tile of 2^log_t amplitudes (default STAGED's)."""
+    d = len(positions)
+    if d not in STAGED or list(positions) != sorted(set(positions)):
+        return False
+    log_t = STAGED[d].log_t if log_t is None else log_t
+    return positions[0] >= 0 and positions[-1] < n_qubits and n_qubits >= log_t
+
+
+def apply_staged_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: StagedConfig | None = None):
+    """Staged kernel: same contract as :func:`apply_direct_gpu`, for 1..3 targets anywhere.
+
+    ``config`` overrides ``STAGED`` (tuning and tests); its log_t must be in STAGED_VARIANTS.
+
+    Raises:
+        ValueError: the targets or the state do not fit (:func:`fits_staged`), or ``config`` names
+            no compiled variant.
+    """
+    import cupy  # noqa: PLC0415
+
+    d = len(positions)
+    cfg = config or STAGED.get(d)
+    if cfg is None or not fits_staged(n_qubits, positions, cfg.log_t):
+        raise ValueError(f"apply_staged takes 1..3 distinct targets in ascending order, all below n_qubits, on a "
+                         f"state of at least log_t qubits (got targets {list(positions)}, {n_qubits} qubits, {cfg})")
+    if cfg.log_t not in STAGED_VARIANTS[d]:
+        raise ValueError(f"config {cfg} names no compiled apply_staged kernel for d={d} (see STAGED_VARIANTS)")
+    real = _real(data.dtype.itemsize)
+    kern = _staged_module(cupy.cuda.Device().id, LOAD_PREFETCH).get_function(staged_name(real, d, cfg.log_t))
+    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
+    lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize, cfg.log_t - d)
+    swz = np.uint32(lanes_smem_swizzle(lay["tile_pos"][:d], data.dtype.itemsize))
+    i32 = np.int32
+    kern((int(lay["n_tiles"]),), (cfg.threads(d),),
+         (data, u, i32(lay["k"]), i32(lay["h"]), *target_args(lay["hi_pos"][:lay["h"]], 3),
+          *target_args(lay["tile_pos"][:d], 3), swz))
+    return data
+
+
 def select(method, device, want, n_qubits: int, positions, itemsize: int):
     """The kernel for a gate on sorted physical ``positions``, or None for the GEMM path.
 

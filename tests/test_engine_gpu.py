@@ -221,6 +221,34 @@ def test_bulk_kernel_matches_cpu(cp, rng, dtype, tol):
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
+def test_staged_kernel_matches_cpu(cp, rng, dtype, tol):
+    """The staged kernel against the CPU engine for d = 1..3 at low, high and mixed targets, in
+    every compiled tile size, on a state of one tile and on larger ones; bad input is refused with
+    the state unchanged."""
+    from qsim_tc.small_gate import STAGED_VARIANTS, StagedConfig, apply_staged_gpu
+
+    check = _kernel_checker(cp, rng, dtype, tol, apply_staged_gpu)
+    placements = ([0], [2], [4], [5], [9], [15], [0, 1], [1, 3], [0, 5], [3, 4], [0, 15], [14, 15], [0, 1, 2],
+                  [0, 2, 4], [1, 3, 5], [0, 1, 15], [0, 8, 15], [4, 5, 6], [13, 14, 15])
+    for d, log_ts in STAGED_VARIANTS.items():
+        for log_t in log_ts:
+            for qs in (q for q in placements if len(q) == d):
+                check(16, qs, StagedConfig(log_t))
+            check(log_t, list(range(log_t - d, log_t)), StagedConfig(log_t))  # one tile, top targets
+    for qs in placements:
+        check(20, qs)  # the default tile sizes
+    psi = cp.asarray(random_psi(8, rng).astype(dtype))
+    before = psi.copy()
+    with pytest.raises(ValueError, match="at least log_t"):
+        apply_staged_gpu(psi, 8, haar_unitary(8, rng), [0, 1, 2])  # 256 amplitudes < one tile of 512
+    with pytest.raises(ValueError, match="ascending"):
+        apply_staged_gpu(psi, 8, haar_unitary(4, rng), [3, 0])
+    with pytest.raises(ValueError, match="no compiled"):
+        apply_staged_gpu(psi, 8, haar_unitary(2, rng), [0], StagedConfig(5))
+    assert bool((psi == before).all())
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
 def test_lanes_smem_kernel_matches_cpu(cp, rng, dtype, tol):
     """The shared-memory lanes kernel (the default for d = 2, 3 low) against the CPU engine: targets below bit 5
     for d = 1..3, sorted and not, in its default configuration on a large state and on one of fewer

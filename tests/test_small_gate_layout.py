@@ -423,3 +423,89 @@ def test_bulk_launcher_refuses_what_it_cannot_serve():
     assert not fits_bulk(28, [0, 1, 2, 3], 9)  # four targets
     assert not fits_bulk(28, [2, 2], 9)
     assert not fits_bulk(8, [0], 9)  # smaller than one chunk
+
+
+def staged_replay(state, n, u, positions, itemsize, log_t):
+    """What apply_staged does, block by block, with the kernel's index formulas. Returns the
+    result, how often each amplitude was loaded, and the shared-memory indices of every access
+    (one list per thread-parallel step: entry t is thread t's index)."""
+    from qsim_tc.small_gate import lanes_smem_swizzle
+
+    d, s = len(positions), 3 if itemsize == 16 else 4
+    lay = tile_layout(n, positions, itemsize, log_t - d)
+    k, h, hp, q = lay["k"], lay["h"], lay["hi_pos"][:lay["h"]], lay["tile_pos"][:d]
+    assert k + h == log_t
+    tbl = lanes_smem_swizzle(q, itemsize)
+
+    def mask(e):
+        return (tbl >> (((e >> s) & 7) << 2)) & ((1 << s) - 1)
+
+    nt = 1 << (log_t - d)
+    out, seen, accesses = state.copy(), np.zeros(len(state), dtype=int), []
+    for block in range(lay["n_tiles"]):
+        base = block << k
+        for p in hp:
+            base = insert_zero(base, p)
+        buf = np.full(1 << log_t, np.nan, dtype=complex)
+        addr = {}
+        for i in range(1 << d):
+            idx = []
+            for t in range(nt):
+                e = t + nt * i
+                a = base | (e & ((1 << k) - 1))
+                for b in range(h):
+                    a |= ((e >> (k + b)) & 1) << hp[b]
+                addr[e] = a
+                seen[a] += 1
+                buf[e ^ mask(e)] = state[a]
+                idx.append(e ^ mask(e))
+            accesses.append(idx)
+        groups = []
+        for t in range(nt):
+            gb = t
+            for p in q:
+                gb = insert_zero(gb, p)
+            g = [gb | sum(((j >> b) & 1) << q[b] for b in range(d)) for j in range(1 << d)]
+            groups.append([e ^ mask(e) for e in g])
+        for j in range(1 << d):
+            accesses.append([g[j] for g in groups])
+        for g in groups:
+            buf[g] = u @ buf[g]
+        for e, a in addr.items():
+            out[a] = buf[e ^ mask(e)]
+    return out, seen, accesses
+
+
+@pytest.mark.parametrize("itemsize", [16, 8])
+@pytest.mark.parametrize("positions", [[0], [1], [3], [4], [9], [11], [0, 1], [1, 3], [0, 4], [3, 4], [0, 11],
+                                       [2, 9], [10, 11], [0, 1, 2], [0, 2, 4], [1, 3, 4], [0, 1, 11], [0, 9, 11],
+                                       [4, 5, 6], [9, 10, 11], [2, 6, 10]])
+def test_staged_tiles_and_banks(rng, positions, itemsize):
+    """apply_staged's index arithmetic, replayed for every compiled tile size: each amplitude is
+    loaded once, the state comes back as the gate applied to it, and no shared-memory wavefront
+    (8 threads of 16 bytes or 16 of 8 bytes) touches a bank slot twice."""
+    from qsim_tc.small_gate import STAGED_VARIANTS
+
+    n, d = 12, len(positions)
+    lanes = 128 // itemsize
+    for log_t in STAGED_VARIANTS[d]:
+        psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+        u = haar_unitary(1 << d, rng)
+        out, seen, accesses = staged_replay(psi, n, u, positions, itemsize, log_t)
+        assert (seen == 1).all(), (positions, log_t)
+        assert np.abs(out - _gate_on(psi, u, positions)).max() < 1e-12, (positions, log_t)
+        for idx in accesses:
+            for w in range(0, len(idx), lanes):
+                slots = [i % lanes for i in idx[w:w + lanes]]
+                assert len(set(slots)) == lanes, (positions, log_t, idx[w:w + lanes])
+
+
+def test_fits_staged():
+    from qsim_tc.small_gate import STAGED, STAGED_VARIANTS, fits_staged
+
+    assert fits_staged(28, [0]) and fits_staged(28, [0, 27]) and fits_staged(9, [0, 1, 8])
+    assert not fits_staged(8, [0, 1, 2])  # fewer amplitudes than one tile of 2^9
+    assert not fits_staged(28, [1, 0]) and not fits_staged(28, [1, 1]) and not fits_staged(28, [0, 28])
+    assert not fits_staged(28, [0, 1, 2, 3]) and not fits_staged(28, [])
+    for d, cfg in STAGED.items():
+        assert cfg.log_t in STAGED_VARIANTS[d]
