@@ -37,7 +37,7 @@ from qsim_tc.cli.common import environment  # noqa: E402
 def cases(n: int, dtype) -> list[list[int]]:
     """Target lists (any order, as a user passes them) that reach each default kernel: lanes
     (low), lanes through shared memory, direct, lanes with high targets, DMMA and widened DMMA."""
-    out = [[0], [2], [13], [n - 1], [0, 1], [1, 3], [13, 14], [0, n - 1], [0, 1, 2], [12, 13, 14], [0, 14, n - 1],
+    out = [[0], [2], [13], [n - 1], [0, 1], [1, 3], [13, 14], [0, n - 1], [0, 1, 2], [12, 13, 14], [0, 14, n - 1], [0, 1, n - 1], [0, 5, 9],
            [0, 1, 2, 3], [12, 13, 14, 15], [n - 4, n - 3, n - 2, n - 1]]
     if np.dtype(dtype) == np.complex128:
         out += [[11, 12, 13, 14, 15], [11, 12, 13, 14, 15, 16]]
@@ -48,14 +48,15 @@ def variants(family: str, args, dtype, d: int) -> list:
     """(label, call) pairs; call(sv, u, targets) applies u to the StateVector sv (identity layout
     for the raw kernels: they take physical positions, ascending, as ``targets`` are)."""
     out = []
+    method = "native" if np.dtype(dtype) == np.complex128 else "native32"
     if family == "prefetch":
         for pf in [int(x) for x in args.prefetch.split(",")]:
             def call(sv, u, tg, pf=pf):
                 small_gate.LOAD_PREFETCH = pf
-                sv.apply(u, tg, check_unitary=False)
+                sv.apply(u, tg, check_unitary=False, method=method)
             out.append((f"pf{pf}", call))
         return out
-    out.append(("engine", lambda sv, u, tg: sv.apply(u, tg, check_unitary=False)))
+    out.append(("engine", lambda sv, u, tg: sv.apply(u, tg, check_unitary=False, method=method)))
     if family == "staged":
         for log_t in small_gate.STAGED_VARIANTS.get(d, ()):
             cfg = small_gate.StagedConfig(log_t)
@@ -111,7 +112,8 @@ def main(argv=None):
                 call(small, u, stg)
                 row["err"][label] = float(xp.abs(small.data() - ref).max())
             small_gate.LOAD_PREFETCH = 0
-            row["path_16q"] = small.apply(u, stg, check_unitary=False).path
+            method = "native" if dtype == np.complex128 else "native32"
+            row["path_16q"] = small.apply(u, stg, check_unitary=False, method=method).path
             if max(row["err"].values()) > tol:
                 raise SystemExit(f"{dtype} {tg}: error {row['err']} above {tol}")
             timed = list(vs) + ([("custatevec", lambda sv, u, tg: peer.apply_matrix(sv._data, sv.n_qubits, u, tg))]
@@ -124,7 +126,7 @@ def main(argv=None):
                     fn()  # compile, and settle the layout
                     times[label] += clock.time(fn, args.repeats)
             small_gate.LOAD_PREFETCH = 0
-            row["path"] = st.apply(u, tg, check_unitary=False).path
+            row["path"] = st.apply(u, tg, check_unitary=False, method=method).path
             for label in times:
                 row["ms"][label] = float(np.median(times[label]))
                 row["rounds_ms"][label] = times[label]

@@ -625,7 +625,7 @@ class StagedConfig(NamedTuple):
 
 # apply_staged, d -> StagedConfig: 64 threads per block
 STAGED = {d: StagedConfig(6 + d) for d in (1, 2, 3)}
-STAGED_VARIANTS = {d: (6 + d, 7 + d) for d in (1, 2, 3)}  # log_t compiled for tuning: 64 and 128 threads
+STAGED_VARIANTS = {d: (5 + d, 6 + d, 7 + d) for d in (1, 2, 3)}  # log_t compiled for tuning: 32, 64, 128 threads
 
 
 def staged_name(real: str, d: int, log_t: int) -> str:
