@@ -6,16 +6,22 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
 
 * ``apply_direct``: thread = group of 2^d amplitudes gathered straight from global memory.
   Coalesced when the lowest target is at bit 3 or above (neighbouring groups are neighbours).
+* ``apply_staged``: 1..3 targets anywhere; a block of 32-128 threads loads a tile of 2^(5..7 + d)
+  amplitudes (whole groups) into shared memory, coalesced, each thread multiplies one group, the
+  tile goes back. The default for complex128 d = 1..3 and complex64 d = 2 where the direct
+  kernel's loads would not be coalesced (measured at cuStateVec's rate: 2.026-2.053 ms).
 * ``apply_lanes``: targets below bit 5 (d <= 3), and up to two more at bit 5 or above: each
   lane of a warp loads one of 32 consecutive amplitudes of every combination of the high
   targets and gathers the rest of its group from neighbouring lanes by shuffles. The default for
-  one target below bit 5, and for 2 (complex64: 2, 3) targets with low and high ones mixed.
+  complex64 d = 1 below bit 4 and complex64 d = 3 with low and high targets mixed.
 * ``apply_lanes_smem``: the same targets, staged through a per-warp shared-memory buffer: a warp
   loads 32 x ROUNDS consecutive amplitudes, each lane multiplies whole groups read from the
-  buffer, the warp stores the window back. The default for 2 and 3 targets below bit 5.
+  buffer, the warp stores the window back. The default for complex64 d = 3 below bit 5.
 * ``apply_bulk`` (bulk_gate.py): chunks moved by the bulk copy engine and multiplied in shared
   memory, at any target positions; no longer in the default policy (the lanes kernel serves the
-  mixed layouts faster), kept as the tuner's point of comparison.
+  mixed layouts faster), kept as the tuner's point of comparison. So is ``apply_dmma_widened_gpu``
+  (a complex128 gate of 1-3 qubits as a 4-qubit DMMA one), and the lanes kernels in complex128,
+  all of which the staged kernel outran.
 * ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts of 4
   targets with a target among the low bits.
 * ``apply_dmma``: complex128 gates of 4..6 qubits on the FP64 tensor cores (``mma.sync`` f64),
@@ -623,8 +629,18 @@ class StagedConfig(NamedTuple):
         return 1 << (self.log_t - d)
 
 
-# apply_staged, d -> StagedConfig: 64 threads per block
-STAGED = {d: StagedConfig(6 + d) for d in (1, 2, 3)}
+# apply_staged, (real type, d) -> StagedConfig, from one H200 at 28 qubits beside the engine's
+# earlier kernels and cuStateVec (benchmarks/results/tune_staged_h200.json, lead-call clock):
+# complex128 d = 1 2.026-2.027 ms at bits 0, 2 (lanes kernel 2.096; cuStateVec 2.023), d = 2
+# 2.026-2.028 low or mixed (lanes through shared memory / with high targets 2.071-2.089; cuStateVec
+# 2.021-2.025), d = 3 2.053 at the bottom (2.144; cuStateVec 2.108); complex64 d = 2 1.013-1.038
+# (1.029-1.046; cuStateVec 1.014-1.076). Where the lowest target is at bit 3 (complex64: 4) or
+# above, the direct kernel stays (within 0.5%).
+STAGED = {("double", 1): StagedConfig(8), ("double", 2): StagedConfig(7), ("double", 3): StagedConfig(8),
+          ("float", 1): StagedConfig(8), ("float", 2): StagedConfig(8), ("float", 3): StagedConfig(8)}
+# where it is the default policy: complex64 d = 1, 3 keep the lanes kernels (d = 1 1.011 ms against
+# 1.017; d = 3 1.062-1.113 against 1.075-1.357 with targets at bit 5 or above)
+STAGED_DEFAULT = frozenset({("double", 1), ("double", 2), ("double", 3), ("float", 2)})
 STAGED_VARIANTS = {d: (5 + d, 6 + d, 7 + d) for d in (1, 2, 3)}  # log_t compiled for tuning: 32, 64, 128 threads
 
 
@@ -642,9 +658,9 @@ def fits_staged(n_qubits: int, positions, log_t: int | None = None) -> bool:
     """True when ``apply_staged`` serves these targets: 1..3 distinct ascending positions on the
     state, and at least one tile of 2^log_t amplitudes (default STAGED's)."""
     d = len(positions)
-    if d not in STAGED or list(positions) != sorted(set(positions)):
+    if d not in STAGED_VARIANTS or list(positions) != sorted(set(positions)):
         return False
-    log_t = STAGED[d].log_t if log_t is None else log_t
+    log_t = max(STAGED[t, d].log_t for t in ("double", "float")) if log_t is None else log_t
     return positions[0] >= 0 and positions[-1] < n_qubits and n_qubits >= log_t
 
 
@@ -660,13 +676,13 @@ def apply_staged_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config:
     import cupy  # noqa: PLC0415
 
     d = len(positions)
-    cfg = config or STAGED.get(d)
+    real = _real(data.dtype.itemsize)
+    cfg = config or STAGED.get((real, d))
     if cfg is None or not fits_staged(n_qubits, positions, cfg.log_t):
         raise ValueError(f"apply_staged takes 1..3 distinct targets in ascending order, all below n_qubits, on a "
                          f"state of at least log_t qubits (got targets {list(positions)}, {n_qubits} qubits, {cfg})")
     if cfg.log_t not in STAGED_VARIANTS[d]:
         raise ValueError(f"config {cfg} names no compiled apply_staged kernel for d={d} (see STAGED_VARIANTS)")
-    real = _real(data.dtype.itemsize)
     kern = _staged_module(cupy.cuda.Device().id, LOAD_PREFETCH).get_function(staged_name(real, d, cfg.log_t))
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize, cfg.log_t - d)
@@ -719,6 +735,9 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
         return None
     if coalesced(positions, itemsize):
         return apply_direct_gpu
+    staged = (_real(itemsize), d)
+    if staged in STAGED_DEFAULT and fits_staged(n_qubits, positions, STAGED[staged].log_t):
+        return apply_staged_gpu
     dmma4 = itemsize == 16 and 4 in DMMA_CONFIG
     smem_cfg = LANES_SMEM_CONFIG.get((_real(itemsize), d))
     if d in LANES_SMEM_DEFAULT_D and smem_cfg and fits_lanes_smem(n_qubits, positions, smem_cfg.rounds):

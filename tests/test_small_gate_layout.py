@@ -70,16 +70,17 @@ def test_swizzle_is_a_permutation(itemsize):
 
 
 def test_policy_picks_kernels_by_position():
-    """The measured default policy: direct kernel when coalesced, lanes or tiled for low targets
-    (DMMA for complex128 d = 4), GEMM for four complex64 targets at the bottom and for d > 6; the
+    """The measured default policy: direct kernel when coalesced, staged for complex128 d <= 3 and
+    complex64 d = 2 with a low target, lanes or tiled for other low targets (DMMA for complex128
+    d = 4), GEMM for four complex64 targets at the bottom and for d > 6; the
     DMMA kernel for complex128 d = 5, 6; nothing on the CPU or for emulated methods."""
     import gemm
     from qsim_tc.small_gate import (
         apply_direct_gpu,
         apply_dmma_gpu,
-        apply_dmma_widened_gpu,
         apply_lanes_gpu,
         apply_lanes_smem_gpu,
+        apply_staged_gpu,
         apply_tiled_gpu,
         select,
     )
@@ -87,18 +88,23 @@ def test_policy_picks_kernels_by_position():
     native = gemm.get_method("native")
     gpu = gemm.Device("gpu", np, "test")
     assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
-    assert select(native, gpu, None, 28, [0, 5], 16) is apply_lanes_gpu  # low and high targets mixed
-    assert select(native, gpu, None, 28, [0, 5], 8) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [0, 5], 16) is apply_staged_gpu  # low and high targets mixed
+    assert select(native, gpu, None, 28, [0, 5], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [1, 2, 20], 8) is apply_lanes_gpu
-    assert select(native, gpu, None, 28, [1, 2, 20], 16) is apply_dmma_widened_gpu  # complex128: 4-qubit DMMA
+    assert select(native, gpu, None, 28, [1, 2, 20], 16) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 14, 27], 8) is apply_lanes_gpu
-    assert select(native, gpu, None, 28, [0, 14], 16) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [0, 14], 16) is apply_staged_gpu
+    assert select(native, gpu, None, 28, [2], 16) is apply_staged_gpu
+    assert select(native, gpu, None, 28, [3], 16) is apply_direct_gpu
+    assert select(native, gpu, None, 28, [3], 8) is apply_lanes_gpu  # complex64 d = 1: lanes
+    assert select(native, gpu, None, 10, [0, 1, 2], 16) is apply_staged_gpu  # a small state
+    assert select(native, gpu, None, 28, [1, 3, 4], 8) is apply_lanes_smem_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_tiled_gpu
-    assert select(native, gpu, None, 28, [0], 16) is apply_lanes_gpu
-    assert select(native, gpu, None, 28, [0, 2], 16) is apply_lanes_smem_gpu
-    assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_lanes_smem_gpu
-    assert select(native, gpu, None, 28, [1, 3, 4], 8) is apply_lanes_smem_gpu
+    assert select(native, gpu, None, 28, [0], 16) is apply_staged_gpu
+    assert select(native, gpu, None, 28, [0, 2], 16) is apply_staged_gpu
+    assert select(native, gpu, None, 28, [0, 2], 8) is apply_staged_gpu
+    assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 8) is None
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
@@ -110,8 +116,8 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, True, 28, [4, 5, 6, 7, 8], 8) is apply_direct_gpu
     # small_gate_kernel=True takes the default kernel where there is one, the best other where not
     assert select(native, gpu, True, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
-    assert select(native, gpu, True, 28, [1, 3, 4], 16) is apply_lanes_smem_gpu
-    assert select(native, gpu, True, 28, [0, 2], 16) is apply_lanes_smem_gpu
+    assert select(native, gpu, True, 28, [1, 3, 4], 16) is apply_staged_gpu
+    assert select(native, gpu, True, 28, [0, 2], 16) is apply_staged_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3], 8) is apply_tiled_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 16) is apply_dmma_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 8) is apply_tiled_gpu
@@ -503,9 +509,9 @@ def test_staged_tiles_and_banks(rng, positions, itemsize):
 def test_fits_staged():
     from qsim_tc.small_gate import STAGED, STAGED_VARIANTS, fits_staged
 
-    assert fits_staged(28, [0]) and fits_staged(28, [0, 27]) and fits_staged(9, [0, 1, 8])
-    assert not fits_staged(8, [0, 1, 2])  # fewer amplitudes than one tile of 2^9
+    assert fits_staged(28, [0]) and fits_staged(28, [0, 27]) and fits_staged(8, [0, 1, 7])
+    assert not fits_staged(7, [0, 1, 2]) and not fits_staged(8, [0, 1, 2], 9)  # fewer amplitudes than a tile
     assert not fits_staged(28, [1, 0]) and not fits_staged(28, [1, 1]) and not fits_staged(28, [0, 28])
     assert not fits_staged(28, [0, 1, 2, 3]) and not fits_staged(28, [])
-    for d, cfg in STAGED.items():
+    for (_, d), cfg in STAGED.items():
         assert cfg.log_t in STAGED_VARIANTS[d]
