@@ -237,14 +237,14 @@ def test_staged_kernel_matches_cpu(cp, rng, dtype, tol):
             check(log_t, list(range(log_t - d, log_t)), StagedConfig(log_t))  # one tile, top targets
     for qs in placements:
         check(20, qs)  # the default tile sizes
-    psi = cp.asarray(random_psi(8, rng).astype(dtype))
+    psi = cp.asarray(random_psi(7, rng).astype(dtype))
     before = psi.copy()
     with pytest.raises(ValueError, match="at least log_t"):
-        apply_staged_gpu(psi, 8, haar_unitary(8, rng), [0, 1, 2])  # 256 amplitudes < one tile of 512
+        apply_staged_gpu(psi, 7, haar_unitary(8, rng), [0, 1, 2])  # 128 amplitudes < one tile of 256
     with pytest.raises(ValueError, match="ascending"):
-        apply_staged_gpu(psi, 8, haar_unitary(4, rng), [3, 0])
+        apply_staged_gpu(psi, 7, haar_unitary(4, rng), [3, 0])
     with pytest.raises(ValueError, match="no compiled"):
-        apply_staged_gpu(psi, 8, haar_unitary(2, rng), [0], StagedConfig(5))
+        apply_staged_gpu(psi, 7, haar_unitary(2, rng), [0], StagedConfig(5))
     assert bool((psi == before).all())
 
 
