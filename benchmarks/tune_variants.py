@@ -58,9 +58,9 @@ def variants(family: str, args, dtype, d: int) -> list:
         return out
     out.append(("engine", lambda sv, u, tg: sv.apply(u, tg, check_unitary=False, method=method)))
     if family == "staged":
-        for log_t in small_gate.STAGED_VARIANTS.get(d, ()):
-            cfg = small_gate.StagedConfig(log_t)
-            out.append((f"staged t{log_t}",
+        for log_t, split in small_gate.STAGED_VARIANTS.get(d, ()):
+            cfg = small_gate.StagedConfig(log_t, split)
+            out.append((f"staged t{log_t}" + (f" s{split}" if split > 1 else ""),
                         lambda sv, u, tg, cfg=cfg: small_gate.apply_staged_gpu(sv._data, sv.n_qubits, u, tg, cfg)))
         return out
     real = "double" if np.dtype(dtype) == np.complex128 else "float"
@@ -77,6 +77,7 @@ def main(argv=None):
     p.add_argument("--family", choices=("prefetch", "tiled", "staged"), default="prefetch")
     p.add_argument("--qubits", type=int, default=28)
     p.add_argument("--dtype", default="complex128,complex64")
+    p.add_argument("--min-d", type=int, default=1, help="skip cases of fewer targets")
     p.add_argument("--max-d", type=int, default=6, help="skip cases of more targets")
     p.add_argument("--prefetch", default="0,64,128,256", help="L2 prefetch sizes to compare")
     p.add_argument("--rounds", type=int, default=3)
@@ -100,7 +101,7 @@ def main(argv=None):
         small = random_state(args.qubits, dtype, dev, 2)
         x_small = small._data.copy()
         tol = 1e-12 if dtype == np.complex128 else 1e-5
-        for tg in [c for c in cases(args.qubits, dtype) if len(c) <= args.max_d]:
+        for tg in [c for c in cases(args.qubits, dtype) if args.min_d <= len(c) <= args.max_d]:
             u = haar_unitary(1 << len(tg), rng).astype(dtype)
             stg = tg  # checked at the timed size: every placement stays what it is
             ref = reference_apply(x_small, args.qubits, u, stg, xp)

@@ -431,7 +431,7 @@ def test_bulk_launcher_refuses_what_it_cannot_serve():
     assert not fits_bulk(8, [0], 9)  # smaller than one chunk
 
 
-def staged_replay(state, n, u, positions, itemsize, log_t):
+def staged_replay(state, n, u, positions, itemsize, log_t, split):
     """What apply_staged does, block by block, with the kernel's index formulas. Returns the
     result, how often each amplitude was loaded, and the shared-memory indices of every access
     (one list per thread-parallel step: entry t is thread t's index)."""
@@ -446,7 +446,8 @@ def staged_replay(state, n, u, positions, itemsize, log_t):
     def mask(e):
         return (tbl >> (((e >> s) & 7) << 2)) & ((1 << s) - 1)
 
-    nt = 1 << (log_t - d)
+    n_groups = 1 << (log_t - d)
+    nt, per = n_groups * split, (1 << d) // split
     out, seen, accesses = state.copy(), np.zeros(len(state), dtype=int), []
     for block in range(lay["n_tiles"]):
         base = block << k
@@ -454,7 +455,7 @@ def staged_replay(state, n, u, positions, itemsize, log_t):
             base = insert_zero(base, p)
         buf = np.full(1 << log_t, np.nan, dtype=complex)
         addr = {}
-        for i in range(1 << d):
+        for i in range(per):
             idx = []
             for t in range(nt):
                 e = t + nt * i
@@ -466,17 +467,27 @@ def staged_replay(state, n, u, positions, itemsize, log_t):
                 buf[e ^ mask(e)] = state[a]
                 idx.append(e ^ mask(e))
             accesses.append(idx)
-        groups = []
+        groups = []  # thread t's group t % n_groups, as shared-memory indices
         for t in range(nt):
-            gb = t
+            gb = t % n_groups
             for p in q:
                 gb = insert_zero(gb, p)
             g = [gb | sum(((j >> b) & 1) << q[b] for b in range(d)) for j in range(1 << d)]
             groups.append([e ^ mask(e) for e in g])
         for j in range(1 << d):
             accesses.append([g[j] for g in groups])
-        for g in groups:
-            buf[g] = u @ buf[g]
+        rows = [[(t // n_groups) * per + i for i in range(per)] for t in range(nt)]
+        for i in range(per):  # the writes: thread t's row (t // n_groups) per + i
+            accesses.append([groups[t][rows[t][i]] for t in range(nt)])
+        new = buf.copy()
+        written = np.zeros(len(buf), dtype=int)
+        for t in range(nt):
+            g = groups[t]
+            for r in rows[t]:
+                new[g[r]] = u[r] @ buf[g]
+                written[g[r]] += 1
+        assert (written == 1).all()  # every element of the tile written by exactly one thread
+        buf = new
         for e, a in addr.items():
             out[a] = buf[e ^ mask(e)]
     return out, seen, accesses
@@ -494,10 +505,10 @@ def test_staged_tiles_and_banks(rng, positions, itemsize):
 
     n, d = 12, len(positions)
     lanes = 128 // itemsize
-    for log_t in STAGED_VARIANTS[d]:
+    for log_t, split in STAGED_VARIANTS[d]:
         psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
         u = haar_unitary(1 << d, rng)
-        out, seen, accesses = staged_replay(psi, n, u, positions, itemsize, log_t)
+        out, seen, accesses = staged_replay(psi, n, u, positions, itemsize, log_t, split)
         assert (seen == 1).all(), (positions, log_t)
         assert np.abs(out - _gate_on(psi, u, positions)).max() < 1e-12, (positions, log_t)
         for idx in accesses:
@@ -514,4 +525,4 @@ def test_fits_staged():
     assert not fits_staged(28, [1, 0]) and not fits_staged(28, [1, 1]) and not fits_staged(28, [0, 28])
     assert not fits_staged(28, [0, 1, 2, 3]) and not fits_staged(28, [])
     for (_, d), cfg in STAGED.items():
-        assert cfg.log_t in STAGED_VARIANTS[d]
+        assert cfg.kernel in STAGED_VARIANTS[d]

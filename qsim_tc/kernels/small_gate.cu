@@ -413,28 +413,40 @@ apply_lanes_smem(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ 
 
 
 
-// Targets anywhere, one tile per block of NT = 2^(LOG_T - D) threads, one group per thread (the shape
-// of cuStateVec's kernels for low targets, measured: 64 threads, 24-50 registers, most warps
-// resident). A tile is 2^LOG_T amplitudes: the 2^k contiguous ones from block << k (zeros inserted
-// at the h targets at or above k) times the 2^h combinations of those targets, k = LOG_T - h.
-//   1. thread t loads elements t + NT i (i < 2^D) of the tile: each load instruction of a warp is
-//      32 consecutive amplitudes (or 2^k of each high combination), all issued before any is used;
-//   2. stores them in shared memory, and after one barrier reads its group (the tile index of
-//      group t has a zero at each target's tile position q_j), computes its rows and writes them
-//      in their place (each thread owns its group: no barrier);
+// Targets anywhere, one tile per block, SPLIT threads per group (the shape of cuStateVec's kernels
+// for low targets, measured: 64 threads, 24-50 registers, most warps resident). A tile is 2^LOG_T
+// amplitudes, G = 2^(LOG_T - D) groups: the 2^k contiguous ones from block << k (zeros inserted at
+// the h targets at or above k) times the 2^h combinations of those targets, k = LOG_T - h. With
+// NT = G SPLIT threads:
+//   1. thread t loads elements t + NT i (i < 2^D / SPLIT) of the tile: each load instruction of a
+//      warp is 32 consecutive amplitudes (or 2^k of each high combination), all issued before any
+//      is used;
+//   2. stores them in shared memory, and after one barrier reads group t % G (the tile index of a
+//      group has a zero at each target's tile position q_j), computes rows
+//      (t / G) 2^D / SPLIT onwards and writes them in their place (after a second barrier where
+//      SPLIT > 1: other threads still read the group);
 //   3. after a barrier the tile goes back as it came.
 // Shared-memory index e is stored at e ^ m(e), m from swz_tbl (apply_lanes_smem's swizzle, built
 // by lanes_smem_swizzle for the tile positions q): neighbouring threads' groups fall into distinct
 // bank slots, and steps 1 and 3 stay conflict-free.
 //   k, h, hp0..hp2: low contiguous bits, number and positions of the high targets (ascending)
 //   q0..q2: the targets' positions in the tile index (ascending, as the matrix bits)
-template <typename Real, int D, int LOG_T>
-__global__ void __launch_bounds__(1 << (LOG_T - D))
+template <typename Real, int D>
+__device__ __forceinline__ long long staged_addr(long long base, int e, int k, int h, const int (&hp)[6]) {
+    long long a = base | (e & ((1 << k) - 1));
+#pragma unroll
+    for (int b = 0; b < D; ++b)
+        if (b < h) a |= (long long)((e >> (k + b)) & 1) << hp[b];
+    return a;
+}
+
+template <typename Real, int D, int LOG_T, int SPLIT = 1>
+__global__ void __launch_bounds__((1 << (LOG_T - D)) * SPLIT)
 apply_staged(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, int k, int h,
              int hp0, int hp1, int hp2, int q0, int q1, int q2, unsigned swz_tbl)
 {
-    constexpr int DIM = 1 << D, NT = 1 << (LOG_T - D), TILE = 1 << LOG_T;
-    static_assert(D >= 1 && D <= 3, "apply_staged: 1..3 targets");
+    constexpr int DIM = 1 << D, G = 1 << (LOG_T - D), NT = G * SPLIT, TILE = 1 << LOG_T, PER = DIM / SPLIT;
+    static_assert(D >= 1 && D <= 3 && SPLIT >= 1 && PER * SPLIT == DIM, "apply_staged: 1..3 targets, SPLIT | 2^D");
     const int hp[6] = {hp0, hp1, hp2, 0, 0, 0};
     const int q[6] = {q0, q1, q2, 0, 0, 0};
     __shared__ cplx<Real> buf[TILE];
@@ -445,44 +457,33 @@ apply_staged(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
 #pragma unroll
     for (int b = 0; b < D; ++b)
         if (b < h) base = insert_zero(base, hp[b]);
-    const int low_mask = (1 << k) - 1;
-    cplx<Real> v[DIM];
+    cplx<Real> v[PER];
 #pragma unroll
-    for (int i = 0; i < DIM; ++i) {
-        const int e = tid + NT * i;
-        long long a = base | (e & low_mask);
+    for (int i = 0; i < PER; ++i) v[i] = ld_state(state + staged_addr<Real, D>(base, tid + NT * i, k, h, hp));
 #pragma unroll
-        for (int b = 0; b < D; ++b)
-            if (b < h) a |= (long long)((e >> (k + b)) & 1) << hp[b];
-        v[i] = ld_state(state + a);
-    }
-#pragma unroll
-    for (int i = 0; i < DIM; ++i) {
+    for (int i = 0; i < PER; ++i) {
         const int e = tid + NT * i;
         buf[e ^ smem_mask<Real>(e, swz_tbl)] = v[i];
     }
     __syncthreads();
-    const int gb = (int)group_base<D>(tid, q);
+    const int gb = (int)group_base<D>(tid % G, q), row0 = (tid / G) * PER;
     cplx<Real> g[DIM];
 #pragma unroll
     for (int j = 0; j < DIM; ++j) {
         const int e = gb | (int)spread<D>(j, q);
         g[j] = buf[e ^ smem_mask<Real>(e, swz_tbl)];
     }
+    if (SPLIT > 1) __syncthreads();
 #pragma unroll
-    for (int i = 0; i < DIM; ++i) {
-        const int e = gb | (int)spread<D>(i, q);
-        buf[e ^ smem_mask<Real>(e, swz_tbl)] = row_times(u, i, g);
+    for (int i = 0; i < PER; ++i) {
+        const int e = gb | (int)spread<D>(row0 + i, q);
+        buf[e ^ smem_mask<Real>(e, swz_tbl)] = row_times(u, row0 + i, g);
     }
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < DIM; ++i) {
+    for (int i = 0; i < PER; ++i) {
         const int e = tid + NT * i;
-        long long a = base | (e & low_mask);
-#pragma unroll
-        for (int b = 0; b < D; ++b)
-            if (b < h) a |= (long long)((e >> (k + b)) & 1) << hp[b];
-        state[a] = buf[e ^ smem_mask<Real>(e, swz_tbl)];
+        state[staged_addr<Real, D>(base, e, k, h, hp)] = buf[e ^ smem_mask<Real>(e, swz_tbl)];
     }
 }
 
