@@ -34,8 +34,11 @@ def main():
         peer = CuStateVec()
     except ImportError:
         peer = None
-    for d, pos in ((1, [13]), (1, [0]), (2, [13, 14]), (2, [0, 1]), (2, [0, 27]), (3, [0, 1, 2]),
-                   (6, [13, 14, 15, 16, 17, 18])):
+    cases = ((1, [13]), (1, [0]), (2, [13, 14]), (2, [0, 1]), (2, [0, 27]), (3, [0, 1, 2]), (3, [0, 14, 27]),
+             (3, [0, 1, 27]), (6, [13, 14, 15, 16, 17, 18]))
+    if len(sys.argv) > 1:  # a subset: indices into the list above, e.g. 5,6,7
+        cases = [cases[int(i)] for i in sys.argv[1].split(",")]
+    for d, pos in cases:
         u = haar_unitary(1 << d, rng)
         kern = small_gate.select(gemm.get_method("native"), gemm.resolve_device("gpu"), None, n, pos, 16)
         for _ in range(2):
