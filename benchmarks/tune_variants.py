@@ -58,9 +58,9 @@ def variants(family: str, args, dtype, d: int) -> list:
         return out
     out.append(("engine", lambda sv, u, tg: sv.apply(u, tg, check_unitary=False, method=method)))
     if family == "staged":
-        for log_t, split in small_gate.STAGED_VARIANTS.get(d, ()):
-            cfg = small_gate.StagedConfig(log_t, split)
-            out.append((f"staged t{log_t}" + (f" s{split}" if split > 1 else ""),
+        for log_t in small_gate.STAGED_VARIANTS.get(d, ()):
+            cfg = small_gate.StagedConfig(log_t)
+            out.append((f"staged t{log_t}",
                         lambda sv, u, tg, cfg=cfg: small_gate.apply_staged_gpu(sv._data, sv.n_qubits, u, tg, cfg)))
         return out
     real = "double" if np.dtype(dtype) == np.complex128 else "float"

@@ -621,17 +621,12 @@ def apply_tiled_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: 
 
 class StagedConfig(NamedTuple):
     """One variant of ``apply_staged`` (small_gate.cu): tiles of 2^log_t amplitudes, one per block
-    of 2^(log_t - d) x split threads, ``split`` threads per group (each 2^d / split rows)."""
+    of 2^(log_t - d) threads, one group per thread."""
 
     log_t: int
-    split: int = 1
-
-    @property
-    def kernel(self) -> tuple:
-        return (self.log_t, self.split)
 
     def threads(self, d: int) -> int:
-        return (1 << (self.log_t - d)) * self.split
+        return 1 << (self.log_t - d)
 
 
 # apply_staged, (real type, d) -> StagedConfig, from one H200 at 28 qubits beside the engine's
@@ -646,19 +641,19 @@ STAGED = {("double", 1): StagedConfig(8), ("double", 2): StagedConfig(7), ("doub
 # where it is the default policy: complex64 d = 1, 3 keep the lanes kernels (d = 1 1.011 ms against
 # 1.017; d = 3 1.062-1.113 against 1.075-1.357 with targets at bit 5 or above)
 STAGED_DEFAULT = frozenset({("double", 1), ("double", 2), ("double", 3), ("float", 2)})
-# (log_t, split) compiled for tuning: tiles of 32, 64 and 128 groups, and 2 or 4 threads per group for d = 3
-STAGED_VARIANTS = {d: tuple((g + d, 1) for g in (5, 6, 7)) + (((8, 2), (9, 2), (8, 4)) if d == 3 else ())
-                   for d in (1, 2, 3)}
+# log_t compiled for tuning: tiles of 32, 64 and 128 groups (2 or 4 threads per group, each taking
+# some of its rows behind a second barrier, ran 5-40% slower: tune_staged_d3_h200.json)
+STAGED_VARIANTS = {d: (5 + d, 6 + d, 7 + d) for d in (1, 2, 3)}
 
 
-def staged_name(real: str, d: int, log_t: int, split: int = 1) -> str:
-    return f"apply_staged<{real}, {d}, {log_t}, {split}>"
+def staged_name(real: str, d: int, log_t: int) -> str:
+    return f"apply_staged<{real}, {d}, {log_t}>"
 
 
 @functools.lru_cache(maxsize=None)
 def _staged_module(device_id: int, prefetch: int):
-    return _compile([staged_name(t, d, *k) for t in ("double", "float") for d, ks in STAGED_VARIANTS.items()
-                     for k in ks], prefetch)
+    return _compile([staged_name(t, d, lt) for t in ("double", "float") for d, lts in STAGED_VARIANTS.items()
+                     for lt in lts], prefetch)
 
 
 def fits_staged(n_qubits: int, positions, log_t: int | None = None) -> bool:
@@ -688,9 +683,9 @@ def apply_staged_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config:
     if cfg is None or not fits_staged(n_qubits, positions, cfg.log_t):
         raise ValueError(f"apply_staged takes 1..3 distinct targets in ascending order, all below n_qubits, on a "
                          f"state of at least log_t qubits (got targets {list(positions)}, {n_qubits} qubits, {cfg})")
-    if cfg.kernel not in STAGED_VARIANTS[d]:
+    if cfg.log_t not in STAGED_VARIANTS[d]:
         raise ValueError(f"config {cfg} names no compiled apply_staged kernel for d={d} (see STAGED_VARIANTS)")
-    kern = _staged_module(cupy.cuda.Device().id, LOAD_PREFETCH).get_function(staged_name(real, d, *cfg.kernel))
+    kern = _staged_module(cupy.cuda.Device().id, LOAD_PREFETCH).get_function(staged_name(real, d, cfg.log_t))
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize, cfg.log_t - d)
     swz = np.uint32(lanes_smem_swizzle(lay["tile_pos"][:d], data.dtype.itemsize))

@@ -431,7 +431,7 @@ def test_bulk_launcher_refuses_what_it_cannot_serve():
     assert not fits_bulk(8, [0], 9)  # smaller than one chunk
 
 
-def staged_replay(state, n, u, positions, itemsize, log_t, split):
+def staged_replay(state, n, u, positions, itemsize, log_t):
     """What apply_staged does, block by block, with the kernel's index formulas. Returns the
     result, how often each amplitude was loaded, and the shared-memory indices of every access
     (one list per thread-parallel step: entry t is thread t's index)."""
@@ -446,8 +446,7 @@ def staged_replay(state, n, u, positions, itemsize, log_t, split):
     def mask(e):
         return (tbl >> (((e >> s) & 7) << 2)) & ((1 << s) - 1)
 
-    n_groups = 1 << (log_t - d)
-    nt, per = n_groups * split, (1 << d) // split
+    nt = 1 << (log_t - d)  # threads, one group each
     out, seen, accesses = state.copy(), np.zeros(len(state), dtype=int), []
     for block in range(lay["n_tiles"]):
         base = block << k
@@ -455,39 +454,42 @@ def staged_replay(state, n, u, positions, itemsize, log_t, split):
             base = insert_zero(base, p)
         buf = np.full(1 << log_t, np.nan, dtype=complex)
         addr = {}
-        for i in range(per):
+        for i in range(1 << d):
+            c = (nt * i) >> k  # element nt i's high combination: U_i = base | hoff(c) | (nt i mod 2^k)
+            at = base | ((nt * i) & ((1 << k) - 1))
+            for b in range(h):
+                at |= ((c >> b) & 1) << hp[b]
             idx = []
             for t in range(nt):
                 e = t + nt * i
-                a = base | (e & ((1 << k) - 1))
+                a = at + t
+                # the same address as spreading e's own bits: U_i + t is exact
+                ref = base | (e & ((1 << k) - 1))
                 for b in range(h):
-                    a |= ((e >> (k + b)) & 1) << hp[b]
+                    ref |= ((e >> (k + b)) & 1) << hp[b]
+                assert a == ref
                 addr[e] = a
                 seen[a] += 1
                 buf[e ^ mask(e)] = state[a]
                 idx.append(e ^ mask(e))
             accesses.append(idx)
-        groups = []  # thread t's group t % n_groups, as shared-memory indices
+        offs = [o ^ mask(o) for o in (sum(((j >> b) & 1) << q[b] for b in range(d)) for j in range(1 << d))]
+        groups = []  # thread t's group, as shared-memory indices: swizzled base XOR swizzled offset
         for t in range(nt):
-            gb = t % n_groups
+            gb = t
             for p in q:
                 gb = insert_zero(gb, p)
-            g = [gb | sum(((j >> b) & 1) << q[b] for b in range(d)) for j in range(1 << d)]
-            groups.append([e ^ mask(e) for e in g])
+            g = [(gb ^ mask(gb)) ^ o for o in offs]
+            assert g == [e ^ mask(e) for e in (gb | sum(((j >> b) & 1) << q[b] for b in range(d))
+                                               for j in range(1 << d))]
+            groups.append(g)
         for j in range(1 << d):
             accesses.append([g[j] for g in groups])
-        rows = [[(t // n_groups) * per + i for i in range(per)] for t in range(nt)]
-        for i in range(per):  # the writes: thread t's row (t // n_groups) per + i
-            accesses.append([groups[t][rows[t][i]] for t in range(nt)])
-        new = buf.copy()
         written = np.zeros(len(buf), dtype=int)
-        for t in range(nt):
-            g = groups[t]
-            for r in rows[t]:
-                new[g[r]] = u[r] @ buf[g]
-                written[g[r]] += 1
-        assert (written == 1).all()  # every element of the tile written by exactly one thread
-        buf = new
+        for g in groups:
+            buf[g] = u @ buf[g]
+            written[g] += 1
+        assert (written == 1).all()  # every element of the tile in exactly one thread's group
         for e, a in addr.items():
             out[a] = buf[e ^ mask(e)]
     return out, seen, accesses
@@ -505,10 +507,10 @@ def test_staged_tiles_and_banks(rng, positions, itemsize):
 
     n, d = 12, len(positions)
     lanes = 128 // itemsize
-    for log_t, split in STAGED_VARIANTS[d]:
+    for log_t in STAGED_VARIANTS[d]:
         psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
         u = haar_unitary(1 << d, rng)
-        out, seen, accesses = staged_replay(psi, n, u, positions, itemsize, log_t, split)
+        out, seen, accesses = staged_replay(psi, n, u, positions, itemsize, log_t)
         assert (seen == 1).all(), (positions, log_t)
         assert np.abs(out - _gate_on(psi, u, positions)).max() < 1e-12, (positions, log_t)
         for idx in accesses:
@@ -525,4 +527,4 @@ def test_fits_staged():
     assert not fits_staged(28, [1, 0]) and not fits_staged(28, [1, 1]) and not fits_staged(28, [0, 28])
     assert not fits_staged(28, [0, 1, 2, 3]) and not fits_staged(28, [])
     for (_, d), cfg in STAGED.items():
-        assert cfg.kernel in STAGED_VARIANTS[d]
+        assert cfg.log_t in STAGED_VARIANTS[d]

@@ -413,77 +413,77 @@ apply_lanes_smem(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ 
 
 
 
-// Targets anywhere, one tile per block, SPLIT threads per group (the shape of cuStateVec's kernels
-// for low targets, measured: 64 threads, 24-50 registers, most warps resident). A tile is 2^LOG_T
-// amplitudes, G = 2^(LOG_T - D) groups: the 2^k contiguous ones from block << k (zeros inserted at
-// the h targets at or above k) times the 2^h combinations of those targets, k = LOG_T - h. With
-// NT = G SPLIT threads:
-//   1. thread t loads elements t + NT i (i < 2^D / SPLIT) of the tile: each load instruction of a
-//      warp is 32 consecutive amplitudes (or 2^k of each high combination), all issued before any
-//      is used;
-//   2. stores them in shared memory, and after one barrier reads group t % G (the tile index of a
-//      group has a zero at each target's tile position q_j), computes rows
-//      (t / G) 2^D / SPLIT onwards and writes them in their place (after a second barrier where
-//      SPLIT > 1: other threads still read the group);
+// Targets anywhere, one tile per block of G = 2^(LOG_T - D) threads, one group per thread (the shape
+// of cuStateVec's kernels for low targets, measured: 64 threads, 24-72 registers). A tile is 2^LOG_T
+// amplitudes: the 2^k contiguous ones from block << k (zeros inserted at the h targets at or above
+// k) times the 2^h combinations of those targets, k = LOG_T - h >= LOG_T - D.
+//   1. thread t loads elements t + G i (i < 2^D) of the tile: each load instruction of a warp is
+//      32 consecutive amplitudes, all issued before any is used. G divides 2^k, so element
+//      t + G i lies at address U_i + t, where U_i (the block's base, the high-target offset of
+//      combination (G i) >> k, and (G i) mod 2^k) is the same for every thread: one add each;
+//   2. stores them in shared memory, and after one barrier reads its group (the tile index of
+//      group t has a zero at each target's tile position q_j), computes its rows and writes them
+//      in their place (each thread owns its group: no barrier);
 //   3. after a barrier the tile goes back as it came.
 // Shared-memory index e is stored at e ^ m(e), m from swz_tbl (apply_lanes_smem's swizzle, built
 // by lanes_smem_swizzle for the tile positions q): neighbouring threads' groups fall into distinct
-// bank slots, and steps 1 and 3 stay conflict-free.
+// bank slots, and steps 1 and 3 stay conflict-free. m is linear and a group's indices are the
+// thread's base OR (disjoint bits) the offset of j, so their swizzled forms XOR together.
 //   k, h, hp0..hp2: low contiguous bits, number and positions of the high targets (ascending)
 //   q0..q2: the targets' positions in the tile index (ascending, as the matrix bits)
-template <typename Real, int D>
-__device__ __forceinline__ long long staged_addr(long long base, int e, int k, int h, const int (&hp)[6]) {
-    long long a = base | (e & ((1 << k) - 1));
-#pragma unroll
-    for (int b = 0; b < D; ++b)
-        if (b < h) a |= (long long)((e >> (k + b)) & 1) << hp[b];
-    return a;
-}
-
-template <typename Real, int D, int LOG_T, int SPLIT = 1>
-__global__ void __launch_bounds__((1 << (LOG_T - D)) * SPLIT)
+template <typename Real, int D, int LOG_T>
+__global__ void __launch_bounds__(1 << (LOG_T - D))
 apply_staged(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, int k, int h,
              int hp0, int hp1, int hp2, int q0, int q1, int q2, unsigned swz_tbl)
 {
-    constexpr int DIM = 1 << D, G = 1 << (LOG_T - D), NT = G * SPLIT, TILE = 1 << LOG_T, PER = DIM / SPLIT;
-    static_assert(D >= 1 && D <= 3 && SPLIT >= 1 && PER * SPLIT == DIM, "apply_staged: 1..3 targets, SPLIT | 2^D");
+    constexpr int DIM = 1 << D, G = 1 << (LOG_T - D), TILE = 1 << LOG_T;
+    static_assert(D >= 1 && D <= 3, "apply_staged: 1..3 targets");
     const int hp[6] = {hp0, hp1, hp2, 0, 0, 0};
     const int q[6] = {q0, q1, q2, 0, 0, 0};
     __shared__ cplx<Real> buf[TILE];
     __shared__ cplx<Real> u[DIM * DIM];
     const int tid = threadIdx.x;
-    for (int e = tid; e < DIM * DIM; e += NT) u[e] = matrix[e];
+    for (int e = tid; e < DIM * DIM; e += G) u[e] = matrix[e];
     long long base = (long long)blockIdx.x << k;
 #pragma unroll
     for (int b = 0; b < D; ++b)
         if (b < h) base = insert_zero(base, hp[b]);
-    cplx<Real> v[PER];
+    long long at[DIM];  // U_i: the address of element G i, less t
 #pragma unroll
-    for (int i = 0; i < PER; ++i) v[i] = ld_state(state + staged_addr<Real, D>(base, tid + NT * i, k, h, hp));
+    for (int i = 0; i < DIM; ++i) {
+        const int c = (G * i) >> k;  // the high-target combination of elements G i .. G i + G - 1
+        long long a = base | ((G * i) & ((1 << k) - 1));
 #pragma unroll
-    for (int i = 0; i < PER; ++i) {
-        const int e = tid + NT * i;
+        for (int b = 0; b < D; ++b)
+            if (b < h) a |= (long long)((c >> b) & 1) << hp[b];
+        at[i] = a;
+    }
+    cplx<Real> v[DIM];
+#pragma unroll
+    for (int i = 0; i < DIM; ++i) v[i] = ld_state(state + at[i] + tid);
+#pragma unroll
+    for (int i = 0; i < DIM; ++i) {
+        const int e = tid + G * i;
         buf[e ^ smem_mask<Real>(e, swz_tbl)] = v[i];
     }
     __syncthreads();
-    const int gb = (int)group_base<D>(tid % G, q), row0 = (tid / G) * PER;
+    int gb = (int)group_base<D>(tid, q);
+    gb ^= smem_mask<Real>(gb, swz_tbl);
     cplx<Real> g[DIM];
+    int off[DIM];  // swizzled offset of matrix index j
 #pragma unroll
     for (int j = 0; j < DIM; ++j) {
-        const int e = gb | (int)spread<D>(j, q);
-        g[j] = buf[e ^ smem_mask<Real>(e, swz_tbl)];
+        const int o = (int)spread<D>(j, q);
+        off[j] = o ^ smem_mask<Real>(o, swz_tbl);
+        g[j] = buf[gb ^ off[j]];
     }
-    if (SPLIT > 1) __syncthreads();
 #pragma unroll
-    for (int i = 0; i < PER; ++i) {
-        const int e = gb | (int)spread<D>(row0 + i, q);
-        buf[e ^ smem_mask<Real>(e, swz_tbl)] = row_times(u, row0 + i, g);
-    }
+    for (int i = 0; i < DIM; ++i) buf[gb ^ off[i]] = row_times(u, i, g);
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < PER; ++i) {
-        const int e = tid + NT * i;
-        state[staged_addr<Real, D>(base, e, k, h, hp)] = buf[e ^ smem_mask<Real>(e, swz_tbl)];
+    for (int i = 0; i < DIM; ++i) {
+        const int e = tid + G * i;
+        state[at[i] + tid] = buf[e ^ smem_mask<Real>(e, swz_tbl)];
     }
 }
 
