@@ -686,14 +686,20 @@ def apply_staged_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config:
     if cfg.log_t not in STAGED_VARIANTS[d]:
         raise ValueError(f"config {cfg} names no compiled apply_staged kernel for d={d} (see STAGED_VARIANTS)")
     kern = _staged_module(cupy.cuda.Device().id, LOAD_PREFETCH).get_function(staged_name(real, d, cfg.log_t))
-    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
     lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize, cfg.log_t - d)
     swz = np.uint32(lanes_smem_swizzle(lay["tile_pos"][:d], data.dtype.itemsize))
     i32 = np.int32
     kern((int(lay["n_tiles"]),), (cfg.threads(d),),
-         (data, u, i32(lay["k"]), i32(lay["h"]), *target_args(lay["hi_pos"][:lay["h"]], 3),
-          *target_args(lay["tile_pos"][:d], 3), swz))
+         (gate_matrix_arg(matrix, data.dtype), data, i32(lay["k"]), i32(lay["h"]),
+          *target_args(lay["hi_pos"][:lay["h"]], 3), *target_args(lay["tile_pos"][:d], 3), swz))
     return data
+
+
+def gate_matrix_arg(matrix: np.ndarray, dtype) -> np.ndarray:
+    """``matrix`` as the kernels' ``GateMatrix`` passed by value (a one-element structured array,
+    which cupy packs into the kernel's parameters): no device copy of the matrix at all."""
+    m = np.ascontiguousarray(matrix, dtype=dtype).reshape(-1)
+    return m.view(np.dtype({"names": ["m"], "formats": [(m.dtype, (m.size,))]}))
 
 
 def select(method, device, want, n_qubits: int, positions, itemsize: int):

@@ -528,3 +528,16 @@ def test_fits_staged():
     assert not fits_staged(28, [0, 1, 2, 3]) and not fits_staged(28, [])
     for (_, d), cfg in STAGED.items():
         assert cfg.log_t in STAGED_VARIANTS[d]
+
+
+def test_gate_matrix_arg_is_the_matrix_by_value(rng):
+    """The staged kernel's GateMatrix parameter: one structured element holding the matrix row by
+    row, (re, im) pairs, as cplx<Real> m[DIM * DIM] lays them out."""
+    from qsim_tc.small_gate import gate_matrix_arg
+
+    for dtype, real in ((np.complex128, np.float64), (np.complex64, np.float32)):
+        u = haar_unitary(8, rng)
+        arg = gate_matrix_arg(u, dtype)
+        assert arg.shape == (1,) and arg.itemsize == 64 * np.dtype(dtype).itemsize
+        pairs = np.frombuffer(arg.tobytes(), dtype=real).reshape(64, 2)
+        assert np.array_equal(pairs[:, 0] + 1j * pairs[:, 1], u.astype(dtype).reshape(-1))

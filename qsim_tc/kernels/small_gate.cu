@@ -431,9 +431,15 @@ apply_lanes_smem(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ 
 // thread's base OR (disjoint bits) the offset of j, so their swizzled forms XOR together.
 //   k, h, hp0..hp2: low contiguous bits, number and positions of the high targets (ascending)
 //   q0..q2: the targets' positions in the tile index (ascending, as the matrix bits)
+// The gate matrix passed by value, as a kernel parameter: every thread reads it from the constant
+// bank as an operand of its FMAs (no shared-memory staging, no loads, no host-to-device copy).
+// The first parameter, so that its offset is aligned whatever the launcher packs after it.
+template <typename Real, int DIM>
+struct GateMatrix { cplx<Real> m[DIM * DIM]; };
+
 template <typename Real, int D, int LOG_T>
 __global__ void __launch_bounds__(1 << (LOG_T - D))
-apply_staged(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, int k, int h,
+apply_staged(const GateMatrix<Real, 1 << D> u, cplx<Real>* __restrict__ state, int k, int h,
              int hp0, int hp1, int hp2, int q0, int q1, int q2, unsigned swz_tbl)
 {
     constexpr int DIM = 1 << D, G = 1 << (LOG_T - D), TILE = 1 << LOG_T;
@@ -441,9 +447,7 @@ apply_staged(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
     const int hp[6] = {hp0, hp1, hp2, 0, 0, 0};
     const int q[6] = {q0, q1, q2, 0, 0, 0};
     __shared__ cplx<Real> buf[TILE];
-    __shared__ cplx<Real> u[DIM * DIM];
     const int tid = threadIdx.x;
-    for (int e = tid; e < DIM * DIM; e += G) u[e] = matrix[e];
     long long base = (long long)blockIdx.x << k;
 #pragma unroll
     for (int b = 0; b < D; ++b)
@@ -478,7 +482,7 @@ apply_staged(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
         g[j] = buf[gb ^ off[j]];
     }
 #pragma unroll
-    for (int i = 0; i < DIM; ++i) buf[gb ^ off[i]] = row_times(u, i, g);
+    for (int i = 0; i < DIM; ++i) buf[gb ^ off[i]] = row_times(u.m, i, g);
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < DIM; ++i) {
