@@ -2,16 +2,12 @@
 qubits on the GPU, after checking each against a CPU reference at 16 qubits.
 
     python benchmarks/tune_small_gate.py --qubits 28 --json tune.json
-    python benchmarks/tune_small_gate.py --qubits 28 --d 1,2,3 --only lanes_smem --custatevec --json bottom.json
+    python benchmarks/tune_small_gate.py --qubits 28 --d 4,5,6 --only dmma --custatevec --json dmma.json
 
 Grid labels: xN is a persistent grid of N blocks per SM, x1048576 one pass (as many blocks as
 work, each thread one pass: small_gate.ONE_PASS; the label is the one earlier results carry).
-``--only lanes_smem`` times the shared-memory lanes kernel at several placements of targets below
-bit 5 (labels end in @targets) beside the lanes kernel, the direct kernel, the engine's default
-and cuStateVec; ``--only bulk`` the bulk-copy kernel (qsim_tc/bulk_gate.py) at bottom, middle,
-top and mixed placements beside the engine and cuStateVec; ``--only lanes_high`` the lanes kernel
-with targets at bit 5 or above (low and high targets mixed) beside the bulk-copy and widened DMMA
-kernels, the engine and cuStateVec.
+``--only dmma`` times the DMMA kernel's variants with cuBLAS and cuStateVec beside them. The staged
+kernel (targets below the coalesced range) has its own tuner, tune_variants.py --family staged.
 """
 
 from __future__ import annotations
@@ -29,40 +25,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from circuits import haar_unitary  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
-from qsim_tc.bulk_gate import BULK_VARIANTS, apply_bulk_gpu  # noqa: E402
 from qsim_tc.cli.common import environment  # noqa: E402
 from qsim_tc.small_gate import (  # noqa: E402
     CONFIG,
     DMMA_COMPILED,
     DMMA_CONFIG,
-    LANES_HIGH_VARIANTS,
-    LANES_SMEM_VARIANTS,
     ONE_PASS,
     DmmaConfig,
-    LanesConfig,
-    LanesSmemConfig,
     apply_dmma_gpu,
-    apply_dmma_widened_gpu,
-    apply_lanes_gpu,
-    apply_lanes_smem_gpu,
-    high_targets,
     launch_blocks,
     target_args,
     tile_layout,
 )
 
 MINBS = (4, 8)  # register caps tried: blocks of 256 threads per SM (ncu: 24% warps active at GPT 4)
-# targets all below bit 5 (the lanes kernels' domain), d -> placements: the bottom and the layouts
-# with a target at bit 0 or 1 and gaps
-LOW_PLACEMENTS = {1: ([0], [1], [2]), 2: ([0, 1], [1, 3], [2, 4]), 3: ([0, 1, 2], [0, 2, 4], [1, 3, 4])}
-
-
-def MIXED_PLACEMENTS(n: int) -> dict:  # noqa: N802 - a table, by the size of the state
-    """Low targets (below bit 3, so not the direct kernel's) with targets at bit 5 or above."""
-    return {2: ([0, 14], [1, n - 8], [2, n - 1], [0, 5]),
-            3: ([0, 14, n - 1], [0, 5, 9], [1, 2, n - 8], [0, 4, n - 1], [2, 14, 15])}
-
-
 def grid_label(per_sm: int) -> str:
     """xN: a persistent grid of N blocks per SM; one pass keeps the label of earlier results (2^20 per SM)."""
     return f"x{1 << 20 if per_sm == ONE_PASS else per_sm}"
@@ -76,10 +52,8 @@ def main():
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--json")
     p.add_argument("--d", default="1,2,3,4,5", help="gate sizes to tune")
-    p.add_argument("--only", choices=("all", "dmma", "lanes_smem", "bulk", "lanes_high"), default="all",
-                   help="dmma: the DMMA kernel's variants with cuBLAS and cuStateVec beside them; lanes_smem: "
-                        "the shared-memory lanes kernel's variants at targets below bit 5 (d <= 3) with the "
-                        "lanes and direct kernels, the engine's default and cuStateVec beside them")
+    p.add_argument("--only", choices=("all", "dmma"), default="all",
+                   help="dmma: the DMMA kernel's variants with cuBLAS and cuStateVec beside them")
     p.add_argument("--custatevec", action="store_true", help="time cuStateVec applyMatrix too")
     p.add_argument("--match", help="keep only the variants whose label matches this regular expression")
     p.add_argument("--rounds", type=int, default=1,
@@ -96,9 +70,6 @@ def main():
     names = [f"apply_direct<{t}, {d}, {g}, {h}>" for t, d, g in direct for h in ("false", "true")]
     names += [f"apply_direct<{t}, {d}, {g}, false, {mb}>" for t, d, g in direct for mb in MINBS]
     names += [f"apply_small<{t}, {d}, {CONFIG[d][0]}, {CONFIG[d][1]}>" for t in ("double", "float") for d in CONFIG]
-    names += [f"apply_lanes<{t}, {d}, {r}>" for t in ("double", "float") for d in (1, 2, 3, 4) for r in (2, 4, 8)]
-    names += [f"apply_lanes<{t}, {d}, {r}, {mb}>" for t in ("double", "float") for d in (1, 2, 3) for r in (2, 4, 8)
-              for mb in MINBS]
     mod = cp.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
     rng = np.random.default_rng(0)
 
@@ -108,13 +79,6 @@ def main():
         k = mod.get_function(f"apply_direct<{t}, {d}, {g}, {hint}{'' if minb == 1 else f', {minb}'}>")
         grid = launch_blocks(-(-((1 << n) >> d) // (256 * g)), per_sm)
         k((grid,), (256,), (st, u, np.int64((1 << n) >> d), *target_args(pos, 6)))
-
-    def run_lanes(st, n, u, pos, r, per_sm, minb=1):
-        d = len(pos)
-        t = "double" if st.dtype == np.complex128 else "float"
-        k = mod.get_function(f"apply_lanes<{t}, {d}, {r}{'' if minb == 1 else f', {minb}'}>")
-        grid = launch_blocks(-(-(((1 << n) >> 5) // r) // 8), per_sm)  # 8 warps per block
-        k((grid,), (256,), (st, u, np.int64((1 << n) >> 5), *target_args(pos, 6)))
 
     def run_tiled(st, n, u, pos, per_sm):
         d = len(pos)
@@ -144,84 +108,11 @@ def main():
                         out.append((f"direct g{g} mb{mb} {x}", mid,
                                     lambda st, nn, pos, g=g, gm=gm, mb=mb: run_direct(st, nn, u, pos, g, gm,
                                                                                       "false", mb)))
-        if d <= 4:
-            for r in (2, 4, 8):
-                for gm in (8, 16, ONE_PASS):
-                    out.append((f"lanes-bottom r{r} {grid_label(gm)}", bot,
-                                lambda st, nn, pos, r=r, gm=gm: run_lanes(st, nn, u, pos, r, gm)))
-                    for mb in (MINBS if d <= 3 else ()):
-                        out.append((f"lanes-bottom r{r} mb{mb} {grid_label(gm)}", bot,
-                                    lambda st, nn, pos, r=r, gm=gm, mb=mb: run_lanes(st, nn, u, pos, r, gm, mb)))
         if d in CONFIG:
             for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):
                 for gm in (32, ONE_PASS):
                     out.append((f"{name} {grid_label(gm)}", pos,
                                 lambda st, nn, pos, gm=gm: run_tiled(st, nn, u, pos, gm)))
-        return out
-
-    def beside(at, pos, u_h, widened=False):
-        """The points of comparison at one placement: the widened DMMA kernel (``widened``), the
-        engine's default policy and cuStateVec."""
-        out = []
-        if widened:
-            out.append((f"dmma-widened {at}", pos, lambda st, nn, pos: apply_dmma_widened_gpu(st, nn, u_h, pos)))
-        out.append((f"engine {at}", pos, engine_apply(u_h)))
-        if peer is not None:
-            out.append((f"custatevec {at}", pos, lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
-        return out
-
-    def lanes_smem_variants(d, dtype, u_h):
-        """apply_lanes_smem in every compiled variant (one pass and a persistent grid) at each of
-        LOW_PLACEMENTS[d], and beside it the lanes kernel (the engine's configuration), the direct
-        kernel (strided gathers there), the engine's default policy and cuStateVec."""
-        real = "double" if dtype == np.complex128 else "float"
-        u = cp.asarray(u_h)
-        out = []
-        for pos in LOW_PLACEMENTS[d]:
-            at = "@" + ",".join(map(str, pos))
-            for r, mb in LANES_SMEM_VARIANTS[real, d]:
-                for a in (False, True):
-                    for per_sm in (ONE_PASS, 8):
-                        cfg = LanesSmemConfig(r, mb, a, per_sm)
-                        out.append((f"lanes_smem r{r} mb{mb}{' async' if a else ''} {grid_label(per_sm)} {at}", pos,
-                                    lambda st, nn, pos, cfg=cfg: apply_lanes_smem_gpu(st, nn, u_h, pos, cfg)))
-            out.append((f"lanes default {at}", pos, lambda st, nn, pos: apply_lanes_gpu(st, nn, u_h, pos)))
-            out.append((f"direct-bottom g1 {grid_label(ONE_PASS)} {at}", pos,
-                        lambda st, nn, pos: run_direct(st, nn, u, pos, 1, ONE_PASS)))
-            out += beside(at, pos, u_h)
-        return out
-
-    def bulk_variants(d, dtype, u_h):
-        """apply_bulk in every compiled variant at bottom, middle, top and mixed placements, beside
-        the engine's default policy and cuStateVec."""
-        out = []
-        n = args.qubits
-        mixed = {1: (), 2: ([0, 13], [1, 9], [2, 20], [4, 5]), 3: ([0, 13, n - 1], [0, 5, 9], [1, 2, 20], [3, 4, 8])}[d]
-        for pos in LOW_PLACEMENTS[d][:1] + (list(range(12, 12 + d)), list(range(n - d, n))) + mixed:
-            at = "@" + ",".join(map(str, pos))
-            for cfg in BULK_VARIANTS:
-                out.append((f"bulk{' ws' if cfg.ws else ''} c{cfg.chunk_log} s{cfg.stages} b{cfg.blocks_per_sm}"
-                            f" l{cfg.lag} {at}", pos,
-                            lambda st, nn, pos, cfg=cfg: apply_bulk_gpu(st, nn, u_h, pos, cfg)))
-            out += beside(at, pos, u_h, widened=dtype == np.complex128)
-        return out
-
-    def lanes_high_variants(d, dtype, u_h):
-        """apply_lanes with high targets in every compiled variant (one pass and persistent grids) at
-        mixed placements, beside the bulk-copy kernel, the widened DMMA kernel (complex128), the
-        engine's default policy and cuStateVec."""
-        real = "double" if dtype == np.complex128 else "float"
-        n = args.qubits
-        out = []
-        for pos in MIXED_PLACEMENTS(n)[d]:
-            at = "@" + ",".join(map(str, pos))
-            for r, mb, reload in LANES_HIGH_VARIANTS[real, d, high_targets(pos)]:
-                for per_sm in (ONE_PASS, 16):
-                    cfg = LanesConfig(r, mb, reload, per_sm)
-                    out.append((f"lanes_high r{r} mb{mb}{' reload' if reload else ''} {grid_label(per_sm)} {at}", pos,
-                                lambda st, nn, pos, cfg=cfg: apply_lanes_gpu(st, nn, u_h, pos, cfg)))
-            out.append((f"bulk default {at}", pos, lambda st, nn, pos: apply_bulk_gpu(st, nn, u_h, pos)))
-            out += beside(at, pos, u_h, widened=dtype == np.complex128)
         return out
 
     engines = {}
@@ -303,12 +194,6 @@ def main():
                                          lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
             if args.only == "all":
                 variants += older_kernel_variants(d, dtype, u, mid, bot)
-            if args.only in ("all", "lanes_smem") and d in LOW_PLACEMENTS:
-                variants += lanes_smem_variants(d, dtype, u_h)
-            if args.only in ("all", "bulk") and d in LOW_PLACEMENTS:
-                variants += bulk_variants(d, dtype, u_h)
-            if args.only in ("all", "lanes_high") and d in (2, 3):
-                variants += lanes_high_variants(d, dtype, u_h)
             if args.match:
                 variants = [v for v in variants if re.search(args.match, v[0])]
             errs, times = {}, {name: [] for name, _, _ in variants}

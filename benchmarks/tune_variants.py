@@ -1,12 +1,10 @@
 """Time families of small-gate kernel variants beside ``StateVector.apply``'s default policy
 and cuStateVec's applyMatrix, at placements that reach every default kernel.
 
-    python benchmarks/tune_variants.py --family prefetch --qubits 28 --custatevec --json prefetch.json
-    python benchmarks/tune_variants.py --family tiled --qubits 28 --custatevec --json tiled.json
+    python benchmarks/tune_variants.py --family staged --max-d 3 --qubits 28 --custatevec --json staged.json
+    python benchmarks/tune_variants.py --family tiled --max-d 4 --qubits 28 --custatevec --json tiled.json
 
 Families:
-  prefetch  the default policy with each L2 prefetch size on the kernels' state loads
-            (small_gate.LOAD_PREFETCH: PTX ``.L2::64B/128B/256B``, or none);
   tiled     the tiled kernel (apply_small) in each TILED_VARIANTS shape, one pass and persistent;
   staged    the staged kernel (apply_staged) in each STAGED_VARIANTS tile size, d <= 3.
 
@@ -35,8 +33,8 @@ from qsim_tc.cli.common import environment  # noqa: E402
 
 
 def cases(n: int, dtype) -> list[list[int]]:
-    """Target lists (any order, as a user passes them) that reach each default kernel: lanes
-    (low), lanes through shared memory, direct, lanes with high targets, DMMA and widened DMMA."""
+    """Target lists (any order, as a user passes them) that reach each default kernel: staged (a
+    target below the coalesced range, low or mixed with high ones), direct, DMMA and tiled."""
     out = [[0], [2], [13], [n - 1], [0, 1], [1, 3], [13, 14], [0, n - 1], [0, 1, 2], [12, 13, 14], [0, 14, n - 1], [0, 1, n - 1], [0, 5, 9],
            [0, 1, 2, 3], [12, 13, 14, 15], [n - 4, n - 3, n - 2, n - 1]]
     if np.dtype(dtype) == np.complex128:
@@ -49,13 +47,6 @@ def variants(family: str, args, dtype, d: int) -> list:
     for the raw kernels: they take physical positions, ascending, as ``targets`` are)."""
     out = []
     method = "native" if np.dtype(dtype) == np.complex128 else "native32"
-    if family == "prefetch":
-        for pf in [int(x) for x in args.prefetch.split(",")]:
-            def call(sv, u, tg, pf=pf):
-                small_gate.LOAD_PREFETCH = pf
-                sv.apply(u, tg, check_unitary=False, method=method)
-            out.append((f"pf{pf}", call))
-        return out
     out.append(("engine", lambda sv, u, tg: sv.apply(u, tg, check_unitary=False, method=method)))
     if family == "staged":
         for log_t in small_gate.STAGED_VARIANTS.get(d, ()):
@@ -74,12 +65,11 @@ def variants(family: str, args, dtype, d: int) -> list:
 
 def main(argv=None):
     p = argparse.ArgumentParser()
-    p.add_argument("--family", choices=("prefetch", "tiled", "staged"), default="prefetch")
+    p.add_argument("--family", choices=("tiled", "staged"), default="staged")
     p.add_argument("--qubits", type=int, default=28)
     p.add_argument("--dtype", default="complex128,complex64")
     p.add_argument("--min-d", type=int, default=1, help="skip cases of fewer targets")
     p.add_argument("--max-d", type=int, default=6, help="skip cases of more targets")
-    p.add_argument("--prefetch", default="0,64,128,256", help="L2 prefetch sizes to compare")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--batch", type=int, default=4)
@@ -112,7 +102,6 @@ def main(argv=None):
                 small._layout = type(small._layout)(args.qubits)
                 call(small, u, stg)
                 row["err"][label] = float(xp.abs(small.data() - ref).max())
-            small_gate.LOAD_PREFETCH = 0
             method = "native" if dtype == np.complex128 else "native32"
             if max(row["err"].values()) > tol:
                 raise SystemExit(f"{dtype} {tg}: error {row['err']} above {tol}")
@@ -125,7 +114,6 @@ def main(argv=None):
                         call(st, u, tg)
                     fn()  # compile, and settle the layout
                     times[label] += clock.time(fn, args.repeats)
-            small_gate.LOAD_PREFETCH = 0
             row["path"] = st.apply(u, tg, check_unitary=False, method=method).path
             for label in times:
                 row["ms"][label] = float(np.median(times[label]))

@@ -112,7 +112,8 @@ def test_native3m_close_to_native(cp, rng):
 
 @pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
 def test_low_target_kernels_match_cpu(cp, rng, dtype, tol):
-    """Targets among the lowest bits: the lanes kernel (all below bit 5) and the tiled one."""
+    """Targets among the lowest bits through the engine: the staged kernel (d <= 3) and, for
+    complex64 d = 4, the tiled one (complex128: DMMA)."""
     n = 14
     psi = random_psi(n, rng)
     for qs in ([0], [1, 0], [0, 2, 4], [4, 3], [0, 6], [2, 9, 1], [0, 1, 2, 3]):
@@ -188,39 +189,6 @@ def _kernel_checker(cp, rng, dtype, tol, apply_fn):
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
-def test_bulk_kernel_matches_cpu(cp, rng, dtype, tol):
-    """The bulk-copy kernel against the CPU engine for d = 1..3 at bottom, middle, top and mixed
-    targets, in every compiled variant, on states of one chunk and of many (persistent blocks
-    looping through their stages); bad input is refused with the state unchanged."""
-    from qsim_tc.bulk_gate import BULK_VARIANTS, apply_bulk_gpu
-
-    check = _kernel_checker(cp, rng, dtype, tol, apply_bulk_gpu)
-
-    n = 16
-    placements = ([0], [3], [9], [15], [0, 1], [1, 3], [0, 12], [14, 15], [0, 1, 2], [0, 2, 4], [1, 8, 15],
-                  [5, 6, 7], [13, 14, 15])
-    for qs in placements:
-        check(n, qs)
-    check(10, [0, 4, 9])  # one chunk (of 2^10 amplitudes, or two of 2^9)
-    for cfg in BULK_VARIANTS:
-        for qs in ([2], [0, 13], [1, 10, 19]):
-            check(20, qs, cfg._replace(blocks_per_sm=1))
-        check(12, [5, 11], cfg)
-    psi = cp.asarray(random_psi(8, rng).astype(dtype))
-    before = psi.copy()
-    with pytest.raises(ValueError, match="at least one chunk"):
-        apply_bulk_gpu(psi, 8, haar_unitary(2, rng), [0])  # 256 amplitudes < one chunk of 512
-    with pytest.raises(ValueError, match="at least one chunk"):
-        apply_bulk_gpu(psi, 8, haar_unitary(16, rng), [0, 1, 2, 3])
-    with pytest.raises(ValueError, match="ascending"):
-        apply_bulk_gpu(cp.asarray(random_psi(10, rng).astype(dtype)), 10, haar_unitary(4, rng), [3, 0])
-    with pytest.raises(ValueError, match="no compiled"):
-        apply_bulk_gpu(cp.asarray(random_psi(12, rng).astype(dtype)), 12, haar_unitary(2, rng), [0],
-                       BULK_VARIANTS[0]._replace(stages=5))
-    assert bool((psi == before).all())
-
-
-@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
 def test_staged_kernel_matches_cpu(cp, rng, dtype, tol):
     """The staged kernel against the CPU engine for d = 1..3 at low, high and mixed targets, in
     every compiled tile size, on a state of one tile and on larger ones; bad input is refused with
@@ -248,67 +216,6 @@ def test_staged_kernel_matches_cpu(cp, rng, dtype, tol):
     assert bool((psi == before).all())
 
 
-@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
-def test_lanes_smem_kernel_matches_cpu(cp, rng, dtype, tol):
-    """The shared-memory lanes kernel (the default for d = 2, 3 low) against the CPU engine: targets below bit 5
-    for d = 1..3, sorted and not, in its default configuration on a large state and on one of fewer
-    windows than a block's eight warps, in every compiled variant, on a persistent grid whose warps
-    loop; a state smaller than one window and targets at bit 5 are refused."""
-    from qsim_tc.small_gate import LANES_SMEM_COMPILED, LanesSmemConfig, apply_lanes_smem_gpu
-
-    check = _kernel_checker(cp, rng, dtype, tol, apply_lanes_smem_gpu)
-
-    placements = ([0], [2], [4], [0, 1], [1, 3], [4, 0], [0, 1, 2], [2, 0, 4], [1, 3, 4], [4, 3, 2])
-    for qs in placements:
-        for n in (14, 9):  # 9 qubits: 512 amplitudes, one or two windows for a block of eight warps
-            check(n, qs)
-    real = "double" if dtype == np.complex128 else "float"
-    for _, d, rounds, min_blocks, async_copy in (v for v in LANES_SMEM_COMPILED if v[0] == real):
-        cfg = LanesSmemConfig(rounds, min_blocks, async_copy)
-        check(12, [[1], [3, 0], [0, 4, 2]][d - 1], cfg)
-        check(20, [[0], [1, 2], [1, 3, 4]][d - 1], cfg._replace(blocks_per_sm=1))  # >= 2048 windows, loops
-    psi = cp.asarray(random_psi(7, rng).astype(dtype))
-    with pytest.raises(ValueError, match="at least one window"):
-        apply_lanes_smem_gpu(psi, 7, haar_unitary(8, rng), [0, 1, 2], LanesSmemConfig(8))  # 128 < 256 amplitudes
-    with pytest.raises(ValueError, match="below bit 5"):
-        apply_lanes_smem_gpu(psi, 7, haar_unitary(4, rng), [0, 5])
-    with pytest.raises(ValueError, match="no compiled"):
-        apply_lanes_smem_gpu(psi, 7, haar_unitary(2, rng), [0], LanesSmemConfig(2, 3))
-    assert np.isfinite(psi.get()).all()
-
-
-@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
-def test_lanes_high_kernel_matches_cpu(cp, rng, dtype, tol):
-    """The lanes kernel with low and high targets mixed against the CPU engine: its default
-    configuration on a large state and on one of fewer windows than a block's eight warps, every
-    compiled variant on one-pass and persistent grids (warps looping over windows); unsorted
-    targets, no low target, and variants that were not compiled are refused, the state unchanged."""
-    from qsim_tc.small_gate import LANES_HIGH_VARIANTS, LanesConfig, apply_lanes_gpu, high_targets
-
-    check = _kernel_checker(cp, rng, dtype, tol, apply_lanes_gpu)
-    placements = ([0, 5], [1, 13], [4, 7], [0, 5, 9], [1, 2, 13], [0, 4, 13], [2, 12, 13], [3, 4, 10])
-    for qs in placements:
-        check(14, qs)
-    for qs in ([0, 5], [1, 9], [0, 5, 9], [2, 8, 9]):
-        check(10, qs)  # 10 qubits: 8 to 16 windows of 32 x 2^DH amplitudes, fewer than a block's warps
-    real = "double" if dtype == np.complex128 else "float"
-    for qs in placements:
-        for v in LANES_HIGH_VARIANTS[real, len(qs), high_targets(qs)]:
-            check(14, qs, LanesConfig(*v))
-            check(18, qs, LanesConfig(*v, blocks_per_sm=1))  # one block per SM: every warp loops
-    psi = cp.asarray(random_psi(9, rng).astype(dtype))
-    before = psi.copy()
-    for qs in ([5, 0], [5, 7], [7], [0, 12], [0, 0]):  # unsorted, none low, beyond the state, repeated
-        with pytest.raises(ValueError, match="positions"):
-            apply_lanes_gpu(psi, 9, haar_unitary(1 << len(qs), rng), qs)
-    small = cp.asarray(random_psi(5, rng).astype(dtype))
-    with pytest.raises(ValueError, match="n_qubits 5"):  # one window, fewer than the configured rpt
-        apply_lanes_gpu(small, 5, haar_unitary(2, rng), [0])
-    with pytest.raises(ValueError, match="no compiled"):
-        apply_lanes_gpu(psi, 9, haar_unitary(4, rng), [0, 5], LanesConfig(2, 4))
-    assert bool((psi == before).all())
-
-
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 def test_permute_bits_gpu_matches_cpu(cp, rng, dtype):
     """The GPU bit permutation (one gather kernel) against the CPU transpose, for random layouts,
@@ -329,18 +236,3 @@ def test_permute_bits_gpu_matches_cpu(cp, rng, dtype):
         assert np.array_equal(buf.get(), want)
         assert np.array_equal(g.get(), psi)
 
-
-def test_dmma_widened_matches_cpu(cp, rng):
-    """Complex128 gates of 1-3 qubits widened to 4 (identity on the lowest other bits) for the
-    DMMA kernel, at bottom, spread and top placements, against the CPU engine."""
-    from qsim_tc.small_gate import apply_dmma_widened_gpu
-
-    n = 14
-    for qs in ([0], [13], [0, 13], [2, 7], [0, 1, 2], [0, 6, 13], [11, 12, 13]):
-        psi = random_psi(n, rng)
-        u = haar_unitary(1 << len(qs), rng)
-        g = cp.asarray(psi)
-        apply_dmma_widened_gpu(g, n, u, qs)
-        c = StateVector(n, device="cpu", data=psi)
-        c.apply(u, qs)
-        assert np.abs(g.get() - c.to_numpy()).max() < 1e-13, qs

@@ -70,16 +70,14 @@ def test_swizzle_is_a_permutation(itemsize):
 
 
 def test_policy_picks_kernels_by_position():
-    """The measured default policy: direct kernel when coalesced, staged for complex128 d <= 3 and
-    complex64 d = 2 with a low target, lanes or tiled for other low targets (DMMA for complex128
-    d = 4), GEMM for four complex64 targets at the bottom and for d > 6; the
-    DMMA kernel for complex128 d = 5, 6; nothing on the CPU or for emulated methods."""
+    """The measured default policy: direct kernel when coalesced, staged for d <= 3 with a low
+    target, DMMA (complex128) or tiled (complex64) for d = 4 with a low target, GEMM for four
+    complex64 targets at the bottom and for d > 6; the DMMA kernel for complex128 d = 5, 6;
+    nothing on the CPU or for emulated methods."""
     import gemm
     from qsim_tc.small_gate import (
         apply_direct_gpu,
         apply_dmma_gpu,
-        apply_lanes_gpu,
-        apply_lanes_smem_gpu,
         apply_staged_gpu,
         apply_tiled_gpu,
         select,
@@ -90,15 +88,16 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
     assert select(native, gpu, None, 28, [0, 5], 16) is apply_staged_gpu  # low and high targets mixed
     assert select(native, gpu, None, 28, [0, 5], 8) is apply_staged_gpu
-    assert select(native, gpu, None, 28, [1, 2, 20], 8) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [1, 2, 20], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [1, 2, 20], 16) is apply_staged_gpu
-    assert select(native, gpu, None, 28, [0, 14, 27], 8) is apply_lanes_gpu
+    assert select(native, gpu, None, 28, [0, 14, 27], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 14], 16) is apply_staged_gpu
     assert select(native, gpu, None, 28, [2], 16) is apply_staged_gpu
     assert select(native, gpu, None, 28, [3], 16) is apply_direct_gpu
-    assert select(native, gpu, None, 28, [3], 8) is apply_lanes_gpu  # complex64 d = 1: lanes
+    assert select(native, gpu, None, 28, [3], 8) is apply_staged_gpu  # complex64: coalesced from bit 4
+    assert select(native, gpu, None, 28, [4], 8) is apply_direct_gpu
     assert select(native, gpu, None, 10, [0, 1, 2], 16) is apply_staged_gpu  # a small state
-    assert select(native, gpu, None, 28, [1, 3, 4], 8) is apply_lanes_smem_gpu
+    assert select(native, gpu, None, 28, [1, 3, 4], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_tiled_gpu
     assert select(native, gpu, None, 28, [0], 16) is apply_staged_gpu
@@ -129,73 +128,6 @@ def test_policy_picks_kernels_by_position():
     with pytest.raises(ValueError, match="computes every gate as its own GEMM"):
         select(Emulated(), gpu, True, 28, [12], 16)
     assert select(Emulated(), gpu, None, 28, [12], 16) is None
-
-
-@pytest.mark.parametrize("positions", [[0], [4], [0, 1], [1, 3], [0, 2, 4], [2, 3, 4]])
-def test_lanes_shuffle_sources(rng, positions):
-    """The lanes kernel's index arithmetic, replayed: lane l computes row ``row(l)`` of its group
-    from the lanes ``src[j]``; over one round of 32 amplitudes that must be the gate."""
-    d = len(positions)
-    tmask = sum(1 << p for p in positions)
-    u = haar_unitary(1 << d, rng)
-    v = rng.standard_normal(32) + 1j * rng.standard_normal(32)
-    out = np.empty_like(v)
-    for lane in range(32):
-        row = sum(((lane >> p) & 1) << b for b, p in enumerate(positions))
-        src = [(lane & ~tmask) | sum(((j >> b) & 1) << p for b, p in enumerate(positions)) for j in range(1 << d)]
-        out[lane] = sum(u[row, j] * v[src[j]] for j in range(1 << d))
-    t = v.reshape((2,) * 5)
-    axes = [4 - q for q in reversed(positions)]
-    ref = np.moveaxis(np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes)),
-                      list(range(d)), axes).reshape(-1)
-    assert np.abs(out - ref).max() < 1e-12
-
-
-@pytest.mark.parametrize("positions", [[0, 5], [4, 9], [0, 5, 9], [1, 2, 7], [3, 6, 8], [0, 4, 9], [2, 9]])
-def test_lanes_high_replay(rng, positions):
-    """The lanes kernel with targets at bit 5 or above, replayed window by window with its index
-    formulas (window base, high-combination offsets, shuffle sources, rows): every amplitude is
-    written exactly once and the result is the gate applied by tensordot."""
-    from qsim_tc.small_gate import LANES_MAX_BIT, high_targets
-
-    n, d, dh = 10, len(positions), high_targets(positions)
-    dl = d - dh
-    low, hp = positions[:dl], positions[dl:]
-    u = haar_unitary(1 << d, rng)
-    psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
-    out, writes = np.zeros_like(psi), np.zeros(1 << n, dtype=int)
-    tmask = sum(1 << p for p in low)
-    hoff = [sum(((h >> b) & 1) << p for b, p in enumerate(hp)) for h in range(1 << dh)]
-    for w in range((1 << n) >> (LANES_MAX_BIT + dh)):
-        base0 = w << 5
-        for p in hp:  # ascending, as group_base<DH>
-            base0 = insert_zero(base0, p)
-        v = [[psi[base0 + lane + hoff[h]] for h in range(1 << dh)] for lane in range(32)]
-        for lane in range(32):
-            row = sum(((lane >> p) & 1) << b for b, p in enumerate(low))
-            src = [(lane & ~tmask) | sum(((j >> b) & 1) << p for b, p in enumerate(low)) for j in range(1 << dl)]
-            g = [v[src[j & ((1 << dl) - 1)]][j >> dl] for j in range(1 << d)]
-            for h in range(1 << dh):
-                out[base0 + lane + hoff[h]] = sum(u[row | h << dl, j] * g[j] for j in range(1 << d))
-                writes[base0 + lane + hoff[h]] += 1
-    assert (writes == 1).all()
-    t = psi.reshape((2,) * n)
-    axes = [n - 1 - q for q in reversed(positions)]
-    ref = np.moveaxis(np.tensordot(u.reshape((2,) * (2 * d)), t, axes=(list(range(d, 2 * d)), axes)),
-                      list(range(d)), axes).reshape(-1)
-    assert np.abs(out - ref).max() < 1e-12
-
-
-def test_fits_lanes_high():
-    from qsim_tc.small_gate import fits_lanes_high
-
-    assert fits_lanes_high(28, [0, 5]) and fits_lanes_high(28, [1, 2, 20]) and fits_lanes_high(28, [0, 14, 27])
-    assert not fits_lanes_high(28, [5, 9])  # no target below bit 5: the direct kernel's
-    assert not fits_lanes_high(28, [0, 1])  # none at or above it: the plain lanes kernel's
-    assert not fits_lanes_high(28, [20, 0])  # unsorted
-    assert not fits_lanes_high(28, [0, 5, 6, 7])  # d = 4
-    assert not fits_lanes_high(28, [7])
-    assert fits_lanes_high(8, [0, 7], 4) and not fits_lanes_high(8, [0, 5, 7], 4)  # 4 windows of 32 x 2^DH
 
 
 SHAPES = {0: (8, 4, 1, 1, 2), 1: (16, 8, 4, 2, 4), 2: (16, 16, 8, 4, 4)}  # rows, k, A, B, C per lane
@@ -277,28 +209,6 @@ def test_dmma_fragment_mapping(rng, positions, gauss, shape):
     assert np.abs(out - ref).max() < 1e-12
 
 
-@pytest.mark.parametrize("positions,extra", [([0, 1, 2], 3), ([0, 2, 4], 1), ([1, 3, 4], 0), ([5], 2)])
-def test_widen_is_the_same_gate(rng, positions, extra):
-    """A gate widened by an identity target acts on a state as the gate itself."""
-    from qsim_tc.small_gate import widen
-
-    d = len(positions)
-    u = haar_unitary(1 << d, rng)
-    wide, pos = widen(u, positions, extra)
-    assert pos == sorted(positions + [extra]) and wide.shape == (2 << d, 2 << d)
-    n = 7
-    psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
-
-    def apply(m, ps):
-        t = psi.reshape((2,) * n)
-        axes = [n - 1 - q for q in reversed(ps)]
-        k = len(ps)
-        return np.moveaxis(np.tensordot(m.reshape((2,) * (2 * k)), t, axes=(list(range(k, 2 * k)), axes)),
-                           list(range(k)), axes).reshape(-1)
-
-    assert np.abs(apply(wide, pos) - apply(u, positions)).max() < 1e-12
-
-
 def _gate_on(psi, u, positions):
     """``u`` on ``positions`` of the state ``psi`` (bit j of u's index at positions[j])."""
     n, d = psi.size.bit_length() - 1, len(positions)
@@ -307,141 +217,17 @@ def _gate_on(psi, u, positions):
     return np.moveaxis(out, list(range(d)), axes).reshape(-1)
 
 
-def lanes_smem_replay(window, u, positions, itemsize, rounds):
-    """What apply_lanes_smem does to one warp's window of 32 x rounds amplitudes, with the kernel's
-    index formulas. Returns the result, how often each amplitude was computed, and the buffer
-    indices of every shared-memory access (a list of 32, one per lane)."""
-    from qsim_tc.small_gate import lanes_smem_swizzle
-
-    d, s = len(positions), 3 if itemsize == 16 else 4
-    tbl = lanes_smem_swizzle(positions, itemsize)
-    assert 0 <= tbl < 1 << 32
-
-    def mask(e):
-        return (tbl >> (((e >> s) & 7) << 2)) & ((1 << s) - 1)
-
-    tmask = sum(1 << p for p in positions)
-    gb = []
-    for lane in range(32):
-        g = lane
-        for b in range(5):
-            if (tmask >> b) & 1:
-                g = insert_zero(g, b)
-        gb.append(g ^ mask(g))
-    off = [o ^ mask(o) for o in (sum(((j >> b) & 1) << p for b, p in enumerate(positions)) for j in range(1 << d))]
-    staged = [[((r << 5) ^ mask(r << 5)) ^ lane ^ mask(lane) for lane in range(32)] for r in range(rounds)]
-    buf = np.full(32 * rounds, np.nan, dtype=complex)
-    for r in range(rounds):
-        buf[staged[r]] = window[(r << 5):(r << 5) + 32]
-    accesses = list(staged)
-    computed = np.zeros(32 * rounds, dtype=int)
-    for k in range(rounds >> d):
-        groups = [[(gb[lane] | k << (5 + d)) ^ off[j] for j in range(1 << d)] for lane in range(32)]
-        accesses += [[g[j] for g in groups] for j in range(1 << d)]
-        for g in groups:
-            buf[g] = u @ buf[g]
-            computed[g] += 1
-    out = np.concatenate([buf[staged[r]] for r in range(rounds)])
-    return out, computed, accesses + staged
-
-
-@pytest.mark.parametrize("itemsize", [16, 8])
-@pytest.mark.parametrize("d", [1, 2, 3])
-def test_lanes_smem_windows_and_banks(rng, d, itemsize):
-    """apply_lanes_smem's index arithmetic, replayed for every placement of d targets below bit 5
-    (sorted and reversed) and every compiled window size: each amplitude is computed once, the
-    window comes back as the gate applied to it, and no shared-memory wavefront (8 lanes of 16
-    bytes or 16 of 8 bytes) touches a bank slot twice."""
-    from itertools import combinations
-
-    from qsim_tc.small_gate import LANES_SMEM_VARIANTS
-
-    real = "double" if itemsize == 16 else "float"
-    lanes = 128 // itemsize  # lanes per wavefront: 128 bytes
-    for rounds in sorted({r for r, _ in LANES_SMEM_VARIANTS[real, d]}):
-        for placement in combinations(range(5), d):
-            for positions in (list(placement), list(placement)[::-1]):
-                u = haar_unitary(1 << d, rng)
-                window = rng.standard_normal(32 * rounds) + 1j * rng.standard_normal(32 * rounds)
-                out, computed, accesses = lanes_smem_replay(window, u, positions, itemsize, rounds)
-                assert (computed == 1).all(), (positions, rounds)
-                assert np.abs(out - _gate_on(window, u, positions)).max() < 1e-12, (positions, rounds)
-                for idx in accesses:
-                    for w in range(0, 32, lanes):
-                        slots = [i % lanes for i in idx[w:w + lanes]]
-                        assert len(set(slots)) == lanes, (positions, rounds, idx)
-
-
-def test_lanes_smem_fits_and_configs():
-    from qsim_tc.small_gate import LANES_SMEM_COMPILED, LANES_SMEM_CONFIG, fits_lanes_smem
-
-    assert fits_lanes_smem(8, [0, 1, 2], 8) and fits_lanes_smem(28, [4, 0], 4) and fits_lanes_smem(6, [2], 2)
-    assert not fits_lanes_smem(7, [0, 1, 2], 8)  # fewer amplitudes than one window
-    assert not fits_lanes_smem(28, [0, 5], 4)  # a target at bit 5
-    assert not fits_lanes_smem(28, [0, 1, 2], 4)  # half a group per lane
-    assert not fits_lanes_smem(28, [0, 1, 2, 3], 16) and not fits_lanes_smem(28, [], 4)
-    assert not fits_lanes_smem(28, [1, 1], 4)
-    for (real, d), cfg in LANES_SMEM_CONFIG.items():
-        assert (real, d, *cfg.kernel) in LANES_SMEM_COMPILED
-
-
-def _bulk_index(n, positions, chunk_log, c, local):
-    """The kernel's address of local index ``local`` of chunk ``c`` (apply_bulk's formulas)."""
-    from qsim_tc.bulk_gate import chunk_layout
-
-    lay = chunk_layout(positions, chunk_log)
-    s, high = lay.seg_log, lay.high
-    x = c << s
-    for hp in high:
-        x = ((x >> hp) << (hp + 1)) | (x & ((1 << hp) - 1))
-    j, within = local >> s, local & ((1 << s) - 1)
-    for b, hp in enumerate(high):
-        x |= ((j >> b) & 1) << hp
-    return x | within
-
-
-@pytest.mark.parametrize("positions", [[0], [1], [5], [11], [0, 1], [1, 3], [0, 9], [4, 11], [0, 1, 2],
-                                       [0, 2, 4], [2, 7, 11], [9, 10, 11], [0, 6, 11]])
-@pytest.mark.parametrize("chunk_log", [6, 9])
-def test_bulk_chunks_cover_the_state_with_whole_groups(positions, chunk_log):
-    """apply_bulk's chunks: every amplitude in exactly one chunk, and inside a chunk the target
-    bits sit at the local positions (so flipping local bit q_j flips global bit p_j): each chunk
-    holds whole groups, in the matrix's bit order."""
-    from qsim_tc.bulk_gate import chunk_layout
-
-    n = 12
-    lay = chunk_layout(positions, chunk_log)
-    assert sorted(lay.local) == list(lay.local) and len(lay.high) + lay.seg_log == chunk_log
-    seen = set()
-    for c in range(1 << (n - chunk_log)):
-        for local in range(1 << chunk_log):
-            g = _bulk_index(n, positions, chunk_log, c, local)
-            seen.add(g)
-            for p, q in zip(positions, lay.local):
-                assert _bulk_index(n, positions, chunk_log, c, local ^ (1 << q)) == g ^ (1 << p)
-    assert seen == set(range(1 << n))
-
-
-def test_bulk_launcher_refuses_what_it_cannot_serve():
-    from qsim_tc.bulk_gate import fits_bulk
-
-    assert fits_bulk(28, [0], 9) and fits_bulk(28, [3, 20, 27], 10)
-    assert not fits_bulk(28, [0, 1, 2, 3], 9)  # four targets
-    assert not fits_bulk(28, [2, 2], 9)
-    assert not fits_bulk(8, [0], 9)  # smaller than one chunk
-
-
 def staged_replay(state, n, u, positions, itemsize, log_t):
     """What apply_staged does, block by block, with the kernel's index formulas. Returns the
     result, how often each amplitude was loaded, and the shared-memory indices of every access
     (one list per thread-parallel step: entry t is thread t's index)."""
-    from qsim_tc.small_gate import lanes_smem_swizzle
+    from qsim_tc.small_gate import smem_swizzle
 
     d, s = len(positions), 3 if itemsize == 16 else 4
     lay = tile_layout(n, positions, itemsize, log_t - d)
     k, h, hp, q = lay["k"], lay["h"], lay["hi_pos"][:lay["h"]], lay["tile_pos"][:d]
     assert k + h == log_t
-    tbl = lanes_smem_swizzle(q, itemsize)
+    tbl = smem_swizzle(q, itemsize)
 
     def mask(e):
         return (tbl >> (((e >> s) & 7) << 2)) & ((1 << s) - 1)

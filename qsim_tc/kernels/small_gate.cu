@@ -152,48 +152,17 @@ apply_small(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matri
 // groups g, g + T, ..., (GPT of them per pass) and issues all their loads before any
 // arithmetic, to keep enough bytes in flight.
 // STREAM: load and store with the evict-first hint (each amplitude is touched once per gate).
-// Every load of the state goes through ld_state: with QSIM_L2_PREFETCH = 64, 128 or 256 it asks
-// L2 to fetch that many bytes around the line on a miss (PTX .L2::<n>B; a pass reads every byte of
-// the state once, so a larger DRAM request wastes nothing); 0 is a plain load.
-#ifndef QSIM_L2_PREFETCH
-#define QSIM_L2_PREFETCH 0
-#endif
-#define QSIM_STR2(x) #x
-#define QSIM_STR(x) QSIM_STR2(x)
-#if QSIM_L2_PREFETCH == 0
-#define QSIM_PF ""
-#else
-#define QSIM_PF ".L2::" QSIM_STR(QSIM_L2_PREFETCH) "B"
-#endif
-
-__device__ __forceinline__ double2 ld_state(const double2* p) {
-    if (QSIM_L2_PREFETCH == 0) return *p;
-    double2 v;
-    asm("ld.global" QSIM_PF ".v2.f64 {%0, %1}, [%2];" : "=d"(v.x), "=d"(v.y) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ cplx<double> ld_state(const cplx<double>* p) {
-    const double2 v = ld_state(reinterpret_cast<const double2*>(p));
-    return {v.x, v.y};
-}
-__device__ __forceinline__ cplx<float> ld_state(const cplx<float>* p) {
-    if (QSIM_L2_PREFETCH == 0) return *p;
-    cplx<float> v;
-    asm("ld.global" QSIM_PF ".v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
-    return v;
-}
-
 template <typename T>
 __device__ __forceinline__ cplx<T> load_amp(const cplx<T>* p, bool stream);
 template <>
 __device__ __forceinline__ cplx<double> load_amp(const cplx<double>* p, bool stream) {
     if (stream) { const double2 v = __ldcs(reinterpret_cast<const double2*>(p)); return {v.x, v.y}; }
-    return ld_state(p);
+    return *p;
 }
 template <>
 __device__ __forceinline__ cplx<float> load_amp(const cplx<float>* p, bool stream) {
     if (stream) { const float2 v = __ldcs(reinterpret_cast<const float2*>(p)); return {v.x, v.y}; }
-    return ld_state(p);
+    return *p;
 }
 __device__ __forceinline__ void store_amp(cplx<double>* p, cplx<double> v, bool stream) {
     if (stream) __stcs(reinterpret_cast<double2*>(p), make_double2(v.x, v.y)); else *p = v;
@@ -238,180 +207,19 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
 }
 
 
-// Targets among the lowest five bits, and DH more at bit 5 or above. A warp takes windows of 32
-// consecutive amplitudes times the 2^DH combinations of the high targets (the window number fills
-// the other bits from 5 up): each lane loads its amplitude of every combination (each load is 32
-// consecutive amplitudes, coalesced, whatever the high targets are), fetches the low-target
-// partners from the neighbouring lanes with shuffles, computes its own rows and stores them
-// back: no shared-memory staging and no block barriers. RPT windows are loaded before any
-// arithmetic, to keep enough bytes in flight. Positions ascending: the D - DH low targets first
-// (bit j of the matrix index is at p_j).
-// RELOAD: read the matrix from shared memory at each use (an opaque zero in the index keeps the
-// loads from being hoisted across windows), a tuning variant: it changes the schedule more than
-// the register count (ptxas: within 4 registers) and won some layouts by 1-3%.
-template <typename Real, int D, int RPT, int MINB = 1, int DH = 0, bool RELOAD = false>
-__global__ void __launch_bounds__(256, MINB)
-apply_lanes(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_windows,
-            int p0, int p1, int p2, int p3, int p4, int p5)
-{
-    constexpr int DIM = 1 << D, DL = D - DH, NL = 1 << DL, NH = 1 << DH;
-    static_assert(DH >= 0 && DH <= D, "DH: the targets at bit 5 or above");
-    const int pos[6] = {p0, p1, p2, p3, p4, p5};
-    int hp[6] = {0, 0, 0, 0, 0, 0};  // the high targets' positions
-#pragma unroll
-    for (int b = 0; b < DH; ++b) hp[b] = pos[DL + b];
-    __shared__ cplx<Real> ut[DIM * DIM];  // ut[j * DIM + i] = U[i][j]: lanes of different rows hit different banks
-    for (int e = threadIdx.x; e < DIM * DIM; e += blockDim.x) ut[(e % DIM) * DIM + e / DIM] = matrix[e];
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    int row = 0, tmask = 0;  // this lane's row among the low targets
-#pragma unroll
-    for (int b = 0; b < DL; ++b) {
-        row |= ((lane >> pos[b]) & 1) << b;
-        tmask |= 1 << pos[b];
-    }
-    int src[NL];  // the lane holding low combination j of this lane's group
-#pragma unroll
-    for (int j = 0; j < NL; ++j) {
-        int l = lane & ~tmask;
-#pragma unroll
-        for (int b = 0; b < DL; ++b) l |= ((j >> b) & 1) << pos[b];
-        src[j] = l;
-    }
-    long long hoff[NH];  // the address offset of high combination h
-#pragma unroll
-    for (int h = 0; h < NH; ++h) hoff[h] = spread<DH>(h, hp);
-    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
-    for (long long r0 = warp * RPT; r0 < n_windows; r0 += n_warps * RPT) {
-        cplx<Real> v[RPT][NH];
-        long long base[RPT];
-#pragma unroll
-        for (int q = 0; q < RPT; ++q) {  // n_windows is a multiple of RPT
-            base[q] = group_base<DH>((r0 + q) << 5, hp) + lane;
-#pragma unroll
-            for (int h = 0; h < NH; ++h) v[q][h] = ld_state(state + base[q] + hoff[h]);
-        }
-#pragma unroll
-        for (int q = 0; q < RPT; ++q) {
-            cplx<Real> g[DIM];  // the lane's group: index j = low part | high part << DL
-#pragma unroll
-            for (int jh = 0; jh < NH; ++jh)
-#pragma unroll
-                for (int jl = 0; jl < NL; ++jl)
-                    g[jl | jh << DL] = cplx<Real>{__shfl_sync(0xffffffffu, v[q][jh].x, src[jl]),
-                                                  __shfl_sync(0xffffffffu, v[q][jh].y, src[jl])};
-#pragma unroll
-            for (int h = 0; h < NH; ++h) {
-                int z = 0;  // opaque zero: the loads below cannot be hoisted out of the loops
-                if (RELOAD) asm volatile("" : "+r"(z));
-                Real re = 0, im = 0;
-#pragma unroll
-                for (int j = 0; j < DIM; ++j) cfma(re, im, ut[z + j * DIM + (row | h << DL)], g[j].x, g[j].y);
-                state[base[q] + hoff[h]] = cplx<Real>{re, im};
-            }
-        }
-    }
-}
-
-
-
-// Targets all among the lowest five bits, staged through shared memory. A warp owns a window of
-// W = 32 ROUNDS consecutive amplitudes (in place is safe: no other warp touches it):
-//   1. every lane loads one amplitude of each round of 32 (coalesced, 16 or 8 bytes per lane),
-//      all ROUNDS loads issued before any is used (ASYNC: cp.async straight into shared memory,
-//      no registers), and stores them into the warp's own shared buffer;
-//   2. after __syncwarp, lane l multiplies whole groups l, l + 32, ... (ROUNDS / 2^D of them)
-//      read from the buffer and writes the results back in their place;
-//   3. after __syncwarp, the warp stores the window back, coalesced.
-// No block barrier but the one after U is staged. Buffer index e is stored at e ^ m(e): m XORs
-// up to three bits of e at or above S (S = 3 for 16-byte amplitudes, a quarter warp per
-// shared-memory wavefront; 4 for 8-byte ones, a half warp) into its low S bits, from the table `swz_tbl`
-// (eight 4-bit entries indexed by bits S..S+2, built by lanes_smem_swizzle in small_gate.py).
-// Lanes of one wavefront differ in the lowest S bits of their group number, which sit at the
-// lowest S non-target bits of e; m maps those at or above S onto the targets below S, so the
-// group gathers of step 2 hit 2^S distinct bank slots, and steps 1 and 3 (2^S consecutive
-// indices, m constant over them) do too. m is linear, so e ^ m(e) is computed per part of e.
-// Any order of p0..p2 works (bit j of the matrix index is at position p_j).
+// The staged kernel's shared-memory swizzle: index e is stored at e ^ m(e), m XORing up to three
+// bits of e at or above S (S = 3 for 16-byte amplitudes, a quarter warp per shared-memory
+// wavefront; 4 for 8-byte ones, a half warp) into its low S bits, from the table `swz_tbl` (eight
+// 4-bit entries indexed by bits S..S+2, built by smem_swizzle in small_gate.py). Threads of one
+// wavefront differ in the lowest S bits of their group number, which sit at the lowest S
+// non-target bits of e; m maps those at or above S onto the targets below S, so the group gathers
+// hit 2^S distinct bank slots, and coalesced staging (2^S consecutive indices, m constant over
+// them) does too. m is linear, so e ^ m(e) can be computed per part of e.
 template <typename Real>
 __device__ __forceinline__ int smem_mask(int e, unsigned swz_tbl) {
     constexpr int S = sizeof(Real) == 8 ? 3 : 4;
     return (int)(swz_tbl >> (((e >> S) & 7) << 2)) & ((1 << S) - 1);
 }
-
-template <typename Real>
-__device__ __forceinline__ void load_to_shared(cplx<Real>* dst, const cplx<Real>* src) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
-    if (sizeof(Real) == 8)
-        asm volatile("cp.async.cg.shared.global" QSIM_PF " [%0], [%1], 16;" :: "r"(a), "l"(src) : "memory");
-    else
-        asm volatile("cp.async.ca.shared.global" QSIM_PF " [%0], [%1], 8;" :: "r"(a), "l"(src) : "memory");
-}
-
-template <typename Real, int D, int ROUNDS, int MINB = 1, bool ASYNC = false>
-__global__ void __launch_bounds__(256, MINB)
-apply_lanes_smem(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_windows,
-                 int p0, int p1, int p2, unsigned swz_tbl)
-{
-    constexpr int DIM = 1 << D, W = 32 * ROUNDS, GPL = ROUNDS / DIM, WARPS = 256 / 32;
-    static_assert(D <= 3 && GPL >= 1 && GPL * DIM == ROUNDS, "whole groups per lane: ROUNDS a multiple of 2^D");
-    const int pos[6] = {p0, p1, p2, 0, 0, 0};
-    __shared__ cplx<Real> u[DIM * DIM];
-    __shared__ cplx<Real> buf[WARPS][W];
-    for (int e = threadIdx.x; e < DIM * DIM; e += blockDim.x) u[e] = matrix[e];
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    cplx<Real>* const mine = buf[threadIdx.x >> 5];
-    int tmask = 0;
-#pragma unroll
-    for (int b = 0; b < D; ++b) tmask |= 1 << pos[b];
-    // group l + 32 k of the window starts at base(l) | k << (5 + D): the lane number fills the
-    // lowest five non-target bits, all below 5 + D
-    int gb = lane;
-#pragma unroll
-    for (int b = 0; b < 5; ++b)
-        if ((tmask >> b) & 1) gb = (int)insert_zero(gb, b);
-    gb ^= smem_mask<Real>(gb, swz_tbl);
-    int off[DIM];  // swizzled offset of matrix index j (the XOR of its bits' offsets, m being linear)
-#pragma unroll
-    for (int j = 0; j < DIM; ++j) {
-        const int o = (int)spread<D>(j, pos);
-        off[j] = o ^ smem_mask<Real>(o, swz_tbl);
-    }
-    const int lsw = lane ^ smem_mask<Real>(lane, swz_tbl);  // round r, lane l: (r << 5 ^ m(r << 5)) ^ lsw
-    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const long long n_warps = ((long long)gridDim.x * blockDim.x) >> 5;
-    for (long long win = warp; win < n_windows; win += n_warps) {
-        cplx<Real>* const w = state + win * W;
-        if (ASYNC) {
-#pragma unroll
-            for (int r = 0; r < ROUNDS; ++r)
-                load_to_shared(mine + ((r << 5 ^ smem_mask<Real>(r << 5, swz_tbl)) ^ lsw), w + (r << 5) + lane);
-            asm volatile("cp.async.wait_all;" ::: "memory");
-        } else {
-            cplx<Real> staged[ROUNDS];
-#pragma unroll
-            for (int r = 0; r < ROUNDS; ++r) staged[r] = ld_state(w + (r << 5) + lane);
-#pragma unroll
-            for (int r = 0; r < ROUNDS; ++r) mine[(r << 5 ^ smem_mask<Real>(r << 5, swz_tbl)) ^ lsw] = staged[r];
-        }
-        __syncwarp();
-#pragma unroll
-        for (int k = 0; k < GPL; ++k) {
-            cplx<Real> v[DIM];
-#pragma unroll
-            for (int j = 0; j < DIM; ++j) v[j] = mine[(gb | k << (5 + D)) ^ off[j]];
-#pragma unroll
-            for (int i = 0; i < DIM; ++i) mine[(gb | k << (5 + D)) ^ off[i]] = row_times(u, i, v);
-        }
-        __syncwarp();
-#pragma unroll
-        for (int r = 0; r < ROUNDS; ++r) w[(r << 5) + lane] = mine[(r << 5 ^ smem_mask<Real>(r << 5, swz_tbl)) ^ lsw];
-        __syncwarp();  // the next window's stores to the buffer (cp.async ones too) come after these reads
-    }
-}
-
-
 
 // Targets anywhere, one tile per block of G = 2^(LOG_T - D) threads, one group per thread (the shape
 // of cuStateVec's kernels for low targets, measured: 64 threads, 24-72 registers). A tile is 2^LOG_T
@@ -425,8 +233,8 @@ apply_lanes_smem(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ 
 //      group t has a zero at each target's tile position q_j), computes its rows and writes them
 //      in their place (each thread owns its group: no barrier);
 //   3. after a barrier the tile goes back as it came.
-// Shared-memory index e is stored at e ^ m(e), m from swz_tbl (apply_lanes_smem's swizzle, built
-// by lanes_smem_swizzle for the tile positions q): neighbouring threads' groups fall into distinct
+// Shared-memory index e is stored at e ^ m(e), m from swz_tbl (smem_mask, built by smem_swizzle for
+// the tile positions q): neighbouring threads' groups fall into distinct
 // bank slots, and steps 1 and 3 stay conflict-free. m is linear and a group's indices are the
 // thread's base OR (disjoint bits) the offset of j, so their swizzled forms XOR together.
 //   k, h, hp0..hp2: low contiguous bits, number and positions of the high targets (ascending)
@@ -464,7 +272,7 @@ apply_staged(const GateMatrix<Real, 1 << D> u, cplx<Real>* __restrict__ state, i
     }
     cplx<Real> v[DIM];
 #pragma unroll
-    for (int i = 0; i < DIM; ++i) v[i] = ld_state(state + at[i] + tid);
+    for (int i = 0; i < DIM; ++i) v[i] = state[at[i] + tid];
 #pragma unroll
     for (int i = 0; i < DIM; ++i) {
         const int e = tid + G * i;
@@ -557,7 +365,7 @@ __device__ __forceinline__ void dmma_load(DmmaBlock<D, NT>& v, const double2* sv
         const long long b = group_base<D>(tile * 8 + g, pos);
 #pragma unroll
         for (int ks = 0; ks < DmmaBlock<D, NT>::KS; ++ks) {
-            const double2 x = ld_state(sv + b + off[ks * 4 + t]);
+            const double2 x = sv[b + off[ks * 4 + t]];
             v.re[nt][ks] = x.x;
             v.im[nt][ks] = x.y;
         }
@@ -653,208 +461,5 @@ apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long lo
         }
         if (PREFETCH) v = next;
         else if (t0 + stride < n_tiles) dmma_load(v, sv, t0 + stride, n_tiles, pos, off, t, g);
-    }
-}
-
-
-// ---------------------------------------------------------------- bulk-copy kernel
-// Gates of 1..3 qubits at any target positions, through the bulk copy engine (cp.async.bulk,
-// sm_90): a chunk of 2^C amplitudes holding whole groups is 2^h contiguous segments of 2^s
-// amplitudes (the h targets at or above s pick the segment; the others lie inside it). One thread
-// per block issues the segment copies into a shared-memory stage, completing on an mbarrier; the
-// block multiplies the chunk's groups in shared memory (the targets at local positions q) and the
-// same thread copies the stage back with bulk stores. S stages per block keep S - 1 chunks
-// loading while one is computed; a stage is refilled LAG chunks after its own, once its store has
-// read it (LAG stores in flight, S - LAG loads ahead); a persistent grid walks the chunks.
-//   s, h, hp0..hp2: segment length (log2), number and positions of the targets at or above s
-//   q0..q2: the targets' positions in the chunk's local index (ascending, as the matrix bits)
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_init(unsigned long long* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
-    unsigned done = 0;
-    while (!done) {
-        asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
-                     : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
-    }
-}
-
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
-}
-
-__device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
-                 ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
-}
-
-// A chunk's segments: chunk c starts at c << s with zeros inserted at the high targets; segment
-// j adds bit b of j at hp[b].
-struct ChunkMap {
-    int s, h, hp[3];
-    __device__ long long base(long long c) const {
-        long long x = c << s;
-        for (int b = 0; b < h; ++b) x = insert_zero(x, hp[b]);
-        return x;
-    }
-    __device__ long long seg(int j) const {
-        long long o = 0;
-        for (int b = 0; b < h; ++b) o |= (long long)((j >> b) & 1) << hp[b];
-        return o;
-    }
-};
-
-// Copies chunk c of the state into stage `dst` (2^C amplitudes), completing on `bar`.
-template <typename Real, int C>
-__device__ __forceinline__ void bulk_load_chunk(const ChunkMap& map, cplx<Real>* state, cplx<Real>* dst, long long c,
-                                                unsigned long long* bar) {
-    constexpr unsigned CH_BYTES = (1u << C) * sizeof(cplx<Real>);
-    mbar_expect_tx(bar, CH_BYTES);
-    const long long base = map.base(c);
-    for (int j = 0; j < (1 << map.h); ++j)
-        bulk_load(dst + (j << map.s), state + (base | map.seg(j)), CH_BYTES >> map.h, bar);
-}
-
-// Stores stage `src` back to chunk c and commits the bulk group.
-template <typename Real, int C>
-__device__ __forceinline__ void bulk_store_chunk(const ChunkMap& map, cplx<Real>* state, const cplx<Real>* src, long long c) {
-    constexpr unsigned CH_BYTES = (1u << C) * sizeof(cplx<Real>);
-    const long long base = map.base(c);
-    for (int j = 0; j < (1 << map.h); ++j)
-        bulk_store(state + (base | map.seg(j)), src + (j << map.s), CH_BYTES >> map.h);
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-
-// Multiplies the chunk's groups in shared memory (targets at local positions q), groups split
-// over `workers` threads, and orders the writes before the bulk store that reads them.
-template <typename Real, int D, int C>
-__device__ __forceinline__ void bulk_multiply(cplx<Real>* b, const cplx<Real>* u, const int (&q)[6], int workers) {
-    constexpr int DIM = 1 << D;
-    for (int g = threadIdx.x; g < (1 << C) / DIM; g += workers) {
-        const int base = (int)group_base<D>(g, q);
-        cplx<Real> v[DIM];
-#pragma unroll
-        for (int j = 0; j < DIM; ++j) v[j] = b[base | (int)spread<D>(j, q)];
-#pragma unroll 1
-        for (int r = 0; r < DIM; ++r) b[base | (int)spread<D>(r, q)] = row_times(u, r, v);
-    }
-    // the bulk store reads shared memory through the async proxy: order the writes first
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-template <typename Real, int D, int C, int S, int LAG>
-__global__ void __launch_bounds__(256)
-apply_bulk(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_chunks,
-           int s, int h, int hp0, int hp1, int hp2, int q0, int q1, int q2)
-{
-    constexpr int DIM = 1 << D;
-    constexpr int CH = 1 << C;
-    extern __shared__ __align__(128) unsigned char bulk_raw[];
-    cplx<Real>* buf = reinterpret_cast<cplx<Real>*>(bulk_raw);
-    __shared__ cplx<Real> u[DIM * DIM];
-    __shared__ __align__(8) unsigned long long full[S];
-    const ChunkMap map{s, h, {hp0, hp1, hp2}};
-    const int q[6] = {q0, q1, q2, 0, 0, 0};
-    for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
-    if (threadIdx.x == 0) {
-        for (int k = 0; k < S; ++k) mbar_init(&full[k], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-
-    const long long first = blockIdx.x, stride = gridDim.x;
-    const long long mine = first < n_chunks ? (n_chunks - first + stride - 1) / stride : 0;
-    static_assert(LAG >= 1 && LAG < S, "LAG in 1 .. S - 1");
-    if (threadIdx.x == 0)
-        for (int k = 0; k < S && k < mine; ++k) bulk_load_chunk<Real, C>(map, state, buf + k * CH, first + k * stride, &full[k]);
-
-    for (long long i = 0; i < mine; ++i) {
-        const int k = (int)(i % S);
-        mbar_wait(&full[k], (unsigned)((i / S) & 1));
-        bulk_multiply<Real, D, C>(buf + k * CH, u, q, blockDim.x);
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            bulk_store_chunk<Real, C>(map, state, buf + k * CH, first + i * stride);
-            // refill the stage of chunk i - LAG once its store has read it; the LAG newer stores run on
-            if (i >= LAG && i - LAG + S < mine) {
-                asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(LAG) : "memory");
-                const int kr = (int)((i - LAG) % S);
-                bulk_load_chunk<Real, C>(map, state, buf + kr * CH, first + (i - LAG + S) * stride, &full[kr]);
-            }
-        }
-    }
-    if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-
-// apply_bulk with the copies on a warp of their own: warps 0..7 multiply, warp 8 (one lane) issues
-// the loads and stores. Each stage has a `full` barrier (the loads' bytes) and an `empty` one (the
-// eight multiplying warps); the producer stores a stage once it is empty and reloads it once the
-// store has read it. No block-wide barrier in the loop: the multiplying warps run ahead as far as
-// loaded stages allow.
-template <typename Real, int D, int C, int S>
-__global__ void __launch_bounds__(288)
-apply_bulk_ws(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_chunks,
-              int s, int h, int hp0, int hp1, int hp2, int q0, int q1, int q2)
-{
-    constexpr int DIM = 1 << D;
-    constexpr int CH = 1 << C;
-    constexpr int WORKERS = 256;
-    extern __shared__ __align__(128) unsigned char bulk_raw[];
-    cplx<Real>* buf = reinterpret_cast<cplx<Real>*>(bulk_raw);
-    __shared__ cplx<Real> u[DIM * DIM];
-    __shared__ __align__(8) unsigned long long full[S], empty[S];
-    const ChunkMap map{s, h, {hp0, hp1, hp2}};
-    const int q[6] = {q0, q1, q2, 0, 0, 0};
-    for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
-    if (threadIdx.x == 0) {
-        for (int k = 0; k < S; ++k) {
-            mbar_init(&full[k], 1);
-            mbar_init(&empty[k], WORKERS / 32);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-
-    const long long first = blockIdx.x, stride = gridDim.x;
-    const long long mine = first < n_chunks ? (n_chunks - first + stride - 1) / stride : 0;
-    if (threadIdx.x >= WORKERS) {  // the copy warp
-        if (threadIdx.x != WORKERS) return;
-        auto store = [&](long long i) {
-            const int k = (int)(i % S);
-            mbar_wait(&empty[k], (unsigned)((i / S) & 1));
-            bulk_store_chunk<Real, C>(map, state, buf + k * CH, first + i * stride);
-        };
-        for (long long i = 0; i < mine; ++i) {
-            const int k = (int)(i % S);
-            if (i >= S) {  // the stage's previous chunk: store it, and reload once the store has read it
-                store(i - S);
-                asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-            }
-            bulk_load_chunk<Real, C>(map, state, buf + k * CH, first + i * stride, &full[k]);
-        }
-        for (long long i = mine > S ? mine - S : 0; i < mine; ++i) store(i);
-        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-        return;
-    }
-    for (long long i = 0; i < mine; ++i) {
-        const int k = (int)(i % S);
-        mbar_wait(&full[k], (unsigned)((i / S) & 1));
-        bulk_multiply<Real, D, C>(buf + k * CH, u, q, WORKERS);
-        __syncwarp();
-        if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[k]);
     }
 }
