@@ -8,8 +8,9 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
   Coalesced when the lowest target is at bit 3 or above (neighbouring groups are neighbours).
 * ``apply_staged``: 1..3 targets anywhere; a block of 32 threads loads a tile of 2^8 amplitudes
   (whole groups) into shared memory, coalesced, each thread multiplies one group with the matrix
-  passed by value (FMA operands from the constant bank), the tile goes back. The default wherever
-  the direct kernel's loads would not be coalesced: at cuStateVec's rate, 2.022-2.071 ms in
+  passed by value (FMA operands from the constant bank), the tile goes back. The default for
+  d = 1 everywhere and for d = 2, 3 wherever the direct kernel's loads would not be coalesced:
+  at cuStateVec's rate, 2.022-2.071 ms in
   complex128 and 1.006-1.048 ms in complex64 (benchmarks/results/tune_staged_h200.json). It
   replaced three kernels that each served part of those layouts 1-10% slower (a warp-shuffle
   kernel, a per-warp shared-memory kernel, a bulk-copy-engine kernel) and a complex128 path that
@@ -368,6 +369,10 @@ class StagedConfig(NamedTuple):
 # cuStateVec 1.016-1.267). Where the lowest target is at bit 3 (complex64: 4) or above, the
 # direct kernel stays (complex64 d = 3 in the middle: 1.019 ms against 1.095).
 STAGED = {(t, d): StagedConfig(8) for t in ("double", "float") for d in (1, 2, 3)}
+# sizes where the staged kernel also beats the direct one with coalesced targets: d = 1 (complex128
+# at bits 13 and 27: 2.022-2.024 ms against 2.032-2.038; complex64 1.009-1.015 against 1.017-1.034);
+# d = 2 ties, and from d = 3 the direct kernel wins (2.027 against 2.035; complex64 1.019 against 1.095)
+STAGED_EVERYWHERE_D = frozenset({1})
 # log_t compiled for tuning: tiles of 32, 64 and 128 groups (2 or 4 threads per group, each taking
 # some of its rows behind a second barrier, ran 5-40% slower: tune_staged_d3_h200.json)
 STAGED_VARIANTS = {d: (5 + d, 6 + d, 7 + d) for d in (1, 2, 3)}
@@ -468,9 +473,11 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
         return apply_dmma_gpu
     if d > KERNEL_MAX_D:
         return None
+    staged = STAGED.get((_real(itemsize), d))
+    if staged and d in STAGED_EVERYWHERE_D and fits_staged(n_qubits, positions, staged.log_t):
+        return apply_staged_gpu
     if coalesced(positions, itemsize):
         return apply_direct_gpu
-    staged = STAGED.get((_real(itemsize), d))
     if staged and fits_staged(n_qubits, positions, staged.log_t):
         return apply_staged_gpu
     if d == 4 and itemsize == 16:

@@ -70,8 +70,8 @@ def test_swizzle_is_a_permutation(itemsize):
 
 
 def test_policy_picks_kernels_by_position():
-    """The measured default policy: direct kernel when coalesced, staged for d <= 3 with a low
-    target, DMMA (complex128) or tiled (complex64) for d = 4 with a low target, GEMM for four
+    """The measured default policy: staged for d = 1, direct kernel when coalesced, staged for
+    d = 2, 3 with a low target, DMMA (complex128) or tiled (complex64) for d = 4 with a low target, GEMM for four
     complex64 targets at the bottom and for d > 6; the DMMA kernel for complex128 d = 5, 6;
     nothing on the CPU or for emulated methods."""
     import gemm
@@ -93,9 +93,11 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [0, 14, 27], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 14], 16) is apply_staged_gpu
     assert select(native, gpu, None, 28, [2], 16) is apply_staged_gpu
-    assert select(native, gpu, None, 28, [3], 16) is apply_direct_gpu
-    assert select(native, gpu, None, 28, [3], 8) is apply_staged_gpu  # complex64: coalesced from bit 4
-    assert select(native, gpu, None, 28, [4], 8) is apply_direct_gpu
+    assert select(native, gpu, None, 28, [3], 16) is apply_staged_gpu  # d = 1: staged everywhere
+    assert select(native, gpu, None, 28, [27], 8) is apply_staged_gpu
+    assert select(native, gpu, None, 28, [3, 4], 16) is apply_direct_gpu
+    assert select(native, gpu, None, 28, [3, 4], 8) is apply_staged_gpu  # complex64: coalesced from bit 4
+    assert select(native, gpu, None, 28, [4, 5], 8) is apply_direct_gpu
     assert select(native, gpu, None, 10, [0, 1, 2], 16) is apply_staged_gpu  # a small state
     assert select(native, gpu, None, 28, [1, 3, 4], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
