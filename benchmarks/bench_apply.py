@@ -96,6 +96,11 @@ class Clock:
         return out
 
 
+def native_for(dtype) -> str:
+    """The native method of a state's precision: cuBLAS/numpy ZGEMM or CGEMM."""
+    return "native32" if np.dtype(dtype) == np.complex64 else "native"
+
+
 def random_state(n, dtype, dev, seed):
     xp = dev.xp
     if dev.is_gpu:
@@ -128,7 +133,7 @@ def bench_gates(args, dev, peer, clock, rows):
             # correctness first: one apply from x0 against the peer (or a dense reference)
             st._data = x0.copy()
             reset_layout()
-            info = st.apply(u, tg, check_unitary=False)
+            info = st.apply(u, tg, check_unitary=False, method=native_for(dtype))
             row["path"] = info.path
             ours = st.data()
             if peer is not None:
@@ -148,7 +153,8 @@ def bench_gates(args, dev, peer, clock, rows):
             if peer is not None:
                 peer.apply_matrix(sv, args.qubits, u, tg)  # warm-up
             for _ in range(args.rounds):
-                ts += clock.time(lambda: st.apply(u, tg, check_unitary=False), args.repeats, before=reset_layout)
+                ts += clock.time(lambda: st.apply(u, tg, check_unitary=False, method=native_for(dtype)), args.repeats,
+                                 before=reset_layout)
                 if peer is not None:
                     tc += clock.time(lambda: peer.apply_matrix(sv, args.qubits, u, tg), args.repeats)
             row["ms"] = float(np.median(ts))
@@ -181,10 +187,10 @@ def alternatives(args, st, u, tg, d, placement, clock, reset_layout) -> dict:
 
     out = {}
     if clock.gpu and small_gate.fits(args.qubits, d):
-        ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=False), args.repeats,
+        ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=False, method=native_for(st.dtype)), args.repeats,
                         before=reset_layout)
         out["gemm_ms"] = float(np.median(ts))
-        ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=True), args.repeats,
+        ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=True, method=native_for(st.dtype)), args.repeats,
                         before=reset_layout)
         out["kernel_ms"] = float(np.median(ts))
     if placement == "bottom" and 1 < d < args.qubits:
@@ -192,7 +198,7 @@ def alternatives(args, st, u, tg, d, placement, clock, reset_layout) -> dict:
         saved = apply_mod.ROTATE_D[dev]
         apply_mod.ROTATE_D[dev] = frozenset({d})
         try:
-            ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=False), args.repeats,
+            ts = clock.time(lambda: st.apply(u, tg, check_unitary=False, small_gate_kernel=False, method=native_for(st.dtype)), args.repeats,
                             before=reset_layout)
         finally:
             apply_mod.ROTATE_D[dev] = saved
