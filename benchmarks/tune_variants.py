@@ -6,7 +6,7 @@ and cuStateVec's applyMatrix, at placements that reach every default kernel.
 
 Families:
   tiled     the tiled kernel (apply_small) in each TILED_VARIANTS shape, one pass and persistent;
-  staged    the staged kernel (apply_staged) in each STAGED_VARIANTS tile size, d <= 3.
+  staged    the staged kernel (apply_staged) in each STAGED_VARIANTS tile size, d <= 4.
 
 Every variant is checked against a dense reference on a state of the timed size before anything is timed; the
 variants are timed in interleaved rounds (clock drift hits all of them) with the lead-call clock
@@ -36,7 +36,7 @@ def cases(n: int, dtype) -> list[list[int]]:
     """Target lists (any order, as a user passes them) that reach each default kernel: staged (a
     target below the coalesced range, low or mixed with high ones), direct, DMMA and tiled."""
     out = [[0], [2], [13], [n - 1], [0, 1], [1, 3], [13, 14], [0, n - 1], [0, 1, 2], [12, 13, 14], [0, 14, n - 1], [0, 1, n - 1], [0, 5, 9],
-           [0, 1, 2, 3], [12, 13, 14, 15], [n - 4, n - 3, n - 2, n - 1]]
+           [0, 1, 2, 3], [12, 13, 14, 15], [n - 4, n - 3, n - 2, n - 1], [0, 9, 18, n - 1], [0, 1, n - 2, n - 1]]
     if np.dtype(dtype) == np.complex128:
         out += [[11, 12, 13, 14, 15], [11, 12, 13, 14, 15, 16]]
     return out

@@ -295,9 +295,9 @@ def _real(itemsize: int) -> str:
 
 
 def smem_swizzle(positions, itemsize: int) -> int:
-    """The staged kernel's shared-memory swizzle for 1..3 targets at tile positions ``positions``
+    """The staged kernel's shared-memory swizzle for 1..4 targets at tile positions ``positions``
     (any order), as the kernel's ``swz_tbl``: buffer index e is stored at e ^ m(e), m(e) = entry
-    (e >> S) & 7 of the table (eight 4-bit entries). S = 3 for 16-byte amplitudes (a shared-memory
+    (e >> S) & 15 of the table (16 4-bit entries). S = 3 for 16-byte amplitudes (a shared-memory
     wavefront serves 8 threads of 16 bytes), 4 for 8-byte ones (16 threads).
 
     The threads of one wavefront differ in the lowest S bits of their group number, which the
@@ -310,7 +310,9 @@ def smem_swizzle(positions, itemsize: int) -> int:
     free = [b for b in range(s + len(positions)) if b not in positions][:s]  # the lowest s non-target bits
     pairs = list(zip(sorted(p for p in positions if p < s), [b for b in free if b >= s]))
     table = 0
-    for x in range(8):  # bits s, s + 1, s + 2 of e (every source bit is below s + d <= s + 3)
+    if len(positions) > 4:
+        raise ValueError(f"smem_swizzle takes 1..4 target positions (got {list(positions)})")
+    for x in range(16):  # bits s .. s + 3 of e (every source bit is below s + d <= s + 4)
         m = 0
         for t, h in pairs:
             m |= ((x >> (h - s)) & 1) << t
@@ -375,7 +377,7 @@ STAGED = {(t, d): StagedConfig(8) for t in ("double", "float") for d in (1, 2, 3
 STAGED_EVERYWHERE_D = frozenset({1})
 # log_t compiled for tuning: tiles of 32, 64 and 128 groups (2 or 4 threads per group, each taking
 # some of its rows behind a second barrier, ran 5-40% slower: tune_staged_d3_h200.json)
-STAGED_VARIANTS = {d: (5 + d, 6 + d, 7 + d) for d in (1, 2, 3)}
+STAGED_VARIANTS = {d: (5 + d, 6 + d, 7 + d) for d in (1, 2, 3)} | {4: (9, 10)}
 
 
 def staged_name(real: str, d: int, log_t: int) -> str:
@@ -389,12 +391,14 @@ def _staged_module(device_id: int):
 
 
 def fits_staged(n_qubits: int, positions, log_t: int | None = None) -> bool:
-    """True when ``apply_staged`` serves these targets: 1..3 distinct ascending positions on the
-    state, and at least one tile of 2^log_t amplitudes (default STAGED's)."""
+    """True when ``apply_staged`` serves these targets: 1..4 distinct ascending positions on the
+    state, and at least one tile of 2^log_t amplitudes (default: the largest STAGED tile for d, or
+    the smallest compiled one)."""
     d = len(positions)
     if d not in STAGED_VARIANTS or list(positions) != sorted(set(positions)):
         return False
-    log_t = max(STAGED[t, d].log_t for t in ("double", "float")) if log_t is None else log_t
+    if log_t is None:
+        log_t = max((c.log_t for (_, dd), c in STAGED.items() if dd == d), default=min(STAGED_VARIANTS[d]))
     return positions[0] >= 0 and positions[-1] < n_qubits and n_qubits >= log_t
 
 
@@ -413,17 +417,17 @@ def apply_staged_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config:
     real = _real(data.dtype.itemsize)
     cfg = config or STAGED.get((real, d))
     if cfg is None or not fits_staged(n_qubits, positions, cfg.log_t):
-        raise ValueError(f"apply_staged takes 1..3 distinct targets in ascending order, all below n_qubits, on a "
+        raise ValueError(f"apply_staged takes 1..4 distinct targets in ascending order, all below n_qubits, on a "
                          f"state of at least log_t qubits (got targets {list(positions)}, {n_qubits} qubits, {cfg})")
     if cfg.log_t not in STAGED_VARIANTS[d]:
         raise ValueError(f"config {cfg} names no compiled apply_staged kernel for d={d} (see STAGED_VARIANTS)")
     kern = _staged_module(cupy.cuda.Device().id).get_function(staged_name(real, d, cfg.log_t))
     lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize, cfg.log_t - d)
-    swz = np.uint32(smem_swizzle(lay["tile_pos"][:d], data.dtype.itemsize))
+    swz = np.uint64(smem_swizzle(lay["tile_pos"][:d], data.dtype.itemsize))
     i32 = np.int32
     kern((int(lay["n_tiles"]),), (cfg.threads(d),),
          (gate_matrix_arg(matrix, data.dtype), data, i32(lay["k"]), i32(lay["h"]),
-          *target_args(lay["hi_pos"][:lay["h"]], 3), *target_args(lay["tile_pos"][:d], 3), swz))
+          *target_args(lay["hi_pos"][:lay["h"]], 4), *target_args(lay["tile_pos"][:d], 4), swz))
     return data
 
 

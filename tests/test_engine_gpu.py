@@ -197,13 +197,14 @@ def test_staged_kernel_matches_cpu(cp, rng, dtype, tol):
 
     check = _kernel_checker(cp, rng, dtype, tol, apply_staged_gpu)
     placements = ([0], [2], [4], [5], [9], [15], [0, 1], [1, 3], [0, 5], [3, 4], [0, 15], [14, 15], [0, 1, 2],
-                  [0, 2, 4], [1, 3, 5], [0, 1, 15], [0, 8, 15], [4, 5, 6], [13, 14, 15])
+                  [0, 2, 4], [1, 3, 5], [0, 1, 15], [0, 8, 15], [4, 5, 6], [13, 14, 15], [0, 1, 2, 3],
+                  [0, 2, 9, 15], [1, 3, 5, 7], [12, 13, 14, 15], [0, 1, 14, 15])
     for d, log_ts in STAGED_VARIANTS.items():
         for log_t in log_ts:
             for qs in (q for q in placements if len(q) == d):
                 check(16, qs, StagedConfig(log_t))
             check(log_t, list(range(log_t - d, log_t)), StagedConfig(log_t))  # one tile, top targets
-    for qs in placements:
+    for qs in (q for q in placements if len(q) <= 3):
         check(20, qs)  # the default tile sizes
     psi = cp.asarray(random_psi(7, rng).astype(dtype))
     before = psi.copy()

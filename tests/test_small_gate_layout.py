@@ -232,7 +232,7 @@ def staged_replay(state, n, u, positions, itemsize, log_t):
     tbl = smem_swizzle(q, itemsize)
 
     def mask(e):
-        return (tbl >> (((e >> s) & 7) << 2)) & ((1 << s) - 1)
+        return (tbl >> (((e >> s) & 15) << 2)) & ((1 << s) - 1)
 
     nt = 1 << (log_t - d)  # threads, one group each
     out, seen, accesses = state.copy(), np.zeros(len(state), dtype=int), []
@@ -286,7 +286,8 @@ def staged_replay(state, n, u, positions, itemsize, log_t):
 @pytest.mark.parametrize("itemsize", [16, 8])
 @pytest.mark.parametrize("positions", [[0], [1], [3], [4], [9], [11], [0, 1], [1, 3], [0, 4], [3, 4], [0, 11],
                                        [2, 9], [10, 11], [0, 1, 2], [0, 2, 4], [1, 3, 4], [0, 1, 11], [0, 9, 11],
-                                       [4, 5, 6], [9, 10, 11], [2, 6, 10]])
+                                       [4, 5, 6], [9, 10, 11], [2, 6, 10], [0, 1, 2, 3], [0, 2, 4, 6],
+                                       [1, 3, 5, 11], [0, 1, 10, 11], [8, 9, 10, 11], [3, 4, 5, 6]])
 def test_staged_tiles_and_banks(rng, positions, itemsize):
     """apply_staged's index arithmetic, replayed for every compiled tile size: each amplitude is
     loaded once, the state comes back as the gate applied to it, and no shared-memory wavefront
@@ -313,7 +314,8 @@ def test_fits_staged():
     assert fits_staged(28, [0]) and fits_staged(28, [0, 27]) and fits_staged(8, [0, 1, 7])
     assert not fits_staged(7, [0, 1, 2]) and not fits_staged(8, [0, 1, 2], 9)  # fewer amplitudes than a tile
     assert not fits_staged(28, [1, 0]) and not fits_staged(28, [1, 1]) and not fits_staged(28, [0, 28])
-    assert not fits_staged(28, [0, 1, 2, 3]) and not fits_staged(28, [])
+    assert fits_staged(28, [0, 1, 2, 3]) and not fits_staged(28, [0, 1, 2, 3, 4]) and not fits_staged(28, [])
+    assert not fits_staged(8, [0, 1, 2, 3])  # d = 4: tiles of 2^9 at least
     for (_, d), cfg in STAGED.items():
         assert cfg.log_t in STAGED_VARIANTS[d]
 

@@ -207,18 +207,18 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
 }
 
 
-// The staged kernel's shared-memory swizzle: index e is stored at e ^ m(e), m XORing up to three
+// The staged kernel's shared-memory swizzle: index e is stored at e ^ m(e), m XORing up to four
 // bits of e at or above S (S = 3 for 16-byte amplitudes, a quarter warp per shared-memory
-// wavefront; 4 for 8-byte ones, a half warp) into its low S bits, from the table `swz_tbl` (eight
-// 4-bit entries indexed by bits S..S+2, built by smem_swizzle in small_gate.py). Threads of one
+// wavefront; 4 for 8-byte ones, a half warp) into its low S bits, from the table `swz_tbl` (16
+// 4-bit entries indexed by bits S..S+3, built by smem_swizzle in small_gate.py). Threads of one
 // wavefront differ in the lowest S bits of their group number, which sit at the lowest S
 // non-target bits of e; m maps those at or above S onto the targets below S, so the group gathers
 // hit 2^S distinct bank slots, and coalesced staging (2^S consecutive indices, m constant over
 // them) does too. m is linear, so e ^ m(e) can be computed per part of e.
 template <typename Real>
-__device__ __forceinline__ int smem_mask(int e, unsigned swz_tbl) {
+__device__ __forceinline__ int smem_mask(int e, unsigned long long swz_tbl) {
     constexpr int S = sizeof(Real) == 8 ? 3 : 4;
-    return (int)(swz_tbl >> (((e >> S) & 7) << 2)) & ((1 << S) - 1);
+    return (int)(swz_tbl >> (((e >> S) & 15) << 2)) & ((1 << S) - 1);
 }
 
 // Targets anywhere, one tile per block of G = 2^(LOG_T - D) threads, one group per thread (the shape
@@ -248,12 +248,12 @@ struct GateMatrix { cplx<Real> m[DIM * DIM]; };
 template <typename Real, int D, int LOG_T>
 __global__ void __launch_bounds__(1 << (LOG_T - D))
 apply_staged(const GateMatrix<Real, 1 << D> u, cplx<Real>* __restrict__ state, int k, int h,
-             int hp0, int hp1, int hp2, int q0, int q1, int q2, unsigned swz_tbl)
+             int hp0, int hp1, int hp2, int hp3, int q0, int q1, int q2, int q3, unsigned long long swz_tbl)
 {
     constexpr int DIM = 1 << D, G = 1 << (LOG_T - D), TILE = 1 << LOG_T;
-    static_assert(D >= 1 && D <= 3, "apply_staged: 1..3 targets");
-    const int hp[6] = {hp0, hp1, hp2, 0, 0, 0};
-    const int q[6] = {q0, q1, q2, 0, 0, 0};
+    static_assert(D >= 1 && D <= 4, "apply_staged: 1..4 targets");
+    const int hp[6] = {hp0, hp1, hp2, hp3, 0, 0};
+    const int q[6] = {q0, q1, q2, q3, 0, 0};
     __shared__ cplx<Real> buf[TILE];
     const int tid = threadIdx.x;
     long long base = (long long)blockIdx.x << k;
