@@ -371,6 +371,11 @@ class StagedConfig(NamedTuple):
 # cuStateVec 1.016-1.267). Where the lowest target is at bit 3 (complex64: 4) or above, the
 # direct kernel stays (complex64 d = 3 in the middle: 1.019 ms against 1.095).
 STAGED = {(t, d): StagedConfig(8) for t in ("double", "float") for d in (1, 2, 3)}
+# complex64 d = 4 with a low target (tune_staged_d4_h200.json, bench_apply's rotating GEMM and tiled
+# kernel in apply_h200_c64.json): 1.38-1.49 ms against 2.59 (the bottom's rotating GEMM) and 2.32
+# (tiled, mixed); cuStateVec 1.47-1.55. Complex128 d = 4 keeps the DMMA kernel (2.12-2.16 ms
+# against 2.66-2.92 here).
+STAGED["float", 4] = StagedConfig(10)
 # sizes where the staged kernel also beats the direct one with coalesced targets: d = 1 (complex128
 # at bits 13 and 27: 2.022-2.024 ms against 2.032-2.038; complex64 1.009-1.015 against 1.017-1.034);
 # d = 2 ties, and from d = 3 the direct kernel wins (2.027 against 2.035; complex64 1.019 against 1.095)
@@ -466,8 +471,10 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
         return None
     chosen = _default_kernel(d, n_qubits, positions, itemsize)
     if chosen is None and want is True:  # where the default prefers a GEMM, the best kernel there
-        direct = (_real(itemsize), d) in DIRECT and coalesced(positions, itemsize)
-        return apply_direct_gpu if direct else apply_tiled_gpu
+        if (_real(itemsize), d) in DIRECT and coalesced(positions, itemsize):
+            return apply_direct_gpu
+        staged = STAGED.get((_real(itemsize), d))
+        return apply_staged_gpu if staged and fits_staged(n_qubits, positions, staged.log_t) else apply_tiled_gpu
     return chosen
 
 
@@ -486,6 +493,4 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
         return apply_staged_gpu
     if d == 4 and itemsize == 16:
         return apply_dmma_gpu  # low targets, complex128: 2.1-2.3 ms against tiled 2.4-4.1, rotating GEMM 2.4
-    if d == 4 and list(positions) == [0, 1, 2, 3]:
-        return None  # complex64: the rotating bottom GEMM is faster here (measured)
-    return apply_tiled_gpu  # complex64 d = 4 with a low target (and states smaller than a staged tile)
+    return apply_tiled_gpu  # states smaller than a staged tile

@@ -112,11 +112,11 @@ def test_native3m_close_to_native(cp, rng):
 
 @pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
 def test_low_target_kernels_match_cpu(cp, rng, dtype, tol):
-    """Targets among the lowest bits through the engine: the staged kernel (d <= 3) and, for
-    complex64 d = 4, the tiled one (complex128: DMMA)."""
+    """Targets among the lowest bits through the engine: the staged kernel (d <= 3, and complex64
+    d = 4; complex128 d = 4: DMMA)."""
     n = 14
     psi = random_psi(n, rng)
-    for qs in ([0], [1, 0], [0, 2, 4], [4, 3], [0, 6], [2, 9, 1], [0, 1, 2, 3]):
+    for qs in ([0], [1, 0], [0, 2, 4], [4, 3], [0, 6], [2, 9, 1], [0, 1, 2, 3], [13, 0, 6, 1]):
         u = haar_unitary(1 << len(qs), rng)
         g = StateVector(n, dtype=dtype, device="gpu", data=psi)
         g.apply(u, qs, method="native" if dtype == np.complex128 else "native32")

@@ -71,9 +71,9 @@ def test_swizzle_is_a_permutation(itemsize):
 
 def test_policy_picks_kernels_by_position():
     """The measured default policy: staged for d = 1, direct kernel when coalesced, staged for
-    d = 2, 3 with a low target, DMMA (complex128) or tiled (complex64) for d = 4 with a low target, GEMM for four
-    complex64 targets at the bottom and for d > 6; the DMMA kernel for complex128 d = 5, 6;
-    nothing on the CPU or for emulated methods."""
+    d = 2, 3 (and complex64 d = 4) with a low target, DMMA for complex128 d = 4 with a low target
+    and d = 5, 6; GEMM for complex64 d = 5, 6 and for d > 6; nothing on the CPU or for emulated
+    methods."""
     import gemm
     from qsim_tc.small_gate import (
         apply_direct_gpu,
@@ -101,13 +101,14 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 10, [0, 1, 2], 16) is apply_staged_gpu  # a small state
     assert select(native, gpu, None, 28, [1, 3, 4], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 1, 5, 9], 16) is apply_dmma_gpu
-    assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_tiled_gpu
+    assert select(native, gpu, None, 28, [0, 1, 5, 9], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0], 16) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 2], 16) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 2], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [1, 3, 4], 16) is apply_staged_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
-    assert select(native, gpu, None, 28, [0, 1, 2, 3], 8) is None
+    assert select(native, gpu, None, 28, [0, 1, 2, 3], 8) is apply_staged_gpu
+    assert select(native, gpu, None, 28, [4, 5, 6, 7], 8) is apply_direct_gpu
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [3, 5, 8, 9, 12, 20], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3, 4], 16) is apply_dmma_gpu
@@ -119,7 +120,8 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, True, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
     assert select(native, gpu, True, 28, [1, 3, 4], 16) is apply_staged_gpu
     assert select(native, gpu, True, 28, [0, 2], 16) is apply_staged_gpu
-    assert select(native, gpu, True, 28, [0, 1, 2, 3], 8) is apply_tiled_gpu
+    assert select(native, gpu, True, 28, [0, 1, 2, 3], 8) is apply_staged_gpu
+    assert select(native, gpu, True, 28, [0, 1, 2, 3, 4], 8) is apply_tiled_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 16) is apply_dmma_gpu
     assert select(native, gpu, True, 28, [0, 1, 2, 3, 4, 5], 8) is apply_tiled_gpu
     assert select(native, gemm.resolve_device("cpu"), None, 28, [12], 16) is None
