@@ -33,6 +33,7 @@ from qsim_tc.small_gate import (  # noqa: E402
     ONE_PASS,
     DmmaConfig,
     apply_dmma_gpu,
+    gate_matrix_arg,
     launch_blocks,
     target_args,
     tile_layout,
@@ -73,12 +74,12 @@ def main():
     mod = cp.RawModule(code=code, options=("-std=c++17",), name_expressions=names)
     rng = np.random.default_rng(0)
 
-    def run_direct(st, n, u, pos, g, per_sm, hint="false", minb=1):
+    def run_direct(st, n, u_h, pos, g, per_sm, hint="false", minb=1):
         d = len(pos)
         t = "double" if st.dtype == np.complex128 else "float"
         k = mod.get_function(f"apply_direct<{t}, {d}, {g}, {hint}{'' if minb == 1 else f', {minb}'}>")
         grid = launch_blocks(-(-((1 << n) >> d) // (256 * g)), per_sm)
-        k((grid,), (256,), (st, u, np.int64((1 << n) >> d), *target_args(pos, 6)))
+        k((grid,), (256,), (gate_matrix_arg(u_h, st.dtype), st, np.int64((1 << n) >> d), *target_args(pos, 6)))
 
     def run_tiled(st, n, u, pos, per_sm):
         d = len(pos)
@@ -92,7 +93,7 @@ def main():
           (st, u, np.int64(lay["n_tiles"]), i32(lay["k"]), i32(lay["h"]), *(i32(x) for x in lay["hi_pos"]),
            *(i32(x) for x in lay["tile_pos"]), i32(lay["shift"])))
 
-    def older_kernel_variants(d, dtype, u, mid, bot):
+    def older_kernel_variants(d, dtype, u, u_h, mid, bot):
         real = "double" if dtype == np.complex128 else "float"
         out = []
         for g in (1, 2, 4):
@@ -101,12 +102,12 @@ def main():
                     x = grid_label(gm)
                     for hint in ("false", "true"):
                         out.append((f"direct{'-cs' if hint == 'true' else ''} g{g} {x}", mid,
-                                    lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(st, nn, u, pos, g, gm, hint)))
+                                    lambda st, nn, pos, g=g, gm=gm, hint=hint: run_direct(st, nn, u_h, pos, g, gm, hint)))
                     out.append((f"direct-bottom g{g} {x}", bot,  # uncoalesced: strided group gathers
-                                lambda st, nn, pos, g=g, gm=gm: run_direct(st, nn, u, pos, g, gm)))
+                                lambda st, nn, pos, g=g, gm=gm: run_direct(st, nn, u_h, pos, g, gm)))
                     for mb in MINBS:
                         out.append((f"direct g{g} mb{mb} {x}", mid,
-                                    lambda st, nn, pos, g=g, gm=gm, mb=mb: run_direct(st, nn, u, pos, g, gm,
+                                    lambda st, nn, pos, g=g, gm=gm, mb=mb: run_direct(st, nn, u_h, pos, g, gm,
                                                                                       "false", mb)))
         if d in CONFIG:
             for name, pos in (("tiled-bottom", bot), ("tiled-mid", mid)):
@@ -193,7 +194,7 @@ def main():
                         variants.append((f"custatevec {where}", pos,
                                          lambda st, nn, pos: peer.apply_matrix(st, nn, u_h, pos)))
             if args.only == "all":
-                variants += older_kernel_variants(d, dtype, u, mid, bot)
+                variants += older_kernel_variants(d, dtype, u, u_h, mid, bot)
             if args.match:
                 variants = [v for v in variants if re.search(args.match, v[0])]
             errs, times = {}, {name: [] for name, _, _ in variants}

@@ -6,7 +6,8 @@ and cuStateVec's applyMatrix, at placements that reach every default kernel.
 
 Families:
   tiled     the tiled kernel (apply_small) in each TILED_VARIANTS shape, one pass and persistent;
-  staged    the staged kernel (apply_staged) in each STAGED_VARIANTS tile size, d <= 4.
+  staged    the staged kernel (apply_staged) in each STAGED_VARIANTS tile size, d <= 4;
+  direct    the direct kernel with its rows rolled and unrolled (coalesced placements only).
 
 Every variant is checked against a dense reference on a state of the timed size before anything is timed; the
 variants are timed in interleaved rounds (clock drift hits all of them) with the lead-call clock
@@ -48,6 +49,12 @@ def variants(family: str, args, dtype, d: int) -> list:
     out = []
     method = "native" if np.dtype(dtype) == np.complex128 else "native32"
     out.append(("engine", lambda sv, u, tg: sv.apply(u, tg, check_unitary=False, method=method)))
+    if family == "direct":
+        for unroll in (False, True):
+            out.append((f"direct {'unrolled' if unroll else 'rolled'}",
+                        lambda sv, u, tg, unroll=unroll: small_gate.apply_direct_gpu(sv._data, sv.n_qubits, u, tg,
+                                                                                     unroll)))
+        return out
     if family == "staged":
         for log_t in small_gate.STAGED_VARIANTS.get(d, ()):
             cfg = small_gate.StagedConfig(log_t)
@@ -65,7 +72,7 @@ def variants(family: str, args, dtype, d: int) -> list:
 
 def main(argv=None):
     p = argparse.ArgumentParser()
-    p.add_argument("--family", choices=("tiled", "staged"), default="staged")
+    p.add_argument("--family", choices=("tiled", "staged", "direct"), default="staged")
     p.add_argument("--qubits", type=int, default=28)
     p.add_argument("--dtype", default="complex128,complex64")
     p.add_argument("--min-d", type=int, default=1, help="skip cases of fewer targets")
@@ -92,6 +99,9 @@ def main(argv=None):
         x_small = small._data.copy()
         tol = 1e-12 if dtype == np.complex128 else 1e-5
         for tg in [c for c in cases(args.qubits, dtype) if args.min_d <= len(c) <= args.max_d]:
+            if args.family == "direct" and not (small_gate.coalesced(tg, dtype.itemsize)
+                                                and (small_gate._real(dtype.itemsize), len(tg)) in small_gate.DIRECT):
+                continue
             u = haar_unitary(1 << len(tg), rng).astype(dtype)
             stg = tg  # checked at the timed size: every placement stays what it is
             ref = reference_apply(x_small, args.qubits, u, stg, xp)

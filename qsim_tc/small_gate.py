@@ -65,6 +65,9 @@ DIRECT = {("double", 1): (1, ONE_PASS), ("double", 2): (1, ONE_PASS), ("double",
           ("float", 1): (2, ONE_PASS), ("float", 2): (1, ONE_PASS), ("float", 3): (1, ONE_PASS),
           ("float", 4): (1, 8), ("float", 5): (1, 4)}
 DIRECT_STREAM = False  # evict-first loads/stores
+# direct kernel: rows unrolled (matrix elements as immediate constant-bank operands) up to this d;
+# beyond it the unrolled form takes 162-220 registers (ptxas, d = 4)
+DIRECT_UNROLL_MAX_D = 3
 TILED_GRID_PER_SM = 32
 
 
@@ -157,8 +160,16 @@ def _tiled_variants_module(device_id: int):
     return _compile([tiled_name(t, d, *k) for (t, d), ks in TILED_VARIANTS.items() for k in ks])
 
 
-def _direct_name(real: str, d: int) -> str:
-    return f"apply_direct<{real}, {d}, {DIRECT[real, d][0]}, {'true' if DIRECT_STREAM else 'false'}>"
+def _direct_name(real: str, d: int, unroll: bool | None = None) -> str:
+    unroll = d <= DIRECT_UNROLL_MAX_D if unroll is None else unroll
+    return (f"apply_direct<{real}, {d}, {DIRECT[real, d][0]}, {'true' if DIRECT_STREAM else 'false'}, 1, "
+            f"{'true' if unroll else 'false'}>")
+
+
+@functools.lru_cache(maxsize=None)
+def _direct_variants_module(device_id: int):
+    """The direct kernels with the other row-loop form (tuning)."""
+    return _compile([_direct_name(t, d, d > DIRECT_UNROLL_MAX_D) for t, d in DIRECT])
 
 
 def dmma_name(d: int, tiles: int, gauss: bool, min_blocks: int, prefetch: bool, slices: int, shape: int) -> str:
@@ -224,18 +235,21 @@ def _sms() -> int:
     return _sms_of(cupy.cuda.Device().id)
 
 
-def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions):
-    """Direct kernel: ``matrix`` (bit j of its index = ``positions[j]``, ascending) in place."""
+def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions, unroll: bool | None = None):
+    """Direct kernel: ``matrix`` (bit j of its index = ``positions[j]``, ascending) in place.
+    ``unroll`` overrides DIRECT_UNROLL_MAX_D's choice of row loop (tuning)."""
     import cupy  # noqa: PLC0415
 
     d = len(positions)
     real = _real(data.dtype.itemsize)
-    kern = _module(cupy.cuda.Device().id).get_function(_direct_name(real, d))
-    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
+    dev = cupy.cuda.Device().id
+    default = unroll is None or unroll == (d <= DIRECT_UNROLL_MAX_D)
+    module = _module(dev) if default else _direct_variants_module(dev)
+    kern = module.get_function(_direct_name(real, d, unroll))
     n_groups = (1 << n_qubits) >> d
     gpt, per_sm = DIRECT[real, d]
     grid = launch_blocks(-(-n_groups // (256 * gpt)), per_sm)
-    kern((grid,), (256,), (data, u, np.int64(n_groups), *target_args(positions, 6)))
+    kern((grid,), (256,), (gate_matrix_arg(matrix, data.dtype), data, np.int64(n_groups), *target_args(positions, 6)))
     return data
 
 

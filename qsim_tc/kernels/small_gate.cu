@@ -171,17 +171,23 @@ __device__ __forceinline__ void store_amp(cplx<float>* p, cplx<float> v, bool st
     if (stream) __stcs(reinterpret_cast<float2*>(p), make_float2(v.x, v.y)); else *p = v;
 }
 
+// The gate matrix passed by value, as a kernel parameter: every thread reads it from the constant
+// bank (no shared-memory staging, no host-to-device copy). The first parameter, so that its
+// offset is aligned whatever the launcher packs after it.
+template <typename Real, int DIM>
+struct GateMatrix { cplx<Real> m[DIM * DIM]; };
+
 // MINB: blocks of 256 threads per SM the registers are capped for (occupancy against loads per thread).
-template <typename Real, int D, int GPT, bool STREAM = false, int MINB = 1>
+// UNROLL: all rows unrolled, so that every matrix element is an immediate constant-bank operand of
+// its FMA; rolled, each is a load with a register index.
+template <typename Real, int D, int GPT, bool STREAM = false, int MINB = 1, bool UNROLL = false>
 __global__ void __launch_bounds__(256, MINB)
-apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matrix, long long n_groups,
+apply_direct(const GateMatrix<Real, 1 << D> u, cplx<Real>* __restrict__ state, long long n_groups,
              int p0, int p1, int p2, int p3, int p4, int p5)
 {
     constexpr int DIM = 1 << D;
     const int pos[6] = {p0, p1, p2, p3, p4, p5};
-    __shared__ cplx<Real> u[DIM * DIM];
     __shared__ long long off[DIM];
-    for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u[i] = matrix[i];
     for (int j = threadIdx.x; j < DIM; j += blockDim.x) off[j] = spread<D>(j, pos);
     __syncthreads();
     const long long n_threads = (long long)gridDim.x * blockDim.x;
@@ -200,8 +206,8 @@ apply_direct(cplx<Real>* __restrict__ state, const cplx<Real>* __restrict__ matr
 #pragma unroll
         for (int q = 0; q < GPT; ++q) {
             if (g0 + q * n_threads >= n_groups) break;
-#pragma unroll 1
-            for (int i = 0; i < DIM; ++i) store_amp(state + (base[q] | off[i]), row_times(u, i, v[q]), STREAM);
+#pragma unroll (UNROLL ? DIM : 1)
+            for (int i = 0; i < DIM; ++i) store_amp(state + (base[q] | off[i]), row_times(u.m, i, v[q]), STREAM);
         }
     }
 }
@@ -239,12 +245,6 @@ __device__ __forceinline__ int smem_mask(int e, unsigned long long swz_tbl) {
 // thread's base OR (disjoint bits) the offset of j, so their swizzled forms XOR together.
 //   k, h, hp0..hp2: low contiguous bits, number and positions of the high targets (ascending)
 //   q0..q2: the targets' positions in the tile index (ascending, as the matrix bits)
-// The gate matrix passed by value, as a kernel parameter: every thread reads it from the constant
-// bank as an operand of its FMAs (no shared-memory staging, no loads, no host-to-device copy).
-// The first parameter, so that its offset is aligned whatever the launcher packs after it.
-template <typename Real, int DIM>
-struct GateMatrix { cplx<Real> m[DIM * DIM]; };
-
 template <typename Real, int D, int LOG_T>
 __global__ void __launch_bounds__(1 << (LOG_T - D))
 apply_staged(const GateMatrix<Real, 1 << D> u, cplx<Real>* __restrict__ state, int k, int h,
