@@ -7,7 +7,7 @@ and cuStateVec's applyMatrix, at placements that reach every default kernel.
 Families:
   tiled     the tiled kernel (apply_small) in each TILED_VARIANTS shape, one pass and persistent;
   staged    the staged kernel (apply_staged) in each STAGED_VARIANTS tile size, d <= 4;
-  direct    the direct kernel with its rows rolled and unrolled (coalesced placements only).
+  direct    the direct kernel with each source of the matrix (apply_direct's USRC; coalesced placements).
 
 Every variant is checked against a dense reference on a state of the timed size before anything is timed; the
 variants are timed in interleaved rounds (clock drift hits all of them) with the lead-call clock
@@ -50,10 +50,9 @@ def variants(family: str, args, dtype, d: int) -> list:
     method = "native" if np.dtype(dtype) == np.complex128 else "native32"
     out.append(("engine", lambda sv, u, tg: sv.apply(u, tg, check_unitary=False, method=method)))
     if family == "direct":
-        for unroll in (False, True):
-            out.append((f"direct {'unrolled' if unroll else 'rolled'}",
-                        lambda sv, u, tg, unroll=unroll: small_gate.apply_direct_gpu(sv._data, sv.n_qubits, u, tg,
-                                                                                     unroll)))
+        for usrc, name in enumerate(("immediate", "indexed", "shared")):
+            out.append((f"direct {name}",
+                        lambda sv, u, tg, usrc=usrc: small_gate.apply_direct_gpu(sv._data, sv.n_qubits, u, tg, usrc)))
         return out
     if family == "staged":
         for log_t in small_gate.STAGED_VARIANTS.get(d, ()):

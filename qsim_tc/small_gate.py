@@ -65,9 +65,11 @@ DIRECT = {("double", 1): (1, ONE_PASS), ("double", 2): (1, ONE_PASS), ("double",
           ("float", 1): (2, ONE_PASS), ("float", 2): (1, ONE_PASS), ("float", 3): (1, ONE_PASS),
           ("float", 4): (1, 8), ("float", 5): (1, 4)}
 DIRECT_STREAM = False  # evict-first loads/stores
-# direct kernel: rows unrolled (matrix elements as immediate constant-bank operands) up to this d;
-# beyond it the unrolled form takes 162-220 registers (ptxas, d = 4)
-DIRECT_UNROLL_MAX_D = 3
+# direct kernel: where the row products read the matrix (apply_direct's USRC), by d: 0 immediate
+# constant-bank operands (rows unrolled), 1 constant-bank loads (rows rolled), 2 shared memory;
+# measured in tune_direct_h200.json (28 qubits: d = 3 unrolled 3.0 ms against 2.03 rolled, d = 4
+# from the constant bank 2.7 against 2.2 from shared memory)
+DIRECT_USRC = {1: 0, 2: 0, 3: 1, 4: 2, 5: 2}
 TILED_GRID_PER_SM = 32
 
 
@@ -160,16 +162,15 @@ def _tiled_variants_module(device_id: int):
     return _compile([tiled_name(t, d, *k) for (t, d), ks in TILED_VARIANTS.items() for k in ks])
 
 
-def _direct_name(real: str, d: int, unroll: bool | None = None) -> str:
-    unroll = d <= DIRECT_UNROLL_MAX_D if unroll is None else unroll
-    return (f"apply_direct<{real}, {d}, {DIRECT[real, d][0]}, {'true' if DIRECT_STREAM else 'false'}, 1, "
-            f"{'true' if unroll else 'false'}>")
+def _direct_name(real: str, d: int, usrc: int | None = None) -> str:
+    usrc = DIRECT_USRC[d] if usrc is None else usrc
+    return f"apply_direct<{real}, {d}, {DIRECT[real, d][0]}, {'true' if DIRECT_STREAM else 'false'}, 1, {usrc}>"
 
 
 @functools.lru_cache(maxsize=None)
 def _direct_variants_module(device_id: int):
-    """The direct kernels with the other row-loop form (tuning)."""
-    return _compile([_direct_name(t, d, d > DIRECT_UNROLL_MAX_D) for t, d in DIRECT])
+    """The direct kernels with the other matrix sources (tuning)."""
+    return _compile([_direct_name(t, d, m) for t, d in DIRECT for m in range(3) if m != DIRECT_USRC[d]])
 
 
 def dmma_name(d: int, tiles: int, gauss: bool, min_blocks: int, prefetch: bool, slices: int, shape: int) -> str:
@@ -235,17 +236,18 @@ def _sms() -> int:
     return _sms_of(cupy.cuda.Device().id)
 
 
-def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions, unroll: bool | None = None):
+def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions, usrc: int | None = None):
     """Direct kernel: ``matrix`` (bit j of its index = ``positions[j]``, ascending) in place.
-    ``unroll`` overrides DIRECT_UNROLL_MAX_D's choice of row loop (tuning)."""
+    ``usrc`` (0, 1, 2) overrides DIRECT_USRC's choice of where the row products read the matrix."""
     import cupy  # noqa: PLC0415
 
     d = len(positions)
     real = _real(data.dtype.itemsize)
     dev = cupy.cuda.Device().id
-    default = unroll is None or unroll == (d <= DIRECT_UNROLL_MAX_D)
-    module = _module(dev) if default else _direct_variants_module(dev)
-    kern = module.get_function(_direct_name(real, d, unroll))
+    if usrc not in (None, 0, 1, 2):
+        raise ValueError(f"usrc must be 0, 1 or 2 (got {usrc!r})")
+    module = _module(dev) if usrc in (None, DIRECT_USRC[d]) else _direct_variants_module(dev)
+    kern = module.get_function(_direct_name(real, d, usrc))
     n_groups = (1 << n_qubits) >> d
     gpt, per_sm = DIRECT[real, d]
     grid = launch_blocks(-(-n_groups // (256 * gpt)), per_sm)

@@ -178,9 +178,12 @@ template <typename Real, int DIM>
 struct GateMatrix { cplx<Real> m[DIM * DIM]; };
 
 // MINB: blocks of 256 threads per SM the registers are capped for (occupancy against loads per thread).
-// UNROLL: all rows unrolled, so that every matrix element is an immediate constant-bank operand of
-// its FMA; rolled, each is a load with a register index.
-template <typename Real, int D, int GPT, bool STREAM = false, int MINB = 1, bool UNROLL = false>
+// USRC, where the row products read the matrix (measured, tune_direct_h200.json):
+//   0  rows unrolled, every element an immediate constant-bank operand of its FMA (d = 1, 2);
+//   1  rows rolled, each element a constant-bank load with a register index (d = 3: unrolled, the
+//      code grew to 3.0 ms against 2.03);
+//   2  staged once per block in shared memory (d >= 4: 2.7 ms from the constant bank against 2.2).
+template <typename Real, int D, int GPT, bool STREAM = false, int MINB = 1, int USRC = 2>
 __global__ void __launch_bounds__(256, MINB)
 apply_direct(const GateMatrix<Real, 1 << D> u, cplx<Real>* __restrict__ state, long long n_groups,
              int p0, int p1, int p2, int p3, int p4, int p5)
@@ -188,6 +191,10 @@ apply_direct(const GateMatrix<Real, 1 << D> u, cplx<Real>* __restrict__ state, l
     constexpr int DIM = 1 << D;
     const int pos[6] = {p0, p1, p2, p3, p4, p5};
     __shared__ long long off[DIM];
+    __shared__ cplx<Real> u_sh[USRC == 2 ? DIM * DIM : 1];
+    if (USRC == 2)
+        for (int i = threadIdx.x; i < DIM * DIM; i += blockDim.x) u_sh[i] = u.m[i];
+    const cplx<Real>* um = USRC == 2 ? u_sh : u.m;
     for (int j = threadIdx.x; j < DIM; j += blockDim.x) off[j] = spread<D>(j, pos);
     __syncthreads();
     const long long n_threads = (long long)gridDim.x * blockDim.x;
@@ -206,8 +213,8 @@ apply_direct(const GateMatrix<Real, 1 << D> u, cplx<Real>* __restrict__ state, l
 #pragma unroll
         for (int q = 0; q < GPT; ++q) {
             if (g0 + q * n_threads >= n_groups) break;
-#pragma unroll (UNROLL ? DIM : 1)
-            for (int i = 0; i < DIM; ++i) store_amp(state + (base[q] | off[i]), row_times(u.m, i, v[q]), STREAM);
+#pragma unroll (USRC == 0 ? DIM : 1)
+            for (int i = 0; i < DIM; ++i) store_amp(state + (base[q] | off[i]), row_times(um, i, v[q]), STREAM);
         }
     }
 }
