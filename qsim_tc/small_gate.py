@@ -6,11 +6,12 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
 
 * ``apply_direct``: thread = group of 2^d amplitudes gathered straight from global memory.
   Coalesced when the lowest target is at bit 3 or above (neighbouring groups are neighbours).
-* ``apply_staged``: 1..3 targets anywhere; a block of 32 threads loads a tile of 2^8 amplitudes
+  The matrix comes by value; DIRECT_USRC says where the row products read it.
+* ``apply_staged``: 1..4 targets anywhere; a block of 32 threads loads a tile of 2^(5 + d) amplitudes
   (whole groups) into shared memory, coalesced, each thread multiplies one group with the matrix
   passed by value (FMA operands from the constant bank), the tile goes back. The default for
-  d = 1 everywhere and for d = 2, 3 wherever the direct kernel's loads would not be coalesced:
-  at cuStateVec's rate, 2.022-2.071 ms in
+  d = 1 everywhere and for d = 2, 3 (complex64: 2..4) wherever the direct kernel's loads would
+  not be coalesced: at cuStateVec's rate, 2.022-2.071 ms in
   complex128 and 1.006-1.048 ms in complex64 (benchmarks/results/tune_staged_h200.json). It
   replaced three kernels that each served part of those layouts 1-10% slower (a warp-shuffle
   kernel, a per-warp shared-memory kernel, a bulk-copy-engine kernel) and a complex128 path that
