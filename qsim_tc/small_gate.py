@@ -7,8 +7,9 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
 * ``apply_direct``: thread = group of 2^d amplitudes gathered straight from global memory.
   Coalesced when the lowest target is at bit 3 or above (neighbouring groups are neighbours).
   The matrix comes by value; DIRECT_USRC says where the row products read it.
-* ``apply_staged``: 1..4 targets anywhere; a block of 32 threads loads a tile of 2^(5 + d) amplitudes
-  (whole groups) into shared memory, coalesced, each thread multiplies one group with the matrix
+* ``apply_staged``: 1..4 targets anywhere; a block loads a tile of 2^8 amplitudes (2^10 for
+  complex64 d = 4; whole groups) into shared memory, coalesced, each of its 2^(8 - d) threads
+  multiplies one group with the matrix
   passed by value (FMA operands from the constant bank), the tile goes back. The default for
   d = 1 everywhere and for d = 2, 3 (complex64: 2..4) wherever the direct kernel's loads would
   not be coalesced: at cuStateVec's rate, 2.022-2.071 ms in
