@@ -119,7 +119,12 @@ class DmmaConfig(NamedTuple):
 DMMA_CONFIG = {4: DmmaConfig(2, True, 1, False, 1, 0, 256, ONE_PASS),
                5: DmmaConfig(2, True, 2, False, 1, 0, 256, 16),
                6: DmmaConfig(2, True, 1, False, 1, 1, 256, 4)}
-DMMA_DEFAULT_D = frozenset({5, 6})  # sizes where the DMMA kernel is the default policy
+# sizes where the DMMA kernel is the default policy at every placement: d = 4 too, where it ties
+# with the direct kernel at full clocks (2.14 against 2.18 ms in the middle, 2.26 against 2.15
+# higher up, tune_dmma_d45_placements_h200.json) but holds 2.10-2.19 ms while drifting clocks
+# take the direct kernel's FP64 FMAs (half the memory time at d = 4) to 2.4-3.4
+# (apply_h200.json)
+DMMA_DEFAULT_D = frozenset({4, 5, 6})
 # kernels compiled for tuning, (d, *DmmaConfig.kernel): variants that do not spill (ptxas -v), but for
 # (6, 1, T, 2, F, 1, 0), kept as the register-capped variant (128 registers, 56 bytes of spill)
 T, F = True, False
@@ -509,6 +514,4 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
         return apply_direct_gpu
     if staged and fits_staged(n_qubits, positions, staged.log_t):
         return apply_staged_gpu
-    if d == 4 and itemsize == 16:
-        return apply_dmma_gpu  # low targets, complex128: 2.1-2.3 ms against tiled 2.4-4.1, rotating GEMM 2.4
     return apply_tiled_gpu  # states smaller than a staged tile

@@ -71,8 +71,7 @@ def test_swizzle_is_a_permutation(itemsize):
 
 def test_policy_picks_kernels_by_position():
     """The measured default policy: staged for d = 1, direct kernel when coalesced, staged for
-    d = 2, 3 (and complex64 d = 4) with a low target, DMMA for complex128 d = 4 with a low target
-    and d = 5, 6; GEMM for complex64 d = 5, 6 and for d > 6; nothing on the CPU or for emulated
+    d = 2, 3 (and complex64 d = 4) with a low target, DMMA for complex128 d = 4..6; GEMM for complex64 d = 5, 6 and for d > 6; nothing on the CPU or for emulated
     methods."""
     import gemm
     from qsim_tc.small_gate import (
@@ -86,6 +85,8 @@ def test_policy_picks_kernels_by_position():
     native = gemm.get_method("native")
     gpu = gemm.Device("gpu", np, "test")
     assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
+    assert select(native, gpu, None, 28, [12, 13, 14, 15], 16) is apply_dmma_gpu  # complex128 d = 4: DMMA
+    assert select(native, gpu, None, 28, [12, 13, 14, 15], 8) is apply_direct_gpu
     assert select(native, gpu, None, 28, [0, 5], 16) is apply_staged_gpu  # low and high targets mixed
     assert select(native, gpu, None, 28, [0, 5], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [1, 2, 20], 8) is apply_staged_gpu
