@@ -52,6 +52,10 @@ from qsim_tc.transfer import to_device
 
 MAX_QUBITS = 6  # the kernels compile for d <= 6
 KERNEL_MAX_D = 4  # the CUDA-core kernels' default range; the DMMA kernel adds complex128 d = 5, 6
+# sizes above it where the CUDA-core kernels still take spread targets (complex64 d = 5 at 28
+# qubits, apply_h200_c64_d5_paths.json: tiled kernel 3.16 ms against 4.32 for the permutation and
+# rotating CGEMM; the direct kernel 2.15 ms; with the targets together CGEMM stays, 1.94-2.06)
+SPREAD_KERNEL_D = frozenset({5})
 # tiled kernel: d -> (LOG_G, R): 2^LOG_G groups per tile, R matrix rows per thread
 CONFIG = {1: (7, 2), 2: (7, 4), 3: (7, 8), 4: (7, 16), 5: (6, 8), 6: (5, 16)}
 # Launch sizes, measured on an H200 at 28 qubits (benchmarks/results/tune_grid_h200.json): a
@@ -506,6 +510,9 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
     if d in DMMA_DEFAULT_D and fits_dmma(positions, itemsize):
         return apply_dmma_gpu
     if d > KERNEL_MAX_D:
+        if d in SPREAD_KERNEL_D and positions[-1] - positions[0] != d - 1 and (_real(itemsize), d) in DIRECT:
+            # spread targets, which a GEMM reaches only through a permutation pass
+            return apply_direct_gpu if coalesced(positions, itemsize) else apply_tiled_gpu
         return None
     staged = STAGED.get((_real(itemsize), d))
     if staged and d in STAGED_EVERYWHERE_D and fits_staged(n_qubits, positions, staged.log_t):

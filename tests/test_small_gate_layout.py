@@ -113,7 +113,10 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [3, 5, 8, 9, 12, 20], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3, 4], 16) is apply_dmma_gpu
-    assert select(native, gpu, None, 28, [4, 5, 6, 7, 8], 8) is None  # complex64: no DMMA
+    assert select(native, gpu, None, 28, [4, 5, 6, 7, 8], 8) is None  # complex64: no DMMA, CGEMM
+    assert select(native, gpu, None, 28, [0, 7, 14, 21, 27], 8) is apply_tiled_gpu  # spread: no permutation
+    assert select(native, gpu, None, 28, [4, 9, 14, 21, 27], 8) is apply_direct_gpu
+    assert select(native, gpu, None, 28, [0, 7, 14, 21, 23, 27], 8) is None  # d = 6: CGEMM
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7, 8, 9], 16) is None
     assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
     assert select(native, gpu, True, 28, [4, 5, 6, 7, 8], 8) is apply_direct_gpu
