@@ -59,7 +59,7 @@ class Clock:
 
     On the GPU each sample times ``batch`` calls issued back to back between two events (as
     gates are issued in a circuit, where the host prepares the next gate while the GPU runs
-    this one) and divides. One untimed call (``lead``) is issued before the first event, so that
+    this one) and divides. One untimed call, the lead call, is issued before the first event, so that
     the GPU is busy while the host prepares the timed calls: the sample is the per-gate time of a
     circuit in flight. Without it the host's work for the first call counted as GPU idle time
     (about 100 us in 4 calls of 2 ms, a 1% handicap for whichever peer has more host work).

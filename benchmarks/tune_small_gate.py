@@ -7,7 +7,10 @@ qubits on the GPU, after checking each against a CPU reference at 16 qubits.
 Grid labels: xN is a persistent grid of N blocks per SM, x1048576 one pass (as many blocks as
 work, each thread one pass: small_gate.ONE_PASS; the label is the one earlier results carry).
 ``--only dmma`` times the DMMA kernel's variants with cuBLAS and cuStateVec beside them. The staged
-kernel (targets below the coalesced range) has its own tuner, tune_variants.py --family staged.
+kernel (targets below the coalesced range) has its own tuner, tune_variants.py --family staged,
+and so do the direct kernel's matrix sources (--family direct): the direct variants here read the
+matrix from shared memory (USRC 2), the engine's choice for d >= 4 only. Timings here are one call
+per CUDA-event pair, without bench_apply's lead call; "rounds_ms" holds one median per round.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from qsim_tc.cli.common import environment  # noqa: E402
 
 
 def cases(n: int, dtype) -> list[list[int]]:
-    """Target lists (any order, as a user passes them) that reach each default kernel: staged (a
+    """Target lists (ascending, as the raw kernels take them) that reach each default kernel: staged (a
     target below the coalesced range, low or mixed with high ones), direct, DMMA and tiled."""
     out = [[0], [2], [13], [n - 1], [0, 1], [1, 3], [13, 14], [0, n - 1], [0, 1, 2], [12, 13, 14], [0, 14, n - 1], [0, 1, n - 1], [0, 5, 9],
            [0, 1, 2, 3], [12, 13, 14, 15], [n - 4, n - 3, n - 2, n - 1], [0, 9, 18, n - 1], [0, 1, n - 2, n - 1]]

@@ -18,8 +18,9 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
   kernel, a per-warp shared-memory kernel, a bulk-copy-engine kernel) and a complex128 path that
   applied 3-qubit gates as 4-qubit DMMA ones; their measurements stay in benchmarks/results/
   (tune_lanes_*, tune_bulk_*, tune_widened_h200.json).
-* ``apply_small`` (tiled): tiles staged through shared memory, for the remaining layouts of 4
-  targets with a target among the low bits.
+* ``apply_small`` (tiled): tiles staged through shared memory, R rows per thread; for complex64
+  gates of 5 qubits on spread targets below the coalesced range (and 6-qubit ones when a kernel
+  is forced).
 * ``apply_dmma``: complex128 gates of 4..6 qubits on the FP64 tensor cores (``mma.sync`` f64),
   at any target positions; a warp multiplies U by the 2^d x 8 block of 8 neighbouring groups
   held in its registers. On the CUDA cores d = 5, 6 are bound by the FP64 FMA rate
@@ -35,9 +36,9 @@ tune_variants.py and benchmarks/results/apply_*.json, tune_dmma_h200.json, tune_
 tune_staged_h200.json): direct kernel 2.03-2.05 ms for d = 1..3 and 2.1 ms for d = 4 (complex128,
 one pass per thread), staged kernel 2.02-2.07 ms for d = 1..3 with a low target, tiled 2.3-3.9
 ms; DMMA 2.1-2.3 ms at d = 4 with low targets, 2.3-2.6 ms at d = 5 and 2.9-3.5 ms at d = 6
-against cuBLAS's 2.7, 3.3 and 4.7 ms. Complex64 gates of 5, 6 qubits keep cuBLAS (no FP32
-tensor-core product is exact enough to stand in for CGEMM), and four complex64 targets exactly
-at the bottom the rotating GEMM.
+against cuBLAS's 2.7, 3.3 and 4.7 ms. Complex64 gates of 5 qubits keep CGEMM on a block of
+targets and take the direct or tiled kernel on spread ones (which a GEMM reaches only through a
+permutation), 6 qubits keep CGEMM (no FP32 tensor-core product is exact enough to stand in).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ CONFIG = {1: (7, 2), 2: (7, 4), 3: (7, 8), 4: (7, 16), 5: (6, 8), 6: (5, 16)}
 # variants keep a persistent grid of the given blocks per SM.
 ONE_PASS = 0
 # direct kernel: (real type, d) -> (groups per thread, blocks per SM or ONE_PASS)
-# (complex128 d = 5 takes the DMMA kernel)
+# (complex128 d = 4..6 take the DMMA kernel)
 DIRECT = {("double", 1): (1, ONE_PASS), ("double", 2): (1, ONE_PASS), ("double", 3): (1, ONE_PASS),
           ("double", 4): (1, ONE_PASS),
           ("float", 1): (2, ONE_PASS), ("float", 2): (1, ONE_PASS), ("float", 3): (1, ONE_PASS),
@@ -151,37 +152,58 @@ def _compile(names):
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device_id: int):
-    """The default policy's kernels (the staged ones compile in a module of their own)."""
-    names = [tiled_name(t, d, *CONFIG[d]) for t in ("double", "float") for d in CONFIG]
-    names += [_direct_name(t, d) for t, d in DIRECT]
-    names += [dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG]
-    return _compile(names)
+def _default_names() -> frozenset:
+    """The kernels the default policy can launch: one module, compiled at the first GPU gate."""
+    names = {_direct_name(t, d) for t, d in DIRECT
+             if d not in STAGED_EVERYWHERE_D and not (t == "double" and d in DMMA_DEFAULT_D)}
+    names |= {tiled_name("float", d, *CONFIG[d]) for d in (5, 6)}  # spread complex64 d = 5; forced d = 6
+    names |= {dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG}
+    names |= {staged_name(t, d, cfg.log_t) for (t, d), cfg in STAGED.items()}
+    return frozenset(names)
 
 
 @functools.lru_cache(maxsize=None)
-def _variants_module(device_id: int):
-    return _compile([dmma_name(*v) for v in DMMA_COMPILED])
+def _tuning_names() -> frozenset:
+    """Every other compiled variant (tuning, tests, configurations outside the policy)."""
+    names = {_direct_name(t, d, m) for t, d in DIRECT for m in range(3) if not (m == 0 and d >= 4)}
+    names |= {tiled_name(t, d, *CONFIG[d]) for t in ("double", "float") for d in CONFIG}
+    names |= {tiled_name(t, d, *k) for (t, d), ks in TILED_VARIANTS.items() for k in ks}
+    names |= {staged_name(t, d, lt) for t in ("double", "float") for d, lts in STAGED_VARIANTS.items() for lt in lts}
+    names |= {dmma_name(*v) for v in DMMA_COMPILED}
+    return frozenset(names - _default_names())
+
+
+@functools.lru_cache(maxsize=None)
+def _module(device_id: int):
+    return _compile(sorted(_default_names()))
+
+
+@functools.lru_cache(maxsize=None)
+def _tuning_module(device_id: int):
+    return _compile(sorted(_tuning_names()))
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(device_id: int, name: str):
+    """Kernel ``name`` from the module that compiles it.
+
+    Raises:
+        ValueError: no module compiles ``name`` (a configuration outside the compiled variants).
+    """
+    if name in _default_names():
+        return _module(device_id).get_function(name)
+    if name in _tuning_names():
+        return _tuning_module(device_id).get_function(name)
+    raise ValueError(f"{name} is not compiled (see DIRECT, CONFIG, TILED_VARIANTS, STAGED_VARIANTS, DMMA_COMPILED)")
 
 
 def tiled_name(real: str, d: int, log_g: int, rows: int) -> str:
     return f"apply_small<{real}, {d}, {log_g}, {rows}>"
 
 
-@functools.lru_cache(maxsize=None)
-def _tiled_variants_module(device_id: int):
-    return _compile([tiled_name(t, d, *k) for (t, d), ks in TILED_VARIANTS.items() for k in ks])
-
-
 def _direct_name(real: str, d: int, usrc: int | None = None) -> str:
     usrc = DIRECT_USRC[d] if usrc is None else usrc
     return f"apply_direct<{real}, {d}, {DIRECT[real, d][0]}, {'true' if DIRECT_STREAM else 'false'}, 1, {usrc}>"
-
-
-@functools.lru_cache(maxsize=None)
-def _direct_variants_module(device_id: int):
-    """The direct kernels with the other matrix sources (tuning)."""
-    return _compile([_direct_name(t, d, m) for t, d in DIRECT for m in range(3) if m != DIRECT_USRC[d]])
 
 
 def dmma_name(d: int, tiles: int, gauss: bool, min_blocks: int, prefetch: bool, slices: int, shape: int) -> str:
@@ -195,7 +217,8 @@ def dmma_shared_bytes(d: int) -> int:
 
 
 def tile_layout(n_qubits: int, positions, itemsize: int, log_g: int | None = None) -> dict:
-    """The tiled kernel's layout for sorted physical target ``positions`` (see small_gate.cu).
+    """The tiled kernel's layout for sorted physical target ``positions`` (see small_gate.cu), and
+    the staged kernel's with ``log_g`` = log_t - d (which ignores ``shift``).
 
     A tile holds 2^(LOG_G + d) amplitudes (LOG_G: ``log_g``, default CONFIG's): 2^k contiguous
     low ones, k = LOG_G + (targets below k), times every combination of the h targets at or above k.
@@ -225,7 +248,8 @@ def tile_layout(n_qubits: int, positions, itemsize: int, log_g: int | None = Non
 
 
 def fits(n_qubits: int, d: int) -> bool:
-    """The tiled kernel needs at least one whole tile: n_qubits >= LOG_G + d."""
+    """The smallest state the kernels take: one whole tile of the tiled kernel, n_qubits >= LOG_G + d
+    (which also holds every staged tile); select() sends smaller states to the GEMM."""
     return 1 <= d <= MAX_QUBITS and n_qubits >= CONFIG[d][0] + d
 
 
@@ -247,18 +271,41 @@ def _sms() -> int:
     return _sms_of(cupy.cuda.Device().id)
 
 
+def check_launch(kernel: str, data, n_qubits: int, matrix: np.ndarray, positions) -> None:
+    """The contract every launcher below shares, checked before anything runs: ``data`` a
+    complex128 or complex64 vector of 2^n_qubits amplitudes, ``positions`` 1..MAX_QUBITS distinct
+    targets in ascending order below ``n_qubits``, ``matrix`` of shape (2^d, 2^d).
+
+    Raises:
+        ValueError: naming the argument that breaks it.
+    """
+    if getattr(data, "dtype", None) not in (np.complex128, np.complex64):
+        raise ValueError(f"{kernel}: data must be complex128 or complex64 (got {getattr(data, 'dtype', type(data))})")
+    if data.ndim != 1 or data.size != 1 << n_qubits:
+        raise ValueError(f"{kernel}: data must be a vector of 2^n_qubits = {1 << n_qubits} amplitudes "
+                         f"(got shape {data.shape})")
+    pos = list(positions)
+    if not 1 <= len(pos) <= MAX_QUBITS or pos != sorted(set(pos)) or pos[0] < 0 or pos[-1] >= n_qubits:
+        raise ValueError(f"{kernel}: positions must be 1..{MAX_QUBITS} distinct targets in ascending order in "
+                         f"0..{n_qubits - 1} (got {pos})")
+    dim = 1 << len(pos)
+    if np.shape(matrix) != (dim, dim):
+        raise ValueError(f"{kernel}: matrix must be {dim} x {dim} for {len(pos)} targets (got shape {np.shape(matrix)})")
+
+
 def apply_direct_gpu(data, n_qubits: int, matrix: np.ndarray, positions, usrc: int | None = None):
     """Direct kernel: ``matrix`` (bit j of its index = ``positions[j]``, ascending) in place.
     ``usrc`` (0, 1, 2) overrides DIRECT_USRC's choice of where the row products read the matrix."""
     import cupy  # noqa: PLC0415
 
+    check_launch("apply_direct", data, n_qubits, matrix, positions)
     d = len(positions)
     real = _real(data.dtype.itemsize)
-    dev = cupy.cuda.Device().id
-    if usrc not in (None, 0, 1, 2):
+    if (real, d) not in DIRECT:
+        raise ValueError(f"apply_direct: no kernel for {data.dtype} with {d} targets (DIRECT: {sorted(DIRECT)})")
+    if usrc is not None and (type(usrc) is not int or usrc not in (0, 1, 2)):
         raise ValueError(f"usrc must be 0, 1 or 2 (got {usrc!r})")
-    module = _module(dev) if usrc in (None, DIRECT_USRC[d]) else _direct_variants_module(dev)
-    kern = module.get_function(_direct_name(real, d, usrc))
+    kern = _kernel(cupy.cuda.Device().id, _direct_name(real, d, usrc))
     n_groups = (1 << n_qubits) >> d
     gpt, per_sm = DIRECT[real, d]
     grid = launch_blocks(-(-n_groups // (256 * gpt)), per_sm)
@@ -279,7 +326,10 @@ def apply_dmma_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: D
     """
     import cupy  # noqa: PLC0415
 
+    check_launch("apply_dmma", data, n_qubits, matrix, positions)
     d = len(positions)
+    if data.dtype != np.complex128 or d not in DMMA_CONFIG:
+        raise ValueError(f"apply_dmma: complex128 states and 4..6 targets only (got {data.dtype}, {d} targets)")
     cfg = config or DMMA_CONFIG[d]
     if config is not None and (d, *cfg.kernel) not in DMMA_COMPILED:
         raise ValueError(f"config {cfg} names no compiled DMMA kernel for d={d} (see DMMA_COMPILED)")
@@ -295,10 +345,7 @@ def apply_dmma_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: D
 
 @functools.lru_cache(maxsize=None)
 def _dmma_kernel(device_id: int, name: str, shared: int):
-    if name in {dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG}:
-        kern = _module(device_id).get_function(name)
-    else:  # a variant outside the default table (tuning, tests): every variant in one module
-        kern = _variants_module(device_id).get_function(name)
+    kern = _kernel(device_id, name)
     kern.max_dynamic_shared_size_bytes = shared  # above the 48 KB default from d = 6
     return kern
 
@@ -357,17 +404,15 @@ def apply_tiled_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: 
     """
     import cupy  # noqa: PLC0415
 
+    check_launch("apply_small", data, n_qubits, matrix, positions)
     d = len(positions)
     real = _real(data.dtype.itemsize)
     cfg = config or TiledConfig(*CONFIG[d])
     dev = cupy.cuda.Device().id
-    if cfg.kernel == CONFIG[d]:
-        kern = _module(dev).get_function(tiled_name(real, d, *cfg.kernel))
-    elif cfg.kernel in TILED_VARIANTS.get((real, d), ()):
-        kern = _tiled_variants_module(dev).get_function(tiled_name(real, d, *cfg.kernel))
-    else:
+    if cfg.kernel != CONFIG[d] and cfg.kernel not in TILED_VARIANTS.get((real, d), ()):
         raise ValueError(f"config {cfg} names no compiled apply_small kernel for {real}, d={d} "
                          "(see CONFIG and TILED_VARIANTS)")
+    kern = _kernel(dev, tiled_name(real, d, *cfg.kernel))
     if n_qubits < cfg.log_g + d:
         raise ValueError(f"apply_small with {cfg} needs a state of at least {cfg.log_g + d} qubits (got {n_qubits})")
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
@@ -416,12 +461,6 @@ def staged_name(real: str, d: int, log_t: int) -> str:
     return f"apply_staged<{real}, {d}, {log_t}>"
 
 
-@functools.lru_cache(maxsize=None)
-def _staged_module(device_id: int):
-    return _compile([staged_name(t, d, lt) for t in ("double", "float") for d, lts in STAGED_VARIANTS.items()
-                     for lt in lts])
-
-
 def fits_staged(n_qubits: int, positions, log_t: int | None = None) -> bool:
     """True when ``apply_staged`` serves these targets: 1..4 distinct ascending positions on the
     state, and at least one tile of 2^log_t amplitudes (default: the largest STAGED tile for d, or
@@ -435,7 +474,7 @@ def fits_staged(n_qubits: int, positions, log_t: int | None = None) -> bool:
 
 
 def apply_staged_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: StagedConfig | None = None):
-    """Staged kernel: same contract as :func:`apply_direct_gpu`, for 1..3 targets anywhere.
+    """Staged kernel: same contract as :func:`apply_direct_gpu`, for 1..4 targets anywhere.
 
     ``config`` overrides ``STAGED`` (tuning and tests); its log_t must be in STAGED_VARIANTS.
 
@@ -445,15 +484,19 @@ def apply_staged_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config:
     """
     import cupy  # noqa: PLC0415
 
+    check_launch("apply_staged", data, n_qubits, matrix, positions)
     d = len(positions)
     real = _real(data.dtype.itemsize)
     cfg = config or STAGED.get((real, d))
+    if cfg is None and d in STAGED_VARIANTS:
+        raise ValueError(f"apply_staged: no default tile for {data.dtype} with {d} targets; pass a config "
+                         f"(log_t in STAGED_VARIANTS[{d}] = {STAGED_VARIANTS[d]})")
     if cfg is None or not fits_staged(n_qubits, positions, cfg.log_t):
         raise ValueError(f"apply_staged takes 1..4 distinct targets in ascending order, all below n_qubits, on a "
                          f"state of at least log_t qubits (got targets {list(positions)}, {n_qubits} qubits, {cfg})")
     if cfg.log_t not in STAGED_VARIANTS[d]:
         raise ValueError(f"config {cfg} names no compiled apply_staged kernel for d={d} (see STAGED_VARIANTS)")
-    kern = _staged_module(cupy.cuda.Device().id).get_function(staged_name(real, d, cfg.log_t))
+    kern = _kernel(cupy.cuda.Device().id, staged_name(real, d, cfg.log_t))
     lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize, cfg.log_t - d)
     swz = np.uint64(smem_swizzle(lay["tile_pos"][:d], data.dtype.itemsize))
     i32 = np.int32
@@ -521,4 +564,4 @@ def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
         return apply_direct_gpu
     if staged and fits_staged(n_qubits, positions, staged.log_t):
         return apply_staged_gpu
-    return apply_tiled_gpu  # states smaller than a staged tile
+    return apply_tiled_gpu  # not reached while select() requires fits(): every staged tile fits then

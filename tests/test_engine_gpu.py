@@ -119,7 +119,8 @@ def test_low_target_kernels_match_cpu(cp, rng, dtype, tol):
     for qs in ([0], [1, 0], [0, 2, 4], [4, 3], [0, 6], [2, 9, 1], [0, 1, 2, 3], [13, 0, 6, 1]):
         u = haar_unitary(1 << len(qs), rng)
         g = StateVector(n, dtype=dtype, device="gpu", data=psi)
-        g.apply(u, qs, method="native" if dtype == np.complex128 else "native32")
+        info = g.apply(u, qs, method="native" if dtype == np.complex128 else "native32")
+        assert info.path == "kernel", qs
         c = StateVector(n, dtype=np.complex128, device="cpu", data=psi)
         c.apply(u, qs)
         assert np.abs(g.to_numpy() - c.to_numpy()).max() < tol, qs
@@ -162,7 +163,7 @@ def test_dmma_kernel_matches_cpu(cp, rng, d, kernel):
 def test_dmma_is_the_default_for_wide_gates(cp, rng):
     n = 14
     psi = random_psi(n, rng)
-    for qs in ([3, 4, 5, 6, 7], [13, 4, 9, 6, 11, 8], [0, 1, 2, 3, 4], [5, 0, 2, 9, 1, 13]):
+    for qs in ([3, 4, 5, 6, 7], [13, 4, 9, 6, 11, 8], [0, 1, 2, 3, 4], [5, 0, 2, 9, 1, 13], [7, 8, 9, 10], [0, 13, 2, 6]):
         u = haar_unitary(1 << len(qs), rng)
         g = StateVector(n, device="gpu", data=psi)
         info = g.apply(u, qs)
@@ -189,8 +190,39 @@ def _kernel_checker(cp, rng, dtype, tol, apply_fn):
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
+def test_direct_kernel_matches_cpu(cp, rng, dtype, tol):
+    """The direct kernel in every compiled (d, matrix source) for this precision, at coalesced and
+    strided targets, on a state whose groups do not fill the last block (and, for two groups per
+    thread, leave a tail); bad input is refused with the state unchanged."""
+    from qsim_tc.small_gate import DIRECT, apply_direct_gpu
+
+    check = _kernel_checker(cp, rng, dtype, tol, apply_direct_gpu)
+    real = "double" if dtype == np.complex128 else "float"
+    for d in sorted(dd for t, dd in DIRECT if t == real):
+        for usrc in (0, 1, 2):
+            if usrc == 0 and d >= 4:
+                continue  # unrolled rows at d >= 4: compiled, but 8x slower (tune_direct_h200.json)
+            check(15, list(range(4, 4 + d)), usrc)  # coalesced; 2^(15 - d) groups, not a multiple of 512
+            check(13, [0, 2, 5, 7, 9][:d], usrc)  # strided gathers
+            check(13, list(range(13 - d, 13)), usrc)
+    psi = cp.asarray(random_psi(10, rng).astype(dtype))
+    before = psi.copy()
+    with pytest.raises(ValueError, match="positions"):
+        apply_direct_gpu(psi, 10, haar_unitary(4, rng), [5, 3])
+    with pytest.raises(ValueError, match="positions"):
+        apply_direct_gpu(psi, 10, haar_unitary(4, rng), [3, 10])
+    with pytest.raises(ValueError, match="matrix"):
+        apply_direct_gpu(psi, 10, haar_unitary(2, rng), [3, 4])
+    with pytest.raises(ValueError, match="data"):
+        apply_direct_gpu(psi, 11, haar_unitary(2, rng), [3])
+    with pytest.raises(ValueError, match="usrc"):
+        apply_direct_gpu(psi, 10, haar_unitary(2, rng), [3], True)
+    assert bool((psi == before).all())
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.complex128, 1e-13), (np.complex64, 2e-6)])
 def test_staged_kernel_matches_cpu(cp, rng, dtype, tol):
-    """The staged kernel against the CPU engine for d = 1..3 at low, high and mixed targets, in
+    """The staged kernel against the CPU engine for d = 1..4 at low, high and mixed targets, in
     every compiled tile size, on a state of one tile and on larger ones; bad input is refused with
     the state unchanged."""
     from qsim_tc.small_gate import STAGED_VARIANTS, StagedConfig, apply_staged_gpu

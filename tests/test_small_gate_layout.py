@@ -71,8 +71,9 @@ def test_swizzle_is_a_permutation(itemsize):
 
 def test_policy_picks_kernels_by_position():
     """The measured default policy: staged for d = 1, direct kernel when coalesced, staged for
-    d = 2, 3 (and complex64 d = 4) with a low target, DMMA for complex128 d = 4..6; GEMM for complex64 d = 5, 6 and for d > 6; nothing on the CPU or for emulated
-    methods."""
+    d = 2, 3 (and complex64 d = 4) with a low target, DMMA for complex128 d = 4..6; for complex64
+    d = 5 the direct or tiled kernel on spread targets and CGEMM on a block of them, CGEMM for d = 6;
+    GEMM for d > 6; nothing on the CPU or for emulated methods."""
     import gemm
     from qsim_tc.small_gate import (
         apply_direct_gpu,
@@ -117,6 +118,8 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [0, 7, 14, 21, 27], 8) is apply_tiled_gpu  # spread: no permutation
     assert select(native, gpu, None, 28, [4, 9, 14, 21, 27], 8) is apply_direct_gpu
     assert select(native, gpu, None, 28, [0, 7, 14, 21, 23, 27], 8) is None  # d = 6: CGEMM
+    assert select(native, gpu, None, 28, [0, 1, 2, 3, 4], 8) is None  # together: CGEMM
+    assert select(native, gpu, None, 28, [0, 1, 2, 3, 5], 8) is apply_tiled_gpu
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7, 8, 9], 16) is None
     assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
     assert select(native, gpu, True, 28, [4, 5, 6, 7, 8], 8) is apply_direct_gpu
@@ -321,7 +324,7 @@ def test_fits_staged():
     assert not fits_staged(7, [0, 1, 2]) and not fits_staged(8, [0, 1, 2], 9)  # fewer amplitudes than a tile
     assert not fits_staged(28, [1, 0]) and not fits_staged(28, [1, 1]) and not fits_staged(28, [0, 28])
     assert fits_staged(28, [0, 1, 2, 3]) and not fits_staged(28, [0, 1, 2, 3, 4]) and not fits_staged(28, [])
-    assert not fits_staged(8, [0, 1, 2, 3])  # d = 4: tiles of 2^9 at least
+    assert not fits_staged(9, [0, 1, 2, 3])  # d = 4: the default tile is 2^10
     for (_, d), cfg in STAGED.items():
         assert cfg.log_t in STAGED_VARIANTS[d]
 
@@ -337,3 +340,33 @@ def test_gate_matrix_arg_is_the_matrix_by_value(rng):
         assert arg.shape == (1,) and arg.itemsize == 64 * np.dtype(dtype).itemsize
         pairs = np.frombuffer(arg.tobytes(), dtype=real).reshape(64, 2)
         assert np.array_equal(pairs[:, 0] + 1j * pairs[:, 1], u.astype(dtype).reshape(-1))
+
+
+def test_compiled_kernel_tables_agree():
+    """Every direct kernel has a matrix source, every configured kernel is compiled, and the
+    default module holds only what the policy can launch."""
+    from qsim_tc import small_gate as sg
+
+    assert {d for _, d in sg.DIRECT} <= set(sg.DIRECT_USRC)
+    assert set(sg.DIRECT_USRC.values()) <= {0, 1, 2}
+    assert sg._direct_name("float", 3) == "apply_direct<float, 3, 1, false, 1, 1>"
+    assert sg._direct_name("double", 2, 2) == "apply_direct<double, 2, 1, false, 1, 2>"
+    default, tuning = sg._default_names(), sg._tuning_names()
+    assert not default & tuning
+    for (t, d), cfg in sg.STAGED.items():
+        assert cfg.log_t in sg.STAGED_VARIANTS[d] and sg.staged_name(t, d, cfg.log_t) in default
+    for d, cfg in sg.DMMA_CONFIG.items():
+        assert sg.dmma_name(d, *cfg.kernel) in default
+    assert all(sg.dmma_name(*v) in default | tuning for v in sg.DMMA_COMPILED)
+    assert sg._direct_name("double", 1) in tuning  # d = 1 goes to the staged kernel everywhere
+
+
+def test_gate_matrix_arg_takes_any_layout(rng):
+    """A non-contiguous matrix (a transposed view) is packed row by row all the same, for d = 1..4."""
+    from qsim_tc.small_gate import gate_matrix_arg
+
+    for d in (1, 2, 3, 4):
+        u = haar_unitary(1 << d, rng)
+        arg = gate_matrix_arg(u.T, np.complex128)
+        assert arg.shape == (1,) and arg.itemsize == 16 << (2 * d)
+        assert np.array_equal(np.frombuffer(arg.tobytes(), dtype=np.complex128), u.T.reshape(-1))

@@ -1,6 +1,8 @@
-// Dense gates of 1..6 qubits applied in place, at any target positions, one pass over memory.
+// Dense gates of 1..6 qubits applied in place, at any target positions, one pass over memory:
+// the tiled kernel (apply_small) first, then the direct, staged and DMMA kernels, each with its
+// own description. small_gate.py chooses among them.
 //
-// A block works on tiles of TILE = G * 2^D amplitudes (G = 2^LOG_G groups of 2^D): 2^K
+// apply_small: a block works on tiles of TILE = G * 2^D amplitudes (G = 2^LOG_G groups of 2^D): 2^K
 // contiguous low amplitudes (K = LOG_G + the number of targets below K) times the 2^H
 // combinations of the targets at or above K.
 //   1. the tile is loaded into shared memory, each warp reading contiguous runs (coalesced
@@ -172,8 +174,9 @@ __device__ __forceinline__ void store_amp(cplx<float>* p, cplx<float> v, bool st
 }
 
 // The gate matrix passed by value, as a kernel parameter: every thread reads it from the constant
-// bank (no shared-memory staging, no host-to-device copy). The first parameter, so that its
-// offset is aligned whatever the launcher packs after it.
+// bank (no shared-memory staging, no host-to-device copy). Up to 16 KB here (complex128 d = 4
+// with the tuning variants of d = 5 in complex64): above the 4 KB kernel-parameter limit of CUDA
+// before 12.1, within the 32 KB allowed since.
 template <typename Real, int DIM>
 struct GateMatrix { cplx<Real> m[DIM * DIM]; };
 
@@ -235,7 +238,7 @@ __device__ __forceinline__ int smem_mask(int e, unsigned long long swz_tbl) {
 }
 
 // Targets anywhere, one tile per block of G = 2^(LOG_T - D) threads, one group per thread (the shape
-// of cuStateVec's kernels for low targets, measured: 64 threads, 24-72 registers). A tile is 2^LOG_T
+// that cuStateVec's kernels for low targets take, measured with ncu: 64 threads, 24-72 registers). A tile is 2^LOG_T
 // amplitudes: the 2^k contiguous ones from block << k (zeros inserted at the h targets at or above
 // k) times the 2^h combinations of those targets, k = LOG_T - h >= LOG_T - D.
 //   1. thread t loads elements t + G i (i < 2^D) of the tile: each load instruction of a warp is
@@ -250,8 +253,8 @@ __device__ __forceinline__ int smem_mask(int e, unsigned long long swz_tbl) {
 // the tile positions q): neighbouring threads' groups fall into distinct
 // bank slots, and steps 1 and 3 stay conflict-free. m is linear and a group's indices are the
 // thread's base OR (disjoint bits) the offset of j, so their swizzled forms XOR together.
-//   k, h, hp0..hp2: low contiguous bits, number and positions of the high targets (ascending)
-//   q0..q2: the targets' positions in the tile index (ascending, as the matrix bits)
+//   k, h, hp0..hp3: low contiguous bits, number and positions of the high targets (ascending)
+//   q0..q3: the targets' positions in the tile index (ascending, as the matrix bits)
 template <typename Real, int D, int LOG_T>
 __global__ void __launch_bounds__(1 << (LOG_T - D))
 apply_staged(const GateMatrix<Real, 1 << D> u, cplx<Real>* __restrict__ state, int k, int h,
