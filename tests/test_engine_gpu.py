@@ -202,7 +202,8 @@ def test_direct_kernel_matches_cpu(cp, rng, dtype, tol):
         for usrc in (0, 1, 2):
             if usrc == 0 and d >= 4:
                 continue  # unrolled rows at d >= 4: compiled, but 8x slower (tune_direct_h200.json)
-            check(15, list(range(4, 4 + d)), usrc)  # coalesced; 2^(15 - d) groups, not a multiple of 512
+            check(15, list(range(4, 4 + d)), usrc)  # coalesced, many blocks
+            check(d + 8, list(range(4, 4 + d)), usrc)  # 256 groups: with two per thread, half the second ones past the end
             check(13, [0, 2, 5, 7, 9][:d], usrc)  # strided gathers
             check(13, list(range(13 - d, 13)), usrc)
     psi = cp.asarray(random_psi(10, rng).astype(dtype))

@@ -370,3 +370,21 @@ def test_gate_matrix_arg_takes_any_layout(rng):
         arg = gate_matrix_arg(u.T, np.complex128)
         assert arg.shape == (1,) and arg.itemsize == 16 << (2 * d)
         assert np.array_equal(np.frombuffer(arg.tobytes(), dtype=np.complex128), u.T.reshape(-1))
+
+
+def test_check_launch_names_what_is_wrong(rng):
+    """The launchers' shared contract, on host arrays: each violation is a ValueError that names
+    the argument; a valid call passes."""
+    from qsim_tc.small_gate import check_launch
+
+    psi = np.zeros(1 << 6, dtype=np.complex128)
+    u = haar_unitary(4, rng)
+    check_launch("k", psi, 6, u, [1, 4])
+    check_launch("k", psi.astype(np.complex64), 6, u, (0, 5))
+    for data, n, m, pos, word in ((psi.real, 6, u, [1, 4], "data"), (psi, 7, u, [1, 4], "data"),
+                                  (psi.reshape(8, 8), 6, u, [1, 4], "data"), (psi, 6, u, [4, 1], "positions"),
+                                  (psi, 6, u, [1, 1], "positions"), (psi, 6, u, [1, 6], "positions"),
+                                  (psi, 6, u, [-1, 2], "positions"), (psi, 6, u, [], "positions"),
+                                  (psi, 6, u, [0, 1, 2], "matrix"), (psi, 6, u[:, :2], [1, 4], "matrix")):
+        with pytest.raises(ValueError, match=word):
+            check_launch("k", data, n, m, pos)
