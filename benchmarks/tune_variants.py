@@ -43,7 +43,7 @@ def cases(n: int, dtype) -> list[list[int]]:
     return out
 
 
-def variants(family: str, args, dtype, d: int) -> list:
+def variants(family: str, dtype, d: int) -> list:
     """(label, call) pairs; call(sv, u, targets) applies u to the StateVector sv (identity layout
     for the raw kernels: they take physical positions, ascending, as ``targets`` are)."""
     out = []
@@ -94,23 +94,22 @@ def main(argv=None):
     rows = []
     for dtype in [np.dtype(t) for t in args.dtype.split(",")]:
         st = random_state(args.qubits, dtype, dev, 1)
-        small = random_state(args.qubits, dtype, dev, 2)
-        x_small = small._data.copy()
+        check = random_state(args.qubits, dtype, dev, 2)  # the correctness runs' state
+        x_check = check._data.copy()
         tol = 1e-12 if dtype == np.complex128 else 1e-5
         for tg in [c for c in cases(args.qubits, dtype) if args.min_d <= len(c) <= args.max_d]:
             if args.family == "direct" and not (small_gate.coalesced(tg, dtype.itemsize)
                                                 and (small_gate._real(dtype.itemsize), len(tg)) in small_gate.DIRECT):
                 continue
             u = haar_unitary(1 << len(tg), rng).astype(dtype)
-            stg = tg  # checked at the timed size: every placement stays what it is
-            ref = reference_apply(x_small, args.qubits, u, stg, xp)
-            vs = variants(args.family, args, dtype, len(tg))
+            ref = reference_apply(x_check, args.qubits, u, tg, xp)  # at the timed size, the same placement
+            vs = variants(args.family, dtype, len(tg))
             row = {"dtype": str(dtype), "targets": tg, "ms": {}, "rounds_ms": {}, "err": {}}
             for label, call in vs:  # correctness first, every variant
-                small._data = x_small.copy()
-                small._layout = type(small._layout)(args.qubits)
-                call(small, u, stg)
-                row["err"][label] = float(xp.abs(small.data() - ref).max())
+                check._data = x_check.copy()
+                check._layout = type(check._layout)(args.qubits)
+                call(check, u, tg)
+                row["err"][label] = float(xp.abs(check.data() - ref).max())
             method = "native" if dtype == np.complex128 else "native32"
             if max(row["err"].values()) > tol:
                 raise SystemExit(f"{dtype} {tg}: error {row['err']} above {tol}")
@@ -132,7 +131,7 @@ def main(argv=None):
             print(f"{dtype} {str(tg):24s} {row['path']:12s} " + " ".join(
                 f"{k}:{v:.3f}" + (f"(x{cs / v:.3f})" if cs and k != "custatevec" else "") for k, v in row["ms"].items()),
                 flush=True)
-        st = small = None  # free the state before the next precision
+        st = check = x_check = None  # free the states before the next precision
     if args.json:
         Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "environment": environment(),
                                                "family": args.family, "qubits": args.qubits, "rounds": args.rounds,
