@@ -116,11 +116,10 @@ class DmmaConfig(NamedTuple):
 
 
 # chosen from three interleaved rounds on one H200 (benchmarks/results/tune_dmma_h200.json):
-# d = 5 2.29-2.52 ms (cuStateVec 2.68-3.23), d = 6 3.07-3.48 ms (cuStateVec 3.00-3.34); at d = 4
-# the direct kernel (2.12 ms one-pass) beats every DMMA variant when the lowest target is at
-# bit 3 or above, and DMMA (one pass at d = 4: 2.12-2.21 ms) beats the tiled kernel and the
-# rotating GEMM below that (tune_dmma_placements_h200.json, tune_grid_h200.json); d = 5, 6 keep
-# persistent grids (one pass: 2.65 and 4.4 ms)
+# d = 5 2.29-2.52 ms (cuStateVec 2.68-3.23), d = 6 3.07-3.48 ms (cuStateVec 3.00-3.34); d = 4 one
+# pass 2.12-2.21 ms, ahead of the tiled kernel and the rotating GEMM with low targets and level
+# with the direct kernel above them (tune_dmma_placements_h200.json, tune_grid_h200.json; see
+# DMMA_DEFAULT_D); d = 5, 6 keep persistent grids (one pass: 2.65 and 4.4 ms)
 DMMA_CONFIG = {4: DmmaConfig(2, True, 1, False, 1, 0, 256, ONE_PASS),
                5: DmmaConfig(2, True, 2, False, 1, 0, 256, 16),
                6: DmmaConfig(2, True, 1, False, 1, 1, 256, 4)}
@@ -497,18 +496,27 @@ def apply_staged_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config:
     if cfg.log_t not in STAGED_VARIANTS[d]:
         raise ValueError(f"config {cfg} names no compiled apply_staged kernel for d={d} (see STAGED_VARIANTS)")
     kern = _kernel(cupy.cuda.Device().id, staged_name(real, d, cfg.log_t))
-    lay = tile_layout(n_qubits, list(positions), data.dtype.itemsize, cfg.log_t - d)
-    swz = np.uint64(smem_swizzle(lay["tile_pos"][:d], data.dtype.itemsize))
-    i32 = np.int32
-    kern((int(lay["n_tiles"]),), (cfg.threads(d),),
-         (gate_matrix_arg(matrix, data.dtype), data, i32(lay["k"]), i32(lay["h"]),
-          *target_args(lay["hi_pos"][:lay["h"]], 4), *target_args(lay["tile_pos"][:d], 4), swz))
+    n_tiles, layout_args = staged_layout_args(n_qubits, tuple(positions), data.dtype.itemsize, cfg.log_t)
+    kern((n_tiles,), (cfg.threads(d),), (gate_matrix_arg(matrix, data.dtype), data, *layout_args))
     return data
 
 
+@functools.lru_cache(maxsize=4096)
+def staged_layout_args(n_qubits: int, positions: tuple, itemsize: int, log_t: int) -> tuple:
+    """apply_staged's grid and layout arguments (k, h, hp0..hp3, q0..q3, swz_tbl) for sorted
+    ``positions``: the same few layouts recur gate after gate, so they are computed once."""
+    d = len(positions)
+    lay = tile_layout(n_qubits, list(positions), itemsize, log_t - d)
+    swz = np.uint64(smem_swizzle(lay["tile_pos"][:d], itemsize))
+    i32 = np.int32
+    return int(lay["n_tiles"]), (i32(lay["k"]), i32(lay["h"]), *target_args(lay["hi_pos"][:lay["h"]], 4),
+                                 *target_args(lay["tile_pos"][:d], 4), swz)
+
+
 def gate_matrix_arg(matrix: np.ndarray, dtype) -> np.ndarray:
-    """``matrix`` as the kernels' ``GateMatrix`` passed by value (a one-element structured array,
-    which cupy packs into the kernel's parameters): no device copy of the matrix at all."""
+    """``matrix`` as the kernels' ``GateMatrix`` passed by value: a one-element structured array
+    whose bytes the launch copies into the kernel's parameter space, so no device copy of the
+    matrix is made."""
     m = np.ascontiguousarray(matrix, dtype=dtype).reshape(-1)
     return m.view(np.dtype({"names": ["m"], "formats": [(m.dtype, (m.size,))]}))
 
@@ -540,11 +548,9 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
             raise ValueError(f"small_gate_kernel=True cannot be honoured: {why}")
         return None
     chosen = _default_kernel(d, n_qubits, positions, itemsize)
-    if chosen is None and want is True:  # where the default prefers a GEMM, the best kernel there
-        if (_real(itemsize), d) in DIRECT and coalesced(positions, itemsize):
-            return apply_direct_gpu
-        staged = STAGED.get((_real(itemsize), d))
-        return apply_staged_gpu if staged and fits_staged(n_qubits, positions, staged.log_t) else apply_tiled_gpu
+    if chosen is None and want is True:  # where the default prefers a GEMM (d >= 5), the best kernel there
+        direct = (_real(itemsize), d) in DIRECT and coalesced(positions, itemsize)
+        return apply_direct_gpu if direct else apply_tiled_gpu
     return chosen
 
 

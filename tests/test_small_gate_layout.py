@@ -388,3 +388,18 @@ def test_check_launch_names_what_is_wrong(rng):
                                   (psi, 6, u, [0, 1, 2], "matrix"), (psi, 6, u[:, :2], [1, 4], "matrix")):
         with pytest.raises(ValueError, match=word):
             check_launch("k", data, n, m, pos)
+
+
+def test_staged_layout_args_match_the_layout():
+    """The cached launch arguments of the staged kernel are tile_layout's and smem_swizzle's."""
+    from qsim_tc.small_gate import smem_swizzle, staged_layout_args, tile_layout
+
+    for positions, itemsize, log_t in (((0,), 16, 8), ((0, 27), 8, 8), ((1, 3, 20), 16, 8), ((0, 9, 18, 27), 8, 10)):
+        n_tiles, args = staged_layout_args(28, positions, itemsize, log_t)
+        d = len(positions)
+        lay = tile_layout(28, list(positions), itemsize, log_t - d)
+        hp, q = lay["hi_pos"][:lay["h"]], lay["tile_pos"][:d]
+        assert n_tiles == lay["n_tiles"] == 1 << (28 - log_t)
+        assert [int(a) for a in args] == [lay["k"], lay["h"], *(hp + [0] * (4 - len(hp))), *(q + [0] * (4 - d)),
+                                          smem_swizzle(q, itemsize)]
+        assert args[-1].dtype == np.uint64 and all(a.dtype == np.int32 for a in args[:-1])
