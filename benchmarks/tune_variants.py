@@ -7,7 +7,9 @@ and cuStateVec's applyMatrix, at placements that reach every default kernel.
 Families:
   tiled     the tiled kernel (apply_small) in each TILED_VARIANTS shape, one pass and persistent;
   staged    the staged kernel (apply_staged) in each STAGED_VARIANTS tile size, d <= 4;
-  direct    the direct kernel with each source of the matrix (apply_direct's USRC; coalesced placements).
+  direct    the direct kernel with each source of the matrix (apply_direct's USRC; coalesced placements);
+  dmma      the pipelined DMMA kernel (apply_dmma_pipe) in each DMMA_PIPE_COMPILED shape, complex128
+            d = 4..6 at bench_apply's four placements, beside the default DMMA kernel.
 
 Every variant is checked against a dense reference on a state of the timed size before anything is timed; the
 variants are timed in interleaved rounds (clock drift hits all of them) with the lead-call clock
@@ -25,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_apply import Clock, random_state, reference_apply  # noqa: E402
+from bench_apply import Clock, random_state, reference_apply, targets_for  # noqa: E402
 
 import gemm  # noqa: E402
 from circuits import haar_unitary  # noqa: E402
@@ -33,9 +35,14 @@ from qsim_tc import small_gate  # noqa: E402
 from qsim_tc.cli.common import environment  # noqa: E402
 
 
-def cases(n: int, dtype) -> list[list[int]]:
+def cases(n: int, dtype, family: str = "staged") -> list[list[int]]:
     """Target lists (ascending, as the raw kernels take them) that reach each default kernel: staged (a
-    target below the coalesced range, low or mixed with high ones), direct, DMMA and tiled."""
+    target below the coalesced range, low or mixed with high ones), direct, DMMA and tiled; for the
+    dmma family, d = 4..6 at bench_apply's placements."""
+    if family == "dmma":
+        if np.dtype(dtype) != np.complex128:
+            return []
+        return [targets_for(n, d, pl) for d in (4, 5, 6) for pl in ("bottom", "middle", "top", "mixed")]
     out = [[0], [2], [13], [n - 1], [0, 1], [1, 3], [13, 14], [0, n - 1], [0, 1, 2], [12, 13, 14], [0, 14, n - 1], [0, 1, n - 1], [0, 5, 9],
            [0, 1, 2, 3], [12, 13, 14, 15], [n - 4, n - 3, n - 2, n - 1], [0, 9, 18, n - 1], [0, 1, n - 2, n - 1]]
     if np.dtype(dtype) == np.complex128:
@@ -54,6 +61,23 @@ def variants(family: str, dtype, d: int) -> list:
             out.append((f"direct {name}",
                         lambda sv, u, tg, usrc=usrc: small_gate.apply_direct_gpu(sv._data, sv.n_qubits, u, tg, usrc)))
         return out
+    if family == "dmma":
+        if d == 4:  # the default kernel on persistent grids (its default launch is one pass)
+            for per_sm in (4, 8, 16):
+                cfg = small_gate.DMMA_CONFIG[d]._replace(blocks_per_sm=per_sm)
+                out.append((f"dmma x{per_sm}",
+                            lambda sv, u, tg, cfg=cfg: small_gate.apply_dmma_gpu(sv._data, sv.n_qubits, u, tg, cfg)))
+        for v in small_gate.DMMA_PIPE_COMPILED:
+            if v[0] != d:
+                continue
+            for per_sm in (1, 2):
+                cfg = small_gate.DmmaPipeConfig(*v[1:], blocks_per_sm=per_sm)
+                if per_sm * small_gate.dmma_pipe_shared_bytes(d, cfg) > 227 * 1024:
+                    continue
+                label = "pipe k{} w{} c{} nt{} s{} x{}".format(*v[1:6], per_sm)
+                out.append((label, lambda sv, u, tg, cfg=cfg: small_gate.apply_dmma_pipe_gpu(sv._data, sv.n_qubits, u, tg,
+                                                                                               cfg)))
+        return out
     if family == "staged":
         for log_t in small_gate.STAGED_VARIANTS.get(d, ()):
             cfg = small_gate.StagedConfig(log_t)
@@ -71,7 +95,7 @@ def variants(family: str, dtype, d: int) -> list:
 
 def main(argv=None):
     p = argparse.ArgumentParser()
-    p.add_argument("--family", choices=("tiled", "staged", "direct"), default="staged")
+    p.add_argument("--family", choices=("tiled", "staged", "direct", "dmma"), default="staged")
     p.add_argument("--qubits", type=int, default=28)
     p.add_argument("--dtype", default="complex128,complex64")
     p.add_argument("--min-d", type=int, default=1, help="skip cases of fewer targets")
@@ -97,7 +121,7 @@ def main(argv=None):
         check = random_state(args.qubits, dtype, dev, 2)  # the correctness runs' state
         x_check = check._data.copy()
         tol = 1e-12 if dtype == np.complex128 else 1e-5
-        for tg in [c for c in cases(args.qubits, dtype) if args.min_d <= len(c) <= args.max_d]:
+        for tg in [c for c in cases(args.qubits, dtype, args.family) if args.min_d <= len(c) <= args.max_d]:
             if args.family == "direct" and not (small_gate.coalesced(tg, dtype.itemsize)
                                                 and (small_gate._real(dtype.itemsize), len(tg)) in small_gate.DIRECT):
                 continue

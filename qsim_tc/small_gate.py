@@ -25,6 +25,9 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
   at any target positions; a warp multiplies U by the 2^d x 8 block of 8 neighbouring groups
   held in its registers. On the CUDA cores d = 5, 6 are bound by the FP64 FMA rate
   (2.1 and 4.1 ms at 28 qubits).
+* ``apply_dmma_pipe``: the same product fed through shared memory by asynchronous copies, several
+  chunks in flight while one is multiplied; complex128 d = 4, 5 with coalesced targets
+  (DMMA_PIPE_CONFIG).
 
 They compute the same sums of products as the native method (the DMMA kernel's default forms
 the imaginary part from three real products, (Ur + Ui)(Vr + Vi) - Ur Vr - Ui Vi: errors of a
@@ -157,6 +160,7 @@ def _default_names() -> frozenset:
              if d not in STAGED_EVERYWHERE_D and not (t == "double" and d in DMMA_DEFAULT_D)}
     names |= {tiled_name("float", d, *CONFIG[d]) for d in (5, 6)}  # spread complex64 d = 5; forced d = 6
     names |= {dmma_name(d, *DMMA_CONFIG[d].kernel) for d in DMMA_CONFIG}
+    names |= {dmma_pipe_name(d, *DMMA_PIPE_CONFIG[d].kernel) for d in DMMA_PIPE_CONFIG}
     names |= {staged_name(t, d, cfg.log_t) for (t, d), cfg in STAGED.items()}
     return frozenset(names)
 
@@ -169,6 +173,7 @@ def _tuning_names() -> frozenset:
     names |= {tiled_name(t, d, *k) for (t, d), ks in TILED_VARIANTS.items() for k in ks}
     names |= {staged_name(t, d, lt) for t in ("double", "float") for d, lts in STAGED_VARIANTS.items() for lt in lts}
     names |= {dmma_name(*v) for v in DMMA_COMPILED}
+    names |= {dmma_pipe_name(*v) for v in DMMA_PIPE_COMPILED}
     return frozenset(names - _default_names())
 
 
@@ -347,6 +352,86 @@ def _dmma_kernel(device_id: int, name: str, shared: int):
     kern = _kernel(device_id, name)
     kern.max_dynamic_shared_size_bytes = shared  # above the 48 KB default from d = 6
     return kern
+
+
+class DmmaPipeConfig(NamedTuple):
+    """One variant of ``apply_dmma_pipe`` (small_gate.cu) and its launch."""
+
+    shape: int  # mma.sync f64 shape, as DmmaConfig's
+    warps: int  # warps per block
+    chunk: int  # tiles of 8 groups per chunk (one pipeline stage)
+    tiles: int  # tiles per warp
+    stages: int  # chunks in shared memory: the one multiplied and stages - 1 in flight
+    gauss: bool = True
+    blocks_per_sm: int = 1
+
+    @property
+    def kernel(self) -> tuple:
+        return (self.shape, self.warps, self.chunk, self.tiles, self.stages, self.gauss)
+
+
+# the pipelined kernel where it beats apply_dmma: coalesced targets (lowest at bit 3 or above),
+# d = 4, 5. One H200, 28 qubits, three interleaved rounds (tune_dmma_pipe_h200.json): d = 4 2.17-2.22
+# ms against 2.46-2.60 for apply_dmma (cuStateVec 2.19-2.29), d = 5 2.54 against 2.81-2.84
+# (cuStateVec 2.95-2.97). With a target at bit 0 it ran 3.0-3.3 ms against apply_dmma's 2.14-2.74,
+# with the copies in lane-per-group order or in address order alike; d = 6 4.0-4.9 ms against 3.3-3.6.
+DMMA_PIPE_CONFIG = {4: DmmaPipeConfig(0, 4, 8, 2, 4), 5: DmmaPipeConfig(1, 8, 8, 1, 3)}
+# variants compiled for tuning, (d, *DmmaPipeConfig.kernel)
+DMMA_PIPE_COMPILED = (
+    (4, 0, 8, 16, 2, 4, True), (4, 1, 8, 16, 2, 4, True), (4, 0, 4, 8, 2, 4, True), (4, 0, 8, 8, 1, 4, True),
+    (5, 0, 8, 8, 2, 4, True), (5, 1, 8, 8, 2, 4, True), (5, 0, 4, 4, 2, 4, True), (5, 1, 8, 8, 1, 3, True),
+    (6, 1, 8, 4, 2, 3, True), (6, 1, 8, 4, 1, 3, True), (6, 1, 4, 2, 2, 4, True), (6, 2, 8, 4, 2, 3, True),
+)
+
+
+def dmma_pipe_name(d: int, shape: int, warps: int, chunk: int, tiles: int, stages: int, gauss: bool) -> str:
+    return f"apply_dmma_pipe<{d}, {shape}, {warps}, {chunk}, {tiles}, {stages}, {'true' if gauss else 'false'}>"
+
+
+def dmma_pipe_shared_bytes(d: int, cfg: DmmaPipeConfig) -> int:
+    """U in fragment order, then ``stages`` chunks of 8 * chunk groups of 2^d amplitudes."""
+    return dmma_shared_bytes(d) + cfg.stages * cfg.chunk * 8 * (1 << d) * 16
+
+
+def fits_dmma_pipe(n_qubits: int, positions, itemsize: int, config: DmmaPipeConfig | None = None) -> bool:
+    """True when the pipelined DMMA kernel serves these targets: complex128, ``config`` (default
+    DMMA_PIPE_CONFIG's for d) known, and at least one whole chunk of tiles in the state."""
+    d = len(positions)
+    cfg = config or DMMA_PIPE_CONFIG.get(d)
+    return itemsize == 16 and cfg is not None and ((1 << n_qubits) >> d) >> 3 >= cfg.chunk
+
+
+def apply_dmma_pipe_gpu(data, n_qubits: int, matrix: np.ndarray, positions, config: DmmaPipeConfig | None = None):
+    """Pipelined DMMA kernel: same contract as :func:`apply_dmma_gpu`. ``config`` overrides
+    ``DMMA_PIPE_CONFIG[d]`` (tuning and tests); its kernel must be in DMMA_PIPE_COMPILED.
+
+    Raises:
+        ValueError: not complex128, ``config`` names no compiled variant, or the state holds no
+            whole chunk.
+    """
+    import cupy  # noqa: PLC0415
+
+    check_launch("apply_dmma_pipe", data, n_qubits, matrix, positions)
+    d = len(positions)
+    if data.dtype != np.complex128:
+        raise ValueError(f"apply_dmma_pipe: complex128 states only (got {data.dtype})")
+    if config is None and d not in DMMA_PIPE_CONFIG:
+        raise ValueError(f"apply_dmma_pipe: no default configuration for {d} targets; pass a config "
+                         f"(DMMA_PIPE_CONFIG: d in {sorted(DMMA_PIPE_CONFIG)})")
+    config = config or DMMA_PIPE_CONFIG[d]
+    if (d, *config.kernel) not in DMMA_PIPE_COMPILED:
+        raise ValueError(f"config {config} names no compiled apply_dmma_pipe kernel for d={d} (see DMMA_PIPE_COMPILED)")
+    n_tiles = ((1 << n_qubits) >> d) >> 3
+    if n_tiles < config.chunk:
+        raise ValueError(f"apply_dmma_pipe with {config} needs a state of at least "
+                         f"{d + 3 + config.chunk.bit_length() - 1} qubits (got {n_qubits})")
+    shared = dmma_pipe_shared_bytes(d, config)
+    kern = _dmma_kernel(cupy.cuda.Device().id, dmma_pipe_name(d, *config.kernel), shared)
+    u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
+    n_chunks = n_tiles // config.chunk
+    grid = launch_blocks(n_chunks, config.blocks_per_sm)
+    kern((grid,), (32 * config.warps,), (data, u, np.int64(n_chunks), *target_args(positions, 6)), shared_mem=shared)
+    return data
 
 
 def launch_blocks(blocks_needed: int, blocks_per_sm: int) -> int:
@@ -557,6 +642,8 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
 def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
     """The measured default policy for a gate the kernels can serve; None where a GEMM is faster."""
     if d in DMMA_DEFAULT_D and fits_dmma(positions, itemsize):
+        if coalesced(positions, itemsize) and fits_dmma_pipe(n_qubits, positions, itemsize):
+            return apply_dmma_pipe_gpu
         return apply_dmma_gpu
     if d > KERNEL_MAX_D:
         if d in SPREAD_KERNEL_D and positions[-1] - positions[0] != d - 1 and (_real(itemsize), d) in DIRECT:

@@ -5,6 +5,7 @@ import pytest
 
 from circuits import Circuit, brickwork, haar_unitary
 from qsim_tc import Simulator, StateVector
+from qsim_tc.small_gate import DMMA_PIPE_COMPILED
 
 pytestmark = pytest.mark.gpu
 
@@ -158,6 +159,25 @@ def test_dmma_kernel_matches_cpu(cp, rng, d, kernel):
     c = StateVector(n, device="cpu", data=psi)
     c.apply(u, qs)
     assert np.abs(g.get() - c.to_numpy()).max() < 1e-13, "persistent loop"
+
+
+@pytest.mark.parametrize("variant", DMMA_PIPE_COMPILED)
+def test_dmma_pipe_kernel_matches_cpu(cp, rng, variant):
+    """The pipelined DMMA kernel in every compiled variant: targets low, in the middle, high and
+    scattered; a state of exactly one chunk; and 21-qubit states of 512 chunks or more, where each
+    block of the persistent grid loops over several chunks and reuses its stages (one and two
+    blocks per SM)."""
+    from qsim_tc.small_gate import DmmaPipeConfig, apply_dmma_pipe_gpu
+
+    d, kernel = variant[0], variant[1:]
+    config = DmmaPipeConfig(*kernel)
+    one_chunk = d + 3 + config.chunk.bit_length() - 1
+    cases = ((14, list(range(d)), config), (14, list(range(5, 5 + d)), config), (14, list(range(14 - d, 14)), config),
+             (15, [0, 2, 5, 7, 11, 14][:d], config), (one_chunk, list(range(one_chunk - d, one_chunk)), config),
+             (21, [1, 3, 4, 8, 12, 20][:d], config), (21, [0, 4, 6, 9, 13, 15][:d], config._replace(blocks_per_sm=2)))
+    check = _kernel_checker(cp, rng, np.complex128, 1e-13, apply_dmma_pipe_gpu)
+    for n, qs, cfg in cases:
+        check(n, qs, cfg)
 
 
 def test_dmma_is_the_default_for_wide_gates(cp, rng):

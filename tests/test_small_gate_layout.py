@@ -73,11 +73,13 @@ def test_policy_picks_kernels_by_position():
     """The measured default policy: staged for d = 1, direct kernel when coalesced, staged for
     d = 2, 3 (and complex64 d = 4) with a low target, DMMA for complex128 d = 4..6; for complex64
     d = 5 the direct or tiled kernel on spread targets and CGEMM on a block of them, CGEMM for d = 6;
-    GEMM for d > 6; nothing on the CPU or for emulated methods."""
+    the pipelined DMMA kernel for complex128 d = 4, 5 with coalesced targets; GEMM for d > 6; nothing
+    on the CPU or for emulated methods."""
     import gemm
     from qsim_tc.small_gate import (
         apply_direct_gpu,
         apply_dmma_gpu,
+        apply_dmma_pipe_gpu,
         apply_staged_gpu,
         apply_tiled_gpu,
         select,
@@ -86,7 +88,9 @@ def test_policy_picks_kernels_by_position():
     native = gemm.get_method("native")
     gpu = gemm.Device("gpu", np, "test")
     assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
-    assert select(native, gpu, None, 28, [12, 13, 14, 15], 16) is apply_dmma_gpu  # complex128 d = 4: DMMA
+    assert select(native, gpu, None, 28, [12, 13, 14, 15], 16) is apply_dmma_pipe_gpu  # complex128 d = 4: DMMA
+    assert select(native, gpu, None, 28, [3, 13, 14, 27], 16) is apply_dmma_pipe_gpu  # coalesced from bit 3
+    assert select(native, gpu, None, 28, [2, 13, 14, 27], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [12, 13, 14, 15], 8) is apply_direct_gpu
     assert select(native, gpu, None, 28, [0, 5], 16) is apply_staged_gpu  # low and high targets mixed
     assert select(native, gpu, None, 28, [0, 5], 8) is apply_staged_gpu
@@ -111,8 +115,9 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [0, 1, 2, 3], 8) is apply_staged_gpu
     assert select(native, gpu, None, 28, [4, 5, 6, 7], 8) is apply_direct_gpu
-    assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
-    assert select(native, gpu, None, 28, [3, 5, 8, 9, 12, 20], 16) is apply_dmma_gpu
+    assert select(native, gpu, None, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_pipe_gpu
+    assert select(native, gpu, None, 28, [0, 4, 5, 6, 7], 16) is apply_dmma_gpu
+    assert select(native, gpu, None, 28, [3, 5, 8, 9, 12, 20], 16) is apply_dmma_gpu  # d = 6: apply_dmma
     assert select(native, gpu, None, 28, [0, 1, 2, 3, 4], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [4, 5, 6, 7, 8], 8) is None  # complex64: no DMMA, CGEMM
     assert select(native, gpu, None, 28, [0, 7, 14, 21, 27], 8) is apply_tiled_gpu  # spread: no permutation
@@ -121,7 +126,7 @@ def test_policy_picks_kernels_by_position():
     assert select(native, gpu, None, 28, [0, 1, 2, 3, 4], 8) is None  # together: CGEMM
     assert select(native, gpu, None, 28, [0, 1, 2, 3, 5], 8) is apply_tiled_gpu
     assert select(native, gpu, None, 28, [3, 4, 5, 6, 7, 8, 9], 16) is None
-    assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_gpu
+    assert select(native, gpu, True, 28, [3, 4, 5, 6, 7], 16) is apply_dmma_pipe_gpu
     assert select(native, gpu, True, 28, [4, 5, 6, 7, 8], 8) is apply_direct_gpu
     # small_gate_kernel=True takes the default kernel where there is one, the best other where not
     assert select(native, gpu, True, 28, [0, 1, 2, 3], 16) is apply_dmma_gpu
@@ -358,6 +363,12 @@ def test_compiled_kernel_tables_agree():
     for d, cfg in sg.DMMA_CONFIG.items():
         assert sg.dmma_name(d, *cfg.kernel) in default
     assert all(sg.dmma_name(*v) in default | tuning for v in sg.DMMA_COMPILED)
+    for d, cfg in sg.DMMA_PIPE_CONFIG.items():
+        assert (d, *cfg.kernel) in sg.DMMA_PIPE_COMPILED and sg.dmma_pipe_name(d, *cfg.kernel) in default
+    for d, *kernel in sg.DMMA_PIPE_COMPILED:
+        cfg = sg.DmmaPipeConfig(*kernel)
+        assert sg.dmma_pipe_name(d, *kernel) in default | tuning
+        assert sg.dmma_pipe_shared_bytes(d, cfg) <= 227 * 1024  # the opt-in limit per block on sm_90
     assert sg._direct_name("double", 1) in tuning  # d = 1 goes to the staged kernel everywhere
 
 
@@ -403,3 +414,71 @@ def test_staged_layout_args_match_the_layout():
         assert [int(a) for a in args] == [lay["k"], lay["h"], *(hp + [0] * (4 - len(hp))), *(q + [0] * (4 - d)),
                                           smem_swizzle(q, itemsize)]
         assert args[-1].dtype == np.uint64 and all(a.dtype == np.int32 for a in args[:-1])
+
+
+def _pipe_map(d, warps, chunk, positions, tid):
+    """apply_dmma_pipe's PipeMap for thread ``tid``, with the kernel's formulas: (slot, offset) pairs."""
+    dim, low = 1 << d, 3 + chunk.bit_length() - 1
+    out = []
+    for i in range(chunk * dim // (4 * warps)):
+        e = (i * warps + (tid >> 5)) * 32 + (tid & 31)
+        off = r = gc = q = others = k = a = 0
+        while k < d + low:
+            target = q < d and positions[q] == a
+            if target or others < low:
+                bit = (e >> k) & 1
+                k += 1
+                off |= bit << a
+                if target:
+                    r |= bit << q
+                else:
+                    gc |= bit << others
+            q, others, a = q + target, others + (not target), a + 1
+        out.append((((gc >> 3) * dim + r) * 8 + ((gc & 7) ^ (2 * (r & 3))), off))
+    return out
+
+
+@pytest.mark.parametrize("variant", [(4, 4, 8), (4, 8, 16), (5, 8, 8), (6, 8, 4), (6, 4, 2)])
+@pytest.mark.parametrize("positions", [[0, 1, 2, 3, 4, 5], [11, 12, 13, 14, 15, 16], [0, 5, 11, 16, 22, 27],
+                                       [3, 4, 6, 9, 20, 27]])
+def test_dmma_pipe_copies(variant, positions):
+    """apply_dmma_pipe's copies fill every shared-memory slot of a stage exactly once with the
+    amplitude the product reads there (tile j, row r, group gi at (j DIM + r) 8 + (gi ^ 2 (r & 3))),
+    in two chunks; each warp-wide copy takes 32 consecutive amplitudes when the chunk holds address
+    bits 0..4; the product's reads (lane g, t: row 4 ks + t of group g) hit 8 distinct 16-byte bank
+    slots in each phase of 8 lanes."""
+    d, warps, chunk = variant
+    positions = positions[:d]
+    dim = 1 << d
+    off = [sum(((j >> b) & 1) << p for b, p in enumerate(positions)) for j in range(dim)]
+
+    def group_base(grp):
+        for p in positions:
+            grp = ((grp >> p) << (p + 1)) | (grp & ((1 << p) - 1))
+        return grp
+
+    maps = [_pipe_map(d, warps, chunk, positions, tid) for tid in range(32 * warps)]
+    slots = {}
+    for m in maps:
+        for slot, o in m:
+            assert slot not in slots
+            slots[slot] = o
+    assert sorted(slots) == list(range(chunk * 8 * dim))
+    for c in (0, 1):
+        base = group_base(c * chunk * 8)
+        for j in range(chunk):
+            for r in range(dim):
+                for gi in range(8):
+                    slot = (j * dim + r) * 8 + (gi ^ (2 * (r & 3)))
+                    assert base + slots[slot] == group_base(c * chunk * 8 + j * 8 + gi) + off[r]
+    low = 3 + chunk.bit_length() - 1
+    chunk_bits = sorted(positions + [b for b in range(64) if b not in positions][:low])
+    if chunk_bits[:5] == [0, 1, 2, 3, 4]:
+        for w in range(warps):
+            for i in range(len(maps[0])):
+                assert [maps[w * 32 + lane][i][1] for lane in range(32)] == [maps[w * 32][i][1] + lane for lane in range(32)]
+    for ks in range(dim // 4):
+        for phase in range(4):
+            lanes = range(8 * phase, 8 * phase + 8)
+            banks = {(((lane >> 2) ^ (2 * (lane & 3))) + 8 * (4 * ks + (lane & 3))) % 8 for lane in lanes}
+            assert len(banks) == 8

@@ -382,16 +382,13 @@ __device__ __forceinline__ void dmma_load(DmmaBlock<D, NT>& v, const double2* sv
     }
 }
 
-template <int D, int NT, bool GAUSS, int MINB, bool PREFETCH, int MTU, int SHAPE>
-__global__ void __launch_bounds__(256, MINB)
-apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long long n_tiles,
-           int p0, int p1, int p2, int p3, int p4, int p5)
+// U in fragment order in shared memory: [slice][k-step][i][lane] (Ur, Ui) pairs, DIM^2 of them,
+// and the address offsets of the DIM target combinations.
+template <typename M, int D>
+__device__ __forceinline__ void dmma_stage_matrix(double2* afrag, long long* off, const cplx<double>* matrix,
+                                                  const int (&pos)[6])
 {
-    using M = Dmma<SHAPE>;
-    constexpr int DIM = 1 << D, NS = DIM / M::ROWS, KB = DIM / M::KSTEP, KS = DIM / 4;
-    const int pos[6] = {p0, p1, p2, p3, p4, p5};
-    extern __shared__ double2 afrag[];  // DIM^2 x (Ur, Ui) in fragment order: [slice][k-step][i][lane]
-    __shared__ long long off[DIM];
+    constexpr int DIM = 1 << D, KB = DIM / M::KSTEP;
     for (int f = threadIdx.x; f < DIM * DIM; f += blockDim.x) {
         const int l = f & 31, i = (f >> 5) % M::AF, kb = (f >> 5) / M::AF % KB, sl = (f >> 5) / M::AF / KB;
         const int row = sl * M::ROWS + (l >> 2) + 8 * (i & 1), col = kb * M::KSTEP + (l & 3) + 4 * (i >> 1);
@@ -399,6 +396,84 @@ apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long lo
         afrag[f] = make_double2(m.x, m.y);
     }
     for (int j = threadIdx.x; j < DIM; j += blockDim.x) off[j] = spread<D>(j, pos);
+}
+
+// Row slices [sl0, sl0 + NSL) of U @ V for the warp's NT tiles of V (registers), U from shared
+// memory in fragment order. store(nt, row, col, re, im) receives every output element this
+// lane holds: rows of the gate, columns 0..7 = the tile's groups.
+template <int SHAPE, bool GAUSS, int MTU, int NSL, int D, int NT, typename Store>
+__device__ __forceinline__ void dmma_product(const DmmaBlock<D, NT>& v, const double2* afrag, int sl0, int lane,
+                                             Store store)
+{
+    using M = Dmma<SHAPE>;
+    constexpr int DIM = 1 << D, KB = DIM / M::KSTEP, KS = DIM / 4;
+    const int t = lane & 3, g = lane >> 2;
+    double vs[GAUSS ? NT : 1][GAUSS ? KS : 1];
+    if (GAUSS) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) vs[GAUSS ? nt : 0][GAUSS ? ks : 0] = v.re[nt][ks] + v.im[nt][ks];
+    }
+#pragma unroll MTU
+    for (int s = 0; s < NSL; ++s) {
+        const int sl = sl0 + s;
+        double rr[NT][M::CF], ii[NT][M::CF], im[NT][M::CF];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < M::CF; ++e) rr[nt][e] = ii[nt][e] = im[nt][e] = 0;
+#pragma unroll
+        for (int kb = 0; kb < KB; ++kb) {
+            double ar[M::AF], ai[M::AF], as[M::AF];
+#pragma unroll
+            for (int i = 0; i < M::AF; ++i) {
+                const double2 a = afrag[((sl * KB + kb) * M::AF + i) * 32 + lane];
+                ar[i] = a.x;
+                ai[i] = a.y;
+                as[i] = a.x + a.y;
+            }
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                double br[M::BF], bi[M::BF], bs[M::BF];
+#pragma unroll
+                for (int j = 0; j < M::BF; ++j) {
+                    br[j] = v.re[nt][kb * M::BF + j];
+                    bi[j] = v.im[nt][kb * M::BF + j];
+                    bs[j] = GAUSS ? vs[GAUSS ? nt : 0][GAUSS ? kb * M::BF + j : 0] : 0.0;
+                }
+                M::run(rr[nt], ar, br);
+                M::run(ii[nt], ai, bi);
+                if (GAUSS) {
+                    M::run(im[nt], as, bs);
+                } else {
+                    M::run(im[nt], ar, bi);
+                    M::run(im[nt], ai, br);
+                }
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < M::CF; ++e) {  // this lane holds rows g (+ 8), columns 2t and 2t + 1
+                const double re = rr[nt][e] - ii[nt][e];
+                const double imv = GAUSS ? im[nt][e] - rr[nt][e] - ii[nt][e] : im[nt][e];
+                store(nt, sl * M::ROWS + g + 8 * (e >> 1), 2 * t + (e & 1), re, imv);
+            }
+    }
+}
+
+template <int D, int NT, bool GAUSS, int MINB, bool PREFETCH, int MTU, int SHAPE>
+__global__ void __launch_bounds__(256, MINB)
+apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long long n_tiles,
+           int p0, int p1, int p2, int p3, int p4, int p5)
+{
+    using M = Dmma<SHAPE>;
+    constexpr int DIM = 1 << D, NS = DIM / M::ROWS;
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};
+    extern __shared__ double2 afrag[];  // DIM^2 x (Ur, Ui) in fragment order: [slice][k-step][i][lane]
+    __shared__ long long off[DIM];
+    dmma_stage_matrix<M, D>(afrag, off, matrix, pos);
     __syncthreads();
     double2* sv = reinterpret_cast<double2*>(state);
     const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2;
@@ -410,66 +485,136 @@ apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long lo
     for (; t0 < n_tiles; t0 += stride) {
         DmmaBlock<D, NT> next;
         if (PREFETCH && t0 + stride < n_tiles) dmma_load(next, sv, t0 + stride, n_tiles, pos, off, t, g);
-        double vs[GAUSS ? NT : 1][GAUSS ? KS : 1];
-        if (GAUSS) {
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int ks = 0; ks < KS; ++ks) vs[GAUSS ? nt : 0][GAUSS ? ks : 0] = v.re[nt][ks] + v.im[nt][ks];
-        }
-#pragma unroll MTU
-        for (int sl = 0; sl < NS; ++sl) {
-            double rr[NT][M::CF], ii[NT][M::CF], im[NT][M::CF];
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int e = 0; e < M::CF; ++e) rr[nt][e] = ii[nt][e] = im[nt][e] = 0;
-#pragma unroll
-            for (int kb = 0; kb < KB; ++kb) {
-                double ar[M::AF], ai[M::AF], as[M::AF];
-#pragma unroll
-                for (int i = 0; i < M::AF; ++i) {
-                    const double2 a = afrag[((sl * KB + kb) * M::AF + i) * 32 + lane];
-                    ar[i] = a.x;
-                    ai[i] = a.y;
-                    as[i] = a.x + a.y;
-                }
-#pragma unroll
-                for (int nt = 0; nt < NT; ++nt) {
-                    double br[M::BF], bi[M::BF], bs[M::BF];
-#pragma unroll
-                    for (int j = 0; j < M::BF; ++j) {
-                        br[j] = v.re[nt][kb * M::BF + j];
-                        bi[j] = v.im[nt][kb * M::BF + j];
-                        bs[j] = GAUSS ? vs[GAUSS ? nt : 0][GAUSS ? kb * M::BF + j : 0] : 0.0;
-                    }
-                    M::run(rr[nt], ar, br);
-                    M::run(ii[nt], ai, bi);
-                    if (GAUSS) {
-                        M::run(im[nt], as, bs);
-                    } else {
-                        M::run(im[nt], ar, bi);
-                        M::run(im[nt], ai, br);
-                    }
-                }
-            }
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-                if (t0 + nt >= n_tiles) break;
-#pragma unroll
-                for (int h = 0; h < M::CF / 2; ++h) {
-                    const long long row_off = off[sl * M::ROWS + g + 8 * h];
-#pragma unroll
-                    for (int c = 0; c < 2; ++c) {  // this lane holds columns (groups) 2t and 2t + 1
-                        const int e = 2 * h + c;
-                        const double re = rr[nt][e] - ii[nt][e];
-                        const double imv = GAUSS ? im[nt][e] - rr[nt][e] - ii[nt][e] : im[nt][e];
-                        sv[group_base<D>((t0 + nt) * 8 + 2 * t + c, pos) + row_off] = make_double2(re, imv);
-                    }
-                }
-            }
-        }
+        dmma_product<SHAPE, GAUSS, MTU, NS>(v, afrag, 0, lane, [&](int nt, int row, int col, double re, double im) {
+            if (t0 + nt < n_tiles) sv[group_base<D>((t0 + nt) * 8 + col, pos) + off[row]] = make_double2(re, im);
+        });
         if (PREFETCH) v = next;
         else if (t0 + stride < n_tiles) dmma_load(v, sv, t0 + stride, n_tiles, pos, off, t, g);
     }
+}
+
+
+// The DMMA product fed by a pipeline of asynchronous copies (apply_dmma_pipe). A persistent block
+// of W warps takes chunks of TPC tiles (8 groups each) in turn, chunk blockIdx.x + i gridDim.x;
+// S stages of shared memory hold the next chunks while the current one is multiplied, so the
+// loads stay in flight whatever the warps compute (apply_dmma keeps its blocks in registers, and
+// a warp waits for its loads before each product). Warp w multiplies NT of the chunk's tiles,
+// tiles NT (w % (TPC / NT)) onwards, and its share of the row slices (the warps of one set of
+// tiles split the slices). Within a stage, amplitude (tile j, row r, group gi) sits at
+// (j DIM + r) 8 + (gi ^ 2 (r & 3)): a lane (g, t) reads rows 4 ks + t of group g, and the XOR
+// gives the eight lanes of each shared-memory phase (g = 2p, 2p + 1; t = 0..3) eight distinct
+// 16-byte bank slots. The copies follow the addresses (PipeMap).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+__host__ __device__ constexpr int ilog2(int x) { return x > 1 ? 1 + ilog2(x / 2) : 0; }
+
+// Where this thread's copies of a chunk go: N elements, each a shared-memory slot and an offset
+// from the chunk's first amplitude. Element e = (i W + warp) 32 + lane enumerates the chunk's
+// address bits (every target and its lowest 3 + log2 TPC other bits) from the lowest, so the 32
+// lanes of a warp copy 32 amplitudes whose addresses differ in the chunk's lowest 5 bits: 512
+// contiguous bytes when those are bits 0..4, whatever the targets (a lane-per-group mapping
+// copies 64-byte pieces from 8 lines when the targets are at the bottom, and ran 40% slower).
+// Computed once per thread: the walk over address bits is the same for every chunk.
+template <int D, int W, int TPC>
+struct PipeMap {
+    static constexpr int N = TPC * (1 << D) / (4 * W);
+    int slot[N];
+    long long offset[N];
+};
+
+template <int D, int W, int TPC>
+__device__ __forceinline__ void pipe_map(PipeMap<D, W, TPC>& m, const int (&pos)[6])
+{
+    constexpr int DIM = 1 << D, L = 3 + ilog2(TPC);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i < PipeMap<D, W, TPC>::N; ++i) {
+        const int e = (i * W + warp) * 32 + lane;
+        long long off = 0;
+        int r = 0, gc = 0, q = 0, others = 0;
+        for (int a = 0, k = 0; k < D + L; ++a) {
+            const bool target = q < D && pos[q] == a;
+            if (target || others < L) {
+                const int bit = (e >> k++) & 1;
+                off |= (long long)bit << a;
+                if (target) r |= bit << q;
+                else gc |= bit << others;
+            }
+            if (target) ++q;
+            else ++others;
+        }
+        m.slot[i] = ((gc >> 3) * DIM + r) * 8 + ((gc & 7) ^ (2 * (r & 3)));
+        m.offset[i] = off;
+    }
+}
+
+template <int D, int W, int TPC>
+__device__ __forceinline__ void dmma_pipe_load(double2* stage, const double2* sv, long long chunk,
+                                               const int (&pos)[6], const PipeMap<D, W, TPC>& m)
+{
+    const double2* base = sv + group_base<D>(chunk * TPC * 8, pos);
+#pragma unroll
+    for (int i = 0; i < PipeMap<D, W, TPC>::N; ++i) cp_async16(&stage[m.slot[i]], base + m.offset[i]);
+}
+
+template <int D, int SHAPE, int W, int TPC, int NT, int S, bool GAUSS>
+__global__ void __launch_bounds__(32 * W, 1)
+apply_dmma_pipe(cplx<double>* state, const cplx<double>* __restrict__ matrix, long long n_chunks,
+                int p0, int p1, int p2, int p3, int p4, int p5)
+{
+    using M = Dmma<SHAPE>;
+    constexpr int DIM = 1 << D, NS = DIM / M::ROWS, KS = DIM / 4, TP = TPC / NT, SG = W / TP;
+    static_assert(TPC % NT == 0 && W % TP == 0 && NS % SG == 0 && (TPC * KS) % W == 0 && S >= 2,
+                  "apply_dmma_pipe: W warps must split TPC tiles and the row slices evenly");
+    constexpr int NSW = NS / SG, STAGE = TPC * 8 * DIM;
+    const int pos[6] = {p0, p1, p2, p3, p4, p5};
+    extern __shared__ double2 smem[];  // U in fragment order (DIM^2), then S stages of STAGE amplitudes
+    double2* afrag = smem;
+    double2* stages = smem + DIM * DIM;
+    __shared__ long long off[DIM];
+    dmma_stage_matrix<M, D>(afrag, off, matrix, pos);
+    PipeMap<D, W, TPC> map;
+    pipe_map(map, pos);
+    __syncthreads();
+    double2* sv = reinterpret_cast<double2*>(state);
+    const int lane = threadIdx.x & 31, t = lane & 3, g = lane >> 2, warp = threadIdx.x >> 5;
+    const int j0 = (warp % TP) * NT, sl0 = (warp / TP) * NSW;
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+        const long long c = blockIdx.x + (long long)s * gridDim.x;
+        if (c < n_chunks) dmma_pipe_load(stages + s * STAGE, sv, c, pos, map);
+        cp_async_commit();
+    }
+    int cur = 0;
+    for (long long c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+        cp_async_wait<S - 2>();  // this thread's copies of chunk c have landed
+        __syncthreads();         // everyone's have, and every warp is done with the stage refilled next
+        const long long cn = c + (long long)(S - 1) * gridDim.x;
+        if (cn < n_chunks) dmma_pipe_load(stages + ((cur + S - 1) % S) * STAGE, sv, cn, pos, map);
+        cp_async_commit();
+        const double2* st = stages + cur * STAGE;
+        DmmaBlock<D, NT> v;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                const double2 x = st[((j0 + nt) * DIM + 4 * ks + t) * 8 + (g ^ (2 * t))];
+                v.re[nt][ks] = x.x;
+                v.im[nt][ks] = x.y;
+            }
+        dmma_product<SHAPE, GAUSS, 1, NSW>(v, afrag, sl0, lane, [&](int nt, int row, int col, double re, double im) {
+            sv[group_base<D>((c * TPC + j0 + nt) * 8 + col, pos) + off[row]] = make_double2(re, im);
+        });
+        cur = cur + 1 == S ? 0 : cur + 1;
+    }
+    cp_async_wait<0>();
 }
