@@ -398,12 +398,27 @@ __device__ __forceinline__ void dmma_stage_matrix(double2* afrag, long long* off
     for (int j = threadIdx.x; j < DIM; j += blockDim.x) off[j] = spread<D>(j, pos);
 }
 
+// Where dmma_product's outputs go: the tiles from tile `first` on, `left` of them inside the state.
+template <int D>
+struct DmmaStore {
+    double2* sv;
+    const long long* off;
+    const int (&pos)[6];
+    long long first, left;
+    __device__ __forceinline__ bool wanted(int nt) const { return nt < left; }
+    __device__ __forceinline__ long long row_offset(int row) const { return off[row]; }
+    __device__ __forceinline__ void operator()(int nt, long long row_off, int col, double re, double im) const {
+        sv[group_base<D>((first + nt) * 8 + col, pos) + row_off] = make_double2(re, im);
+    }
+};
+
 // Row slices [sl0, sl0 + NSL) of U @ V for the warp's NT tiles of V (registers), U from shared
-// memory in fragment order. store(nt, row, col, re, im) receives every output element this
-// lane holds: rows of the gate, columns 0..7 = the tile's groups.
-template <int SHAPE, bool GAUSS, int MTU, int NSL, int D, int NT, typename Store>
+// memory in fragment order. The store object places the outputs this lane holds:
+// wanted(nt) (false: tile nt and the ones after it lie past the state), row_offset(row) (the
+// address offset of gate row `row`), and store(nt, row_offset, col, re, im), col 0..7 = the tile's group.
+template <int SHAPE, bool GAUSS, int MTU, int NSL, int D, int NT>
 __device__ __forceinline__ void dmma_product(const DmmaBlock<D, NT>& v, const double2* afrag, int sl0, int lane,
-                                             Store store)
+                                             const DmmaStore<D>& store)
 {
     using M = Dmma<SHAPE>;
     constexpr int DIM = 1 << D, KB = DIM / M::KSTEP, KS = DIM / 4;
@@ -453,13 +468,20 @@ __device__ __forceinline__ void dmma_product(const DmmaBlock<D, NT>& v, const do
             }
         }
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+        for (int nt = 0; nt < NT; ++nt) {
+            if (!store.wanted(nt)) break;
 #pragma unroll
-            for (int e = 0; e < M::CF; ++e) {  // this lane holds rows g (+ 8), columns 2t and 2t + 1
-                const double re = rr[nt][e] - ii[nt][e];
-                const double imv = GAUSS ? im[nt][e] - rr[nt][e] - ii[nt][e] : im[nt][e];
-                store(nt, sl * M::ROWS + g + 8 * (e >> 1), 2 * t + (e & 1), re, imv);
+            for (int h = 0; h < M::CF / 2; ++h) {
+                const long long row_off = store.row_offset(sl * M::ROWS + g + 8 * h);
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {  // this lane holds columns (groups) 2t and 2t + 1
+                    const int e = 2 * h + c;
+                    const double re = rr[nt][e] - ii[nt][e];
+                    const double imv = GAUSS ? im[nt][e] - rr[nt][e] - ii[nt][e] : im[nt][e];
+                    store(nt, row_off, 2 * t + c, re, imv);
+                }
             }
+        }
     }
 }
 
@@ -485,9 +507,7 @@ apply_dmma(cplx<double>* state, const cplx<double>* __restrict__ matrix, long lo
     for (; t0 < n_tiles; t0 += stride) {
         DmmaBlock<D, NT> next;
         if (PREFETCH && t0 + stride < n_tiles) dmma_load(next, sv, t0 + stride, n_tiles, pos, off, t, g);
-        dmma_product<SHAPE, GAUSS, MTU, NS>(v, afrag, 0, lane, [&](int nt, int row, int col, double re, double im) {
-            if (t0 + nt < n_tiles) sv[group_base<D>((t0 + nt) * 8 + col, pos) + off[row]] = make_double2(re, im);
-        });
+        dmma_product<SHAPE, GAUSS, MTU, NS>(v, afrag, 0, lane, DmmaStore<D>{sv, off, pos, t0, n_tiles - t0});
         if (PREFETCH) v = next;
         else if (t0 + stride < n_tiles) dmma_load(v, sv, t0 + stride, n_tiles, pos, off, t, g);
     }
@@ -611,9 +631,7 @@ apply_dmma_pipe(cplx<double>* state, const cplx<double>* __restrict__ matrix, lo
                 v.re[nt][ks] = x.x;
                 v.im[nt][ks] = x.y;
             }
-        dmma_product<SHAPE, GAUSS, 1, NSW>(v, afrag, sl0, lane, [&](int nt, int row, int col, double re, double im) {
-            sv[group_base<D>((c * TPC + j0 + nt) * 8 + col, pos) + off[row]] = make_double2(re, im);
-        });
+        dmma_product<SHAPE, GAUSS, 1, NSW>(v, afrag, sl0, lane, DmmaStore<D>{sv, off, pos, c * TPC + j0, NT});
         cur = cur + 1 == S ? 0 : cur + 1;
     }
     cp_async_wait<0>();
