@@ -62,10 +62,10 @@ def variants(family: str, dtype, d: int) -> list:
                         lambda sv, u, tg, usrc=usrc: small_gate.apply_direct_gpu(sv._data, sv.n_qubits, u, tg, usrc)))
         return out
     if family == "dmma":
-        if d == 4:  # the default kernel on persistent grids (its default launch is one pass)
-            for per_sm in (4, 8, 16):
+        if d == 4:  # apply_dmma's d = 4 kernel in its default launch (one pass) and on persistent grids
+            for per_sm in (small_gate.ONE_PASS, 4, 8, 16):
                 cfg = small_gate.DMMA_CONFIG[d]._replace(blocks_per_sm=per_sm)
-                out.append((f"dmma x{per_sm}",
+                out.append(("dmma one-pass" if per_sm == small_gate.ONE_PASS else f"dmma x{per_sm}",
                             lambda sv, u, tg, cfg=cfg: small_gate.apply_dmma_gpu(sv._data, sv.n_qubits, u, tg, cfg)))
         for v in small_gate.DMMA_PIPE_COMPILED:
             if v[0] != d:

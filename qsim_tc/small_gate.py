@@ -26,7 +26,7 @@ kernels in ``kernels/small_gate.cu`` read each amplitude once and write it once:
   held in its registers. On the CUDA cores d = 5, 6 are bound by the FP64 FMA rate
   (2.1 and 4.1 ms at 28 qubits).
 * ``apply_dmma_pipe``: the same product fed through shared memory by asynchronous copies, several
-  chunks in flight while one is multiplied; complex128 d = 4, 5 with coalesced targets
+  chunks in flight while one is multiplied; complex128 d = 5 with coalesced targets
   (DMMA_PIPE_CONFIG).
 
 They compute the same sums of products as the native method (the DMMA kernel's default forms
@@ -370,12 +370,15 @@ class DmmaPipeConfig(NamedTuple):
         return (self.shape, self.warps, self.chunk, self.tiles, self.stages, self.gauss)
 
 
-# the pipelined kernel where it beats apply_dmma: coalesced targets (lowest at bit 3 or above),
-# d = 4, 5. One H200, 28 qubits, three interleaved rounds (tune_dmma_pipe_h200.json): d = 4 2.17-2.22
-# ms against 2.46-2.60 for apply_dmma (cuStateVec 2.19-2.29), d = 5 2.54 against 2.81-2.84
-# (cuStateVec 2.95-2.97). With a target at bit 0 it ran 3.0-3.3 ms against apply_dmma's 2.14-2.74,
-# with the copies in lane-per-group order or in address order alike; d = 6 4.0-4.9 ms against 3.3-3.6.
-DMMA_PIPE_CONFIG = {4: DmmaPipeConfig(0, 4, 8, 2, 4), 5: DmmaPipeConfig(1, 8, 8, 1, 3)}
+# the pipelined kernel where it beats apply_dmma: d = 5 with coalesced targets (lowest at bit 3 or
+# above). H200s, 28 qubits, interleaved rounds: 2.54 ms against apply_dmma's 2.81-2.84, cuStateVec
+# 2.95-2.97 (tune_dmma_pipe2_h200.json); in bench_apply x1.17-1.24 against cuStateVec where
+# apply_dmma had x1.01-1.06. d = 4 stays with apply_dmma: the pipe's best variant won on one
+# machine (2.17-2.23 ms against 2.46-2.60) and lost on another (2.18-2.23 against 2.09-2.22,
+# tune_dmma_pipe_d4_h200.json). With a target at bit 0 it ran 3.0-3.3 ms against apply_dmma's
+# 2.1-2.7, with the copies in lane-per-group order or in address order alike; d = 6 4.0-4.9 ms
+# against 3.3-3.6.
+DMMA_PIPE_CONFIG = {5: DmmaPipeConfig(1, 8, 8, 1, 3)}
 # variants compiled for tuning, (d, *DmmaPipeConfig.kernel)
 DMMA_PIPE_COMPILED = (
     (4, 0, 8, 16, 2, 4, True), (4, 1, 8, 16, 2, 4, True), (4, 0, 4, 8, 2, 4, True), (4, 0, 8, 8, 1, 4, True),

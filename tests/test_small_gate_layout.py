@@ -73,7 +73,7 @@ def test_policy_picks_kernels_by_position():
     """The measured default policy: staged for d = 1, direct kernel when coalesced, staged for
     d = 2, 3 (and complex64 d = 4) with a low target, DMMA for complex128 d = 4..6; for complex64
     d = 5 the direct or tiled kernel on spread targets and CGEMM on a block of them, CGEMM for d = 6;
-    the pipelined DMMA kernel for complex128 d = 4, 5 with coalesced targets; GEMM for d > 6; nothing
+    the pipelined DMMA kernel for complex128 d = 5 with coalesced targets; GEMM for d > 6; nothing
     on the CPU or for emulated methods."""
     import gemm
     from qsim_tc.small_gate import (
@@ -88,9 +88,9 @@ def test_policy_picks_kernels_by_position():
     native = gemm.get_method("native")
     gpu = gemm.Device("gpu", np, "test")
     assert select(native, gpu, None, 28, [12, 13], 16) is apply_direct_gpu
-    assert select(native, gpu, None, 28, [12, 13, 14, 15], 16) is apply_dmma_pipe_gpu  # complex128 d = 4: DMMA
-    assert select(native, gpu, None, 28, [3, 13, 14, 27], 16) is apply_dmma_pipe_gpu  # coalesced from bit 3
-    assert select(native, gpu, None, 28, [2, 13, 14, 27], 16) is apply_dmma_gpu
+    assert select(native, gpu, None, 28, [12, 13, 14, 15], 16) is apply_dmma_gpu  # complex128 d = 4: DMMA
+    assert select(native, gpu, None, 28, [3, 13, 14, 20, 27], 16) is apply_dmma_pipe_gpu  # coalesced from bit 3
+    assert select(native, gpu, None, 28, [2, 13, 14, 20, 27], 16) is apply_dmma_gpu
     assert select(native, gpu, None, 28, [12, 13, 14, 15], 8) is apply_direct_gpu
     assert select(native, gpu, None, 28, [0, 5], 16) is apply_staged_gpu  # low and high targets mixed
     assert select(native, gpu, None, 28, [0, 5], 8) is apply_staged_gpu
