@@ -424,14 +424,13 @@ def apply_dmma_pipe_gpu(data, n_qubits: int, matrix: np.ndarray, positions, conf
     config = config or DMMA_PIPE_CONFIG[d]
     if (d, *config.kernel) not in DMMA_PIPE_COMPILED:
         raise ValueError(f"config {config} names no compiled apply_dmma_pipe kernel for d={d} (see DMMA_PIPE_COMPILED)")
-    n_tiles = ((1 << n_qubits) >> d) >> 3
-    if n_tiles < config.chunk:
+    if not fits_dmma_pipe(n_qubits, positions, data.dtype.itemsize, config):
         raise ValueError(f"apply_dmma_pipe with {config} needs a state of at least "
                          f"{d + 3 + config.chunk.bit_length() - 1} qubits (got {n_qubits})")
     shared = dmma_pipe_shared_bytes(d, config)
     kern = _dmma_kernel(cupy.cuda.Device().id, dmma_pipe_name(d, *config.kernel), shared)
     u = to_device(np.ascontiguousarray(matrix, dtype=data.dtype), cupy)
-    n_chunks = n_tiles // config.chunk
+    n_chunks = (((1 << n_qubits) >> d) >> 3) // config.chunk
     grid = launch_blocks(n_chunks, config.blocks_per_sm)
     kern((grid,), (32 * config.warps,), (data, u, np.int64(n_chunks), *target_args(positions, 6)), shared_mem=shared)
     return data

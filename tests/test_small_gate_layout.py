@@ -482,3 +482,15 @@ def test_dmma_pipe_copies(variant, positions):
             lanes = range(8 * phase, 8 * phase + 8)
             banks = {(((lane >> 2) ^ (2 * (lane & 3))) + 8 * (4 * ks + (lane & 3))) % 8 for lane in lanes}
             assert len(banks) == 8
+
+
+def test_fits_dmma_pipe():
+    """The pipelined kernel needs complex128 and one whole chunk of tiles (8 groups each)."""
+    from qsim_tc.small_gate import DmmaPipeConfig, fits_dmma_pipe
+
+    cfg = DmmaPipeConfig(1, 8, 8, 1, 3)  # chunks of 8 tiles: 2^(5 + 3 + 3) amplitudes at d = 5
+    assert fits_dmma_pipe(11, [3, 4, 5, 6, 7], 16, cfg)
+    assert not fits_dmma_pipe(10, [3, 4, 5, 6, 7], 16, cfg)
+    assert not fits_dmma_pipe(28, [3, 4, 5, 6, 7], 8, cfg)  # complex64
+    assert fits_dmma_pipe(28, [3, 4, 5, 6, 7], 16)  # DMMA_PIPE_CONFIG's d = 5
+    assert not fits_dmma_pipe(28, [3, 4, 5, 6], 16)  # no default for d = 4
