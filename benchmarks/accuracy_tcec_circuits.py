@@ -37,7 +37,7 @@ def main(argv=None):
     options = json.loads(args.options)
 
     from circuits import brickwork
-    from gemm import tcec_gpu
+    from gemm.tcec import gpu as tcec_gpu
     from qsim_tc.accuracy import accuracy_table
 
     t0 = time.time()

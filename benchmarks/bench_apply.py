@@ -182,8 +182,8 @@ def bench_gates(args, dev, peer, clock, rows):
 def alternatives(args, st, u, tg, d, placement, clock, reset_layout) -> dict:
     """Times of the paths the planner did not take: the GEMM for kernel-sized gates, and the
     rotating orientation for bottom targets."""
-    import qsim_tc.apply as apply_mod  # noqa: PLC0415
-    from qsim_tc import small_gate  # noqa: PLC0415
+    import qsim_tc.engine.apply as apply_mod  # noqa: PLC0415
+    from qsim_tc.engine import small_gate  # noqa: PLC0415
 
     out = {}
     if clock.gpu and small_gate.fits(args.qubits, d):

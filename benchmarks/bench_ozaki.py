@@ -159,7 +159,7 @@ def main(argv=None):
     thresholds = [float(x) for x in args.thresholds.split(",") if x]
     configs = _configs(splits, thresholds)
     dims = [int(x) for x in args.dims.split(",") if x]
-    from gemm import ozaki_gpu
+    from gemm.ozaki import gpu as ozaki_gpu
 
     payload = {"command": " ".join(["python", "benchmarks/bench_ozaki.py", *(argv or sys.argv[1:])]),
                "environment": environment(), "kernels": "fast" if ozaki_gpu.FAST else "basic",

@@ -46,9 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gemm  # noqa: E402
 from circuits import Circuit, Gate, haar_unitary  # noqa: E402
-from circuits.fusion import choose, fuse  # noqa: E402
+from circuits.fusion import fuse  # noqa: E402
 from qsim_tc import Simulator, StateVector  # noqa: E402
 from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.plan import choose_fusion as choose  # noqa: E402
 
 # --- circuits ------------------------------------------------------------------------------
 

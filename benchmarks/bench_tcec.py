@@ -100,7 +100,7 @@ def run(quick=False, variants=False, repeats=5, methods=METHODS):
     import cupy as cp
 
     import gemm
-    from gemm import tcec_gpu
+    from gemm.tcec import gpu as tcec_gpu
 
     rng = np.random.default_rng(0)
     rows = []
@@ -157,7 +157,7 @@ def compare_tiles():
     import cupy as cp
 
     import gemm
-    from gemm import tcec_gpu
+    from gemm.tcec import gpu as tcec_gpu
 
     rng = np.random.default_rng(0)
     a, b = _operands(cp, "bottom", 28, 10, rng)
@@ -184,16 +184,16 @@ def sweep():
     import cupy as cp
 
     import gemm
-    from gemm import tcec_gpu
-    from gemm import tcec_split as ts
+    from gemm.tcec import debias as db
+    from gemm.tcec import gpu as tcec_gpu
 
     rng = np.random.default_rng(0)
     a, b = _operands(cp, "bottom", 28, 10, rng)
     rows = []
-    old = (tcec_gpu.SQUARE_TILE, ts.HH_CHAIN)
+    old = (tcec_gpu.SQUARE_TILE, db.HH_CHAIN)
     for tile in ("square", "square16", "half2"):
         for chain in (1, 2):
-            tcec_gpu.SQUARE_TILE, ts.HH_CHAIN = tile, chain
+            tcec_gpu.SQUARE_TILE, db.HH_CHAIN = tile, chain
             for method in ("tf32tf32", "halfhalf"):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -212,7 +212,7 @@ def sweep():
                       f"{row['product_ms']:8.2f} err {err:.2e} regs {row['regs']} local {row['spill_bytes']}",
                       flush=True)
                 cp.get_default_memory_pool().free_all_blocks()
-    tcec_gpu.SQUARE_TILE, ts.HH_CHAIN = old
+    tcec_gpu.SQUARE_TILE, db.HH_CHAIN = old
     return rows
 
 
@@ -235,8 +235,8 @@ def main(argv=None):
                         "the cases run once per budget")
     p.add_argument("--wg-narrow", default=None, help="wgmma configuration (every mode) elsewhere (128 columns)")
     args = p.parse_args(argv)
-    from gemm import tcec_gpu
-    from gemm import tcec_split as ts
+    from gemm.tcec import debias as db
+    from gemm.tcec import gpu as tcec_gpu
 
     if args.compare_tiles:
         best = compare_tiles()
@@ -265,8 +265,8 @@ def main(argv=None):
     payload = {"environment": env, "command": "python benchmarks/bench_tcec.py " + " ".join(given),
                "square_tile": tcec_gpu.SQUARE_TILE,
                "timing": "CUDA events around the whole gemm.matmul call, 1 warm-up, median of repeats",
-               "hh_chain": ts.HH_CHAIN, "wg_configs": {k: c._asdict() for k, c in tcec_gpu.WG_CONFIGS.items()},
-               "wg_choice": tcec_gpu.WG_CHOICE, "debias_mode": ts.DEBIAS_MODE, "debias_beta": ts.debias_beta(),
+               "hh_chain": db.HH_CHAIN, "wg_configs": {k: c._asdict() for k, c in tcec_gpu.WG_CONFIGS.items()},
+               "wg_choice": tcec_gpu.WG_CHOICE, "debias_mode": db.DEBIAS_MODE, "debias_beta": db.debias_beta(),
                "rows": rows, "sweep": sweep_rows, "wall_s": time.time() - t0}
     if args.out:
         with open(args.out, "w") as f:

@@ -38,7 +38,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from circuits import haar_unitary  # noqa: E402
-from gemm import tcec_split as ts  # noqa: E402
+from gemm.tcec import debias as db  # noqa: E402
+from gemm.tcec import emulate as em  # noqa: E402
+from gemm.tcec import split as ts  # noqa: E402
 
 
 def fitted_beta(fmt: str, d: int, rows: int, kind: str, rng) -> float:
@@ -53,13 +55,13 @@ def fitted_beta(fmt: str, d: int, rows: int, kind: str, rng) -> float:
         scales = [ts.plan_fp16(*(int(v) for v in np.array(ts.exponent_range(x))[[0, 1, 3]]))[0] for x in (ar, br)]
     ah, _ = ts.split(ar, fmt, scales[0])
     bh, _ = ts.split(br, fmt, scales[1])
-    kb = ts.BLOCK_K[fmt]
+    kb = db.BLOCK_K[fmt]
     acc = np.zeros((ah.shape[0], bh.shape[1]), np.float32)
     zero = np.zeros_like(acc)
     exact = np.zeros(acc.shape, np.float64)
     for k0 in range(0, ah.shape[1], kb):
         p = ah[:, None, k0:k0 + kb].astype(np.float64) * bh[k0:k0 + kb, :].T.astype(np.float64)[None, :, :]
-        acc = (acc + ts.tc_mma(zero, p)).astype(np.float32)  # each k-step from zero, RN addition
+        acc = (acc + em.tc_mma(zero, p)).astype(np.float32)  # each k-step from zero, RN addition
         exact += p.sum(-1)
     a64 = acc.astype(np.float64)
     return float(((exact - a64) * a64).sum() / (a64 * a64).sum())
@@ -142,7 +144,7 @@ def representation_scatter(fmt: str, d: int, n: int, trials: int, rng) -> dict:
 
 def gates_main(args):
     rng = np.random.default_rng(0)
-    out = {"command": " ".join(sys.argv), "model_beta": ts.debias_beta(1), "debias_mode": {2 << d: ts.debias_mode(2 << d) for d in range(1, 7)},
+    out = {"command": " ".join(sys.argv), "model_beta": db.debias_beta(1), "debias_mode": {2 << d: db.debias_mode(2 << d) for d in range(1, 7)},
            "device": "gpu" if args.gpu else "cpu", "dense": [], "brickwork": {}, "representation": {}}
     for method, fmt in (("tf32tf32", "tf32"), ("halfhalf", "fp16")):
         for d in range(1, 7):
@@ -178,11 +180,11 @@ def main():
     p.add_argument("--json")
     args = p.parse_args()
     if args.debias_mode:
-        ts.DEBIAS_MODE = args.debias_mode
+        db.DEBIAS_MODE = args.debias_mode
     if args.gates:
         return gates_main(args)
     rng = np.random.default_rng(0)
-    model = ts.debias_beta(1)
+    model = db.debias_beta(1)
     rows = []
     for fmt in ts.FORMATS:
         for d in (4, 6, 8):

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gemm  # noqa: E402
 from circuits import haar_unitary  # noqa: E402
-from qsim_tc import small_gate  # noqa: E402
+from qsim_tc.engine import small_gate  # noqa: E402
 
 
 def main():

@@ -13,7 +13,7 @@ import argparse
 import cupy as cp
 
 import gemm
-from gemm import tcec_gpu
+from gemm.tcec import gpu as tcec_gpu
 
 p = argparse.ArgumentParser()
 p.add_argument("method", nargs="?", default="tf32tf32")

@@ -19,7 +19,6 @@ import argparse
 import json
 import re
 import sys
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from circuits import haar_unitary  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
 from qsim_tc.cli.common import environment  # noqa: E402
-from qsim_tc.small_gate import (  # noqa: E402
+from qsim_tc.engine.small_gate import (  # noqa: E402
     CONFIG,
     DMMA_COMPILED,
     DMMA_CONFIG,
@@ -37,6 +36,7 @@ from qsim_tc.small_gate import (  # noqa: E402
     DmmaConfig,
     apply_dmma_gpu,
     gate_matrix_arg,
+    kernel_source,
     launch_blocks,
     target_args,
     tile_layout,
@@ -68,7 +68,7 @@ def main():
         from custatevec_peer import CuStateVec  # noqa: PLC0415
 
         peer = CuStateVec()
-    code = resources.files("qsim_tc.kernels").joinpath("small_gate.cu").read_text()
+    code = kernel_source()
     direct = [(t, d, g) for t in ("double", "float") for d in (1, 2, 3, 4, 5) for g in (1, 2, 4)
               if not (d >= 4 and g == 4) and not (d == 5 and g > 1)]
     names = [f"apply_direct<{t}, {d}, {g}, {h}>" for t, d, g in direct for h in ("false", "true")]

@@ -31,8 +31,8 @@ from bench_apply import Clock, random_state, reference_apply, targets_for  # noq
 
 import gemm  # noqa: E402
 from circuits import haar_unitary  # noqa: E402
-from qsim_tc import small_gate  # noqa: E402
 from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.engine import small_gate  # noqa: E402
 
 
 def cases(n: int, dtype, family: str = "staged") -> list[list[int]]:
@@ -123,7 +123,7 @@ def main(argv=None):
         tol = 1e-12 if dtype == np.complex128 else 1e-5
         for tg in [c for c in cases(args.qubits, dtype, args.family) if args.min_d <= len(c) <= args.max_d]:
             if args.family == "direct" and not (small_gate.coalesced(tg, dtype.itemsize)
-                                                and (small_gate._real(dtype.itemsize), len(tg)) in small_gate.DIRECT):
+                                                and (small_gate.real_type(dtype.itemsize), len(tg)) in small_gate.DIRECT):
                 continue
             u = haar_unitary(1 << len(tg), rng).astype(dtype)
             ref = reference_apply(x_check, args.qubits, u, tg, xp)  # at the timed size, the same placement

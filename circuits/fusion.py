@@ -12,14 +12,15 @@ they are.
 A block's matrix is the product of its gates, each expanded to the block's qubits (sorted
 ascending; the first listed qubit is the low bit of the matrix index, as in ``circuits.Gate``).
 
-The choice of d for a backend (``choose``) uses the measured per-gate costs in
-``circuits.gate_costs``: it plans the fusion for every candidate d (cheap: qubit sets only) and
-keeps the d whose blocks cost least in total.
+The choice of d (``choose_size``) takes the cost of one gate of each width as a function (the
+simulator passes its measured cost model, :mod:`qsim_tc.plan`): it plans the fusion for every
+candidate d (cheap: qubit sets only) and keeps the d whose blocks cost least in total.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -230,7 +231,7 @@ def _check_max_qubits(max_qubits) -> int:
     return int(max_qubits)
 
 
-# --- choosing d from the measured gate costs -------------------------------------------------
+# --- choosing d from the cost of a gate of each width -------------------------------------
 
 # host-side cost of building block matrices: complex multiply-adds per millisecond (tensordot
 # with its axis moves, measured on 2 CPU cores); makes wide blocks pay for their construction
@@ -238,49 +239,41 @@ _BUILD_MACS_PER_MS = 1.0e6
 MAX_AUTO_QUBITS = 12
 
 
-@dataclass
-class FusionChoice:
-    """The fusion ``choose`` picked and what it expects it to cost."""
+@dataclass(frozen=True)
+class FusionSize:
+    """The fusion ``choose_size`` picked and what it expects it to cost."""
 
     max_qubits: int | None  # None: do not fuse
     min_qubits: int  # blocks narrower than this are widened to it
     estimated_ms: float  # gates plus building the block matrices
     unfused_ms: float
     n_blocks: int
-    cost_row: str  # which measured row was used
-    note: str = ""
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
-def choose(circuit: Circuit, backend: str = "native", device: str = "cpu", dtype: str = "complex128",
-           *, max_candidate: int = MAX_AUTO_QUBITS) -> FusionChoice:
-    """Pick (max_qubits, min_qubits) for ``circuit`` from ``circuits.gate_costs``.
+def choose_size(circuit: Circuit, gate_ms: Callable[[int], float], *,
+                max_candidate: int = MAX_AUTO_QUBITS) -> FusionSize:
+    """Pick (max_qubits, min_qubits) for ``circuit`` given the cost of one gate of each width.
 
     Every d in 1..max_candidate (at most the circuit's width) is planned (qubit sets only),
     until three widths in a row bring no improvement; for each plan every padding width p <= d
-    is priced as the sum of the measured costs of its blocks at the circuit's width, plus the
-    host time to build the block matrices. The cheapest wins, if it beats the unfused circuit.
-    Per-gate Python overhead is not modelled, so small states (where it dominates) may be
-    fused more than pays.
+    is priced as the sum of the costs of its blocks, plus the host time to build the block
+    matrices. The cheapest wins, if it beats the unfused circuit.
 
     Args:
         circuit: the circuit.
-        backend: GEMM method name (a row measured for it is used if present, else the native row).
-        device: ``"cpu"`` or ``"gpu"``.
-        dtype: the state dtype (``"complex128"`` or ``"complex64"``).
+        gate_ms: milliseconds of one gate of k qubits on this circuit's state, for k >= 1 (the
+            simulator's measured cost model: :func:`qsim_tc.plan.choose_fusion`).
         max_candidate: the widest d to consider.
-    """
-    from circuits import gate_costs  # noqa: PLC0415
 
-    row, note = gate_costs.lookup(backend, device, dtype)
+    Returns:
+        The chosen sizes, the estimate and the unfused circuit's cost.
+    """
     n = circuit.n_qubits
     top = max(1, min(int(max_candidate), n, MAX_FUSE_QUBITS))
     widest = max([top] + [g.num_qubits for g in circuit.gates])
-    cost = {k: row.gate_ms(k, n) for k in range(1, widest + 1)}
+    cost = {k: gate_ms(k) for k in range(1, widest + 1)}
     unfused = sum(cost[g.num_qubits] for g in circuit.gates)
-    best = FusionChoice(None, 1, unfused, unfused, len(circuit.gates), _row_name(row), note)
+    best = FusionSize(None, 1, unfused, unfused, len(circuit.gates))
     worse = 0  # consecutive widths that did not beat the best: the costs have turned upwards
     for d in range(1, top + 1):
         blocks = plan(circuit, d)
@@ -292,7 +285,7 @@ def choose(circuit: Circuit, backend: str = "native", device: str = "cpu", dtype
             if p > 1:
                 total += sum(_pad_macs(w, p) for w in widths if w < p) / _BUILD_MACS_PER_MS
             if total < best.estimated_ms * (1 - 1e-9):
-                best = FusionChoice(d, p, total, unfused, len(blocks), _row_name(row), note)
+                best = FusionSize(d, p, total, unfused, len(blocks))
                 improved = True
         worse = 0 if improved else worse + 1
         if worse >= 3:
@@ -312,10 +305,6 @@ def _build_macs(circuit: Circuit, blocks) -> float:
 
 def _pad_macs(w: int, p: int) -> float:
     return float(1 << (2 * p + w))
-
-
-def _row_name(row) -> str:
-    return f"{row.backend}/{row.device}/{row.dtype} at {row.n_qubits} qubits ({row.machine}; {row.source})"
 
 
 def check_fuse_option(fuse):

@@ -113,3 +113,26 @@ def check_matrix(matrix, n_targets: int, *, label: str = "matrix", check_unitary
                 "(pass check_unitary=False to apply it anyway)"
             )
     return m
+
+
+def reorder_bits(matrix: np.ndarray, order) -> np.ndarray:
+    """Re-index a gate matrix so that new index bit j is old index bit ``order[j]``.
+
+    A gate listed on qubits (q0, q1, ...) and the same gate listed in another order differ only
+    by this permutation of the matrix's index bits.
+
+    Args:
+        matrix: a (2^d, 2^d) array.
+        order: a permutation of 0..d-1.
+
+    Returns:
+        ``matrix`` itself when ``order`` is the identity, else a new C-contiguous array.
+    """
+    d = len(order)
+    if list(order) == list(range(d)):
+        return matrix
+    t = matrix.reshape([2] * (2 * d))
+    # C order: axis i of a d-bit index is bit d-1-i
+    rows = [d - 1 - order[d - 1 - i] for i in range(d)]
+    cols = [2 * d - 1 - order[d - 1 - i] for i in range(d)]
+    return np.ascontiguousarray(t.transpose(rows + cols)).reshape(1 << d, 1 << d)

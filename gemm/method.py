@@ -1,47 +1,123 @@
-"""The protocol every GEMM method implements, and the base class that does the common part.
+"""The contract every GEMM method implements, and the base class that does the common part.
 
 A method is registered once (``gemm.registry``) and called through ``gemm.matmul``. The engine
-never branches on a method's name: it reads ``precision`` (which state dtype to keep) and calls.
+never branches on a method's name: it reads what the method declares here and calls.
+
+What a method declares:
+
+* ``name``, ``description``;
+* ``precision``: its precision class, a key of :data:`PRECISIONS` (the accuracy its products
+  reach, and so the state dtype a simulator keeps for it);
+* ``dtypes``: the operand dtypes it accepts;
+* ``option_specs``: its keyword options, each an :class:`gemm.options.Option` (default and
+  value check); ``options`` is the derived ``name -> default`` view;
+* ``direct_small_gates``: whether a native small-gate kernel computes the same arithmetic as
+  the method, so that the engine may apply small gates with that kernel instead of a GEMM;
+* :meth:`Method.workspace_bytes`: the memory one product needs beyond its operands and output.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import numpy as np
 
 from gemm.operands import COMPLEX, REAL, Operands, check_operands
+from gemm.options import Option
 from gemm.report import Report
 from gemm.timing import StageTimer
+
+# precision class -> the complex dtype of a simulator's state. The class names the accuracy of
+# one product: "dd" ~106 bits; "fp64" and "fp32" that of a float64 / float32 GEMM; "tf32" and
+# "fp16" the uncorrected low-precision tensor-core products (10-bit significands; methods kept
+# for comparison).
+PRECISIONS = {
+    "dd": np.dtype(np.complex128),
+    "fp64": np.dtype(np.complex128),
+    "fp32": np.dtype(np.complex64),
+    "tf32": np.dtype(np.complex64),
+    "fp16": np.dtype(np.complex64),
+}
 
 
 class Method:
     """Base class of a GEMM method.
 
-    Subclasses set ``name``, ``precision`` (``"fp64"``, ``"fp32"`` or ``"dd"``), ``dtypes``
-    (accepted operand dtypes) and ``options`` (keyword -> default), and implement ``_run``.
+    Subclasses set ``name``, ``precision`` (a key of :data:`PRECISIONS`), ``dtypes`` (accepted
+    operand dtypes), ``option_specs`` (keyword -> :class:`gemm.options.Option`) and, where it
+    holds, ``direct_small_gates``; they implement ``_run`` and, when they allocate workspace,
+    :meth:`workspace_bytes`.
     """
 
     name: str = ""
     precision: str = "fp64"
     dtypes: tuple = REAL + COMPLEX
-    options: dict[str, Any] = {}
+    option_specs: Mapping[str, Option] = MappingProxyType({})
+    direct_small_gates: bool = False
     description: str = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "options" in cls.__dict__:
+            raise TypeError(f"{cls.__name__}: declare options as option_specs (name -> gemm.options.Option), "
+                            "not as a dict of defaults")
+        if cls.precision not in PRECISIONS:
+            raise ValueError(f"{cls.__name__}.precision={cls.precision!r}; expected one of {', '.join(PRECISIONS)}")
+        if not isinstance(cls.direct_small_gates, bool):
+            raise TypeError(f"{cls.__name__}.direct_small_gates must be a bool, got {cls.direct_small_gates!r}")
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """Option name -> default value (read-only)."""
+        return MappingProxyType({k: spec.default for k, spec in self.option_specs.items()})
 
     @property
     def state_dtype(self) -> np.dtype:
         """The complex dtype a simulator keeps its state in for this method."""
-        return np.dtype(np.complex64 if self.precision == "fp32" else np.complex128)
+        return PRECISIONS[self.precision]
 
     def check_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        """Merge ``options`` over the defaults; unknown keywords are a TypeError naming them."""
-        unknown = sorted(set(options) - set(self.options))
+        """Every option, checked and merged over the defaults.
+
+        Args:
+            options: keyword options given by the caller.
+
+        Returns:
+            name -> value for every option of the method (checked values, defaults elsewhere).
+
+        Raises:
+            TypeError: an unknown option name, or a value of the wrong type.
+            ValueError: a value outside the valid ones; the message names the option, the value
+                and what is valid.
+        """
+        specs = self.option_specs
+        unknown = sorted(set(options) - set(specs))
         if unknown:
-            known = ", ".join(sorted(self.options)) or "none"
+            known = ", ".join(sorted(specs)) or "none"
             raise TypeError(f"method {self.name!r} got unknown option(s) {', '.join(unknown)}; it accepts: {known}")
-        merged = dict(self.options)
-        merged.update(options)
+        merged = {k: spec.default for k, spec in specs.items()}
+        for k, value in options.items():
+            merged[k] = specs[k].check(k, value)
         return merged
+
+    def workspace_bytes(self, m: int, k: int, n: int, dtype, *, device: str = "gpu", **options) -> int:
+        """Bytes one product ``(m, k) @ (k, n)`` of ``dtype`` allocates beyond A, B and C.
+
+        Args:
+            m, k, n: the product's sizes.
+            dtype: the operands' dtype (real or complex).
+            device: ``"cpu"`` or ``"gpu"``.
+            **options: the method's options (checked as by :meth:`check_options`).
+
+        Returns:
+            A non-negative int; the base class (a method without workspace) returns 0.
+
+        Raises:
+            TypeError, ValueError: as :meth:`check_options`.
+        """
+        self.check_options(options)
+        return 0
 
     def __call__(self, a, b, **options) -> tuple[Any, Report]:
         opts = self.check_options(options)

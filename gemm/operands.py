@@ -15,6 +15,7 @@ from types import ModuleType
 import numpy as np
 
 from gemm.device import array_module
+from gemm.errors import NonFiniteError
 
 REAL = (np.dtype(np.float32), np.dtype(np.float64))
 COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
@@ -88,8 +89,6 @@ def check_operands(a, b, *, allowed=REAL + COMPLEX) -> Operands:
 
 def check_finite(x, name: str, xp) -> None:
     """Raise NonFiniteError if ``x`` holds NaN or Inf (one reduction, one host read)."""
-    from gemm.errors import NonFiniteError  # noqa: PLC0415
-
     if not bool(xp.isfinite(x).all()):
         bad = int((~xp.isfinite(x)).sum())
         raise NonFiniteError(f"{name} holds {bad} NaN/Inf element(s); this method needs finite operands")

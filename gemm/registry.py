@@ -12,12 +12,18 @@ from gemm.method import Method
 
 # name -> "module:Class"
 _TABLE: dict[str, str] = {
-    "native": "gemm.native:Native",
-    "native32": "gemm.native:Native32",
-    "native3m": "gemm.native:Native3M",
-    "dd": "gemm.dd:DoubleDouble",
-    "int8": "gemm.ozaki:Int8", "int8-auto": "gemm.ozaki:Int8Auto",
-    "tf32tf32": "gemm.tcec:TF32TF32", "halfhalf": "gemm.tcec:HalfHalf", "tc-auto": "gemm.tcec:TCAuto", "tf32": "gemm.tcec:TF32", "fp16": "gemm.tcec:FP16", "markidis": "gemm.tcec:Markidis",  # noqa: E501
+    "native": "gemm.native.method:Native",
+    "native32": "gemm.native.method:Native32",
+    "native3m": "gemm.native.method:Native3M",
+    "dd": "gemm.dd.method:DoubleDouble",
+    "int8": "gemm.ozaki.method:Int8",
+    "int8-auto": "gemm.ozaki.method:Int8Auto",
+    "tf32tf32": "gemm.tcec.method:TF32TF32",
+    "halfhalf": "gemm.tcec.method:HalfHalf",
+    "tc-auto": "gemm.tcec.method:TCAuto",
+    "tf32": "gemm.tcec.method:TF32",
+    "fp16": "gemm.tcec.method:FP16",
+    "markidis": "gemm.tcec.method:Markidis",
 }
 _CACHE: dict[str, Method] = {}
 

@@ -20,7 +20,11 @@ from typing import Any
 import numpy as np
 
 import gemm
-from gemm import dd_arith
+from circuits import Circuit
+from gemm.dd import arith as dd_arith
+from qsim_tc.reference import simulate_dd
+from qsim_tc.simulator import Simulator
+from qsim_tc.state import StateVector
 
 METRICS = ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity", "norm_drift")
 DEFAULT_FLOOR_FACTOR = 1e-3  # default floor: 1e-3 of the typical amplitude 2^(-n/2)
@@ -31,8 +35,6 @@ DEFAULT_FLOOR_FACTOR = 1e-3  # default floor: 1e-3 of the typical amplitude 2^(-
 
 def _state_array(state):
     """A 1-D complex array and its array module from a StateVector, a Result or an array."""
-    from qsim_tc.state import StateVector  # noqa: PLC0415
-
     if hasattr(state, "state") and isinstance(getattr(state, "state"), StateVector):
         state = state.state
     if isinstance(state, StateVector):
@@ -198,8 +200,6 @@ def mirror_error(simulator, circuit, floor: float = 0.5) -> dict[str, Any]:
     Returns:
         :func:`compare`'s dict plus ``time_s`` (the mirrored run) and ``n_gates`` (both halves).
     """
-    from circuits import Circuit  # noqa: PLC0415
-
     if not isinstance(circuit, Circuit):
         raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
     mirrored = circuit.then(circuit.inverse())
@@ -243,9 +243,6 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
     Raises:
         ValueError: an unknown backend or reference; TypeError: bad options.
     """
-    from qsim_tc.reference import simulate_dd  # noqa: PLC0415
-    from qsim_tc.simulator import Simulator  # noqa: PLC0415
-
     if isinstance(backends, str):
         backends = [b.strip() for b in backends.split(",") if b.strip()]
     backends = list(backends)

@@ -49,10 +49,7 @@ def gate_extra_bytes(method, n_qubits: int, d: int, dtype, options: dict, *, spa
     slices, hi/lo splits, products).
     """
     nbytes = state_bytes(n_qubits, dtype)
-    est = getattr(method, "workspace_bytes", None)
-    work = 0
-    if est is not None:
-        work = int(est((1 << n_qubits) >> d, 1 << d, 1 << d, dtype, device=device, **options))
+    work = int(method.workspace_bytes((1 << n_qubits) >> d, 1 << d, 1 << d, dtype, device=device, **options))
     if "out" in method.options:
         return work + (0 if spare_allocated else nbytes)
     return work + 2 * nbytes

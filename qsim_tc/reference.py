@@ -17,10 +17,11 @@ import numpy as np
 
 import gemm
 from circuits import Circuit
-from gemm import dd_arith
+from circuits.gate import reorder_bits
+from gemm.dd import arith as dd_arith
 from qsim_tc import memory
-from qsim_tc.gate_matrix import reorder_bits
-from qsim_tc.layout import Layout, permute_bits
+from qsim_tc.engine.permute import permute_bits
+from qsim_tc.layout import Layout
 
 
 @dataclass

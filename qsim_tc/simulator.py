@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 import gemm
-from circuits import Circuit
+from circuits import Circuit, fusion
 from qsim_tc import memory
-from qsim_tc.apply import ApplyInfo
+from qsim_tc.engine import ApplyInfo
+from qsim_tc.plan import choose_fusion
 from qsim_tc.state import StateVector
 
 
@@ -68,7 +69,7 @@ class Simulator:
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
         small_gate_kernel: None (default: use it where the backend allows), True or False.
         fuse: None (no fusion), the most qubits a fused block may have, or ``"auto"`` (chosen per
-            circuit from the measured gate costs of this backend and device, circuits.gate_costs).
+            circuit from the measured gate costs of this backend and device, qsim_tc.plan.costs).
         **backend_options: passed to every ``gemm.matmul`` call (``threshold=``, ``splits=``...).
 
     Raises:
@@ -83,19 +84,16 @@ class Simulator:
         self.backend = backend
         self.device = gemm.resolve_device(device)
         self.small_gate_kernel = small_gate_kernel
-        from circuits.fusion import check_fuse_option  # noqa: PLC0415
-        self.fuse = check_fuse_option(fuse)  # None: off; an int d: blocks of at most d qubits; "auto"
-        self.fusion_choice = None  # the last "auto" choice (circuits.fusion.FusionChoice)
+        self.fuse = fusion.check_fuse_option(fuse)  # None: off; an int d: blocks of at most d qubits; "auto"
+        self.fusion_choice = None  # the last "auto" choice (qsim_tc.plan.FusionChoice)
         self.options = backend_options
 
     def _fused(self, circuit: Circuit) -> Circuit:
         """The circuit after gate fusion, or the circuit itself when fusion is off."""
         if self.fuse is None:
             return circuit
-        from circuits import fusion  # noqa: PLC0415
-
         if self.fuse == "auto":
-            choice = fusion.choose(circuit, self.backend, self.device.name, str(np.dtype(self.dtype)))
+            choice = choose_fusion(circuit, self.backend, self.device.name, str(np.dtype(self.dtype)))
             self.fusion_choice = choice
             if choice.max_qubits is None:
                 return circuit
@@ -148,7 +146,7 @@ class Simulator:
             if progress is not None:
                 progress(i + 1, total)
         if circuit.global_phase:
-            state._data *= circuit.phase_factor
+            state.apply_global_phase(circuit.global_phase)
         gemm.device.synchronize(self.device.xp)
         wall = time.perf_counter() - t0
         meta = {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options),

@@ -8,13 +8,14 @@ public accessor speaks logical indices.
 
 from __future__ import annotations
 
+import cmath
+
 import numpy as np
 
 import gemm
+from circuits.gate import check_matrix, check_qubits
 from qsim_tc import memory
-from qsim_tc.apply import ApplyInfo, apply_to_data
-from qsim_tc.gate_matrix import check_matrix, check_targets
-from qsim_tc.layout import Layout, permute_bits
+from qsim_tc.engine import ApplyInfo, GateRequest, PhysicalState, apply_gate
 
 DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))
 MAX_QUBITS = 40
@@ -46,8 +47,8 @@ class StateVector:
         xp = self._device.xp
         memory.check_fits(f"a {n_qubits}-qubit {dtype} state", memory.state_bytes(n_qubits, dtype), self._device)
         if data is None:
-            self._data = xp.zeros(1 << n_qubits, dtype=dtype)
-            self._data[0] = 1
+            arr = xp.zeros(1 << n_qubits, dtype=dtype)
+            arr[0] = 1
         else:
             arr = xp.asarray(data)
             if arr.shape != (1 << n_qubits,):
@@ -58,9 +59,7 @@ class StateVector:
                 arr = arr.astype(dtype, copy=True)
             if not bool(xp.isfinite(arr).all()):  # after the cast: 1e39 does not fit complex64
                 raise ValueError(f"data holds NaN or Inf (as {dtype})")
-            self._data = arr
-        self._layout = Layout(n_qubits)
-        self._spare = None  # a second state-sized buffer, reused as the output of every GEMM
+        self._phys = PhysicalState(arr, self._device)  # the amplitudes as stored, and their layout
 
     @classmethod
     def from_array(cls, data, *, dtype=None, device="auto") -> StateVector:
@@ -99,14 +98,31 @@ class StateVector:
 
     @property
     def nbytes(self) -> int:
-        return int(self._data.nbytes)
+        return int(self._phys.data.nbytes)
+
+    # the physical array and its layout, for tests and benchmarks that drive the kernels directly
+    @property
+    def _data(self):
+        return self._phys.data
+
+    @_data.setter
+    def _data(self, value) -> None:
+        self._phys.data = value
+
+    @property
+    def _layout(self):
+        return self._phys.layout
+
+    @_layout.setter
+    def _layout(self, value) -> None:
+        self._phys.layout = value
 
     # --- reading -----------------------------------------------------------------------------
 
     def data(self):
         """The amplitudes in logical order, as a numpy or cupy array (undoes any pending permutation)."""
-        self._canonicalize()
-        return self._data
+        self._phys.canonicalize()
+        return self._phys.data
 
     def to_numpy(self) -> np.ndarray:
         """A host copy of the amplitudes in logical order."""
@@ -117,7 +133,7 @@ class StateVector:
         """The amplitude of basis state ``index`` (logical, little-endian)."""
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < (1 << self._n):
             raise ValueError(f"index must be an int in 0..{(1 << self._n) - 1}, got {index!r}")
-        return complex(self._data[self._layout.physical_index(int(index))])
+        return complex(self._phys.data[self._phys.layout.physical_index(int(index))])
 
     def probabilities(self):
         """|amplitude|^2 in logical order (numpy or cupy array, float of the state's precision)."""
@@ -126,7 +142,7 @@ class StateVector:
 
     def norm(self) -> float:
         """The 2-norm of the state."""
-        return float(self.xp.linalg.norm(self._data))
+        return float(self.xp.linalg.norm(self._phys.data))
 
     def sample(self, shots: int, seed=None, qubits=None) -> np.ndarray:
         """Draw ``shots`` basis-state outcomes from |amplitude|^2.
@@ -143,7 +159,8 @@ class StateVector:
         if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
             raise ValueError(f"shots must be a positive int, got {shots!r}")
         xp = self.xp
-        p = self._data.real.astype(np.float64) ** 2 + self._data.imag.astype(np.float64) ** 2
+        data = self._phys.data
+        p = data.real.astype(np.float64) ** 2 + data.imag.astype(np.float64) ** 2
         cdf = xp.cumsum(p)
         total = float(cdf[-1])
         rng = np.random.default_rng(seed)
@@ -152,18 +169,16 @@ class StateVector:
         phys = xp.minimum(phys, (1 << self._n) - 1)
         if self._device.is_gpu:
             phys = phys.get()
-        out = self._layout.logical_indices(np.asarray(phys, dtype=np.int64))
+        out = self._phys.layout.logical_indices(np.asarray(phys, dtype=np.int64))
         if qubits is not None:
-            qs = check_targets(qubits, self._n)
+            qs = check_qubits(qubits, self._n)
             out = sum(((out >> q) & 1) << i for i, q in enumerate(qs))
         return np.asarray(out, dtype=np.int64)
 
     def copy(self) -> StateVector:
         other = object.__new__(StateVector)
         other._device, other._n, other._dtype = self._device, self._n, self._dtype
-        other._data = self._data.copy()
-        other._layout = self._layout.copy()
-        other._spare = None
+        other._phys = self._phys.copy()
         return other
 
     # --- changing ----------------------------------------------------------------------------
@@ -177,7 +192,7 @@ class StateVector:
             qubits: distinct targets in any order and position.
             method: GEMM method name (``gemm.methods()``).
             check_unitary: reject a non-unitary matrix (to 1e-10).
-            small_gate_kernel: use a dedicated kernel (d <= 4; d <= 6 in complex128) when the method allows it
+            small_gate_kernel: use a dedicated kernel (d <= 6) when the method allows it
                 (None: when the method computes in the state's native arithmetic, on the GPU).
             next_qubits: targets of the gate to be applied next, if known (a layout hint only).
             **options: options of the GEMM method.
@@ -189,9 +204,9 @@ class StateVector:
             QubitError / ValueError / TypeError on bad input; InsufficientMemoryError if the
             output and workspace do not fit. The state is unchanged on any error.
         """
-        qs = check_targets(qubits, self._n)
+        qs = check_qubits(qubits, self._n)
         if next_qubits is not None:
-            next_qubits = check_targets(next_qubits, self._n)
+            next_qubits = check_qubits(next_qubits, self._n)
         m = check_matrix(matrix, len(qs), check_unitary=check_unitary)
         meth = gemm.get_method(method)
         meth.check_options(options)
@@ -200,37 +215,15 @@ class StateVector:
                 f"method {method!r} works on {meth.state_dtype} states; this state is {self._dtype} "
                 f"(create it with dtype={meth.state_dtype})"
             )
-        kernel = self._small_kernel(meth, qs, small_gate_kernel)
-        if kernel is None:
-            extra = memory.gate_extra_bytes(meth, self._n, len(qs), self._dtype, options,
-                                            spare_allocated=self._spare is not None, device=self._device.name)
-            memory.check_fits(f"applying a {len(qs)}-qubit gate with {method!r}", extra, self._device)
-        if kernel is None and self._spare is None and "out" in meth.options:
-            self._spare = self.xp.empty_like(self._data)
-        out, spare, new_phys, info = apply_to_data(
-            self._data, self._n, self._layout, m, qs, method=method, options=options,
-            xp=self.xp, device_name=self._device.name, small_kernel=kernel, next_qubits=next_qubits,
-            spare=self._spare,
-        )
-        self._data, self._spare = out, spare
-        if new_phys is not None:
-            self._layout.set(new_phys)
-        return info
+        return apply_gate(self._phys, GateRequest(m, qs, meth, options, small_gate_kernel, next_qubits))
 
-    def _small_kernel(self, meth, qubits, want):
-        from qsim_tc import small_gate  # noqa: PLC0415
+    def apply_global_phase(self, phase: float) -> None:
+        """Multiply every amplitude by ``exp(1j * phase)`` (a circuit's global phase).
 
-        positions = sorted(self._layout.pos[q] for q in qubits)
-        return small_gate.select(meth, self._device, want, self._n, positions, self._dtype.itemsize)
-
-    def _canonicalize(self) -> None:
-        """Undo a pending qubit permutation (one pass over the state)."""
-        if not self._layout.is_identity:
-            new = permute_bits(self._data, self._n, list(range(self._n)), self._layout.phys, self.xp, out=self._spare)
-            if self._spare is not None:
-                self._spare = self._data
-            self._data = new
-            self._layout = Layout(self._n)
+        Args:
+            phase: the angle in radians.
+        """
+        self._phys.data *= cmath.exp(1j * phase)
 
     def __repr__(self) -> str:
         return f"StateVector(n_qubits={self._n}, dtype={self._dtype}, device={self._device.name!r})"

@@ -12,6 +12,7 @@ import sys
 import gemm
 from circuits import brickwork
 from qsim_tc import Simulator
+from qsim_tc.accuracy import accuracy_table, format_table, plot_rows
 from qsim_tc.cli.common import (
     Progress,
     add_backend_options,
@@ -86,8 +87,6 @@ def _single(args, circ, backend) -> int:
 
 
 def _compare(args, circ, backends) -> int:
-    from qsim_tc.accuracy import accuracy_table, format_table, plot_rows  # noqa: PLC0415
-
     print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates; "
           f"backends {', '.join(backends)}; reference {args.reference or 'none'}"
           + ("; mirror" if args.mirror else ""))

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import gemm
-from gemm.accuracy_tests import DEFAULT_PHIS, DEFAULT_TYPES, TESTS, format_results, plot_results, run_accuracy_test
+from gemm.diagnostics.accuracy_tests import (
+    DEFAULT_PHIS,
+    DEFAULT_TYPES,
+    TESTS,
+    format_results,
+    plot_results,
+    run_accuracy_test,
+)
 from qsim_tc.cli.common import add_device, environment, parse_list, write_json
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gemm
+from gemm.diagnostics import probe
 from qsim_tc.cli.common import environment, write_json
 
 
@@ -16,8 +17,6 @@ def run(args) -> int:
     if not gemm.gpu_available():
         raise RuntimeError("the probe runs mma instructions on a CUDA GPU; none is available (install cupy on a "
                            "machine with an NVIDIA GPU)")
-    from gemm import probe  # noqa: PLC0415
-
     rows = probe.probe_all()
     print(probe.format_table(rows))
     status = 0

@@ -7,6 +7,8 @@ from collections import Counter
 import numpy as np
 
 import gemm
+from circuits import from_qasm
+from qsim_tc import Simulator, accuracy
 from qsim_tc.cli.common import (
     Progress,
     add_backend_options,
@@ -18,6 +20,7 @@ from qsim_tc.cli.common import (
     fuse_option,
     write_json,
 )
+from qsim_tc.reference import simulate_dd
 
 
 def register(sub) -> None:
@@ -38,9 +41,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from circuits import from_qasm  # noqa: PLC0415
-    from qsim_tc import Simulator  # noqa: PLC0415
-
     if args.shots < 0:
         raise ValueError(f"--shots must be >= 0, got {args.shots}")
     try:
@@ -85,11 +85,7 @@ def run(args) -> int:
 
 
 def _compare(state, circ, args) -> dict:
-    from qsim_tc import Simulator, accuracy  # noqa: PLC0415
-
     if args.reference == "dd":
-        from qsim_tc.reference import simulate_dd  # noqa: PLC0415
-
         ref = simulate_dd(circ, device=args.device)
     else:
         ref = Simulator(args.reference, device=args.device).run(circ).state.data()

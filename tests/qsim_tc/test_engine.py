@@ -1,0 +1,195 @@
+"""The engine against qiskit.quantum_info.Statevector, and every apply path against each other."""
+
+import numpy as np
+import pytest
+
+import gemm
+from circuits import Circuit, brickwork, haar_unitary
+from qsim_tc import Simulator, StateVector
+from qsim_tc.engine.apply import plan_targets
+from qsim_tc.layout import Layout
+
+scipy_stats = pytest.importorskip("scipy.stats")
+
+qiskit = pytest.importorskip("qiskit")
+from qiskit.circuit.library import UnitaryGate  # noqa: E402
+from qiskit.quantum_info import Statevector  # noqa: E402
+
+
+def to_qiskit(circ: Circuit):
+    qc = qiskit.QuantumCircuit(circ.n_qubits)
+    for g in circ:
+        qc.append(UnitaryGate(g.matrix, check_input=False), list(g.qubits))
+    return qc
+
+
+def random_circuit(n, n_gates, max_d, rng):
+    circ = Circuit(n)
+    for _ in range(n_gates):
+        d = int(rng.integers(1, max_d + 1))
+        qs = [int(q) for q in rng.choice(n, d, replace=False)]  # random, unordered, scattered
+        circ.add(haar_unitary(1 << d, rng), qs)
+    return circ
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_scattered_gates_match_qiskit(seed):
+    rng = np.random.default_rng(seed)
+    n = 10
+    circ = random_circuit(n, 25, 6, rng)
+    ours = Simulator(device="cpu").run(circ).state.to_numpy()
+    ref = Statevector(to_qiskit(circ)).data
+    assert np.abs(ours - ref).max() < 1e-12
+
+
+@pytest.mark.parametrize("n,d", [(12, 4), (11, 3), (9, 2), (13, 5), (8, 1)])
+def test_brickwork_matches_qiskit(n, d):
+    circ = brickwork(n, d, 6, seed=n + d, periodic=(d == 3))
+    ours = Simulator(device="cpu").run(circ).state.to_numpy()
+    assert np.abs(ours - Statevector(to_qiskit(circ)).data).max() < 1e-12
+
+
+def test_every_path_gives_the_same_state(rng):
+    """Force each path (bottom, top, batched, permute) on the same gate and compare."""
+    n, d = 9, 3
+    psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    psi /= np.linalg.norm(psi)
+    u = haar_unitary(1 << d, rng)
+    expected = Statevector(psi).evolve(qiskit.quantum_info.Operator(u), qargs=[2, 3, 4]).data
+    seen = set()
+    for phys in ([2, 3, 4, 0, 1, 5, 6, 7, 8],   # targets at the bottom
+                 [0, 1, 5, 6, 7, 8, 2, 3, 4],   # at the top
+                 [0, 1, 5, 6, 2, 3, 4, 7, 8],   # middle, L = 16: batched
+                 [0, 2, 1, 3, 5, 4, 6, 7, 8],   # scattered: permute first
+                 [0, 4, 3, 2, 1, 5, 6, 7, 8]):  # contiguous but reversed, L = 2
+        st = StateVector(n, device="cpu", data=psi)
+        lay = Layout(n)
+        lay.set(phys)
+        st._data = st._data[lay.logical_indices(np.arange(1 << n))].copy()  # store permuted
+        st._layout = lay
+        info = st.apply(u, [2, 3, 4])
+        seen.add(info.path)
+        assert np.abs(st.to_numpy() - expected).max() < 1e-13, info.path
+    assert {"bottom", "top", "batched", "permute+bottom"} <= seen
+
+
+def test_lookahead_puts_next_gate_on_top():
+    lay = Layout(8)
+    plan = plan_targets(lay, (2, 4), 8, "cpu", False, next_qubits=(5, 6))
+    assert plan.path == "permute+bottom"
+    assert plan.permute_to[:2] == [2, 4] and plan.permute_to[-2:] == [5, 6]
+
+
+def test_lookahead_with_rotation_puts_next_gate_at_bottom(monkeypatch):
+    import qsim_tc.engine.apply as apply_mod
+
+    monkeypatch.setitem(apply_mod.ROTATE_D, "cpu", frozenset({2}))
+    plan = plan_targets(Layout(8), (2, 4), 8, "cpu", False, next_qubits=(5, 6))
+    assert plan.path == "permute+rotate" and plan.rotate
+    assert plan.permute_to[:2] == [2, 4] and plan.final[:2] == [5, 6] and plan.final[-2:] == [2, 4]
+
+
+def test_qubit_order_of_matrix_is_qiskits():
+    """The first listed qubit is the low bit of the matrix index (CX with control 0, target 1)."""
+    cx = np.array([[1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0], [0, 1, 0, 0]])
+    st = StateVector(3, device="cpu", data=np.eye(8)[1])  # |001>: qubit 0 set
+    st.apply(cx, [0, 1])
+    assert abs(st.amplitude(0b011) - 1) < 1e-15
+
+
+def test_complex64_state_with_native32(rng):
+    circ = brickwork(10, 3, 4, seed=3)
+    r32 = Simulator("native32", device="cpu").run(circ)
+    r64 = Simulator("native", device="cpu").run(circ)
+    assert r32.state.dtype == np.complex64
+    assert np.abs(r32.state.to_numpy() - r64.state.to_numpy()).max() < 1e-5
+
+
+def test_global_phase_applied():
+    c = Circuit(2, global_phase=np.pi / 2)
+    c.add(np.eye(2), [0])
+    st = Simulator(device="cpu").run(c).state
+    assert abs(st.amplitude(0) - 1j) < 1e-15
+
+
+def test_stats_and_json_shape():
+    res = Simulator(device="cpu").run(brickwork(8, 2, 3, seed=0))
+    d = res.to_dict()
+    assert d["n_gates"] == len(res.stats) > 0
+    g = d["gates"][0]
+    assert g["method"] == "native" and g["report"]["method"] == "native" and g["time_ms"] >= 0
+
+
+def test_state_accessors(rng):
+    psi = rng.standard_normal(16) + 1j * rng.standard_normal(16)
+    psi /= np.linalg.norm(psi)
+    st = StateVector.from_array(psi, device="cpu")
+    assert st.n_qubits == 4
+    assert abs(st.amplitude(5) - psi[5]) < 1e-15
+    assert abs(st.norm() - 1) < 1e-14
+    assert np.allclose(st.probabilities(), np.abs(psi) ** 2)
+    assert np.array_equal(st.to_numpy(), psi)
+
+
+def test_sampling_matches_probabilities():
+    rng = np.random.default_rng(7)
+    psi = rng.standard_normal(8) + 1j * rng.standard_normal(8)
+    psi /= np.linalg.norm(psi)
+    st = StateVector.from_array(psi, device="cpu")
+    shots = 200_000
+    counts = np.bincount(st.sample(shots, seed=1), minlength=8)
+    p = np.abs(psi) ** 2
+    chi2 = float((((counts - shots * p) ** 2) / (shots * p)).sum())
+    assert chi2 < scipy_stats.chi2.ppf(0.999, df=7)
+    assert np.array_equal(st.sample(50, seed=3), st.sample(50, seed=3))
+
+
+def test_sampling_sees_logical_order_after_permutation():
+    """After a permuting gate the stored layout differs; samples must still be logical indices."""
+    st = StateVector(4, device="cpu")
+    x = np.array([[0, 1], [1, 0]])
+    st.apply(np.kron(x, x), [3, 1])  # scattered: the engine permutes
+    assert not st._layout.is_identity
+    assert set(st.sample(100, seed=0)) == {0b1010}
+    assert set(st.sample(100, seed=0, qubits=[3, 1])) == {0b11}
+
+
+def test_bottom_rotate_path_matches_qiskit(monkeypatch):
+    """U @ S^T leaves the targets on top; the lazy layout must account for it."""
+    import qsim_tc.engine.apply as apply_mod
+
+    monkeypatch.setitem(apply_mod.ROTATE_D, "cpu", frozenset(range(1, 40)))
+    circ = brickwork(11, 3, 5, seed=4)
+    res = Simulator(device="cpu").run(circ)
+    assert "bottom-rotate" in {s.info.path for s in res.stats}
+    assert np.abs(res.state.to_numpy() - Statevector(to_qiskit(circ)).data).max() < 1e-12
+    rnd = random_circuit(9, 30, 5, np.random.default_rng(8))
+    res = Simulator(device="cpu").run(rnd)
+    assert "permute+rotate" in {s.info.path for s in res.stats}
+    assert np.abs(res.state.to_numpy() - Statevector(to_qiskit(rnd)).data).max() < 1e-12
+
+
+def test_global_phase_multiplies_every_amplitude(rng):
+    psi = rng.standard_normal(16) + 1j * rng.standard_normal(16)
+    st = StateVector.from_array(psi, device="cpu")
+    st.apply(haar_unitary(4, rng), [0, 2])  # leaves the layout permuted: the phase must not care
+    before = st.to_numpy()
+    st.apply_global_phase(0.7)
+    assert np.allclose(st.to_numpy(), before * np.exp(0.7j), rtol=0, atol=1e-15)
+
+
+def test_physical_state_copy_and_canonicalize(rng):
+    """The engine's storage: a copy is independent, canonicalize undoes the layout in one pass."""
+    from qsim_tc.engine import PhysicalState
+
+    n = 5
+    psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    lay = Layout(n)
+    lay.set([3, 0, 4, 1, 2])
+    phys = PhysicalState(psi[lay.logical_indices(np.arange(1 << n))].copy(), gemm.resolve_device("cpu"), lay)
+    other = phys.copy()
+    phys.canonicalize()
+    assert phys.layout.is_identity and np.array_equal(phys.data, psi)
+    assert not other.layout.is_identity and other.spare is None
+    other.canonicalize()
+    assert np.array_equal(other.data, psi)
