@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gemm  # noqa: E402
 from circuits import brickwork, haar_unitary  # noqa: E402
 from qsim_tc import Simulator, StateVector  # noqa: E402
-from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.environment import environment  # noqa: E402
 from qsim_tc.layout import Layout  # noqa: E402
 
 

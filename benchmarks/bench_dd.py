@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import gemm  # noqa: E402
 from circuits import brickwork  # noqa: E402
 from qsim_tc.accuracy import compare  # noqa: E402
-from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.environment import environment  # noqa: E402
 from qsim_tc.reference import simulate_dd  # noqa: E402
 
 

@@ -152,7 +152,7 @@ def main(argv=None):
     import cupy as cp
 
     import gemm
-    from qsim_tc.cli.common import environment
+    from qsim_tc.environment import environment
 
     rng = np.random.default_rng(2026)
     splits = [int(x) for x in args.splits.split(",") if x]

@@ -48,7 +48,7 @@ import gemm  # noqa: E402
 from circuits import Circuit, Gate, haar_unitary  # noqa: E402
 from circuits.fusion import fuse  # noqa: E402
 from qsim_tc import Simulator, StateVector  # noqa: E402
-from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.environment import environment  # noqa: E402
 from qsim_tc.plan import choose_fusion as choose  # noqa: E402
 
 # --- circuits ------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from circuits import haar_unitary  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
-from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.environment import environment  # noqa: E402
 
 
 def main():

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from circuits import haar_unitary  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
-from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.environment import environment  # noqa: E402
 from qsim_tc.engine.small_gate import (  # noqa: E402
     CONFIG,
     DMMA_COMPILED,

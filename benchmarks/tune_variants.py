@@ -31,7 +31,7 @@ from bench_apply import Clock, random_state, reference_apply, targets_for  # noq
 
 import gemm  # noqa: E402
 from circuits import haar_unitary  # noqa: E402
-from qsim_tc.cli.common import environment  # noqa: E402
+from qsim_tc.environment import environment  # noqa: E402
 from qsim_tc.engine import small_gate  # noqa: E402
 
 

@@ -20,11 +20,11 @@ from qsim_tc.cli.common import (
     add_fuse,
     backend_options,
     check_options_used,
-    environment,
     fuse_option,
     parse_list,
     write_json,
 )
+from qsim_tc.environment import environment
 
 
 def register(sub) -> None:

@@ -11,7 +11,8 @@ from gemm.diagnostics.accuracy_tests import (
     plot_results,
     run_accuracy_test,
 )
-from qsim_tc.cli.common import add_device, environment, parse_list, write_json
+from qsim_tc.cli.common import add_device, parse_list, write_json
+from qsim_tc.environment import environment
 
 
 def register(sub) -> None:

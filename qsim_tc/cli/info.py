@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gemm
-from qsim_tc.cli.common import environment
+from qsim_tc.environment import environment
 
 
 def register(sub) -> None:

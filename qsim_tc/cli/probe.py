@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gemm
 from gemm.diagnostics import probe
-from qsim_tc.cli.common import environment, write_json
+from qsim_tc.cli.common import write_json
+from qsim_tc.environment import environment
 
 
 def register(sub) -> None:

@@ -16,10 +16,10 @@ from qsim_tc.cli.common import (
     add_fuse,
     backend_options,
     check_options_used,
-    environment,
     fuse_option,
     write_json,
 )
+from qsim_tc.environment import environment
 from qsim_tc.reference import simulate_dd
 
 
