@@ -44,7 +44,7 @@ DEBIAS_MODE = "product"
 # products t it summed. Results whose lowest two bits are zero get nothing (a quarter of the inexact
 # ones are among them, which the fraction allows for); the others get sign(x) F ulp(x), F by
 # t = min(k, BLOCK_K[fmt]) as if the operands were dense. Calibrated on this emulation
-# (benchmarks/calibrate_debias.py --gates; debias_gates_cpu.json, entry "product"): Haar gates of
+# (benchmarks/tune/debias.py --gates; debias_gates_cpu.json, entry "product"): Haar gates of
 # d = 1..5 on dense states then change the norm by at most about two standard errors (a few 1e-10
 # per gate), where the plain 3/8-ulp epilogue left TF32 gates losing 3e-9 and FP16 gates 9e-9 of
 # norm^2 each and over-corrected a circuit's first layer (one nonzero product per instruction,
@@ -111,7 +111,7 @@ def debias_beta(chain: int | None = None) -> float:
 # of 4-6; the 20-qubit engine test's circuits; benchmarks/results/tcec_circuits20_accuracy_h200.json):
 # beyond the model's 3.2e-8, FP16 lost 3.6-3.9e-9 per gate at both sizes (its instructions sum
 # 16 products; the CPU model of the tensor core gives 1.14x the model, benchmarks/
-# calibrate_debias.py); TF32 lost nothing significant at k = 128 (circuit-to-circuit scatter
+# tune/debias.py); TF32 lost nothing significant at k = 128 (circuit-to-circuit scatter
 # +-1.5e-9 per gate) and about 1.1e-9 at k = 512. The mma.sync fused kernel (the CPU emulation's
 # model, pairs of k-steps added together first) keeps debias_beta() where k > PRODUCT_DEBIAS_MAX_K.
 HYBRID_K0 = 128

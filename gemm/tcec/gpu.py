@@ -99,7 +99,7 @@ def wg_config(n_p: int, mode: str) -> str:
     return wide if wide and n_p % 256 == 0 else narrow
 
 
-SQUARE_TILE = "square"  # the tile of large products (benchmarks/bench_tcec.py --square-tile compares)
+SQUARE_TILE = "square"  # the tile of large products (benchmarks/bench/tcec.py --square-tile compares)
 
 
 def tile_config(m: int, n: int) -> str:

@@ -7,7 +7,7 @@ Each row says where it was measured. ``ms[d]`` is the time of one d-qubit gate o
 position (which usually costs the engine one permutation of the state as well), and
 ``overhead_ms`` per gate whatever the size.
 
-Regenerate a row with ``python benchmarks/bench_qiskit.py costs`` on the machine in question
+Regenerate a row with ``python -m benchmarks.bench.qiskit_circuits costs`` on the machine in question
 (it prints the row in this file's syntax); widths missing from a row are interpolated in log
 space between their neighbours and held constant beyond the ends.
 """
@@ -60,7 +60,7 @@ class CostRow:
 # CPU: this project's engine through StateVector.apply, numpy 2.4 / OpenBLAS, 2 cores of an AMD
 # EPYC, 22 qubits, Haar gates on random qubit sets in sequence (so the permutations the lazy
 # layout needs are included). Each figure is the smallest of three runs' medians of 8 gates
-# (bench_qiskit.py costs; other work on the shared machine inflated single runs by up to 3x):
+# (bench.qiskit_circuits costs; other work on the shared machine inflated single runs by up to 3x):
 # d <= 7 after commit ad6bf80 (permute rather than many small batched products), d >= 8 (GEMM
 # bound) from a run at 03a6b49.
 TABLE: tuple[CostRow, ...] = (
@@ -68,11 +68,11 @@ TABLE: tuple[CostRow, ...] = (
             {1: 16.37, 2: 17.61, 3: 18.63, 4: 24.29, 5: 35.65, 6: 48.05, 7: 69.0, 8: 123.2, 9: 218.29,
              10: 412.25},
             machine="AMD EPYC, 2 cores, 23 GiB, numpy 2.4.6",
-            source="bench_qiskit.py costs, smallest of three medians of 8"),
+            source="bench.qiskit_circuits costs, smallest of three medians of 8"),
 )
 
 # GPU, one H200 (cupy 14.2, cuBLAS 13.1), 28 qubits, complex128 unless said:
-# - native and native32: measured by `bench_qiskit.py costs --device gpu --qubits 28` (Haar gates on
+# - native and native32: measured by `bench.qiskit_circuits costs --device gpu --qubits 28` (Haar gates on
 #   random qubit sets through the engine, permutations included; median of 8, of 4 for d >= 9;
 #   benchmarks/results/gate_costs_h200.json; native d <= 8 again after the DMMA kernel took
 #   complex128 d = 5, 6: gate_costs_h200_dmma.json); native d = 12 from benchmarks/results/apply_h200.json
@@ -85,7 +85,7 @@ TABLE += (
     CostRow("gpu", "complex128", "native", 28,
             {1: 2.53, 2: 2.51, 3: 2.51, 4: 2.49, 5: 2.65, 6: 3.12, 7: 9.72, 8: 14.9, 9: 25.29, 10: 53.33,
              12: 240.0},
-            machine=_GPU, source="bench_qiskit.py costs: d <= 8 gate_costs_h200_dmma.json (DMMA kernel for "
+            machine=_GPU, source="bench.qiskit_circuits costs: d <= 8 gate_costs_h200_dmma.json (DMMA kernel for "
                                  "d = 5, 6), d = 9, 10 gate_costs_h200.json; d=12 from apply_h200.json",
             kernel_max_d=6),
     CostRow("gpu", "complex128", "int8", 28,
@@ -96,7 +96,7 @@ TABLE += (
             machine=_GPU, source="ozaki_h200.json, threshold=0, bottom"),
     CostRow("gpu", "complex64", "native32", 28,
             {1: 1.45, 2: 1.4, 3: 1.41, 4: 1.48, 5: 3.95, 6: 5.18, 7: 7.92, 8: 13.23, 9: 25.04, 10: 55.04},
-            machine=_GPU, source="bench_qiskit.py costs (gate_costs_h200.json)", kernel_max_d=4),
+            machine=_GPU, source="bench.qiskit_circuits costs (gate_costs_h200.json)", kernel_max_d=4),
 )
 
 

@@ -34,8 +34,8 @@ the imaginary part from three real products, (Ur + Ui)(Vr + Vi) - Ur Vr - Ui Vi:
 few ulp, like ZGEMM's), so they stand in for it; emulated methods (whose arithmetic differs)
 always get their GEMM.
 
-Choices below were measured on an H200 at 28 qubits (benchmarks/tune_small_gate.py,
-tune_variants.py and benchmarks/results/apply_*.json, tune_dmma_h200.json, tune_grid_h200.json,
+Choices below were measured on an H200 at 28 qubits (benchmarks/tune/small_gate.py,
+tune/variants.py and benchmarks/results/apply_*.json, tune_dmma_h200.json, tune_grid_h200.json,
 tune_staged_h200.json): direct kernel 2.03-2.05 ms for d = 1..3 and 2.1 ms for d = 4 (complex128,
 one pass per thread), staged kernel 2.02-2.07 ms for d = 1..3 with a low target, tiled 2.3-3.9
 ms; DMMA 2.1-2.3 ms at d = 4 with low targets, 2.3-2.6 ms at d = 5 and 2.9-3.5 ms at d = 6

@@ -121,7 +121,7 @@ class DmmaPipeConfig(NamedTuple):
 
 # the pipelined kernel where it beats apply_dmma: d = 5 with coalesced targets (lowest at bit 3 or
 # above). H200s, 28 qubits, interleaved rounds: 2.54 ms against apply_dmma's 2.81-2.84, cuStateVec
-# 2.95-2.97 (tune_dmma_pipe2_h200.json); in bench_apply x1.17-1.24 against cuStateVec where
+# 2.95-2.97 (tune_dmma_pipe2_h200.json); in bench.apply x1.17-1.24 against cuStateVec where
 # apply_dmma had x1.01-1.06. d = 4 stays with apply_dmma: the pipe's best variant won on one
 # machine (2.17-2.23 ms against 2.46-2.60) and lost on another (2.18-2.23 against 2.09-2.22,
 # tune_dmma_pipe_d4_h200.json). With a target at bit 0 it ran 3.0-3.3 ms against apply_dmma's
@@ -153,7 +153,7 @@ class StagedConfig(NamedTuple):
 # cuStateVec 1.016-1.267). Where the lowest target is at bit 3 (complex64: 4) or above, the
 # direct kernel stays (complex64 d = 3 in the middle: 1.019 ms against 1.095).
 STAGED = {(t, d): StagedConfig(8) for t in ("double", "float") for d in (1, 2, 3)}
-# complex64 d = 4 with a low target (tune_staged_d4_h200.json, bench_apply's rotating GEMM and tiled
+# complex64 d = 4 with a low target (tune_staged_d4_h200.json, bench.apply's rotating GEMM and tiled
 # kernel in apply_h200_c64.json): 1.38-1.49 ms against 2.59 (the bottom's rotating GEMM) and 2.32
 # (tiled, mixed); cuStateVec 1.47-1.55. Complex128 d = 4 keeps the DMMA kernel (2.12-2.16 ms
 # against 2.66-2.92 here).

@@ -6,24 +6,19 @@ the middle (the batched orientation, ``U @ S[h]``), through ``StateVector.apply`
 native method: its small-gate kernels). Each result is checked against a complex128 product before
 it is timed; times are CUDA-event medians over repeats after a warm-up.
 
-    python benchmarks/bench_tcec_small.py --qubits 28 --json out.json
+    python -m benchmarks.bench.tcec_small --qubits 28 --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from circuits import haar_unitary  # noqa: E402
-from qsim_tc import StateVector  # noqa: E402
-from qsim_tc.environment import environment  # noqa: E402
+from benchmarks.common import write_results
+from circuits import haar_unitary
+from qsim_tc import StateVector
 
 
 def main():
@@ -70,8 +65,7 @@ def main():
                       f"err {err:.1e} {row['path']} {row['ec_product'] or ''} {row['product_kernel'] or ''}",
                       flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "environment": environment(),
-                                               "qubits": n, "rows": rows}, indent=1))
+        write_results(args.json, {"qubits": n, "rows": rows}, module=__spec__.name)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """One TF32/FP16 gate product for a profiler: 26 qubits, d = 10, complex64.
 
     ncu --section SpeedOfLight --section WarpStateStats -k regex:tcec_gemm -c 1 \
-        python benchmarks/profile_tcec.py tf32tf32 [--tile square16] [--kernel mma] [--wg n128] [--chain 2]
+        python -m benchmarks.profile.tcec tf32tf32 [--tile square16] [--kernel mma] [--wg n128] [--chain 2]
 
 ``--kernel`` picks the product kernel (auto: wgmma on sm_90), ``--wg`` one wgmma configuration
 (gemm.tcec_gpu.WG_CONFIGS) for every mode and width, ``--chain`` the k-steps per hi*hi product

@@ -6,7 +6,7 @@ Modes:
          Qiskit Aer's statevector method (its default fusion), the same circuit in the same run;
          the final states are compared before any time is reported.
 
-            python benchmarks/bench_qiskit.py cpu --qubits 24 --json benchmarks/results/qiskit_cpu.json
+            python -m benchmarks.bench.qiskit_circuits cpu --qubits 24 --json benchmarks/results/qiskit_cpu.json
 
   gpu    quantum_volume and QFT (after H on every qubit) at --qubits (default 28 30) for every
          registered backend (gemm.methods(), or --backends), fuse="auto", on --device (gpu).
@@ -21,13 +21,13 @@ Modes:
 
             export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
             pip install --no-index --find-links .whl qiskit     # optional, see above
-            python benchmarks/bench_qiskit.py gpu --qubits 28 30 --json $OUT/qiskit_gpu.json
+            python -m benchmarks.bench.qiskit_circuits gpu --qubits 28 30 --json $OUT/qiskit_gpu.json
 
   costs  per-gate time of d-qubit Haar gates on random qubit sets for d = 1..--max-d through the
          engine, for each --backends entry on --device; prints rows in circuits/gate_costs.py
          syntax, to paste into that table.
 
-            python benchmarks/bench_qiskit.py costs --device gpu --qubits 28 --backends native native32
+            python -m benchmarks.bench.qiskit_circuits costs --device gpu --qubits 28 --backends native native32
 
 Every result file records the device, library versions and the command line.
 """
@@ -35,21 +35,19 @@ Every result file records the device, library versions and the command line.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import gemm  # noqa: E402
-from circuits import Circuit, Gate, haar_unitary  # noqa: E402
-from circuits.fusion import fuse  # noqa: E402
-from qsim_tc import Simulator, StateVector  # noqa: E402
-from qsim_tc.environment import environment  # noqa: E402
-from qsim_tc.plan import choose_fusion as choose  # noqa: E402
+import gemm
+from benchmarks.common import write_results
+from circuits import Circuit, Gate, haar_unitary
+from circuits.fusion import fuse
+from qsim_tc import Simulator, StateVector
+from qsim_tc.environment import environment
+from qsim_tc.plan import choose_fusion as choose
 
 # --- circuits ------------------------------------------------------------------------------
 
@@ -313,7 +311,7 @@ def mode_costs(args) -> dict:
         kern = f", kernel_max_d={kernel_max_d}" if kernel_max_d else ""
         row = (f'    CostRow("{dev.name}", "{np.dtype(method.state_dtype)}", "{b}", {n},\n'
                f"            {ms},\n"
-               f'            machine="<machine>", source="bench_qiskit.py costs, median of {args.repeats}"{kern}),')
+               f'            machine="<machine>", source="bench.qiskit_circuits costs, median of {args.repeats}"{kern}),')
         print(row)
     return {"n_qubits": n, "device": dev.name, "ms": out}
 
@@ -350,8 +348,7 @@ def main(argv=None) -> int:
             env[mod] = None
     t0 = time.perf_counter()
     result = {"cpu": mode_cpu, "gpu": mode_gpu, "costs": mode_costs}[args.mode](args)
-    payload = {"command": " ".join(["python", "benchmarks/bench_qiskit.py"] + (argv or sys.argv[1:])),
-               "mode": args.mode, "environment": env, "wall_s": time.perf_counter() - t0, **result}
+    payload = {"mode": args.mode, "environment": env, "wall_s": time.perf_counter() - t0, **result}
     if args.mode == "gpu":
         print(f"\n{'circuit':8s}{'n':>4s} {'backend':11s}{'simulate s':>11s}{'x native':>9s}{'fuse s':>8s}"
               f"{'gates':>7s}  max err vs first (sampled, / mean |amp|)")
@@ -369,9 +366,7 @@ def main(argv=None) -> int:
                   f"{r['fuse_s']:8.2f}{r['fusion']['gates_after_fusion']:7d}  {vs_s}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(payload, f, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o))
-        print(f"wrote {args.json}")
+        write_results(args.json, payload, module=__spec__.name, argv=argv)
     return 0
 
 

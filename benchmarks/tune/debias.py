@@ -14,7 +14,7 @@ norm drift the other way. Scaling FP16's beta by 1.07 brought the mean drift of 
 brickworks from -8.8e-8 to -5.7e-9 (native CGEMM -5.5e-9) but pushed a 20-qubit d = 6 one past
 +3e-8: a per-format constant cannot fit every k; a k-dependent model is needed.
 
-    python benchmarks/calibrate_debias.py --json benchmarks/results/debias_calibration.json
+    python -m benchmarks.tune.debias --json benchmarks/results/debias_calibration.json
 
 ``--gates`` measures whole gates through ``gemm.matmul`` (the CPU emulation of the mma.sync fused
 kernel; ``--gpu``: the GPU) instead: the relative change of the norm a gate gives a random dense state,
@@ -23,24 +23,20 @@ d = 1..6 in the bottom and batched orientations; the same gate by gate along a b
 from |0...0> (whose first layer acts on basis states); and the per-gate norm scatter that the
 gate's own 22-bit representation (hi + lo 2^-11) gives, beside complex64 rounding's:
 
-    python benchmarks/calibrate_debias.py --gates --json benchmarks/results/debias_gates_cpu.json
+    python -m benchmarks.tune.debias --gates --json benchmarks/results/debias_gates_cpu.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from circuits import haar_unitary  # noqa: E402
-from gemm.tcec import debias as db  # noqa: E402
-from gemm.tcec import emulate as em  # noqa: E402
-from gemm.tcec import split as ts  # noqa: E402
+from benchmarks.common import write_results
+from circuits import haar_unitary
+from gemm.tcec import debias as db
+from gemm.tcec import emulate as em
+from gemm.tcec import split as ts
 
 
 def fitted_beta(fmt: str, d: int, rows: int, kind: str, rng) -> float:
@@ -144,7 +140,7 @@ def representation_scatter(fmt: str, d: int, n: int, trials: int, rng) -> dict:
 
 def gates_main(args):
     rng = np.random.default_rng(0)
-    out = {"command": " ".join(sys.argv), "model_beta": db.debias_beta(1), "debias_mode": {2 << d: db.debias_mode(2 << d) for d in range(1, 7)},
+    out = {"model_beta": db.debias_beta(1), "debias_mode": {2 << d: db.debias_mode(2 << d) for d in range(1, 7)},
            "device": "gpu" if args.gpu else "cpu", "dense": [], "brickwork": {}, "representation": {}}
     for method, fmt in (("tf32tf32", "tf32"), ("halfhalf", "fp16")):
         for d in range(1, 7):
@@ -165,7 +161,7 @@ def gates_main(args):
         print(f"{fmt} per-gate norm scatter from the split gate / from complex64 rounding:",
               out["representation"][fmt], flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        write_results(args.json, out, module=__spec__.name)
 
 
 def main():
@@ -195,8 +191,7 @@ def main():
     summary = {fmt: float(np.mean([r["over_model"] for r in rows if r["format"] == fmt])) for fmt in ts.FORMATS}
     print("mean over the model:", {k: round(v, 3) for k, v in summary.items()})
     if args.json:
-        Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "model_beta": model, "rows": rows,
-                                               "mean_over_model": summary}, indent=1))
+        write_results(args.json, {"model_beta": model, "rows": rows, "mean_over_model": summary}, module=__spec__.name)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 for ``ncu`` to compare (DRAM bytes and throughput of each):
 
     ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,\
-dram__throughput.avg.pct_of_peak_sustained_elapsed python benchmarks/profile_small_gate.py
+dram__throughput.avg.pct_of_peak_sustained_elapsed python -m benchmarks.profile.small_gate
 
 Each case runs twice (the first launch compiles and warms up); ncu lists every kernel launch.
 """
@@ -10,16 +10,12 @@ Each case runs twice (the first launch compiles and warms up); ncu lists every k
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import gemm  # noqa: E402
-from circuits import haar_unitary  # noqa: E402
-from qsim_tc.engine import small_gate  # noqa: E402
+import gemm
+from circuits import haar_unitary
+from qsim_tc.engine import small_gate
 
 
 def main():
@@ -29,7 +25,7 @@ def main():
     rng = np.random.default_rng(0)
     x = cp.random.RandomState(1).standard_normal(2 << n, dtype=cp.float64).view(cp.complex128)
     try:
-        from custatevec_peer import CuStateVec  # noqa: PLC0415
+        from benchmarks.custatevec import CuStateVec  # noqa: PLC0415
 
         peer = CuStateVec()
     except ImportError:

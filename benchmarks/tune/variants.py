@@ -1,44 +1,38 @@
 """Time families of small-gate kernel variants beside ``StateVector.apply``'s default policy
 and cuStateVec's applyMatrix, at placements that reach every default kernel.
 
-    python benchmarks/tune_variants.py --family staged --max-d 3 --qubits 28 --custatevec --json staged.json
-    python benchmarks/tune_variants.py --family tiled --max-d 4 --qubits 28 --custatevec --json tiled.json
+    python -m benchmarks.tune.variants --family staged --max-d 3 --qubits 28 --custatevec --json staged.json
+    python -m benchmarks.tune.variants --family tiled --max-d 4 --qubits 28 --custatevec --json tiled.json
 
 Families:
   tiled     the tiled kernel (apply_small) in each TILED_VARIANTS shape, one pass and persistent;
   staged    the staged kernel (apply_staged) in each STAGED_VARIANTS tile size, d <= 4;
   direct    the direct kernel with each source of the matrix (apply_direct's USRC; coalesced placements);
   dmma      the pipelined DMMA kernel (apply_dmma_pipe) in each DMMA_PIPE_COMPILED shape, complex128
-            d = 4..6 at bench_apply's four placements, beside the default DMMA kernel.
+            d = 4..6 at bench.apply's four placements, beside the default DMMA kernel.
 
 Every variant is checked against a dense reference on a state of the timed size before anything is timed; the
 variants are timed in interleaved rounds (clock drift hits all of them) with the lead-call clock
-of bench_apply.py.
+of bench/apply.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_apply import Clock, random_state, reference_apply, targets_for  # noqa: E402
-
-import gemm  # noqa: E402
-from circuits import haar_unitary  # noqa: E402
-from qsim_tc.environment import environment  # noqa: E402
-from qsim_tc.engine import small_gate  # noqa: E402
+import gemm
+from benchmarks.common import write_results
+from benchmarks.gate_timing import Clock, random_state, reference_apply, targets_for
+from circuits import haar_unitary
+from qsim_tc.engine import small_gate
 
 
 def cases(n: int, dtype, family: str = "staged") -> list[list[int]]:
     """Target lists (ascending, as the raw kernels take them) that reach each default kernel: staged (a
     target below the coalesced range, low or mixed with high ones), direct, DMMA and tiled; for the
-    dmma family, d = 4..6 at bench_apply's placements."""
+    dmma family, d = 4..6 at bench.apply's placements."""
     if family == "dmma":
         if np.dtype(dtype) != np.complex128:
             return []
@@ -110,7 +104,7 @@ def main(argv=None):
     xp = dev.xp
     peer = None
     if args.custatevec:
-        from custatevec_peer import CuStateVec  # noqa: PLC0415
+        from benchmarks.custatevec import CuStateVec  # noqa: PLC0415
 
         peer = CuStateVec()
     clock = Clock(xp, args.batch)
@@ -157,11 +151,10 @@ def main(argv=None):
                 flush=True)
         st = check = x_check = None  # free the states before the next precision
     if args.json:
-        Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "environment": environment(),
-                                               "family": args.family, "qubits": args.qubits, "rounds": args.rounds,
+        write_results(args.json, {"family": args.family, "qubits": args.qubits, "rounds": args.rounds,
                                                "repeats": args.repeats, "batch": args.batch,
                                                "clock": "lead call, then batch calls between events",
-                                               "rows": rows}, indent=1))
+                                               "rows": rows}, module=__spec__.name, argv=argv)
 
 
 if __name__ == "__main__":

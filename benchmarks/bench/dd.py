@@ -1,7 +1,7 @@
 """Benchmark of the double-double reference: a brickwork circuit simulated in DD, timed per gate.
 
-    python benchmarks/bench_dd.py --qubits 20 --gate-qubits 4 --depth 10 --device cpu
-    python benchmarks/bench_dd.py --qubits 28 --gate-qubits 10 --depth 4 --device gpu \
+    python -m benchmarks.bench.dd --qubits 20 --gate-qubits 4 --depth 10 --device cpu
+    python -m benchmarks.bench.dd --qubits 28 --gate-qubits 10 --depth 4 --device gpu \
         --fma-rows 32768 --compare native --json benchmarks/results/dd_gpu.json
 
 Reports the wall time of ``simulate_dd``, the time of every gate, the effective DD GEMM rate
@@ -13,20 +13,17 @@ accuracy of other backends against the reference, with their time.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import gemm  # noqa: E402
-from circuits import brickwork  # noqa: E402
-from qsim_tc.accuracy import compare  # noqa: E402
-from qsim_tc.environment import environment  # noqa: E402
-from qsim_tc.reference import simulate_dd  # noqa: E402
+import gemm
+from benchmarks.common import write_results
+from circuits import brickwork
+from qsim_tc.accuracy import compare
+from qsim_tc.reference import simulate_dd
 
 
 def _sync(xp):
@@ -58,8 +55,7 @@ def main(argv=None) -> int:
     n, d = args.qubits, args.gate_qubits
     m_rows, dim = 1 << (n - d), 1 << d
     gate_flops = 8.0 * m_rows * dim * dim
-    out = {"command": "python benchmarks/bench_dd.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "environment": environment(), "device": dev.name, "device_reason": dev.reason,
+    out = {"device": dev.name, "device_reason": dev.reason,
            "circuit": {"name": circ.name, "qubits": n, "gate_qubits": d, "depth": args.depth,
                        "n_gates": len(circ), "seed": args.seed},
            "gate_gemm_shape": [m_rows, dim, dim]}
@@ -153,10 +149,7 @@ def save(out: dict, path: str | None, final: bool = False) -> None:
         return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     out["complete"] = final
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1, default=str)
-    if final:
-        print(f"wrote {path}")
+    out.update(write_results(path, out, module="benchmarks.bench.dd"))
 
 
 if __name__ == "__main__":

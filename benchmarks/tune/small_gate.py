@@ -1,34 +1,29 @@
 """Tune the small-gate kernels: time every (kernel, d, groups per thread, grid) variant at N
 qubits on the GPU, after checking each against a CPU reference at 16 qubits.
 
-    python benchmarks/tune_small_gate.py --qubits 28 --json tune.json
-    python benchmarks/tune_small_gate.py --qubits 28 --d 4,5,6 --only dmma --custatevec --json dmma.json
+    python -m benchmarks.tune.small_gate --qubits 28 --json tune.json
+    python -m benchmarks.tune.small_gate --qubits 28 --d 4,5,6 --only dmma --custatevec --json dmma.json
 
 Grid labels: xN is a persistent grid of N blocks per SM, x1048576 one pass (as many blocks as
 work, each thread one pass: small_gate.ONE_PASS; the label is the one earlier results carry).
 ``--only dmma`` times the DMMA kernel's variants with cuBLAS and cuStateVec beside them. The staged
-kernel (targets below the coalesced range) has its own tuner, tune_variants.py --family staged,
+kernel (targets below the coalesced range) has its own tuner, tune/variants.py --family staged,
 and so do the direct kernel's matrix sources (--family direct): the direct variants here read the
 matrix from shared memory (USRC 2), the engine's choice for d >= 4 only. Timings here are one call
-per CUDA-event pair, without bench_apply's lead call; "rounds_ms" holds one median per round.
+per CUDA-event pair, without bench.apply's lead call; "rounds_ms" holds one median per round.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from circuits import haar_unitary  # noqa: E402
-from qsim_tc import StateVector  # noqa: E402
-from qsim_tc.environment import environment  # noqa: E402
-from qsim_tc.engine.small_gate import (  # noqa: E402
+from benchmarks.common import write_results
+from circuits import haar_unitary
+from qsim_tc import StateVector
+from qsim_tc.engine.small_gate import (
     CONFIG,
     DMMA_COMPILED,
     DMMA_CONFIG,
@@ -65,7 +60,7 @@ def main():
     args = p.parse_args()
     peer = None
     if args.custatevec:
-        from custatevec_peer import CuStateVec  # noqa: PLC0415
+        from benchmarks.custatevec import CuStateVec  # noqa: PLC0415
 
         peer = CuStateVec()
     code = kernel_source()
@@ -217,8 +212,7 @@ def main():
                 print(f"{np.dtype(dtype)} d={d} {name:40s} {ms:8.3f} ms  err {err:.1e}  rounds "
                       + " ".join(f"{t:.3f}" for t in times[name]), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "environment": environment(),
-                                               "qubits": n, "rows": rows}, indent=1))
+        write_results(args.json, {"qubits": n, "rows": rows}, module=__spec__.name)
     best = {}
     for r in rows:
         if r["ok"]:

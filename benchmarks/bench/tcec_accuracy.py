@@ -6,7 +6,7 @@ Gates of d >= 6 qubits (complex64: 2^(d+1) >= 128 real columns) take the wgmma p
 product summed inside the tensor core; ``--options '{"ec_product": "fused"}'`` passes options to
 every TF32/FP16 method.
 
-    python benchmarks/accuracy_tcec_circuits.py --qubits 20 --gate-qubits 8 --depth 6 --seeds 4 \
+    python -m benchmarks.bench.tcec_accuracy --qubits 20 --gate-qubits 8 --depth 6 --seeds 4 \
         --wg-chain 1,2 --out results.json
 """
 
@@ -18,6 +18,8 @@ import os
 import statistics
 import sys
 import time
+
+from benchmarks.common import command, write_results
 
 METRICS = ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity", "norm_drift")
 
@@ -75,19 +77,12 @@ def main(argv=None):
                   + f" drift_mean={med[m]['norm_drift_mean']:.2e} (native32 {med['native32']['norm_drift_mean']:.2e})")
     if args.out:
         given = [("benchmarks/results/" + os.path.basename(a)) if a == args.out else a for a in (argv or sys.argv[1:])]
-        import cupy as cp
-
-        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        env = {"gpu": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
-               "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
-               "python": sys.version.split()[0]}
-        with open(args.out, "w") as f:
-            json.dump({"command": "python benchmarks/accuracy_tcec_circuits.py " + " ".join(given),
-                       "environment": env, "note": "medians of |metric| over seeds; norm_drift_mean: mean signed "
+        write_results(args.out, {"command": command(__spec__.name, given),
+                                 "note": "medians of |metric| over seeds; norm_drift_mean: mean signed "
                        "norm drift; ratios over native32 (cuBLAS CGEMM) in the same run",
                        "wg_configs": {k: c._asdict() for k, c in base.items()}, "options": options,
-                       "summary": summary, "rows": rows, "wall_s": time.time() - t0}, f, indent=1)
-        print("wrote", args.out)
+                                 "summary": summary, "rows": rows, "wall_s": time.time() - t0},
+                      module=__spec__.name, argv=argv)
 
 
 if __name__ == "__main__":

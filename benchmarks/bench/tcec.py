@@ -5,13 +5,12 @@ orientation ``U @ S`` at d = 10), and square 8192 SGEMM and CGEMM. Every result 
 a complex128 product of a slice of rows before it is timed. Times: CUDA events around the whole
 call, after a warm-up, median of repeats; the stages of the method's own report beside them.
 
-    python benchmarks/bench_tcec.py --out results.json [--quick] [--variants]
+    python -m benchmarks.bench.tcec --out results.json [--quick] [--variants]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -20,22 +19,9 @@ import warnings
 
 import numpy as np
 
+from benchmarks.common import command, write_results
+
 METHODS = ("native32", "tf32tf32", "halfhalf", "tc-auto", "tf32", "fp16", "markidis")
-
-
-def _env():
-    import cupy as cp
-
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    env = {"gpu": name, "cupy": cp.__version__, "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(),
-           "cuda_driver": cp.cuda.runtime.driverGetVersion(), "numpy": np.__version__,
-           "python": sys.version.split()[0]}
-    try:
-        env["cublas"] = cp.cuda.cublas.getVersion(cp.cuda.device.get_cublas_handle())
-    except Exception:  # noqa: BLE001 - informative only
-        pass
-    return env
 
 
 def _cases(quick: bool):
@@ -251,7 +237,6 @@ def main(argv=None):
     if args.wg_chain:
         tcec_gpu.WG_CONFIGS = {k: c._replace(chain=args.wg_chain) for k, c in tcec_gpu.WG_CONFIGS.items()}
     t0 = time.time()
-    env = _env()
     sweep_rows = sweep() if args.sweep else None
     rows = []
     for mb in (args.raster_l2.split(",") if args.raster_l2 else [None]):
@@ -262,16 +247,14 @@ def main(argv=None):
     given = list(argv or sys.argv[1:])
     if args.out:  # record where the file is committed, not where the run wrote it
         given = [("benchmarks/results/" + os.path.basename(a)) if a == args.out else a for a in given]
-    payload = {"environment": env, "command": "python benchmarks/bench_tcec.py " + " ".join(given),
+    payload = {"command": command(__spec__.name, given),
                "square_tile": tcec_gpu.SQUARE_TILE,
                "timing": "CUDA events around the whole gemm.matmul call, 1 warm-up, median of repeats",
                "hh_chain": db.HH_CHAIN, "wg_configs": {k: c._asdict() for k, c in tcec_gpu.WG_CONFIGS.items()},
                "wg_choice": tcec_gpu.WG_CHOICE, "debias_mode": db.DEBIAS_MODE, "debias_beta": db.debias_beta(),
                "rows": rows, "sweep": sweep_rows, "wall_s": time.time() - t0}
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(payload, f, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o))
-        print("wrote", args.out)
+        write_results(args.out, payload, module=__spec__.name, argv=argv)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Measures, in one run on one device:
 
 Usage::
 
-    python benchmarks/bench_ozaki.py --out benchmarks/results/ozaki_<gpu>.json
+    python -m benchmarks.bench.ozaki --out benchmarks/results/ozaki_<gpu>.json
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import sys
 import time
 
 import numpy as np
+
+from benchmarks.common import write_results
 
 
 def _events(cp, fn, repeats):
@@ -152,7 +154,6 @@ def main(argv=None):
     import cupy as cp
 
     import gemm
-    from qsim_tc.environment import environment
 
     rng = np.random.default_rng(2026)
     splits = [int(x) for x in args.splits.split(",") if x]
@@ -161,8 +162,7 @@ def main(argv=None):
     dims = [int(x) for x in args.dims.split(",") if x]
     from gemm.ozaki import gpu as ozaki_gpu
 
-    payload = {"command": " ".join(["python", "benchmarks/bench_ozaki.py", *(argv or sys.argv[1:])]),
-               "environment": environment(), "kernels": "fast" if ozaki_gpu.FAST else "basic",
+    payload = {"kernels": "fast" if ozaki_gpu.FAST else "basic",
                "timing": f"CUDA events, one warm-up, median of {args.repeats}", "gates": [], "brickwork": []}
     t0 = time.time()
     for d in dims:
@@ -176,9 +176,7 @@ def main(argv=None):
         payload["brickwork"] = bench_brickwork(cp, args.qubits, args.brickwork_d, args.brickwork_depth, sub)
     payload["elapsed_s"] = time.time() - t0
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(payload, f, indent=1, default=str)
-        print(f"wrote {args.out}")
+        payload = write_results(args.out, payload, module=__spec__.name, argv=argv)
     print("\nmethod     options              d  orient    median_ms  x_native  splits  split/gemm/acc ms")
     for r in payload["gates"]:
         st = r["stages_ms"]
