@@ -96,6 +96,9 @@ class Native3M(Native):
 
     name = "native3m"
     precision = "fp64"
+    # Declared, not inherited by accident: as for batched products, gates the small-gate kernels
+    # serve take the ordinary four-product arithmetic; 3M is a property of cuBLAS's large GEMMs.
+    direct_small_gates = True
     description = "cuBLAS ZGEMM3M (three real products) on the GPU; ordinary GEMM elsewhere"
 
     def _run(self, ops, report, timer, *, out=None):
