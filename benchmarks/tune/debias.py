@@ -32,11 +32,13 @@ import argparse
 
 import numpy as np
 
+import gemm
 from benchmarks.common import write_results
-from circuits import haar_unitary
+from circuits import brickwork, haar_unitary
 from gemm.tcec import debias as db
 from gemm.tcec import emulate as em
 from gemm.tcec import split as ts
+from qsim_tc import StateVector
 
 
 def fitted_beta(fmt: str, d: int, rows: int, kind: str, rng) -> float:
@@ -76,8 +78,6 @@ def gate_bias(method: str, fmt: str, d: int, orient: str, n: int, trials: int, r
               gpu: bool = False) -> tuple[float, float]:
     """Mean and standard error of ||out||^2 / ||exact product of the hi/lo parts||^2 - 1 over
     random dense states of ``n`` qubits and Haar gates (``gpu``: the product on the GPU)."""
-    import gemm  # noqa: PLC0415
-
     if gpu:
         import cupy  # noqa: PLC0415
 
@@ -103,9 +103,6 @@ def gate_bias(method: str, fmt: str, d: int, orient: str, n: int, trials: int, r
 def brickwork_gates(method: str, fmt: str, n: int, d: int, seed: int) -> list[dict]:
     """Gate by gate along brickwork(n, d, 10, seed) from |0...0>: the same relative norm change,
     and how many amplitudes of the input are nonzero."""
-    from circuits import brickwork  # noqa: PLC0415
-    from qsim_tc import StateVector  # noqa: PLC0415
-
     sv = StateVector(n, dtype=np.complex64, device="cpu")
     out = []
     for i, g in enumerate(brickwork(n, d, 10, seed=seed).gates):
