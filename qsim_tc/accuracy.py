@@ -14,16 +14,19 @@ and norms are summed in double-double, so ``1 - F`` keeps its digits down to ~1e
 
 from __future__ import annotations
 
+import datetime
 import math
+import re
 from typing import Any
 
 import numpy as np
 
 import gemm
-from circuits import Circuit
 from gemm.dd import arith as dd_arith
+from gemm.diagnostics.style import REFERENCE_LABEL, method_style, offsets, require_matplotlib
+from qsim_tc.progress import Progress
 from qsim_tc.reference import simulate_dd
-from qsim_tc.simulator import Simulator
+from qsim_tc.simulator import Simulator, as_circuit
 from qsim_tc.state import StateVector
 
 METRICS = ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity", "norm_drift")
@@ -186,7 +189,7 @@ def compare(state, reference, floor: float | None = None) -> dict[str, Any]:
 # --- mirror ------------------------------------------------------------------------------------
 
 
-def mirror_error(simulator, circuit, floor: float = 0.5) -> dict[str, Any]:
+def mirror_error(simulator, circuit, floor: float = 0.5, progress=None) -> dict[str, Any]:
     """Run ``circuit`` then ``circuit.inverse()`` on ``simulator`` and compare with |0...0>.
 
     Exact arithmetic returns |0...0>; what is left measures the accumulated rounding of twice the
@@ -196,14 +199,14 @@ def mirror_error(simulator, circuit, floor: float = 0.5) -> dict[str, Any]:
         simulator: a :class:`qsim_tc.Simulator`.
         circuit: a :class:`circuits.Circuit`.
         floor: amplitudes of |0...0> above it are compared relatively (only amplitude 0).
+        progress: passed to :meth:`Simulator.run`.
 
     Returns:
         :func:`compare`'s dict plus ``time_s`` (the mirrored run) and ``n_gates`` (both halves).
     """
-    if not isinstance(circuit, Circuit):
-        raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+    circuit = as_circuit(circuit)
     mirrored = circuit.then(circuit.inverse())
-    result = simulator.run(mirrored)
+    result = simulator.run(mirrored, progress=progress)
     xp = result.state.xp
     e0 = xp.zeros(1 << circuit.n_qubits, dtype=np.complex128)
     e0[0] = 1
@@ -232,7 +235,9 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
         options_per_backend: backend name -> dict of options for that backend.
         floor: passed to :func:`compare`.
         warmup: run each backend once before timing (None: on the GPU only).
-        progress: optional ``callable(str)`` told what is running.
+        progress: None; ``True`` (a bar per backend and stage on stderr, for stages longer than
+            ~1.5 s; one line per stage when stderr is not a terminal); a
+            :class:`qsim_tc.progress.Progress`; or a ``callable(str)`` told each stage's name.
 
     Returns:
         One dict per backend: ``backend``, ``precision``, ``time_s``, ``speedup_vs_native``
@@ -258,26 +263,36 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
         raise ValueError(f"options_per_backend names backends not in the run: {', '.join(unknown)}")
     if "native" not in backends:
         backends = ["native", *backends]
+    circuit = as_circuit(circuit)
     dev = gemm.resolve_device(device)
     if warmup is None:
         warmup = dev.is_gpu
-    say = progress or (lambda _msg: None)
+    if progress is True:
+        progress = Progress("reference")
+    if isinstance(progress, Progress):
+        bar = progress
+
+        def say(msg):
+            bar.stage(msg)
+    else:
+        bar = None
+        say = progress or (lambda _msg: None)
     sims = {b: Simulator(b, device=dev, **options_per_backend.get(b, {})) for b in backends}
 
     ref = None
     ref_time = None
     if reference == "dd":
         say("reference: double-double")
-        ref = simulate_dd(circuit, device=dev)
+        ref = simulate_dd(circuit, device=dev, progress=bar)
         ref_time = ref.wall_s
     rows = []
     for b in backends:
         sim = sims[b]
         if warmup:
             say(f"{b}: warm-up")
-            sim.run(circuit)
+            sim.run(circuit, progress=bar)
         say(f"{b}: run")
-        result = sim.run(circuit)
+        result = sim.run(circuit, progress=bar)
         row: dict[str, Any] = {"backend": b, "precision": sim.method.precision, "device": dev.name,
                                "time_s": result.wall_s, "options": options_per_backend.get(b, {})}
         if ref is not None:
@@ -285,7 +300,7 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
         del result
         if mirror:
             say(f"{b}: mirror")
-            m = mirror_error(sim, circuit)
+            m = mirror_error(sim, circuit, progress=bar)
             row.update({"mirror_amp0_rel": m["amp0_real_rel"], "mirror_l2_rel": m["l2_rel"],
                         "mirror_infidelity": m["infidelity"], "mirror_norm_drift": m["norm_drift"],
                         "mirror_time_s": m["time_s"]})
@@ -300,16 +315,28 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
     return rows
 
 
+def _vs_native(v: float) -> str:
+    """``speedup_vs_native`` in words: "1.00x", "3.2x faster", "232x slower"."""
+    if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        return "-"
+    if 0.995 <= v <= 1.005:
+        return "1.00x"
+    if v > 1:
+        return f"{v:.3g}x faster"
+    return f"{1 / v:.3g}x slower"
+
+
 _COLUMNS = (
     ("backend", "backend", "{}"),
     ("time_s", "time s", "{:.3f}"),
-    ("speedup_vs_native", "vs native", "{:.2f}x"),
+    ("speedup_vs_native", "vs native", _vs_native),
     ("amp0_real_rel", "amp0 re rel", "{:.2e}"),
     ("max_rel", "max rel", "{:.2e}"),
     ("mean_rel", "mean rel", "{:.2e}"),
     ("l2_rel", "l2 rel", "{:.2e}"),
     ("infidelity", "infidelity", "{:.2e}"),
     ("norm_drift", "norm drift", "{:.1e}"),
+    ("mirror_time_s", "mirror time s", "{:.3f}"),
     ("mirror_l2_rel", "mirror l2", "{:.2e}"),
     ("mirror_infidelity", "mirror infid", "{:.2e}"),
 )
@@ -323,7 +350,12 @@ def format_table(rows: list[dict]) -> str:
         line = []
         for key, _, fmt in cols:
             v = r.get(key)
-            line.append("-" if v is None else (fmt.format(v) if not isinstance(v, str) else v))
+            if v is None:
+                line.append("-")
+            elif isinstance(v, str):
+                line.append(v)
+            else:
+                line.append(fmt(v) if callable(fmt) else fmt.format(v))
         cells.append(line)
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
     out = []
@@ -335,42 +367,140 @@ def format_table(rows: list[dict]) -> str:
     if floor is not None:
         below = next(r.get("n_below_floor") for r in rows if "floor" in r)
         out.append(f"(max/mean rel over |ref| > {floor:.2e}; {below} amplitude(s) below the floor left out)")
+    if any("mirror_l2_rel" in r for r in rows):
+        out.append("(mirror: the circuit then its inverse, compared with |0...0>; its time covers both halves)")
     return "\n".join(out)
 
 
-def plot_rows(rows: list[dict], path: str, title: str | None = None) -> str:
-    """Plot errors (log scale) and times per backend to ``path`` (PNG); returns the path.
+_BRICKWORK_NAME = re.compile(r"^brickwork_n(\d+)_d(\d+)_L(\d+)_s(-?\d+)$")
+
+
+def describe_circuit(circuit) -> str:
+    """A circuit in words for titles: "brickwork circuit, 20 qubits, 4-qubit gates, depth 10 (seed 1)"."""
+    name = getattr(circuit, "name", "") or "circuit"
+    m = _BRICKWORK_NAME.match(name)
+    if m:
+        n, d, depth, seed = m.groups()
+        return f"brickwork circuit, {n} qubits, {d}-qubit gates, depth {depth} (seed {seed})"
+    return f"{name}, {circuit.n_qubits} qubits, {len(circuit)} gates"
+
+
+# (key, words) of the error metrics drawn, in the order drawn
+_REF_METRICS = (("amp0_real_rel", "Re(amplitude 0)\nrelative"), ("max_rel", "max amplitude\nrelative"),
+                ("mean_rel", "mean amplitude\nrelative"), ("l2_rel", "L2 norm\nrelative"))
+_MIRROR_METRICS = (("mirror_amp0_rel", "Re(amplitude 0)\nrelative"), ("mirror_l2_rel", "L2 norm\nrelative"))
+
+
+def _pos(v):
+    return v if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else np.nan
+
+
+def plot_rows(rows: list[dict], path: str, title: str | None = None, *, circuit=None) -> str:
+    """Plot errors and times per backend (log scales) to ``path`` (PNG); returns the path.
+
+    Panels: the errors against the reference (when there is one), the errors after the circuit
+    and its inverse (with ``mirror``), the infidelity, the run time. Each backend keeps the
+    colour and marker of :mod:`gemm.diagnostics.style`, the same in every figure.
+
+    Args:
+        rows: :func:`accuracy_table`'s rows.
+        path: the PNG to write.
+        title: the first title line (default: the circuit in words, or "accuracy per backend").
+        circuit: the circuit run, to describe it in the title.
 
     Raises:
-        ImportError: matplotlib is missing (``pip install qsim-tc[plot]``).
+        ImportError: matplotlib is missing (the message says what to install).
+        ValueError: no rows.
     """
-    try:
-        import matplotlib  # noqa: PLC0415
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError as exc:
-        raise ImportError("plot_rows needs matplotlib: pip install qsim-tc[plot]") from exc
-    metrics = [m for m in ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity", "mirror_l2_rel")
-               if any(isinstance(r.get(m), float) and r.get(m) > 0 for r in rows)]
-    names = [r["backend"] for r in rows]
-    fig, (ax_err, ax_t) = plt.subplots(1, 2, figsize=(12, 4.5))
-    width = 0.8 / max(len(metrics), 1)
-    for j, m in enumerate(metrics):
-        vals = [r.get(m) if isinstance(r.get(m), float) and r.get(m) > 0 else np.nan for r in rows]
-        ax_err.bar(np.arange(len(rows)) + j * width, vals, width, label=m)
-    ax_err.set_yscale("log")
-    ax_err.set_xticks(np.arange(len(rows)) + width * (len(metrics) - 1) / 2)
-    ax_err.set_xticklabels(names, rotation=30, ha="right")
-    ax_err.set_ylabel("error vs reference")
-    if metrics:
-        ax_err.legend(fontsize=8)
-    ax_t.bar(names, [r["time_s"] for r in rows], color="tab:gray")
-    ax_t.set_ylabel("time (s)")
-    ax_t.tick_params(axis="x", rotation=30)
-    if title:
-        fig.suptitle(title)
+    if not rows:
+        raise ValueError("rows is empty; nothing to plot")
+    plt = require_matplotlib("plot_rows")
+    runs = [r for r in rows if r["backend"] != "dd (reference)"]
+    ref_row = next((r for r in rows if r["backend"] == "dd (reference)"), None)
+    has_ref = any("l2_rel" in r for r in runs)
+    has_mirror = any("mirror_l2_rel" in r for r in runs)
+    panels = []
+    if has_ref:
+        panels.append(("ref", "error against the double-double reference", _REF_METRICS))
+    if has_mirror:
+        panels.append(("mirror", "error after circuit and inverse (vs |0...0>)", _MIRROR_METRICS))
+    if has_ref or has_mirror:
+        panels.append(("infid", "infidelity 1 - F", None))
+    panels.append(("time", "run time", None))
+    ncols = 2 if len(panels) == 4 else len(panels)
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols + 2.0, 4.6 * nrows), squeeze=False)
+    axes = list(axes.ravel())
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    names = [r["backend"] for r in runs]
+    labels = {r["backend"]: f"{r['backend']} ({str(r.get('precision', '')).upper()})" for r in runs}
+    handles = {}
+    dx = offsets(len(runs), 0.6)
+    for ax, (kind, ptitle, metrics) in zip(axes, panels):
+        if metrics is not None:
+            for i, r in enumerate(runs):
+                st = method_style(r["backend"])
+                ys = [_pos(r.get(k)) for k, _ in metrics]
+                (h,) = ax.plot(np.arange(len(metrics)) + dx[i], ys, linestyle="none", markersize=8,
+                               markerfacecolor="none" if i % 2 else st["color"], markeredgewidth=1.5, **st)
+                handles.setdefault(r["backend"], h)
+            ax.set_xticks(range(len(metrics)))
+            ax.set_xticklabels([w for _, w in metrics], fontsize=8)
+            ax.set_xlim(-0.6, len(metrics) - 0.4)
+            ax.set_ylabel("relative error" if kind == "ref" else "relative error after circuit + inverse")
+            ax.set_xlabel("error measure")
+        elif kind == "infid":
+            keys = [k for k in ("infidelity", "mirror_infidelity") if any(k in r for r in runs)]
+            bw = 0.8 / len(keys)
+            for j, key in enumerate(keys):
+                for i, r in enumerate(runs):
+                    st = method_style(r["backend"])
+                    v = _pos(r.get(key))
+                    ax.bar(i + (j - (len(keys) - 1) / 2) * bw, v, bw, color=st["color"], edgecolor="black",
+                           linewidth=0.5, hatch="//" if key.startswith("mirror") else None)
+                    if not np.isfinite(v) and key in r:
+                        ax.annotate("0", (i + (j - (len(keys) - 1) / 2) * bw, 0), xycoords=("data", "axes fraction"),
+                                    ha="center", va="bottom", fontsize=7)
+            ax.set_xticks(range(len(runs)))
+            ax.set_xticklabels(names, rotation=45, ha="right", fontsize=8)
+            ax.set_ylabel("infidelity" + (" after circuit + inverse" if keys == ["mirror_infidelity"] else ""))
+            if len(keys) > 1:
+                ax.set_title("infidelity 1 - F (hatched: after circuit + inverse)", fontsize=9)
+            ax.set_xlabel("method")
+        else:
+            keys = [k for k in ("time_s", "mirror_time_s") if any(k in r for r in runs)]
+            bw = 0.8 / len(keys)
+            for j, key in enumerate(keys):
+                for i, r in enumerate(runs):
+                    ax.bar(i + (j - (len(keys) - 1) / 2) * bw, _pos(r.get(key)), bw,
+                           color=method_style(r["backend"])["color"], edgecolor="black", linewidth=0.5,
+                           hatch="//" if key.startswith("mirror") else None)
+            ticks = names
+            if ref_row is not None:
+                ax.bar(len(runs), _pos(ref_row["time_s"]), 0.8 / len(keys), color=method_style("dd")["color"])
+                ticks = [*names, REFERENCE_LABEL]
+            ax.set_xticks(range(len(ticks)))
+            ax.set_xticklabels(ticks, rotation=45, ha="right", fontsize=8)
+            if len(keys) > 1:
+                ax.set_title("run time (hatched: circuit + inverse)", fontsize=9)
+            ax.set_ylabel("wall time (seconds)")
+            ax.set_xlabel("method")
+        ax.set_yscale("log")
+        if kind != "time":  # the time axis keeps its minor labels: its range is often under a decade
+            ax.yaxis.set_minor_formatter(plt.NullFormatter())
+        if not ax.get_title():
+            ax.set_title(ptitle, fontsize=9)
+        ax.grid(True, axis="y", which="major", alpha=0.3)
+    if handles:
+        fig.legend(list(handles.values()), [labels[n] for n in handles], loc="center left",
+                   bbox_to_anchor=(1.0, 0.5), title="method (precision)", fontsize=9)
+    head = title or (describe_circuit(circuit) if circuit is not None else "accuracy per backend")
+    precisions = sorted({str(r.get("precision", "")).upper() for r in runs if r.get("precision")})
+    device = runs[0].get("device", "?")
+    fig.suptitle(f"{head}\nprecision {', '.join(precisions)}, device {device}, {datetime.date.today().isoformat()}",
+                 fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path

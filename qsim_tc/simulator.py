@@ -14,6 +14,7 @@ from circuits import Circuit, fusion
 from qsim_tc import memory
 from qsim_tc.engine import ApplyInfo
 from qsim_tc.plan import choose_fusion
+from qsim_tc.progress import Progress, warn_emulated_on_cpu
 from qsim_tc.state import StateVector
 
 
@@ -61,6 +62,17 @@ class Result:
         return out
 
 
+def as_circuit(circuit) -> Circuit:
+    """A :class:`circuits.Circuit` from a Circuit or a ``qiskit.QuantumCircuit``."""
+    if isinstance(circuit, Circuit):
+        return circuit
+    if type(circuit).__module__.startswith("qiskit.") and type(circuit).__name__ == "QuantumCircuit":
+        from circuits import from_qiskit  # noqa: PLC0415 - qiskit stays optional
+
+        return from_qiskit(circuit)
+    raise TypeError(f"circuit must be a circuits.Circuit or a qiskit.QuantumCircuit, got {type(circuit).__name__}")
+
+
 class Simulator:
     """Runs circuits gate by gate, each gate one GEMM through ``backend``.
 
@@ -104,20 +116,30 @@ class Simulator:
     def dtype(self) -> np.dtype:
         return self.method.state_dtype
 
-    def run(self, circuit: Circuit, initial_state: StateVector | None = None,
-            progress: Callable[[int, int], None] | None = None) -> Result:
+    def run(self, circuit, initial_state: StateVector | None = None,
+            progress: Callable[[int, int], None] | bool | None = None) -> Result:
         """Simulate ``circuit`` from |0...0> (or a copy of ``initial_state``).
 
         Args:
-            circuit: the circuit.
+            circuit: a :class:`circuits.Circuit` or a ``qiskit.QuantumCircuit`` (converted with
+                :func:`circuits.from_qiskit`: parameters bound, no mid-circuit measurement).
             initial_state: optional start state (same width; it is copied, not changed).
-            progress: called as ``progress(done, total)`` after each gate.
+            progress: called as ``progress(done, total)`` after each gate; ``True`` shows a
+                progress bar on stderr for runs longer than ~1.5 s (one line when stderr is not a
+                terminal).
 
         Raises:
+            TypeError: ``circuit`` is neither. CircuitError: a Qiskit circuit that cannot be simulated.
             InsufficientMemoryError: before anything is allocated, if state + workspace do not fit.
         """
-        if not isinstance(circuit, Circuit):
-            raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+        circuit = as_circuit(circuit)
+        if progress is True:
+            progress = Progress(f"{self.backend}")
+        elif progress is False:
+            progress = None
+        elif progress is not None and not callable(progress):
+            raise TypeError(f"progress must be a callable(done, total), True or None, got {type(progress).__name__}")
+        warn_emulated_on_cpu(self.method, self.device)
         t_fuse = time.perf_counter()
         n_input_gates = len(circuit)
         circuit = self._fused(circuit)

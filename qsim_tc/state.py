@@ -21,6 +21,39 @@ DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))
 MAX_QUBITS = 40
 
 
+_PAULI_PHASES = {"": 1, "-": -1, "i": 1j, "-i": -1j, "+": 1, "+i": 1j}
+
+
+def _pauli_label(text: str) -> tuple[str, complex]:
+    """A Pauli label's letters and its phase prefix ("-iXZ" -> ("XZ", -1j))."""
+    letters = text.lstrip("+-ij")
+    prefix = text[: len(text) - len(letters)].replace("j", "i")
+    if prefix not in _PAULI_PHASES:
+        raise ValueError(f"Pauli label {text!r} has an unknown phase prefix {prefix!r}")
+    bad = sorted(set(letters) - set("IXYZ"))
+    if not letters or bad:
+        raise ValueError(f"Pauli label {text!r} must be letters I, X, Y, Z (rightmost on qubit 0)")
+    return letters, _PAULI_PHASES[prefix]
+
+
+def _pauli_terms(operator) -> list[tuple[str, complex]]:
+    """(label, coefficient) pairs of a Pauli string, a qiskit Pauli / SparsePauliOp, or pairs."""
+    if isinstance(operator, str):
+        label, phase = _pauli_label(operator)
+        return [(label, phase)]
+    kind = type(operator).__name__
+    if kind == "SparsePauliOp" and hasattr(operator, "to_list"):
+        return [(_pauli_label(lbl)[0], _pauli_label(lbl)[1] * complex(c)) for lbl, c in operator.to_list()]
+    if kind == "Pauli" and hasattr(operator, "to_label"):
+        label, phase = _pauli_label(operator.to_label())
+        return [(label, phase)]
+    if isinstance(operator, (list, tuple)) and operator and all(
+            isinstance(t, (list, tuple)) and len(t) == 2 and isinstance(t[0], str) for t in operator):
+        return [(_pauli_label(lbl)[0], _pauli_label(lbl)[1] * complex(c)) for lbl, c in operator]
+    raise TypeError(f"operator must be a Pauli label, a qiskit Pauli or SparsePauliOp, or (label, coefficient) "
+                    f"pairs, got {kind}")
+
+
 class StateVector:
     """An n-qubit pure state on the CPU or the GPU.
 
@@ -135,10 +168,69 @@ class StateVector:
             raise ValueError(f"index must be an int in 0..{(1 << self._n) - 1}, got {index!r}")
         return complex(self._phys.data[self._phys.layout.physical_index(int(index))])
 
-    def probabilities(self):
-        """|amplitude|^2 in logical order (numpy or cupy array, float of the state's precision)."""
+    def probabilities(self, qubits=None):
+        """|amplitude|^2 in logical order, or the marginal distribution of ``qubits``.
+
+        Args:
+            qubits: None (every basis state, float of the state's precision), or distinct qubits
+                whose marginal is wanted (float64): entry i is the probability that qubit
+                ``qubits[j]`` reads bit j of i, for every j (``qubits[0]`` the least significant
+                bit, as Qiskit's ``Statevector.probabilities(qargs)``).
+
+        Returns:
+            numpy or cupy array of length ``2**n_qubits`` or ``2**len(qubits)``.
+
+        Raises:
+            QubitError: a qubit out of range or repeated.
+        """
         d = self.data()
-        return d.real**2 + d.imag**2
+        p = d.real**2 + d.imag**2
+        if qubits is None:
+            return p
+        qs = check_qubits(qubits, self._n)
+        n = self._n
+        t = p.astype(np.float64).reshape((2,) * n)  # axis a holds qubit n - 1 - a
+        keep = [n - 1 - q for q in qs]
+        t = t.sum(axis=tuple(a for a in range(n) if a not in keep)) if len(keep) < n else t
+        kept_sorted = sorted(keep)  # the remaining axes, in increasing axis order
+        order = [kept_sorted.index(n - 1 - q) for q in reversed(qs)]  # qubits[-1] first: most significant
+        return self.xp.ascontiguousarray(t.transpose(order)).reshape(-1)
+
+    def expectation_value(self, operator) -> complex:
+        """<psi|O|psi> for a Pauli operator, as Qiskit's ``Statevector.expectation_value``.
+
+        Args:
+            operator: a Pauli label (``"XZI"``, optionally with a sign/phase prefix such as
+                ``"-iXY"``; the rightmost letter acts on qubit 0), a ``qiskit.quantum_info.Pauli``
+                or ``SparsePauliOp``, or a sequence of ``(label, coefficient)`` pairs.
+
+        Returns:
+            complex: the expectation value (computed in complex128; the state is not changed).
+
+        Raises:
+            TypeError: an unsupported operator type. ValueError: a label of another width or with
+                letters other than I, X, Y, Z.
+        """
+        terms = _pauli_terms(operator)
+        psi = self.data().astype(np.complex128, copy=False).reshape((2,) * self._n)
+        xp = self.xp
+        total = 0j
+        for label, coeff in terms:
+            if len(label) != self._n:
+                raise ValueError(f"operator acts on {len(label)} qubits ({label!r}); the state has {self._n}")
+            phi = psi
+            n_y = 0
+            for a, letter in enumerate(label):  # label[a] acts on qubit n - 1 - a, i.e. on axis a
+                if letter in "ZY":
+                    shape = [1] * self._n
+                    shape[a] = 2
+                    phi = phi * xp.asarray(np.array([1.0, -1.0]).reshape(shape))
+                if letter in "XY":
+                    phi = xp.flip(phi, axis=a)
+                n_y += letter == "Y"
+            value = complex(xp.vdot(psi, phi)) * (1j**n_y)  # Y = i X Z
+            total += complex(coeff) * value
+        return total
 
     def norm(self) -> float:
         """The 2-norm of the state."""

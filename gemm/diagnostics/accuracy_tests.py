@@ -16,6 +16,7 @@ with the reason.
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 
 from gemm.device import resolve_device
 from gemm.diagnostics import testmats
+from gemm.diagnostics.style import method_style, offsets, require_matplotlib
 from gemm.registry import get_method
 from gemm.registry import methods as registered_methods
 
@@ -40,7 +42,7 @@ def _cases(test: str, m: int, k: int, n: int, rng, cplx: bool, phis, types):
             yield f"phi={phi:g}", gen(m, k, phi, rng), gen(k, n, phi, rng)
     elif test == "cancel":
         a, ainv = testmats.cancel_pair(k, rng, dt)
-        yield f"A inv(A), n={k}", a, ainv
+        yield f"A inv(A), {k} x {k}", a, ainv
     else:
         for t in types:
             a, b = testmats.exp_rand_type(t, m, k, n, rng, dt)
@@ -65,7 +67,7 @@ def _errors(test: str, c, ref_hi, ref_lo, xp) -> dict[str, float]:
 
 def run_accuracy_test(test: str, k: int, methods=None, *, m: int = 256, n: int = 256, device="auto",
                       seed: int = 0, complex_operands: bool = False, phis=DEFAULT_PHIS, types=DEFAULT_TYPES,
-                      options_per_method: dict | None = None) -> dict[str, Any]:
+                      options_per_method: dict | None = None, progress=None) -> dict[str, Any]:
     """Run one accuracy test over ``methods`` (default: every registered method).
 
     Args:
@@ -78,6 +80,7 @@ def run_accuracy_test(test: str, k: int, methods=None, *, m: int = 256, n: int =
         complex_operands: complex128/complex64 operands instead of real.
         phis, types: the cases of ``phi`` and ``exp-rand``.
         options_per_method: method name -> options dict.
+        progress: optional ``callable(done, total)`` called after each method.
 
     Returns:
         dict with ``test``, ``m``, ``k``, ``n``, ``device``, ``results`` (one dict per method and
@@ -142,16 +145,40 @@ def run_accuracy_test(test: str, k: int, methods=None, *, m: int = 256, n: int =
             skipped.append({"method": name, "reason": reason})
         else:
             results.extend(rows)
+        if progress is not None:
+            progress(len(results) // max(len(cases), 1) + len(skipped), len(meths))
     return {"test": test, "m": m, "k": k, "n": n, "device": dev.name, "complex": bool(complex_operands),
             "seed": seed, "results": results, "skipped": skipped}
+
+
+# what each exp-rand type is (testmats.EXP_RAND_TYPES): the exponent ranges of A and B
+EXP_RAND_DESCRIPTIONS = {
+    1: "A and B within FP16's range",
+    2: "B tiny (below FP16's normal range)",
+    3: "A and B small",
+    4: "A and B beyond FP16's range",
+}
 
 
 def _metric_tables(test: str) -> list[tuple[str, str]]:
     if test == "phi":
         return [("mean_rel", "mean relative error"), ("max_rel", "max relative error")]
     if test == "cancel":
-        return [("rel_fro", "||C - C_ref||_F / ||C_ref||_F"), ("max_abs", "max |C - C_ref|")]
-    return [("rel_fro", "||C - C_ref||_F / ||C_ref||_F")]
+        return [("rel_fro", "relative Frobenius error ||C - C_ref||_F / ||C_ref||_F"),
+                ("max_abs", "largest absolute error max |C - C_ref|")]
+    return [("rel_fro", "relative Frobenius error ||C - C_ref||_F / ||C_ref||_F")]
+
+
+def describe(out: dict) -> str:
+    """One line naming the test, its sizes, the operands and the device."""
+    kind = "complex" if out["complex"] else "real"
+    if out["test"] == "cancel":
+        what = f"cancel test: A ({out['k']} x {out['k']}) times its numerical inverse"
+    elif out["test"] == "phi":
+        what = f"phi test: ({out['m']} x {out['k']}) @ ({out['k']} x {out['n']}), entries spread by phi"
+    else:
+        what = f"exp-rand test: ({out['m']} x {out['k']}) @ ({out['k']} x {out['n']}), random exponents"
+    return f"{what}, {kind} operands, device {out['device']}, reference double-double"
 
 
 def format_results(out: dict) -> str:
@@ -159,8 +186,10 @@ def format_results(out: dict) -> str:
     res = out["results"]
     cases = list(dict.fromkeys(r["case"] for r in res))
     meths = list(dict.fromkeys(r["method"] for r in res))
-    lines = [f"{out['test']} test, m={out['m']} k={out['k']} n={out['n']}, "
-             f"{'complex' if out['complex'] else 'real'} operands, device {out['device']}, reference dd"]
+    lines = [describe(out)]
+    if out["test"] == "exp-rand":
+        types = [int(c.split()[-1]) for c in cases if c.startswith("type ")]
+        lines.append("types: " + "; ".join(f"{t} = {EXP_RAND_DESCRIPTIONS.get(t, '?')}" for t in types))
     for key, title in _metric_tables(out["test"]):
         lines.append("")
         lines.append(title)
@@ -178,31 +207,67 @@ def format_results(out: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_results(out: dict, path: str) -> str:
-    """Plot the first metric of the test per method and case (log scale) to ``path``."""
-    try:
-        import matplotlib  # noqa: PLC0415
+def _positive(v):
+    return v if isinstance(v, (int, float)) and v > 0 and np.isfinite(v) else np.nan
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError as exc:
-        raise ImportError("plotting needs matplotlib: pip install qsim-tc[plot]") from exc
-    key, title = _metric_tables(out["test"])[0]
+
+def plot_results(out: dict, path: str) -> str:
+    """Plot the test's errors per method and case (log scale) to ``path`` (PNG); returns the path.
+
+    One colour and marker per method (:mod:`gemm.diagnostics.style`); a single-case test
+    (``cancel``) is drawn as bars, one panel per metric.
+
+    Raises:
+        ImportError: matplotlib is missing (the message says what to install).
+    """
+    plt = require_matplotlib("plot_results")
     res = out["results"]
     cases = list(dict.fromkeys(r["case"] for r in res))
     meths = list(dict.fromkeys(r["method"] for r in res))
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for meth in meths:
-        vals = {r["case"]: r.get(key) for r in res if r["method"] == meth}
-        ys = [vals.get(c) if vals.get(c) else np.nan for c in cases]
-        ax.plot(range(len(cases)), ys, marker="o", label=meth)
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(cases)))
-    ax.set_xticklabels(cases)
-    ax.set_ylabel(title)
-    ax.set_title(f"{out['test']} test, k={out['k']} (reference: double-double)")
-    ax.legend(fontsize=8)
+    metrics = _metric_tables(out["test"])
+    single = len(cases) == 1
+    if single:
+        metrics_drawn = metrics
+    else:
+        metrics_drawn = metrics[:1] if out["test"] != "phi" else metrics
+    fig, axes = plt.subplots(1, len(metrics_drawn), figsize=(5.2 * len(metrics_drawn) + 2.2, 4.8), squeeze=False)
+    axes = axes[0]
+    handles = {}
+    for ax, (key, title) in zip(axes, metrics_drawn):
+        if single:
+            for i, meth in enumerate(meths):
+                v = next((r.get(key) for r in res if r["method"] == meth), None)
+                st = method_style(meth)
+                h = ax.bar(i, _positive(v), color=st["color"], edgecolor="black", linewidth=0.5, label=meth)
+                handles.setdefault(meth, h)
+            ax.set_xticks(range(len(meths)))
+            ax.set_xticklabels(meths, rotation=45, ha="right")
+            ax.set_xlabel("method")
+        else:
+            dx = offsets(len(meths), 0.4)
+            for i, meth in enumerate(meths):
+                vals = {r["case"]: r.get(key) for r in res if r["method"] == meth}
+                ys = [_positive(vals.get(c)) for c in cases]
+                (h,) = ax.plot(np.arange(len(cases)) + dx[i], ys, linestyle="-", linewidth=1, markersize=7,
+                               markerfacecolor="none" if i % 2 else None, label=meth, **method_style(meth))
+                handles.setdefault(meth, h)
+            ax.set_xticks(range(len(cases)))
+            labels = cases
+            if out["test"] == "exp-rand":
+                labels = [f"{c}\n{EXP_RAND_DESCRIPTIONS.get(int(c.split()[-1]), '')}".replace(" (", "\n(")
+                          if c.startswith("type ") else c for c in cases]
+            ax.set_xticklabels(labels, fontsize=8)
+            ax.set_xlabel("phi (spread of the entries' magnitudes)" if out["test"] == "phi"
+                          else "operand exponent ranges")
+        ax.set_yscale("log")
+        ax.set_ylabel(title if len(title) < 45 else title.split(" ||")[0].split(" max |")[0])
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, axis="y", which="major", alpha=0.3)
+    fig.legend(list(handles.values()), list(handles.keys()), loc="center left", bbox_to_anchor=(1.0, 0.5),
+               title="method", fontsize=9)
+    date = datetime.date.today().isoformat()
+    fig.suptitle(f"GEMM accuracy: {describe(out)}\n{date}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -5,33 +5,97 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 # one module per subcommand; each defines register(subparsers) that sets ``func`` on its parser
 SUBCOMMANDS = (
     "qsim_tc.cli.brickwork",
-    "qsim_tc.cli.info",
+    "qsim_tc.cli.run",
     "qsim_tc.cli.gemm_accuracy",
     "qsim_tc.cli.probe",
-    "qsim_tc.cli.run",
+    "qsim_tc.cli.info",
 )
+
+DESCRIPTION = """\
+Simulate quantum circuits with every gate as one matrix product (GEMM), native or emulated on
+low-precision tensor cores, and measure the accuracy of each method against double-double.
+
+examples:
+  qsim-tc brickwork --qubits 20 --gate-qubits 4 --depth 10
+  qsim-tc brickwork --qubits 14 --backend native,native32 --reference dd --plot acc.png
+  qsim-tc run circuit.qasm --shots 1000
+  qsim-tc gemm-accuracy --test phi --plot phi.png
+  qsim-tc info
+
+'qsim-tc COMMAND --help' describes each command's options."""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows each option's default (unless it is None or False) and keeps descriptions as written."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _SubParsers(argparse._SubParsersAction):
+    def add_parser(self, name, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        if "help" in kwargs:
+            kwargs.setdefault("description", kwargs["help"][:1].upper() + kwargs["help"][1:] + ".")
+        return super().add_parser(name, **kwargs)
+
+
+def _version() -> str:
+    from qsim_tc import __version__  # noqa: PLC0415
+
+    return f"qsim-tc {__version__}"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qsim-tc", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = argparse.ArgumentParser(prog="qsim-tc", description=DESCRIPTION, formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=_version())
+    parser.register("action", "parsers", _SubParsers)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     for name in SUBCOMMANDS:
         importlib.import_module(name).register(sub)
     return parser
 
 
+def _show_warning_once(seen: dict):
+    """A ``warnings.showwarning`` that prints one line per kind of warning (category and subject).
+
+    The subject is the text before the first colon ("method 'halfhalf'"), so a warning repeated
+    for every gate with other numbers prints once; ``seen`` counts the repeats.
+    """
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        key = (category, text.split(":")[0])
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == 1:
+            print(f"qsim-tc: warning: {text}", file=file or sys.stderr)
+
+    return show
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, TypeError, MemoryError, RuntimeError) as exc:
-        print(f"qsim-tc {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    seen: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # every warning reaches show(), which prints each text once
+        warnings.showwarning = _show_warning_once(seen)
+        try:
+            return int(args.func(args) or 0)
+        except (ValueError, TypeError, MemoryError, RuntimeError, ImportError) as exc:
+            print(f"qsim-tc {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            repeats = sum(n - 1 for n in seen.values())
+            if repeats:
+                print(f"qsim-tc: warning: ({repeats} repeat(s) of the warnings above not shown)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-import sys
-import time
+import os
+
+from gemm.diagnostics.style import require_matplotlib
+from qsim_tc.progress import Progress  # noqa: F401 - the subcommands' progress bar
 
 
 def add_device(p) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
-                   help="where to run (auto: the GPU if cupy finds one)")
+                   help="where to run (auto: the GPU if cupy finds one, else the CPU)")
 
 
 def add_backend_options(p) -> None:
@@ -22,8 +24,7 @@ def add_backend_options(p) -> None:
 
 def add_fuse(p, default: str = "none") -> None:
     p.add_argument("--fuse", default=default, metavar="D",
-                   help=f"gate fusion: none, auto (from the measured gate costs) or the widest block d "
-                        f"(default {default})")
+                   help="gate fusion: none, auto (from the measured gate costs) or the widest block d")
 
 
 def fuse_option(args):
@@ -69,31 +70,22 @@ def parse_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-class Progress:
-    """A one-line progress bar on stderr, shown only once a run has lasted ``after`` seconds."""
-
-    def __init__(self, label: str, after: float = 2.0, stream=None):
-        self.label = label
-        self.after = after
-        self.stream = stream or sys.stderr
-        self.t0 = time.perf_counter()
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        el = time.perf_counter() - self.t0
-        if el < self.after and done < total:
-            return
-        if not self.shown and done == total and el < self.after:
-            return
-        self.shown = True
-        width = 30
-        fill = int(width * done / max(total, 1))
-        eta = el / done * (total - done) if done else 0.0
-        self.stream.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total} "
-                          f"{el:6.1f}s eta {eta:5.1f}s")
-        if done == total:
-            self.stream.write("\n")
-        self.stream.flush()
+def check_outputs(args, *, plot: bool = True) -> None:
+    """Before any work: the folders of ``--json`` / ``--plot`` exist, and ``--plot`` has matplotlib."""
+    for opt in ("json", "plot") if plot else ("json",):
+        path = getattr(args, opt, None)
+        if not path:
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise ValueError(f"--{opt} {path}: the folder {folder} does not exist; create it first")
+        if os.path.isdir(path):
+            raise ValueError(f"--{opt} {path} is a folder; give a file name")
+    if plot and getattr(args, "plot", None):
+        try:
+            require_matplotlib("--plot")
+        except ImportError as exc:
+            raise RuntimeError(str(exc)) from None
 
 
 def write_json(path: str, payload: dict) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
 import gemm
 from circuits import from_qasm
+from circuits.errors import CircuitError
 from qsim_tc import Simulator, accuracy
 from qsim_tc.cli.common import (
     Progress,
@@ -16,6 +20,7 @@ from qsim_tc.cli.common import (
     add_fuse,
     backend_options,
     check_options_used,
+    check_outputs,
     fuse_option,
     write_json,
 )
@@ -26,11 +31,15 @@ from qsim_tc.reference import simulate_dd
 def register(sub) -> None:
     p = sub.add_parser("run", help="simulate an OpenQASM 2 (or 3) file")
     p.add_argument("file", metavar="FILE.qasm", help="OpenQASM program")
-    p.add_argument("--backend", default="native", help=f"GEMM method ({', '.join(gemm.methods())})")
+    p.add_argument("--backend", default="native", help=f"GEMM method ({', '.join(gemm.methods())}); on a CPU the "
+                   "emulated ones take 5-200x as long as native")
     add_device(p)
     p.add_argument("--shots", type=int, default=0,
                    help="sample this many shots of the measured bits (all qubits if nothing is measured)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the samples")
+    p.add_argument("--seed", type=int, default=None, help="seed of the samples (default: fresh entropy)")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="bind the circuit parameter NAME (an OpenQASM 3 'input float NAME;') to VALUE; repeat "
+                        "for each parameter")
     p.add_argument("--reference", default=None, metavar="METHOD",
                    help="also simulate with METHOD (dd: the double-double reference) and report the errors")
     add_fuse(p, default="auto")  # imported circuits are mostly small gates: fusing pays
@@ -40,21 +49,73 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _parse_params(items) -> dict[str, float]:
+    """``["theta=0.5", ...]`` -> ``{"theta": 0.5}``; a clear error for a malformed item."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"--param takes NAME=VALUE, got {item!r}")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--param {name}: the value must be a number, got {value!r}") from None
+    return out
+
+
+def _load(path: str, params: dict):
+    """The circuit of an OpenQASM file, with ``params`` bound (through Qiskit) when given."""
+    try:
+        if not params:
+            return from_qasm(path)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no such file: {path}")
+        from circuits import from_qiskit  # noqa: PLC0415
+        from circuits.qiskit_import import require_qiskit  # noqa: PLC0415
+
+        require_qiskit("--param")
+        text = Path(path).read_text()
+        if re.search(r"^\s*OPENQASM\s+3", text, re.MULTILINE):
+            from qiskit import qasm3  # noqa: PLC0415
+
+            qc = qasm3.loads(text)
+        else:
+            from qiskit import qasm2  # noqa: PLC0415
+
+            qc = qasm2.loads(text, include_path=(str(Path(path).parent),) + tuple(qasm2.LEGACY_INCLUDE_PATH),
+                             custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS,
+                             custom_classical=qasm2.LEGACY_CUSTOM_CLASSICAL)
+        by_name = {p.name: p for p in qc.parameters}
+        unknown = sorted(set(params) - set(by_name))
+        if unknown:
+            raise ValueError(f"--param names {', '.join(unknown)}, not parameters of {path}; its parameters: "
+                             f"{', '.join(sorted(by_name)) or 'none'}")
+        qc = qc.assign_parameters({by_name[k]: v for k, v in params.items()})
+        qc.name = Path(path).stem
+        return from_qiskit(qc)
+    except FileNotFoundError as exc:
+        raise ValueError(str(exc)) from exc
+    except CircuitError as exc:
+        if "unbound parameter" in str(exc):
+            raise ValueError(f"{exc}; on the command line: --param NAME=VALUE for each") from exc
+        raise
+    except ImportError as exc:  # OpenQASM 3 without its parser: the message says what to install
+        raise RuntimeError(str(exc)) from exc
+
+
 def run(args) -> int:
     if args.shots < 0:
         raise ValueError(f"--shots must be >= 0, got {args.shots}")
-    try:
-        circ = from_qasm(args.file)
-    except FileNotFoundError as exc:
-        raise ValueError(str(exc)) from exc
-    except ImportError as exc:  # OpenQASM 3 without its parser: the message says what to install
-        raise RuntimeError(str(exc)) from exc
+    params = _parse_params(args.param)
     method = gemm.get_method(args.backend)
     check_options_used(args, [method])
+    check_outputs(args, plot=False)
+    circ = _load(args.file, params)
     sim = Simulator(args.backend, device=args.device, fuse=fuse_option(args), **backend_options(args, method))
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
           f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
-    result = sim.run(circ, progress=Progress("simulating"))
+    result = sim.run(circ, progress=Progress(f"{args.backend}"))
     st = result.state
     if sim.fusion_choice is not None:
         ch = sim.fusion_choice

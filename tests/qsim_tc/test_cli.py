@@ -49,3 +49,147 @@ def test_option_no_backend_takes_is_an_error(capsys):
     rc = main(["brickwork", "--qubits", "4", "--fuse", "-1", "--device", "cpu"])
     assert rc == 2
     assert "--fuse must be none, auto or an int d >= 1" in capsys.readouterr().err
+
+
+# --- what a user meets: version, help, checks before a run, parameters, tables -----------------
+
+import builtins  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+from qsim_tc import __version__  # noqa: E402
+from qsim_tc.cli import build_parser  # noqa: E402
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"qsim-tc {__version__}"
+
+
+def test_top_level_help_is_for_users(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "register(subparsers)" not in text and "Each subcommand is a module" not in text
+    assert "qsim-tc brickwork --qubits 20" in text and "gemm-accuracy" in text
+
+
+@pytest.mark.parametrize("command", ["brickwork", "run", "gemm-accuracy", "probe", "info"])
+def test_every_option_of_every_subcommand_has_help(command):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    for action in sub._actions:
+        assert action.help, f"{command} {action.option_strings or action.dest} has no help"
+
+
+def test_help_shows_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["brickwork", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "number of layers of gates (default: 10)" in text
+    assert "seed of the random gates" in text and "(default: 0)" in text
+
+
+def test_plot_with_one_backend_is_refused_before_running(tmp_path, capsys):
+    rc = main(["brickwork", "--qubits", "4", "--device", "cpu", "--plot", str(tmp_path / "a.png")])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--plot compares backends" in err and "--reference dd" in err
+    assert not (tmp_path / "a.png").exists()
+
+
+@pytest.mark.parametrize("opt", ["--plot", "--json"])
+def test_output_into_a_missing_folder_fails_before_simulating(tmp_path, capsys, opt):
+    target = tmp_path / "missing" / "out.file"
+    rc = main(["brickwork", "--qubits", "4", "--device", "cpu", "--backend", "native,native32", opt, str(target)])
+    assert rc == 2
+    captured = capsys.readouterr()
+    assert f"{opt} {target}: the folder {target.parent} does not exist" in captured.err
+    assert "infidelity" not in captured.out and "native32" not in captured.out  # nothing ran
+
+
+def test_plot_without_matplotlib_fails_before_simulating(tmp_path, capsys, monkeypatch):
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    for mod in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    rc = main(["gemm-accuracy", "--test", "phi", "--device", "cpu", "--plot", str(tmp_path / "p.png")])
+    assert rc == 2
+    captured = capsys.readouterr()
+    assert "--plot needs matplotlib" in captured.err and 'pip install ".[plot]"' in captured.err
+    assert "phi test" not in captured.out
+
+
+def test_vs_native_reads_as_slower_or_faster(capsys, monkeypatch):
+    from qsim_tc import progress
+    from qsim_tc.accuracy import format_table
+
+    table = format_table([{"backend": "native", "time_s": 0.1, "speedup_vs_native": 1.0},
+                          {"backend": "int8", "time_s": 23.2, "speedup_vs_native": 0.1 / 23.2},
+                          {"backend": "native32", "time_s": 0.05, "speedup_vs_native": 2.0}])
+    assert "232x slower" in table and "2x faster" in table and "0.00x" not in table
+    monkeypatch.setattr(progress, "_warned", set())
+    rc = main(["brickwork", "--qubits", "6", "--gate-qubits", "2", "--depth", "2", "--device", "cpu",
+               "--backend", "native,int8", "--mirror"])
+    assert rc == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    int8 = next(ln for ln in lines if ln.startswith("int8"))
+    assert int8.split()[3] in ("slower", "faster")
+    assert "mirror time s" in captured.out
+    # the emulation warning: once, one line, no Python source line
+    warn = [ln for ln in captured.err.splitlines() if "warning" in ln]
+    assert warn == [ln for ln in warn if ln.startswith("qsim-tc: warning: method 'int8' runs on the CPU")]
+    assert len(warn) == 1 and "warnings.warn" not in captured.err
+
+
+def test_gemm_accuracy_header_and_exp_rand_types(capsys):
+    rc = main(["gemm-accuracy", "--test", "cancel", "--k", "24", "--methods", "native", "--device", "cpu"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "A (24 x 24) times its numerical inverse" in out and "n=256" not in out
+    rc = main(["gemm-accuracy", "--test", "exp-rand", "--k", "16", "--m", "4", "--n", "4", "--methods", "native",
+               "--device", "cpu", "--types", "2,4"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "2 = B tiny" in out and "4 = A and B beyond FP16's range" in out
+
+
+QASM3 = """OPENQASM 3.0;
+include "stdgates.inc";
+input float theta;
+input float phi;
+qubit[2] q;
+rx(theta) q[0];
+rz(phi) q[0];
+cx q[0], q[1];
+"""
+
+
+def test_run_binds_parameters(tmp_path, capsys):
+    pytest.importorskip("qiskit_qasm3_import")
+    f = tmp_path / "p.qasm"
+    f.write_text(QASM3)
+    rc = main(["run", str(f), "--device", "cpu"])
+    assert rc == 2
+    assert "--param NAME=VALUE" in capsys.readouterr().err
+    rc = main(["run", str(f), "--device", "cpu", "--param", "theta=0.5", "--param", "phi=0.25", "--fuse", "none"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    import cmath
+    import math
+    amp0 = math.cos(0.25) * cmath.exp(-0.125j)
+    assert f"amplitude[0] = {amp0:.6e}" in out
+    assert main(["run", str(f), "--device", "cpu", "--param", "x=1", "--param", "theta=1"]) == 2
+    assert "--param names x, not parameters" in capsys.readouterr().err
+    assert main(["run", str(f), "--device", "cpu", "--param", "theta"]) == 2
+    assert "--param takes NAME=VALUE, got 'theta'" in capsys.readouterr().err
