@@ -1,6 +1,9 @@
 """circuits.from_qasm: OpenQASM 2 text and files against Qiskit's Statevector; parser errors."""
 
 import importlib.util
+import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -88,9 +91,15 @@ def test_reset_and_classical_control_in_qasm_are_rejected():
         from_qasm(mid)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("qiskit_qasm3_import") is not None,
-                    reason="qiskit-qasm3-import is installed")  # its tests are below
-def test_qasm3_without_its_parser_says_what_to_install():
+def test_test_extra_installs_the_qasm3_parser():
+    """CI installs ".[test]": the parser must be in that extra, or the OpenQASM 3 tests below skip."""
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    test_extra = re.search(r"^test = \[(.*?)\]", text, re.MULTILINE | re.DOTALL).group(1)
+    assert re.search(r'"qiskit-qasm3-import[>=<~ 0-9.]*"', test_extra), test_extra
+
+
+def test_qasm3_without_its_parser_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "qiskit_qasm3_import", None)  # as if not installed: import fails
     with pytest.raises(ImportError, match=r"OpenQASM 3 import needs the qiskit-qasm3-import package: "
                                           r"pip install qiskit-qasm3-import"):
         from_qasm('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[2] q;\nh q[0];\n')

@@ -31,7 +31,7 @@ from qsim_tc import Simulator  # noqa: E402
 # max |amplitude error| against Qiskit's Statevector allowed per backend precision class on the
 # small circuits below (8 qubits, tens of gates): FP64-class backends as native, the
 # error-corrected FP32 ones a few FP32 ulps per gate, plain TF32/FP16 products their 10-11 bits
-BOUNDS = {"native": 1e-12, "dd": 1e-12, "int8": 1e-12, "int8-auto": 1e-12, "native32": 1e-5,
+BOUNDS = {"native": 1e-12, "native3m": 1e-12, "dd": 1e-12, "int8": 1e-12, "int8-auto": 1e-12, "native32": 1e-5,
           "tf32tf32": 1e-5, "halfhalf": 1e-5, "tc-auto": 1e-5, "markidis": 1e-5, "tf32": 5e-3, "fp16": 5e-3}
 
 
@@ -111,6 +111,27 @@ def test_wide_gate_is_inlined_beyond_max_matrix_qubits():
     assert np.abs(got - Statevector(qc).data).max() <= 1e-12
 
 
+def test_inlined_wide_definition_keeps_its_global_phase():
+    """A 4-qubit sub-circuit with global phase 0.7 is inlined under max_matrix_qubits=3: the phase
+    of its definition must reach the state (dropping it is off by |1 - e^0.7i| = 0.69 times the
+    amplitudes)."""
+    sub = QuantumCircuit(4, global_phase=0.7, name="sub")
+    sub.h(0)
+    sub.cx(0, 1)
+    sub.ry(0.4, 2)
+    sub.ccx(0, 2, 3)
+    sub.rz(0.3, 3)
+    qc = QuantumCircuit(6)
+    qc.h([1, 4])
+    qc.append(sub.to_gate(), [5, 1, 3, 0])
+    qc.cx(4, 2)
+    c = from_qiskit(qc, max_matrix_qubits=3)
+    assert c.max_gate_qubits <= 3
+    assert c.global_phase == pytest.approx(0.7)
+    got = Simulator("native", device="cpu").run(c).state.to_numpy()
+    assert np.abs(got - Statevector(qc).data).max() <= 1e-12
+
+
 def test_unitary_on_scattered_qubits_keeps_qubit_order():
     qc = QuantumCircuit(9)
     qc.h(range(9))
@@ -169,7 +190,12 @@ def test_box_is_inlined():
     assert np.abs(simulate(qc) - Statevector(plain).data).max() <= 1e-12
 
 
-@pytest.mark.parametrize("backend", [m for m in gemm.methods() if m in BOUNDS])
+def test_bounds_cover_every_registered_method():
+    # a method without a bound here would not be checked below: a new method must get one
+    assert set(BOUNDS) == set(gemm.methods())
+
+
+@pytest.mark.parametrize("backend", gemm.methods())
 def test_every_backend_within_its_bound(backend):
     qc = quantum_volume(8, seed=7)
     assert_matches(qc, BOUNDS[backend], backend)

@@ -193,3 +193,29 @@ def test_physical_state_copy_and_canonicalize(rng):
     assert not other.layout.is_identity and other.spare is None
     other.canonicalize()
     assert np.array_equal(other.data, psi)
+
+
+@pytest.mark.parametrize("backend", ["native", "int8"])
+def test_run_from_an_initial_state(backend):
+    """run(c2, initial_state=psi) continues from psi: it equals the state of c1 followed by c2
+    (psi = the state after c1, whatever its physical layout), matches Qiskit from the same start,
+    and leaves psi unchanged."""
+    rng = np.random.default_rng(21)
+    first = random_circuit(7, 12, 3, rng)
+    second = random_circuit(7, 12, 3, rng)
+    sim = Simulator(backend, device="cpu")
+    psi = sim.run(first).state
+    before = psi.to_numpy().copy()
+    got = sim.run(second, initial_state=psi).state.to_numpy()
+    both = Circuit(7, list(first.gates) + list(second.gates))
+    assert np.abs(got - sim.run(both).state.to_numpy()).max() <= 1e-13
+    ref = Statevector(before).evolve(to_qiskit(second)).data
+    assert np.abs(got - ref).max() <= 1e-12
+    assert np.array_equal(psi.to_numpy(), before)
+    # a start state that is not |0...0> and not reachable by the empty circuit
+    start = rng.standard_normal(1 << 7) + 1j * rng.standard_normal(1 << 7)
+    start /= np.linalg.norm(start)
+    got = sim.run(second, initial_state=StateVector.from_array(start, device="cpu")).state.to_numpy()
+    assert np.abs(got - Statevector(start).evolve(to_qiskit(second)).data).max() <= 1e-12
+    with pytest.raises(ValueError, match="initial_state has 7 qubits, the circuit 6"):
+        sim.run(Circuit(6), initial_state=psi)

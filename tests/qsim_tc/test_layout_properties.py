@@ -72,3 +72,11 @@ def test_threaded_permutation_of_a_large_state():
         # the amplitude of logical index i sits at a.physical_index(i) before, b.physical_index(i) after
         idx = rng.integers(0, 1 << n, 4096)
         assert np.array_equal(got[b.physical_indices(idx)], x[a.physical_indices(idx)])
+
+
+def test_property_tests_are_derandomized():
+    """tests/conftest.py loads a derandomized profile: the examples are the same on every run."""
+    for test in (test_permute_bits_keeps_logical_amplitudes, test_index_maps_are_inverse,
+                 test_reorder_bits_matches_relabelling):
+        assert test.hypothesis.inner_test and test._hypothesis_internal_use_settings.derandomize
+    assert settings.default.derandomize

@@ -86,6 +86,48 @@ def test_parameter_broadcasting_shots_and_default_shots():
     assert s.default_shots == 33 and s.seed == 5
 
 
+def test_broadcast_samples_follow_each_points_distribution():
+    """Every point of a (2, 3) parameter array is sampled from its own circuit: chi-square of each
+    point's counts against its exact probabilities (seeded, so the same samples every run), and
+    against the neighbouring point's probabilities, which must be rejected (the values, not
+    only the shapes, are checked)."""
+    qc = QuantumCircuit(2)
+    qc.rx(Parameter("a"), 0)
+    qc.ry(Parameter("b"), 1)
+    qc.cx(0, 1)
+    vals = np.array([[[0.3, 2.8], [1.1, 0.2], [2.5, 1.6]], [[0.9, 0.5], [2.9, 2.2], [1.7, 3.0]]])
+    shots = 4000
+    res = Sampler(device="cpu", seed=17).run([(qc.measure_all(inplace=False), vals, shots)]).result()[0]
+    meas = res.data.meas
+    assert meas.shape == (2, 3) and meas.num_shots == shots
+    exact = {idx: Statevector(qc.assign_parameters(vals[idx])).probabilities() for idx in np.ndindex(2, 3)}
+    for idx in np.ndindex(2, 3):
+        observed = counts_vector(meas, 2, (idx,))
+        assert observed.sum() == shots
+        p = exact[idx]
+        keep = p > 0  # outcomes of probability 0 must not occur at all
+        assert observed[~keep].sum() == 0
+        assert chisquare(observed[keep], p[keep] * shots).pvalue > 1e-4, idx
+        other = exact[(idx[0], (idx[1] + 1) % 3)]
+        assert np.any(observed[other == 0]) or chisquare(observed, other * shots).pvalue < 1e-6, idx
+
+
+@pytest.mark.parametrize("backend, options", [("int8", {"splits": 5}), ("tf32tf32", {})])
+def test_sampler_on_an_emulated_backend(backend, options):
+    """The Sampler runs the circuit through an emulated GEMM (5 INT8 slices: ~30 bits; tf32tf32:
+    FP32 class) and samples its state: chi-square against the exact probabilities, whose error
+    (< 1e-6) is far below what 20000 shots resolve."""
+    qc = quantum_volume(4, seed=9)
+    probs = Statevector(qc).probabilities()
+    qc.measure_all()
+    shots = 20000
+    res = Sampler(backend=backend, device="cpu", seed=99, **options).run([qc], shots=shots).result()
+    observed = counts_vector(res[0].data.meas, 4)
+    assert observed.sum() == shots
+    assert chisquare(observed, probs * shots).pvalue > 1e-3
+    assert res.metadata["simulator"]["backend"] == backend
+
+
 def test_seed_reproduces_samples():
     qc = quantum_volume(3, seed=1)
     qc.measure_all()
