@@ -282,9 +282,14 @@ class DoubleDouble(Method):
         nn = n * (2 if cplx else 1)
         _, npieces = plan_pieces(kp, bits)
         rows = min(m, chunk_rows or (1 << 27) // kp)
-        # output pair + pieces of a chunk + real-form copies and ~6 accumulator temporaries
-        out = 2 * m * n * (16 if cplx else 8)
-        return int(out + 8 * rows * (kp * (npieces + 4) + 8 * nn) + 8 * npieces * kp * nn * 2)
+        # output pair + pieces of a chunk + real-form copies and ~6 accumulator temporaries; B's
+        # pieces twice (split, then transposed) and its real-form hi/lo with their transposed
+        # copies; the zero low parts made for operands given without one (A and B sized)
+        item = 16 if cplx else 8
+        out = 2 * m * n * item
+        lows = (m * k + k * n) * item
+        b_side = 8 * kp * nn * (2 * npieces + 4)
+        return int(out + lows + 8 * rows * (kp * (npieces + 4) + 8 * nn) + b_side)
 
     def _run(self, ops, report, timer, *, output, a_lo, b_lo, bits, chunk_rows, algorithm):
         xp = ops.xp
