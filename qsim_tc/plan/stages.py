@@ -1,0 +1,379 @@
+"""The stage planner: a circuit as a few passes over the state, each applying many gates.
+
+A stage fixes L *local* qubits: the L lowest physical bits of the state index. A chunk of 2^L
+contiguous amplitudes then holds every amplitude that a gate on local qubits mixes, so one
+pass that loads each chunk once (into GPU shared memory, or into a CPU cache) can apply all of
+the stage's gates to it. Between stages, index-bit swaps (physical bit g >= L exchanged with
+physical bit p < L) bring the next stage's qubits in.
+
+What a gate needs to be local (:mod:`qsim_tc.plan.structure` reads it from the matrix):
+
+- dense or permutation: all of its qubits;
+- controlled-U: only its targets. In a chunk every global bit is fixed, so a global control
+  either enables the gate for the whole chunk or skips it;
+- diagonal: nothing (its global bits are fixed per chunk, the rest of the diagonal is applied
+  within the chunk);
+- SWAP of two qubits (unit phases): nothing; it is applied by relabelling the two qubits in the
+  layout, and moves no amplitude.
+
+Order: two gates commute when they share no qubit or when both are diagonal; the planner keeps
+every other pair in circuit order (a dependency DAG).
+
+Greedy algorithm (after Atlas / HyQuas):
+
+1. Apply every ready gate (all predecessors applied) whose needed qubits are local, smallest
+   circuit index first, until no ready gate can go. This is one stage.
+2. Choose the next local set: start from the needed qubits of the earliest blocked gate, then
+   walk the remaining gates in circuit order (up to ``lookahead`` of them) and take each gate
+   whose predecessors are applied or taken and whose needed qubits still fit in L with the set;
+   a gate that does not fit is skipped, and so is everything that depends on it.
+3. Fill the set up to L with qubits already local (no swap), keeping the ones needed soonest;
+   swap each chosen global qubit with an evicted local one (the one needed latest). Repeat.
+
+The plan records, per stage, the swaps before it, the layout after them, and the gates in the
+order to apply them with the physical positions of their qubits at that point.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from circuits.circuit import Circuit
+from qsim_tc.layout import Layout
+from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, PERMUTATION, GateStructure, classify
+
+RELABEL = "relabel"  # a SWAP applied to the layout only
+DEFAULT_LOOKAHEAD = 2048
+# CPU chunk: about a core's share of the L2 cache (1 MiB a core on the measured EPYC); the
+# executor may batch several chunks per numpy call, so this bounds the planner's L only.
+DEFAULT_CPU_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class StageOp:
+    """One gate of a stage, placed.
+
+    Attributes:
+        gate: its index in the circuit.
+        kind: ``"diagonal"``, ``"controlled"``, ``"permutation"``, ``"dense"`` or ``"relabel"``.
+        positions: the physical bit of each of the gate's qubits (in the gate's qubit order)
+            when the gate runs; for ``"relabel"``, the two physical bits whose qubits trade names.
+        structure: the gate's :class:`~qsim_tc.plan.structure.GateStructure` (matrices, and
+            which bits are controls and targets, in the gate's bit order).
+    """
+
+    gate: int
+    kind: str
+    positions: tuple[int, ...]
+    structure: GateStructure = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pass over the state.
+
+    Attributes:
+        swaps: physical bit pairs (local p < L, global g >= L) exchanged before the stage.
+        layout: ``layout[p]`` is the logical qubit at physical bit p once the swaps are done.
+        ops: the gates, in an order that respects their dependencies.
+    """
+
+    swaps: tuple[tuple[int, int], ...]
+    layout: tuple[int, ...]
+    ops: tuple[StageOp, ...]
+
+    @property
+    def end_layout(self) -> tuple[int, ...]:
+        """The layout after the stage: ``layout`` with the stage's relabels applied."""
+        phys = list(self.layout)
+        for op in self.ops:
+            if op.kind == RELABEL:
+                a, b = op.positions
+                phys[a], phys[b] = phys[b], phys[a]
+        return tuple(phys)
+
+    @property
+    def n_gates(self) -> int:
+        """Gates that touch amplitudes (relabels excluded)."""
+        return sum(op.kind != RELABEL for op in self.ops)
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A circuit as stages.
+
+    Attributes:
+        n_qubits: N.
+        local_qubits: L (at most N).
+        stages: the stages in order.
+        initial_layout: the layout the first stage expects the state in.
+        final_layout: the layout of the state after the last stage (relabels included).
+        global_phase: radians, applied once at the end.
+        n_gates: gates of the circuit.
+    """
+
+    n_qubits: int
+    local_qubits: int
+    stages: tuple[Stage, ...]
+    initial_layout: tuple[int, ...]
+    final_layout: tuple[int, ...]
+    global_phase: float
+    n_gates: int
+
+    @property
+    def n_stages(self) -> int:
+        """Passes that apply gates (each stage reads and writes the state once)."""
+        return len(self.stages)
+
+    @property
+    def n_swap_passes(self) -> int:
+        """Stages that begin with index-bit swaps (a separate pass unless fused into the load)."""
+        return sum(bool(s.swaps) for s in self.stages)
+
+    @property
+    def n_swapped_bits(self) -> int:
+        return sum(len(s.swaps) for s in self.stages)
+
+    def summary(self) -> dict:
+        """Counts for reports."""
+        return {"n_qubits": self.n_qubits, "local_qubits": self.local_qubits, "n_gates": self.n_gates,
+                "stages": self.n_stages, "swap_passes": self.n_swap_passes, "swapped_bits": self.n_swapped_bits,
+                "gates_per_stage": [s.n_gates for s in self.stages]}
+
+
+def cpu_local_qubits(dtype, chunk_bytes: int = DEFAULT_CPU_CHUNK_BYTES) -> int:
+    """The L whose chunk of 2^L amplitudes of ``dtype`` fits ``chunk_bytes``.
+
+    Args:
+        dtype: the state's dtype (complex128 or complex64).
+        chunk_bytes: the cache budget of one chunk (default: 1 MiB, a core's L2).
+
+    Returns:
+        L >= 1.
+
+    Raises:
+        ValueError: ``chunk_bytes`` is smaller than two amplitudes.
+    """
+    item = np.dtype(dtype).itemsize
+    if chunk_bytes < 2 * item:
+        raise ValueError(f"chunk_bytes must hold at least 2 amplitudes ({2 * item} bytes), got {chunk_bytes}")
+    return int(chunk_bytes // item).bit_length() - 1
+
+
+def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[GateStructure] | None = None,
+                initial_layout: Sequence[int] | None = None, lookahead: int = DEFAULT_LOOKAHEAD) -> StagePlan:
+    """Split ``circuit`` into stages of ``local_qubits`` local qubits.
+
+    Args:
+        circuit: the circuit.
+        local_qubits: L, the qubits a chunk holds (e.g. 10-13 for GPU shared memory,
+            :func:`cpu_local_qubits` on a CPU). Values above N are clipped to N.
+        structures: the gates' structures (default: :func:`~qsim_tc.plan.structure.classify`
+            of each matrix); pass them to reuse a classification.
+        initial_layout: the state's layout at the start (``phys`` list; default identity).
+        lookahead: how many remaining gates step 2 of the algorithm looks at.
+
+    Returns:
+        The :class:`StagePlan`.
+
+    Raises:
+        TypeError: ``circuit`` is not a Circuit.
+        ValueError: ``local_qubits`` < 1, a bad ``initial_layout`` or ``structures`` length, or a
+            gate that needs more than L local qubits (name and qubits given).
+    """
+    if not isinstance(circuit, Circuit):
+        raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+    if isinstance(local_qubits, bool) or not isinstance(local_qubits, (int, np.integer)) or local_qubits < 1:
+        raise ValueError(f"local_qubits must be an int >= 1, got {local_qubits!r}")
+    n = circuit.n_qubits
+    big_l = min(int(local_qubits), n)
+    gates = circuit.gates
+    if structures is None:
+        structures = [classify(g.matrix) for g in gates]
+    elif len(structures) != len(gates):
+        raise ValueError(f"structures has {len(structures)} entries for {len(gates)} gates")
+    layout = Layout(n)
+    if initial_layout is not None:
+        if sorted(initial_layout) != list(range(n)):
+            raise ValueError(f"initial_layout must be a permutation of range({n}), got {list(initial_layout)}")
+        layout.set(list(initial_layout))
+    start_layout = tuple(layout.phys)
+
+    kinds = [_kind(s) for s in structures]
+    needed = [_needed(g.qubits, s, k) for g, s, k in zip(gates, structures, kinds)]
+    for i, need in enumerate(needed):
+        if len(need) > big_l:
+            raise ValueError(f"gate {i} ({gates[i].name!r} on qubits {gates[i].qubits}) needs {len(need)} local "
+                             f"qubits {sorted(need)}, more than local_qubits={big_l}")
+    preds, succs = _dag(gates, kinds)
+    dag = _Dag(preds, succs)
+
+    stages: list[Stage] = []
+    swaps: tuple[tuple[int, int], ...] = ()
+    ready = [i for i in range(len(gates)) if not preds[i]]
+    heapq.heapify(ready)
+    while True:
+        stage_layout = tuple(layout.phys)
+        ops, ready = _run_stage(ready, dag, gates, structures, kinds, needed, layout, big_l)
+        if ops or swaps:
+            stages.append(Stage(swaps, stage_layout, tuple(ops)))
+        if not ready:
+            break
+        swaps = _next_local_set(ready, dag, gates, kinds, needed, layout, big_l, lookahead)
+    return StagePlan(n, big_l, tuple(stages), start_layout, tuple(layout.phys), circuit.global_phase, len(gates))
+
+
+# --- the gates' needs and order --------------------------------------------------------------
+
+
+def _kind(s: GateStructure) -> str:
+    if s.kind == PERMUTATION and s.qubit_swap is not None and s.n_bits == 2:
+        return RELABEL
+    return s.kind
+
+
+def _needed(qubits: tuple[int, ...], s: GateStructure, kind: str) -> frozenset[int]:
+    """The logical qubits that must be local for the gate."""
+    if kind in (DIAGONAL, RELABEL):
+        return frozenset()
+    if kind == CONTROLLED:
+        return frozenset(qubits[b] for b in s.targets)
+    return frozenset(qubits)
+
+
+def _dag(gates, kinds) -> tuple[list[list[int]], list[list[int]]]:
+    """Predecessors and successors: a gate follows the last non-diagonal gate on each of its
+    qubits; a non-diagonal gate also follows the diagonal gates since then (diagonals commute
+    with each other, nothing else is assumed to commute)."""
+    preds: list[set[int]] = [set() for _ in gates]
+    last: dict[int, int] = {}
+    diag_since: dict[int, list[int]] = {}
+    for i, g in enumerate(gates):
+        diagonal = kinds[i] == DIAGONAL
+        for q in g.qubits:
+            if q in last:
+                preds[i].add(last[q])
+            if diagonal:
+                diag_since.setdefault(q, []).append(i)
+            else:
+                preds[i].update(diag_since.pop(q, ()))
+                last[q] = i
+    succs: list[list[int]] = [[] for _ in gates]
+    for i, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(i)
+    return [sorted(p) for p in preds], succs
+
+
+class _Dag:
+    """The DAG and which gates have been applied."""
+
+    def __init__(self, preds, succs):
+        self.preds = preds
+        self.succs = succs
+        self.waiting = [len(p) for p in preds]  # predecessors not yet applied
+        self.done = [False] * len(preds)
+        self.first_open = 0  # every gate before this index is done
+
+    def apply(self, i: int) -> list[int]:
+        """Mark gate i applied; return the gates that became ready."""
+        self.done[i] = True
+        while self.first_open < len(self.done) and self.done[self.first_open]:
+            self.first_open += 1
+        out = []
+        for s in self.succs[i]:
+            self.waiting[s] -= 1
+            if self.waiting[s] == 0:
+                out.append(s)
+        return out
+
+
+# --- step 1: one stage -----------------------------------------------------------------------
+
+
+def _run_stage(ready, dag: _Dag, gates, structures, kinds, needed, layout: Layout, big_l: int):
+    """Apply every ready gate whose needed qubits are local, in index order; return the ops and
+    the gates left ready (blocked) as a heap."""
+    ops: list[StageOp] = []
+    blocked: list[int] = []
+    pos = layout.pos
+    while ready:
+        i = heapq.heappop(ready)
+        if any(pos[q] >= big_l for q in needed[i]):
+            blocked.append(i)
+            continue
+        g = gates[i]
+        if kinds[i] == RELABEL:
+            a, b = g.qubits
+            pa, pb = pos[a], pos[b]
+            ops.append(StageOp(i, RELABEL, (pa, pb), structures[i]))
+            phys = list(layout.phys)
+            phys[pa], phys[pb] = b, a
+            layout.set(phys)
+            pos = layout.pos
+            # a relabel moves qubits between local and global: blocked gates may now fit
+            for j in blocked:
+                heapq.heappush(ready, j)
+            blocked = []
+        else:
+            ops.append(StageOp(i, kinds[i], tuple(pos[q] for q in g.qubits), structures[i]))
+        for j in dag.apply(i):
+            heapq.heappush(ready, j)
+    heapq.heapify(blocked)
+    return ops, blocked
+
+
+# --- steps 2 and 3: the next local set and the swaps -------------------------------------------
+
+
+def _next_local_set(ready, dag: _Dag, gates, kinds, needed, layout: Layout, big_l: int, lookahead: int):
+    """Choose the next stage's local qubits, change ``layout`` by the swaps; return the swaps."""
+    n = len(layout.phys)
+    # alias[q]: the qubit, named as at the stage start, whose place q holds after the walk's relabels
+    alias = list(range(n))
+    chosen: set[int] = set()
+    taken: set[int] = set()
+    first = ready[0]
+    start = dag.first_open
+    stop = min(len(gates), max(first, start) + lookahead)
+    for i in range(start, stop):
+        if dag.done[i] or any(not (dag.done[p] or p in taken) for p in dag.preds[i]):
+            continue
+        want = {alias[q] for q in needed[i]}
+        if len(chosen | want) > big_l:
+            continue
+        chosen |= want
+        taken.add(i)
+        if kinds[i] == RELABEL:
+            a, b = gates[i].qubits
+            alias[a], alias[b] = alias[b], alias[a]
+    pos = layout.pos
+    incoming = sorted((q for q in chosen if pos[q] >= big_l), key=lambda q: pos[q])
+    if not incoming:  # cannot happen: the first blocked gate needs a global qubit
+        raise AssertionError("planner made no progress")
+    # evict the local qubits not chosen whose next use is latest (Belady)
+    next_use = _next_use(dag, gates, needed, start, stop, n)
+    candidates = [p for p in range(big_l) if layout.phys[p] not in chosen]
+    candidates.sort(key=lambda p: (-next_use[layout.phys[p]], p))
+    out = sorted(candidates[: len(incoming)])
+    swaps = tuple(zip(out, sorted(pos[q] for q in incoming)))
+    phys = list(layout.phys)
+    for p, g in swaps:
+        phys[p], phys[g] = phys[g], phys[p]
+    layout.set(phys)
+    return swaps
+
+
+def _next_use(dag: _Dag, gates, needed, start: int, stop: int, n: int) -> list[int]:
+    """For each qubit, the index of the first remaining gate in the window that needs it local."""
+    far = stop + 1
+    out = [far] * n
+    for i in range(stop - 1, start - 1, -1):
+        if not dag.done[i]:
+            for q in needed[i]:
+                out[q] = i
+    return out

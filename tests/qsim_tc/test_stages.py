@@ -1,0 +1,210 @@
+"""The stage planner and its CPU executor: equal to the gate-at-a-time path on random circuits."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gemm
+from circuits import Circuit, Gate, brickwork, from_qiskit, haar_unitary
+from qsim_tc import Simulator, StateVector
+from qsim_tc.engine.permute import permute_bits
+from qsim_tc.engine.stages_cpu import run_stages
+from qsim_tc.engine.storage import PhysicalState
+from qsim_tc.plan.stages import RELABEL, cpu_local_qubits, plan_stages
+from qsim_tc.plan.structure import classify
+
+qiskit = pytest.importorskip("qiskit")
+lib = qiskit.circuit.library
+
+
+def _qiskit(gate) -> np.ndarray:
+    return np.asarray(gate.to_matrix(), dtype=np.complex128)
+
+
+def _mcx(n_controls: int) -> np.ndarray:
+    dim = 1 << (n_controls + 1)
+    perm = np.arange(dim)
+    ones = (1 << n_controls) - 1
+    perm[[ones, ones | 1 << n_controls]] = perm[[ones | 1 << n_controls, ones]]
+    return np.eye(dim, dtype=complex)[perm]
+
+
+# (name, width, matrix maker): every structure the planner distinguishes
+KINDS = [
+    ("haar1", 1, lambda r: haar_unitary(2, r)),
+    ("haar2", 2, lambda r: haar_unitary(4, r)),
+    ("haar3", 3, lambda r: haar_unitary(8, r)),
+    ("haar4", 4, lambda r: haar_unitary(16, r)),
+    ("cz", 2, lambda r: _qiskit(lib.CZGate())),
+    ("cp", 2, lambda r: _qiskit(lib.CPhaseGate(r.uniform(0, 6)))),
+    ("rz", 1, lambda r: _qiskit(lib.RZGate(r.uniform(0, 6)))),
+    ("crx", 2, lambda r: _qiskit(lib.CRXGate(r.uniform(0, 6)))),
+    ("ccx", 3, lambda r: _qiskit(lib.CCXGate())),
+    ("mcx", 4, lambda r: _mcx(3)),
+    ("swap", 2, lambda r: _qiskit(lib.SwapGate())),
+    ("iswap", 2, lambda r: _qiskit(lib.iSwapGate())),
+    ("h", 1, lambda r: _qiskit(lib.HGate())),
+]
+
+
+def random_circuit(n: int, n_gates: int, seed: int, max_width: int = 4) -> Circuit:
+    """Random gates of every kind on random (scattered, repeating) qubits."""
+    rng = np.random.default_rng(seed)
+    kinds = [k for k in KINDS if k[1] <= min(n, max_width)]
+    c = Circuit(n, name=f"random_n{n}_s{seed}")
+    for _ in range(n_gates):
+        name, width, make = kinds[rng.integers(len(kinds))]
+        qubits = tuple(int(q) for q in rng.choice(n, size=width, replace=False))
+        c.append(Gate(make(rng), qubits, name, check_unitary=False))
+    c.global_phase = float(rng.uniform(0, 6))
+    return c
+
+
+def random_state(n: int, seed: int, dtype=np.complex128) -> np.ndarray:
+    rng = np.random.default_rng(seed + 1000)
+    v = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    return (v / np.linalg.norm(v)).astype(dtype)
+
+
+def gate_at_a_time(c: Circuit, psi: np.ndarray) -> np.ndarray:
+    backend = "native" if psi.dtype == np.complex128 else "native32"
+    sim = Simulator(backend, device="cpu")  # fuse=None: one gate at a time
+    return sim.run(c, initial_state=StateVector.from_array(psi, device="cpu")).state.to_numpy()
+
+
+def check_plan(c: Circuit, plan) -> None:
+    """Every gate once, in dependency order, with its needed qubits local; swaps local<->global."""
+    seen = [op.gate for s in plan.stages for op in s.ops]
+    assert sorted(seen) == list(range(len(c)))
+    big_l = plan.local_qubits
+    for s in plan.stages:
+        for p, g in s.swaps:
+            assert p < big_l <= g
+        phys = list(s.layout)
+        for op in s.ops:
+            g = c.gates[op.gate]
+            assert [phys.index(q) for q in g.qubits] == list(op.positions)
+            if op.kind == RELABEL:
+                a, b = op.positions
+                phys[a], phys[b] = phys[b], phys[a]
+                continue
+            targets = op.structure.targets if op.kind != "diagonal" else ()
+            assert all(op.positions[t] < big_l for t in targets)
+    # gates on a common qubit keep their order unless both are diagonal
+    order = {gi: k for k, gi in enumerate(seen)}
+    diag = [classify(g.matrix).kind == "diagonal" for g in c.gates]
+    for i, gi in enumerate(c.gates):
+        for j in range(i + 1, len(c)):
+            if set(gi.qubits) & set(c.gates[j].qubits) and not (diag[i] and diag[j]):
+                assert order[i] < order[j]
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(n=st.integers(1, 9), n_gates=st.integers(0, 40), seed=st.integers(0, 10**6),
+       local=st.integers(1, 11), block_bytes=st.sampled_from([32, 256, 4096, 1 << 20]),
+       threads=st.sampled_from([1, 2]))
+def test_random_circuits_equal_gate_at_a_time_complex128(n, n_gates, seed, local, block_bytes, threads):
+    c = random_circuit(n, n_gates, seed, max_width=local)
+    psi = random_state(n, seed)
+    plan = plan_stages(c, local)
+    check_plan(c, plan)
+    out = run_stages(psi.copy(), plan, block_bytes=block_bytes, threads=threads)
+    np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+@settings(derandomize=True, max_examples=25, deadline=None)
+@given(n=st.integers(2, 10), n_gates=st.integers(1, 40), seed=st.integers(0, 10**6), local=st.integers(4, 8))
+def test_random_circuits_equal_gate_at_a_time_complex64(n, n_gates, seed, local):
+    c = random_circuit(n, n_gates, seed)
+    psi = random_state(n, seed, np.complex64)
+    out = run_stages(psi.copy(), plan_stages(c, local), block_bytes=512)
+    np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize(("n", "local", "n_gates"), [(14, 6, 120), (16, 10, 150), (20, 12, 60)])
+def test_wide_random_circuits(n, local, n_gates):
+    c = random_circuit(n, n_gates, seed=n)
+    psi = random_state(n, n)
+    plan = plan_stages(c, local)
+    check_plan(c, plan)
+    out = run_stages(psi.copy(), plan, block_bytes=1 << 16)
+    np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+def test_qft_and_qv_from_qiskit():
+    for qc in (qiskit.synthesis.synth_qft_full(12), lib.quantum_volume(12, seed=7)):
+        c = from_qiskit(qc)
+        psi = random_state(12, 3)
+        plan = plan_stages(c, 7)
+        check_plan(c, plan)
+        np.testing.assert_allclose(run_stages(psi.copy(), plan, block_bytes=2048), gate_at_a_time(c, psi),
+                                   rtol=0, atol=1e-13)
+
+
+def test_physical_state_with_a_permuted_layout_stays_lazy():
+    n = 8
+    c = random_circuit(n, 30, seed=5)
+    psi = random_state(n, 5)
+    perm = [3, 0, 7, 1, 6, 2, 5, 4]  # the state stored under another layout first
+    phys = PhysicalState(permute_bits(psi.copy(), n, perm, list(range(n)), np), gemm.resolve_device("cpu"))
+    phys.layout.set(perm)
+    plan = plan_stages(c, 4)  # planned from the identity: the executor permutes first
+    run_stages(phys, plan)
+    assert phys.layout.phys == list(plan.final_layout)
+    phys.canonicalize()
+    np.testing.assert_allclose(phys.data, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+def test_swaps_are_relabels_and_move_nothing():
+    c = Circuit(4)
+    sw = _qiskit(lib.SwapGate())
+    c.add(sw, (0, 3), "swap", check_unitary=False)
+    c.add(sw, (1, 2), "swap", check_unitary=False)
+    plan = plan_stages(c, 2)
+    assert plan.n_stages == 1 and plan.stages[0].n_gates == 0 and not plan.stages[0].swaps
+    assert plan.final_layout == (3, 2, 1, 0)
+    psi = random_state(4, 1)
+    np.testing.assert_array_equal(run_stages(psi.copy(), plan), gate_at_a_time(c, psi))
+
+
+def test_global_controls_and_diagonals_need_no_local_qubits():
+    n = 10
+    c = Circuit(n)
+    c.add(_qiskit(lib.CRXGate(0.3)), (9, 0), "crx")  # control 9, target 0
+    c.add(_qiskit(lib.CPhaseGate(0.2)), (8, 9), "cp")
+    c.add(_mcx(3), (7, 8, 9, 1), "mcx")
+    plan = plan_stages(c, 2)
+    assert plan.n_stages == 1 and not plan.stages[0].swaps
+    psi = random_state(n, 2)
+    np.testing.assert_allclose(run_stages(psi.copy(), plan, block_bytes=64), gate_at_a_time(c, psi),
+                               rtol=0, atol=1e-14)
+
+
+def test_stage_counts_are_small_for_brickwork():
+    c = brickwork(16, 2, 12, seed=1)
+    plan = plan_stages(c, 10)
+    check_plan(c, plan)
+    assert plan.n_stages <= 4  # 12 layers of 2-qubit bricks, light cone 6 qubits a side per stage
+
+
+def test_errors_name_the_argument():
+    c = random_circuit(6, 5, seed=1)
+    c.add(haar_unitary(8, np.random.default_rng(0)), (0, 1, 2), "wide", check_unitary=False)
+    with pytest.raises(ValueError, match="needs 3 local qubits"):
+        plan_stages(c, 2)
+    with pytest.raises(ValueError, match="local_qubits must be an int >= 1"):
+        plan_stages(c, 0)
+    with pytest.raises(TypeError, match="circuit must be"):
+        plan_stages([], 3)
+    with pytest.raises(ValueError, match="the plan is for 6 qubits"):
+        run_stages(np.zeros(8, complex), plan_stages(c, 4))
+    with pytest.raises(TypeError, match="state must be"):
+        run_stages([1, 0], plan_stages(c, 4))
+
+
+def test_cpu_local_qubits_from_bytes():
+    assert cpu_local_qubits(np.complex128, 1 << 20) == 16
+    assert cpu_local_qubits(np.complex64, 1 << 20) == 17
+    with pytest.raises(ValueError, match="chunk_bytes"):
+        cpu_local_qubits(np.complex128, 16)
