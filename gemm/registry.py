@@ -18,6 +18,7 @@ _TABLE: dict[str, str] = {
     "dd": "gemm.dd.method:DoubleDouble",
     "int8": "gemm.ozaki.method:Int8",
     "int8-auto": "gemm.ozaki.method:Int8Auto",
+    "int8-crt": "gemm.ozaki.crt.method:Int8CRT",
     "tf32tf32": "gemm.tcec.method:TF32TF32",
     "halfhalf": "gemm.tcec.method:HalfHalf",
     "tc-auto": "gemm.tcec.method:TCAuto",

@@ -142,3 +142,16 @@ def matmul(a, b, out=None, gauss: bool = False):
     _routine(a.dtype, True)(handle, _N, _N, n, m, k, one.ctypes.data, b.data.ptr, n, k * n,
                             a.data.ptr, k, 0, zero.ctypes.data, c.data.ptr, n, m * n, p)
     return c
+
+
+def gemm_s8_batched(m, n, k, a_ptr, lda, stride_a, b_ptr, ldb, stride_b, c_ptr, ldc, stride_c, batch) -> None:
+    """``batch`` products of :func:`gemm_s8` in one cuBLAS call (``gemmStridedBatchedEx``): product
+    ``i`` reads A and B ``i * stride_a`` and ``i * stride_b`` INT8 elements on and writes C
+    ``i * stride_c`` INT32 elements on (strides in elements, as cuBLAS takes them)."""
+    from cupy.cuda import cublas  # noqa: PLC0415 - optional dependency
+
+    handle = host_scalar_handle()
+    cublas.gemmStridedBatchedEx(handle, OP_T, OP_N, int(m), int(n), int(k), _I32_ONE.ctypes.data, int(a_ptr),
+                                CUDA_R_8I, int(lda), int(stride_a), int(b_ptr), CUDA_R_8I, int(ldb), int(stride_b),
+                                _I32_ZERO.ctypes.data, int(c_ptr), CUDA_R_32I, int(ldc), int(stride_c), int(batch),
+                                COMPUTE_32I, GEMM_DEFAULT)

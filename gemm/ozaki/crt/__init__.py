@@ -1,0 +1,7 @@
+"""Ozaki scheme II on INT8 (``int8-crt``): residues modulo pairwise-coprime moduli <= 256, exact
+INT8 GEMMs, and the Chinese remainder theorem in multi-word FP64.
+
+``moduli`` holds the moduli sets and constants, ``scale`` the power-of-two line scaling, ``cpu``
+and ``gpu`` the two implementations of one stage interface (``crt.cu`` beside ``gpu``),
+``method`` the method.
+"""

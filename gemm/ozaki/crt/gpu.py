@@ -1,0 +1,142 @@
+"""GPU stages of the CRT scheme: kernels from ``crt.cu`` and the INT8 products through cuBLAS
+``gemmEx`` (CUDA_R_8I in, CUDA_R_32I out, CUBLAS_COMPUTE_32I, TN: residues stored K-major, k padded
+to a multiple of 16), batched over the moduli (:func:`gemm.cuda.cublas.gemm_s8_batched`).
+
+The same stage interface as :mod:`gemm.ozaki.crt.cpu`, cupy first; every kernel repeats the CPU
+operations in the same order (``crt.cu`` is built with ``--fmad=false``), so the results are
+bit-identical. One reconstruction kernel per block of lines reads every modulus' INT32 products
+and writes the FP64 / complex128 output once, in its final layout. cupy comes from the caller;
+nothing here imports it at module level.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemm.cuda import cublas
+from gemm.cuda.compile import raw_module
+from gemm.ozaki.crt.moduli import PARTS, Moduli, b_lines, dot_length
+from gemm.ozaki.crt.scale import DCAP
+
+KP_ALIGN = 16  # residue lines padded to 16 bytes (cuBLAS's INT8 TN needs multiples of 4)
+ITEM_RES, ITEM_PROD = 1, 4  # int8 residues, int32 products
+FORM_CODE = {None: 0, "4m": 1, "3m": 2, "2m": 3}
+NSTAT = DCAP + 2  # per operand: [NaN/Inf count, depth histogram 0..DCAP]
+_i32, _i64 = np.int32, np.int64
+_TABLES: dict = {}
+
+
+def _fn(cp, name):
+    """Kernel ``name`` of ``crt.cu``, compiled once per process and device."""
+    return raw_module(__package__, "crt.cu", ("-std=c++17", "--fmad=false"), cp.cuda.Device().id).get_function(name)
+
+
+def _tables(cp, mods: Moduli):
+    """The moduli constants on the current device (uploaded once per moduli set and device)."""
+    key = (mods.values, mods.family, cp.cuda.Device().id)
+    if key not in _TABLES:
+        _TABLES[key] = (cp.asarray(mods.table), cp.asarray(mods.digits_m), cp.asarray(mods.digits_p))
+    return _TABLES[key]
+
+
+def _line_view(X):
+    """(s_out, s_in, s_k, n_in) in elements of the 3-D line view X = (outer, inner, K)."""
+    item = X.dtype.itemsize
+    so, si, sk = (st // item for st in X.strides)
+    return _i64(so), _i64(si), _i64(sk), _i64(X.shape[1])
+
+
+def _kmajor(X) -> bool:
+    """True when a line's elements are closer together than adjacent lines (read along k)."""
+    so, si, sk, _ = (int(v) for v in _line_view(X))
+    line_stride = si if X.shape[1] > 1 else so
+    return abs(sk) <= abs(line_stride) or X.shape[0] * X.shape[1] == 1
+
+
+def line_exponents(cp, XA, XB, cplx, want_hist):
+    """Norm exponents of A's rows and B's columns, NaN/Inf counts and depth histograms, with one
+    small host read.
+
+    Returns:
+        ``(E_a, E_b, (bad_a, bad_b, hist_a, hist_b))``: int32 device arrays, ints, numpy int64
+        histograms (None when not wanted).
+    """
+    stats = cp.zeros(2 * NSTAT, dtype=cp.uint64)
+    es = []
+    for i, X in enumerate((XA, XB)):
+        nlines = X.shape[0] * X.shape[1]
+        E = cp.empty(nlines, dtype=cp.int32)
+        so, si, sk, n_in = _line_view(X)
+        args = (X, so, si, sk, n_in, _i64(nlines), _i32(X.shape[2]), _i32(cplx), _i32(want_hist), E,
+                stats[i * NSTAT:(i + 1) * NSTAT])
+        if _kmajor(X):
+            _fn(cp, "crt_line_exponents_warp")((int(min(-(-nlines // 8), 8192)),), (256,), args)
+        else:
+            _fn(cp, "crt_line_exponents_thread")((int(min(-(-nlines // 256), 8192)),), (256,), args)
+        es.append(E)
+    host = stats.get().astype(np.int64)  # the one host read of the call
+    out = []
+    for i in range(2):
+        h = host[i * NSTAT:(i + 1) * NSTAT]
+        out.append((int(h[0]), h[1:] if want_hist else None))
+    return es[0], es[1], (out[0][0], out[1][0], out[0][1], out[1][1])
+
+
+def residues(cp, X, E, bits, line0, nlines, mods: Moduli, form, role, kp):
+    """INT8 residues of lines ``[line0, line0 + nlines)`` scaled to ``bits``: ``(n, G, lines_out, kp)``."""
+    G = PARTS[form]
+    lines_out = nlines * (b_lines(form) if role == "b" else 1)
+    out = cp.empty((len(mods), G, lines_out, kp), dtype=cp.int8)
+    kdot = dot_length(form, X.shape[2])
+    if kp > kdot:  # the padding columns must read as zeros in the products
+        out[..., kdot:] = 0
+    table, _, _ = _tables(cp, mods)
+    so, si, sk, n_in = _line_view(X)
+    K = X.shape[2]
+    grid = (int(-(-nlines // 32)), int(-(-K // 32)))
+    _fn(cp, "crt_residues")(grid, (32, 8), (
+        X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(form is not None), _i32(_kmajor(X)), E,
+        _i32(bits), table, _i32(len(mods)), _i32(FORM_CODE[form]), _i32(0 if role == "a" else 1), out,
+        _i64(lines_out), _i32(kp)))
+    return out
+
+
+def products(cp, RA, RB, mods: Moduli, form):
+    """INT32 products ``P[i, g, r, c] = RA[i, g, r] . RB[i, g, c]``: ``(n, G, rows, ldP)``, one
+    cuBLAS call per part batched over the moduli."""
+    n, G, rows, kp = RA.shape
+    cols = RB.shape[2]
+    ldP = -(-cols // 4) * 4
+    P = cp.empty((n, G, rows, ldP), dtype=cp.int32)
+    for g in range(G):
+        # column-major C (cols x rows) = RB_g^T RA_g: row-major P[i, g] with leading dimension ldP
+        cublas.gemm_s8_batched(cols, rows, kp, RB[:, g].data.ptr, kp, G * cols * kp,
+                               RA[:, g].data.ptr, kp, G * rows * kp, P[:, g].data.ptr, ldP, G * rows * ldP, n)
+    return P
+
+
+def new_output(cp, R, NC, dtype, out_shape):
+    """The output of a whole product in its final layout (the blocks write into it)."""
+    return cp.empty(out_shape, dtype=dtype)
+
+
+def reconstruct(cp, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
+    """One block's INT32 products (rows ``r0..``, ``cols`` B lines from ``c0``) rebuilt by the CRT
+    and written into ``out`` (one kernel)."""
+    n, G, rows, ldP = P.shape
+    R, NC = int(E_a.size), int(E_b.size)
+    table, dm, dp = _tables(cp, mods)
+    if out.ndim == 3 and out.shape[1] == R and out.shape[0] * out.shape[2] == NC:
+        n2 = out.shape[2]  # B stacked: column c = h * L + l
+    else:
+        n2 = NC
+    threads = int(min(256, -(-cols // 32) * 32))
+    grid = (int(-(-cols // threads)), int(min(rows, 65535)))
+    _fn(cp, "crt_reconstruct")(grid, (threads,), (
+        P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), _i32(FORM_CODE[form]), _i32(form is not None), table, dm, dp,
+        _i32(mods.words), E_a, E_b, _i32(mods.alpha), _i32(mods.beta), _i64(r0), _i64(c0), out, _i64(R), _i64(n2)))
+
+
+def to_layout(cp, out, R, NC, out_shape):
+    """The output as it is: :func:`reconstruct` writes the final layout."""
+    return out

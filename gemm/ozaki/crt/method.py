@@ -1,0 +1,272 @@
+"""The CRT scheme on INT8 (``int8-crt``, Ozaki scheme II): FP64-accurate products from exact
+INT8 x INT8 -> INT32 GEMMs of residues modulo pairwise-coprime moduli <= 256.
+
+The pipeline reads top to bottom as stages, each timed in the report:
+
+1. **scale** (:mod:`gemm.ozaki.crt.scale`): every line (row of A, column of B) is scaled by a
+   power of two so that ``A' = trunc(A 2^sA)`` and ``B' = trunc(2^sB B)`` have line 2-norms at
+   most 2^alpha and 2^beta, ``2^(alpha + beta) <= P/4``: the exact integer product ``C' = A' B'``
+   lies in ``[-P/4, P/4]`` and is determined by its residues. NaN/Inf raise
+   :class:`gemm.NonFiniteError` here, before any product.
+2. **residues**: ``A' mod p_i`` and ``B' mod p_i`` in the symmetric range (INT8), combined per
+   complex form (:mod:`gemm.ozaki.crt.moduli`).
+3. **int8_gemm**: per modulus one INT8 GEMM per part, exact in INT32 (``k' * 128^2 < 2^31``;
+   on the CPU float64 BLAS, exact while ``k' * 128^2 < 2^53``).
+4. **reconstruct**: per output element, ``t_i = (c_i y_i) mod p_i``, ``C' = sum t_i M_i - q P``
+   in 38-bit words (exact), carries, one rounding, times ``2^-(sA + sB)``.
+
+Error: the only errors are the truncation of A and B to integers and the final rounding (plus at
+most 2^-100 relative from the word sum): ``|C - C~|_ij <= c ||a_i|| ||b_j|| + u |C_ij|`` with
+``c = 2.25 sqrt(k') (2^-alpha + 2^-beta)`` (``report.choices["error_bound"]``; native FP64's
+classical bound is ``k' u ||a_i|| ||b_j||``). Because ``C'`` is exact, the result does not depend
+on how the products are formed: the 4-, 3- and 2-product complex forms give identical bits for
+one moduli set, and the CPU and GPU paths are identical bit for bit.
+
+Complex forms (``complex_form``): ``4m`` one real product of the stacked operands
+``[Ar Ai] @ [[Br Bi], [-Bi Br]]`` (four real products' worth); ``3m`` Karatsuba/Gauss on
+residues (``ar br``, ``ai bi``, ``(ar + ai)(br + bi)``: exact, unlike 3M in floating point);
+``2m`` two real products modulo moduli in which -1 is a square (``s^2 = -1``): the images
+``x + s y`` and ``x - s y`` multiply independently. 2m needs about one modulus more than 4m/3m
+(split moduli carry fewer bits) and still does the fewest INT8 products: 34 against 48 and 64 at
+k = 1024, 53 bits. It is the default: on the CPU at equal accuracy (a d = 10 gate, k = 1024)
+2m / 3m / 4m took 3.6 / 3.7 / 4.4 s (one thread 4.5 / 5.4 / 6.8 s); at d = 8, where residues and
+reconstruction outweigh the products, 4m was ahead by 10%. With the unfused GPU path (the INT32
+round trip dominates) 4m was as fast or faster on an H100; the products decide once the
+reduction is fused into the GEMM.
+
+The number of moduli comes from ``bits`` or is given as ``moduli`` (which takes precedence). From
+``bits`` it is chosen per call from the data, as ``int8-auto`` chooses slices
+(:func:`gemm.ozaki.crt.moduli.count_for_bits`): the fewest moduli at which the elements of each
+operand lose on average at most one bit against a ``bits``-bit rounding, counting each element's
+depth below its line's norm bound (that depth grows as log2(sqrt(k)) for flat lines, and with the
+spread of the exponents). At ``bits = 53`` that keeps the error at or below a native FP64 GEMM's;
+at k = 1024 complex it takes 16-17 moduli for flat data and up to 20 for phi = 4.
+
+The larger operand is processed in blocks of lines so that its residues and the INT32 products
+of every modulus stay within :func:`block_budget` (on the GPU 1/16 of the output, at least
+64 MiB, at most 1 GiB); the smaller operand's residues are computed once per call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gemm.errors import NonFiniteError
+from gemm.method import Method
+from gemm.options import Option, choice, integer
+from gemm.ozaki.crt import cpu, gpu
+from gemm.ozaki.crt.moduli import (
+    F64_BOUND,
+    FORMS,
+    INT32_BOUND,
+    MAX_MODULI,
+    MEAN_LOSS_BITS,
+    MIN_MODULI,
+    PARTS,
+    PRODUCTS,
+    Moduli,
+    b_lines,
+    count_for_bits,
+    dot_length,
+    error_coefficient,
+    family_for,
+)
+
+BITS_RANGE = (8, 100)
+BLOCK_BYTES = {"cpu": (16 << 20, 256 << 20), "gpu": (64 << 20, 1 << 30)}  # (floor, cap) of a block's workspace
+
+
+def block_budget(device: str, out_bytes: int) -> int:
+    """Workspace bytes one block of the larger operand may use: 1/16 of the output, within the
+    device's (floor, cap) in :data:`BLOCK_BYTES`."""
+    lo, hi = BLOCK_BYTES[device]
+    return int(min(hi, max(lo, out_bytes // 16)))
+
+
+def _as_lines(x, role: str):
+    """The 3-D line view ``(outer, inner, K)`` of a 2-D/3-D operand (a view, never a copy)."""
+    if role == "a":
+        return x[None] if x.ndim == 2 else x
+    return x.T[None] if x.ndim == 2 else x.transpose(0, 2, 1)
+
+
+def _round_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+class _Sizes:
+    """The sizes of one 2-D product: R lines of A, NC lines of B, inner K, on ``device``."""
+
+    def __init__(self, R, NC, K, form, cplx, n, device):
+        self.R, self.NC, self.K, self.form, self.cplx, self.n, self.device = R, NC, K, form, cplx, n, device
+        stages = gpu if device == "gpu" else cpu
+        self.kdot = dot_length(form, K)
+        self.kp = _round_up(self.kdot, stages.KP_ALIGN)
+        self.parts = PARTS[form]
+        self.bl = b_lines(form)
+        self.item_res, self.item_prod = stages.ITEM_RES, stages.ITEM_PROD
+        self.big_is_a = R >= NC
+        self.out_bytes = R * NC * (16 if cplx else 8)
+
+    def per_line(self) -> int:
+        """Workspace bytes per line of the larger operand."""
+        n, g = self.n, self.parts
+        if self.big_is_a:
+            res = n * g * self.kp * self.item_res
+            prod = n * g * _round_up(self.bl * self.NC, 4) * self.item_prod
+            elems = self.NC
+        else:
+            res = n * g * self.bl * self.kp * self.item_res
+            prod = n * g * self.R * self.bl * self.item_prod
+            elems = self.R
+        # the CPU reconstruction holds the digits t_i and a few words per output element
+        temp = elems * (self.n + 12) * 8 * (2 if self.cplx else 1) if self.device == "cpu" else 0
+        return res + prod + temp
+
+    def block_lines(self) -> int:
+        total = self.R if self.big_is_a else self.NC
+        nb = max(32, block_budget(self.device, self.out_bytes) // max(self.per_line(), 1))
+        return int(min(total, nb // 32 * 32 if nb >= 32 else 32))
+
+    def small_bytes(self) -> int:
+        lines = self.NC * self.bl if self.big_is_a else self.R
+        return self.n * self.parts * lines * self.kp * self.item_res
+
+    def workspace(self) -> int:
+        return self.small_bytes() + self.block_lines() * self.per_line()
+
+
+class Int8CRT(Method):
+    """Ozaki scheme II on INT8: residues modulo pairwise-coprime moduli <= 256, one exact INT8
+    GEMM per modulus and part, the Chinese remainder theorem in multi-word FP64.
+
+    Options:
+        bits: target accuracy; 53 keeps the error at or below a native FP64 GEMM's (the count
+            is chosen from the operands: :func:`gemm.ozaki.crt.moduli.count_for_bits`).
+        moduli: the number of moduli (2..20); when given it takes precedence over ``bits``.
+        complex_form: ``"2m"`` (default), ``"3m"`` or ``"4m"``: INT8 products per modulus for
+            complex operands (real operands use one).
+    """
+
+    name = "int8-crt"
+    precision = "fp64"
+    option_specs = {
+        "bits": Option(53, integer(*BITS_RANGE), "target bits (53: no worse than native FP64)"),
+        "moduli": Option(None, integer(MIN_MODULI, MAX_MODULI, none=True),
+                         "number of moduli; takes precedence over bits"),
+        "complex_form": Option("2m", choice(*FORMS), "real INT8 products per modulus for complex operands"),
+    }
+    description = "Ozaki scheme II (CRT) on INT8 tensor cores: residues, INT8 GEMMs, multi-word reconstruction"
+
+    @staticmethod
+    def _form(opts, cplx) -> str | None:
+        return opts["complex_form"] if cplx else None
+
+    def workspace_bytes(self, m: int, k: int, n: int, dtype, *, device: str = "gpu", **options) -> int:
+        """Bytes of workspace (residues, products, block temporaries) for ``(m, k) @ (k, n)``."""
+        opts = self.check_options(options)
+        cplx = np.dtype(dtype).kind == "c"
+        form = self._form(opts, cplx)
+        # with bits= the count depends on the data: size for the largest
+        n_mod = opts["moduli"] or MAX_MODULI
+        # the larger operand may come as A or as B (the engine's two orientations)
+        return max(_Sizes(int(m), int(n), int(k), form, cplx, n_mod, device).workspace(),
+                   _Sizes(int(n), int(m), int(k), form, cplx, n_mod, device).workspace())
+
+    def _run(self, ops, report, timer, **opts):
+        xp = ops.xp
+        if ops.batch is not None and ops.a.ndim == 3 and ops.b.ndim == 3:
+            out = xp.empty(ops.out_shape, dtype=ops.dtype)
+            for i in range(ops.batch):
+                out[i] = self._product(xp, ops.a[i], ops.b[i], ops.dtype, report, timer, opts)
+            return out
+        return self._product(xp, ops.a, ops.b, ops.dtype, report, timer, opts)
+
+    def _product(self, xp, a, b, dtype, report, timer, opts, mods: Moduli | None = None):
+        stages = cpu if xp is np else gpu
+        device = "cpu" if xp is np else "gpu"
+        cplx = np.dtype(dtype).kind == "c"
+        work = np.dtype(np.complex128 if cplx else np.float64)
+        K = a.shape[-1]
+        form = self._form(opts, cplx)
+        family = family_for(form)
+        with timer.stage("scale"):
+            XA = _as_lines(a.astype(work, copy=False), "a")
+            XB = _as_lines(b.astype(work, copy=False), "b")
+            auto = mods is None and opts["moduli"] is None
+            EA, EB, (bad_a, bad_b, ha, hb) = stages.line_exponents(xp, XA, XB, cplx, auto)
+        for name, bad in (("a", bad_a), ("b", bad_b)):
+            if bad:
+                raise NonFiniteError(f"{name} holds {bad} NaN/Inf element(s); this method needs finite operands")
+        if mods is None:  # (tests pass a moduli set to compare the forms on one set)
+            if auto:
+                n, met, losses = count_for_bits(opts["bits"], (ha, hb), family)
+                report.choices["mean_loss_bits"] = {"a": losses[0], "b": losses[1]}
+                report.choices["target_met"] = met
+                if not met:
+                    report.notes.append(
+                        f"int8-crt: bits={opts['bits']} needs more than {MAX_MODULI} {family} moduli for these "
+                        f"operands (mean loss a: {losses[0]:.3g}, b: {losses[1]:.3g} bits > {MEAN_LOSS_BITS:g}); "
+                        f"used {MAX_MODULI}")
+            else:
+                n = opts["moduli"]
+            mods = Moduli.first(n, family)
+        sz = _Sizes(XA.shape[0] * XA.shape[1], XB.shape[0] * XB.shape[1], K, form, cplx, len(mods), device)
+        bound = INT32_BOUND if device == "gpu" else F64_BOUND
+        if sz.kdot * 128 * 128 >= bound:
+            raise ValueError(f"inner dimension too long for exact INT8 products: k={K} gives dot products of "
+                             f"{sz.kdot}, and {sz.kdot} * 128^2 must stay below 2^{bound.bit_length() - 1}")
+        if a.ndim == 3:
+            out_shape = (a.shape[0], a.shape[1], b.shape[-1])
+        elif b.ndim == 3:
+            out_shape = (b.shape[0], a.shape[0], b.shape[2])
+        else:
+            out_shape = (a.shape[0], b.shape[1])
+        R, NC = sz.R, sz.NC
+        out = stages.new_output(xp, R, NC, work, out_shape)
+        nb = sz.block_lines()
+        with timer.stage("residues"):
+            if sz.big_is_a:
+                small = stages.residues(xp, XB, EB, mods.beta, 0, NC, mods, form, "b", sz.kp)
+            else:
+                small = stages.residues(xp, XA, EA, mods.alpha, 0, R, mods, form, "a", sz.kp)
+        total = R if sz.big_is_a else NC
+        for l0 in range(0, total, nb):
+            cnt = min(nb, total - l0)
+            with timer.stage("residues"):
+                if sz.big_is_a:
+                    RA, RB = stages.residues(xp, XA, EA, mods.alpha, l0, cnt, mods, form, "a", sz.kp), small
+                    r0, c0, cols = l0, 0, NC
+                else:
+                    RA, RB = small, stages.residues(xp, XB, EB, mods.beta, l0, cnt, mods, form, "b", sz.kp)
+                    r0, c0, cols = 0, l0, cnt
+            with timer.stage("int8_gemm"):
+                P = stages.products(xp, RA, RB, mods, form)
+            with timer.stage("reconstruct"):
+                stages.reconstruct(xp, P, mods, form, EA, EB, r0, c0, cols, out)
+            del P, RA, RB
+        with timer.stage("reconstruct"):
+            res = stages.to_layout(xp, out, R, NC, out_shape)
+            if res.dtype != dtype:
+                res = res.astype(dtype)
+        kprime = 2 * K if cplx else K
+        nblocks = -(-total // nb)
+        bound_c = error_coefficient(mods.alpha, mods.beta, kprime)
+        report.choices.update({
+            "moduli": len(mods),
+            "moduli_values": list(mods.values),
+            "moduli_family": mods.family,
+            "complex_form": form,
+            "p_bits": mods.p_bits,
+            "alpha": mods.alpha,
+            "beta": mods.beta,
+            "int8_products_per_modulus": PRODUCTS[form] if cplx else 1,
+            "int8_gemms": len(mods) * sz.parts * nblocks,
+            "blocks": nblocks,
+            # |C - C~|_ij <= error_bound * ||a_i|| ||b_j|| + u |C_ij|; native: native_bound * ||a_i|| ||b_j||
+            "error_bound": bound_c,
+            "native_bound": kprime * 2.0 ** -53,
+            "effective_bits": float(-np.log2(bound_c / np.sqrt(kprime))),
+        })
+        report.workspace_bytes = sz.workspace()
+        return res

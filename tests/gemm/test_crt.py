@@ -1,0 +1,288 @@
+"""The CRT scheme on INT8 (method int8-crt) on the CPU: accuracy against DD and native, the exact
+reconstruction, scaling, the complex forms, bad input, stacked operands and blocks."""
+
+import math
+import re
+from fractions import Fraction
+from importlib import resources
+
+import numpy as np
+import pytest
+
+import gemm
+from gemm.diagnostics import testmats
+from gemm.ozaki.crt import cpu, method, moduli, scale
+from gemm.ozaki.crt.moduli import Moduli
+
+CRT = "int8-crt"
+
+
+def _mean_rel(c, a, b):
+    hi, lo = gemm.matmul(a, b, method="dd", output="pair")
+    return float(np.mean(np.abs((c - hi) - lo) / np.abs(hi)))
+
+
+def _phi(rng, m, k, n, phi, cplx):
+    gen = testmats.complex_phi_matrix if cplx else testmats.phi_matrix
+    return gen(m, k, phi, rng), gen(k, n, phi, rng)
+
+
+# --- options ---------------------------------------------------------------------------------
+
+
+def test_registered_with_options():
+    m = gemm.get_method(CRT)
+    assert m.precision == "fp64"
+    assert dict(m.options) == {"bits": 53, "moduli": None, "complex_form": "2m"}
+
+
+@pytest.mark.parametrize("opts, exc, match", [
+    ({"bits": 7}, ValueError, r"option bits=7 is not valid; expected an int in 8\.\.100"),
+    ({"bits": 53.0}, TypeError, r"option bits must be an int in 8\.\.100, got 53\.0 \(float\)"),
+    ({"moduli": 1}, ValueError, r"option moduli=1 is not valid; expected an int in 2\.\.20 or None"),
+    ({"moduli": 21}, ValueError, r"option moduli=21 is not valid; expected an int in 2\.\.20 or None"),
+    ({"complex_form": "karatsuba"}, ValueError, r"option complex_form='karatsuba' is not valid; expected one of 4m, 3m, 2m"),
+    ({"splits": 9}, TypeError, r"method 'int8-crt' got unknown option\(s\) splits"),
+])
+def test_bad_options(opts, exc, match):
+    a = np.ones((2, 2))
+    with pytest.raises(exc, match=match):
+        gemm.matmul(a, a, method=CRT, **opts)
+
+
+# --- moduli ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["general", "split"])
+def test_moduli_pairwise_coprime_and_int8(family):
+    mods = moduli.FAMILIES[family]
+    assert len(mods) == moduli.MAX_MODULI and max(mods) <= 256
+    assert all(math.gcd(p, q) == 1 for i, p in enumerate(mods) for q in mods[i + 1:])
+    for p in mods:  # the symmetric range fits INT8
+        assert -(p // 2) >= -128 and (p - 1) - p // 2 <= 127
+    if family == "split":
+        assert all(p % 2 == 1 and pow(moduli.sqrt_minus_one(p), 2, p) == p - 1 for p in mods)
+
+
+def test_moduli_constants_and_words():
+    m = Moduli.first(20, "general")
+    assert m.P == math.prod(m.values) and 2 ** m.p_bits <= m.P < 2 ** (m.p_bits + 1)
+    assert 2 ** (m.alpha + m.beta) <= m.P // 4
+    for i, p in enumerate(m.values):
+        M = m.P // p
+        assert sum(int(d) << (moduli.D * w) for w, d in enumerate(m.digits_m[i])) == M
+        assert (M * int(m.table[i, 4])) % p == 1
+    assert sum(int(d) << (moduli.D * w) for w, d in enumerate(m.digits_p)) == m.P
+    # every word sum stays exact in float64
+    assert len(m.values) * 255 * (2 ** moduli.D) + len(m.values) * 2 ** moduli.D < 2 ** 52
+
+
+def test_kernel_constants_match_python():
+    src = resources.files("gemm.ozaki.crt").joinpath("crt.cu").read_text()
+    define = dict(re.findall(r"#define (\w+) \(?(-?\(?[0-9 <-]+\)?)\)?", src))
+    assert int(define["G_SHIFT"]) == scale.G and int(define["DCAP"]) == scale.DCAP
+    assert int(define["D_BITS"]) == moduli.D
+    assert int(define["WMAX"]) >= Moduli.first(moduli.MAX_MODULI, "general").words
+    assert "(-(1 << 30))" in src and scale.ZERO_LINE == -(1 << 30)
+
+
+# --- the exact parts -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n, family", [(2, "general"), (9, "split"), (16, "general"), (20, "general"), (20, "split")])
+def test_reconstruction_is_exact(rng, n, family):
+    """finish() against Python integers: C' from its residues, near 0, near +-P/4 and random."""
+    mods = Moduli.first(n, family)
+    lim = mods.P // 4
+    vals = [0, 1, -1, lim, -lim, lim - 1, -lim + 1, 2 ** 53 + 1, -(2 ** 60) - 3]
+    vals += [int(v) for v in rng.integers(-2 ** 62, 2 ** 62, 20)]
+    vals += [int.from_bytes(rng.bytes(24), "little") % (2 * lim + 1) - lim for _ in range(40)]
+    vals = [v for v in vals if abs(v) <= lim]
+    T = np.array([[(v * int(mods.table[i, 4])) % p for i, p in enumerate(mods.values)] for v in vals], dtype=float)
+    qsum = np.zeros(len(vals))
+    for i in range(n):
+        qsum += T[:, i] * mods.table[i, 1]
+    got = cpu.finish(T[:, None, :], qsum[:, None], mods, np.zeros((len(vals), 1), dtype=np.int64))[:, 0]
+    assert [float(Fraction(v)) for v in vals] == got.tolist()
+
+
+def test_residues_exact(rng):
+    """Residues of integers up to 2^79 (split hi * 2^40 + lo) match Python's, in the symmetric range."""
+    x = np.array([0.0, 1.0, -1.0, 2.0 ** 79 - 2 ** 27, -(2.0 ** 78) - 2 ** 26, 12345678901234.0, -3.0 * 2 ** 60])
+    hi = np.floor(x * 2.0 ** -40)
+    lo = x - hi * 2.0 ** 40
+    for p in (256, 255, 241, 5):
+        inv = 1.0 / p
+        r = cpu.sym(cpu.mod(cpu.mod(hi, p, inv) * (2 ** 40 % p) + cpu.mod(lo, p, inv), p, inv), p)
+        want = [((int(v) % p) + p // 2) % p - p // 2 if p % 2 == 0 else ((int(v) % p) + (p - 1) // 2) % p - (p - 1) // 2
+                for v in x]
+        assert r.tolist() == want
+
+
+def test_product_is_the_rounded_exact_product_of_the_truncated_operands(rng):
+    """The only errors are the truncation to integers and the final rounding."""
+    a = testmats.phi_matrix(5, 9, 2.0, rng)
+    b = testmats.phi_matrix(9, 4, 2.0, rng)
+    c, rep = gemm.matmul(a, b, method=CRT, moduli=12, return_report=True)
+    mods = Moduli.first(12, "general")
+    ea, _, _ = scale.line_exponents((a,), False)
+    eb, _, _ = scale.line_exponents((np.ascontiguousarray(b.T),), False)
+    sa, sb = scale.shifts(ea, mods.alpha), scale.shifts(eb, mods.beta)
+    ia = [[int(np.trunc(np.ldexp(a[i, k], int(sa[i])))) for k in range(9)] for i in range(5)]
+    ib = [[int(np.trunc(np.ldexp(b[k, j], int(sb[j])))) for j in range(4)] for k in range(9)]
+    for i in range(5):
+        assert sum(x * x for x in ia[i]) <= 4 ** mods.alpha
+        for j in range(4):
+            exact = sum(ia[i][k] * ib[k][j] for k in range(9))
+            assert abs(exact) <= mods.P // 4
+            assert c[i, j] == float(Fraction(exact) / Fraction(2) ** int(sa[i] + sb[j]))
+    assert rep.choices["alpha"] == mods.alpha and rep.choices["moduli"] == 12
+
+
+def test_norm_bound_is_tight_and_valid(rng):
+    """2^E bounds the line norm, within the documented factor 2.25."""
+    x = testmats.phi_matrix(50, 300, 4.0, rng)
+    x[3] = 0.0
+    x[7, :250] = 0.0
+    E, bad, _ = scale.line_exponents((x,), False)
+    assert bad == 0 and E[3] == scale.ZERO_LINE
+    nrm = np.linalg.norm(np.delete(x, 3, axis=0), axis=1)
+    E = np.delete(E, 3)
+    assert np.all(nrm <= np.ldexp(1.0, E)) and np.all(np.ldexp(1.0, E) < 2.25 * nrm)
+
+
+# --- accuracy --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+@pytest.mark.parametrize("phi", [0.1, 1.0, 2.0, 4.0])
+def test_phi_53_bits_at_or_below_native(phi, cplx):
+    rng = np.random.default_rng(int(phi * 10) + 3 + cplx)
+    a, b = _phi(rng, 48, 512, 48, phi, cplx)
+    c, rep = gemm.matmul(a, b, method=CRT, return_report=True)
+    e_crt, e_native = _mean_rel(c, a, b), _mean_rel(a @ b, a, b)
+    assert e_crt <= e_native, (e_crt, e_native, rep.choices["moduli"])
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+def test_error_decreases_with_moduli(rng, cplx):
+    a, b = _phi(rng, 32, 256, 32, 1.0, cplx)
+    errs = [_mean_rel(gemm.matmul(a, b, method=CRT, moduli=n, complex_form="3m"), a, b) for n in range(4, 17, 2)]
+    assert all(e1 < e0 for e0, e1 in zip(errs, errs[1:])), errs
+    assert errs[-1] < 1e-16 < errs[0]
+
+
+def test_error_within_reported_bound(rng):
+    a, b = _phi(rng, 40, 200, 30, 2.0, True)
+    for n in (6, 10, 14):
+        c, rep = gemm.matmul(a, b, method=CRT, moduli=n, return_report=True)
+        ref = gemm.matmul(a, b, method="dd")
+        bound = rep.choices["error_bound"] * np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=0))
+        err = np.maximum(np.abs((c - ref).real), np.abs((c - ref).imag))
+        assert np.all(err <= bound + 2.0 ** -52 * np.abs(ref))
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+def test_scale_invariance(rng, cplx):
+    a, b = _phi(rng, 24, 128, 20, 1.0, cplx)
+    c = gemm.matmul(a, b, method=CRT)
+    # powers of two: the same integers, the same bits
+    for ea, eb in ((-100, 3), (200, -250), (-1000, 60)):
+        got = gemm.matmul(np.ldexp(a.real, ea) + 1j * np.ldexp(a.imag, ea) if cplx else np.ldexp(a, ea),
+                          np.ldexp(b.real, eb) + 1j * np.ldexp(b.imag, eb) if cplx else np.ldexp(b, eb), method=CRT)
+        want = np.ldexp(c.real, ea + eb) + 1j * np.ldexp(c.imag, ea + eb) if cplx else np.ldexp(c, ea + eb)
+        assert np.array_equal(got, want)
+    e1 = _mean_rel(c, a, b)
+    for s in (1e-30, 1e30):
+        e = _mean_rel(gemm.matmul(a * s, b * s, method=CRT), a * s, b * s)
+        assert e < 1e-16 and e <= 2 * e1 + 1e-17, (s, e, e1)
+
+
+def test_zeros(rng):
+    a, b = _phi(rng, 6, 10, 5, 1.0, True)
+    a[2] = 0
+    b[:, 3] = 0
+    a[4, :7] = 0
+    c = gemm.matmul(a, b, method=CRT)
+    assert np.all(c[2] == 0) and np.all(c[:, 3] == 0)
+    assert np.abs(c - a @ b).max() <= 1e-15 * np.abs(a @ b).max()
+    z = gemm.matmul(np.zeros((3, 4)), np.zeros((4, 2)), method=CRT)
+    assert np.array_equal(z, np.zeros((3, 2)))
+    assert np.array_equal(gemm.matmul(np.zeros((3, 4)), b[:4, :2].real.copy(), method=CRT), np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("where", ["a", "b"])
+def test_non_finite_raise(bad, where):
+    a = np.ones((3, 4), dtype=complex)
+    b = np.ones((4, 2), dtype=complex)
+    (a if where == "a" else b)[1, 1] = bad
+    with pytest.raises(gemm.NonFiniteError, match=rf"^{where} holds 1 NaN/Inf element\(s\); this method needs finite operands$"):
+        gemm.matmul(a, b, method=CRT)
+
+
+# --- operand forms, complex forms, blocks ----------------------------------------------------
+
+
+@pytest.mark.parametrize("cplx", [False, True])
+def test_stacked_operands_match_2d(rng, cplx):
+    gen = testmats.complex_phi_matrix if cplx else testmats.phi_matrix
+    u = gen(16, 16, 1.0, rng)
+    s = gen(3 * 16, 40, 1.0, rng).reshape(3, 16, 40)
+    got = gemm.matmul(u, s, method=CRT, moduli=14)  # U @ S[h]: the gate on middle qubits
+    assert got.shape == (3, 16, 40)
+    # the column scaling of each S[h] line is that of the 2-D product with all batches side by side
+    wide = gemm.matmul(u, np.concatenate(list(s), axis=1), method=CRT, moduli=14)
+    assert np.array_equal(got, wide.reshape(16, 3, 40).transpose(1, 0, 2))
+    st = gen(3 * 20, 16, 1.0, rng).reshape(3, 20, 16)
+    got = gemm.matmul(st, u.T, method=CRT, moduli=14)  # S @ U.T, a transposed view
+    assert np.array_equal(got, gemm.matmul(st.reshape(60, 16), u.T, method=CRT, moduli=14).reshape(3, 20, 16))
+    both = gemm.matmul(st, s[:, :16, :], method=CRT, moduli=14)
+    for h in range(3):
+        assert np.array_equal(both[h], gemm.matmul(st[h], s[h, :16, :], method=CRT, moduli=14))
+    assert np.abs(got - st @ u.T).max() < 1e-13
+
+
+@pytest.mark.parametrize("family", ["general", "split"])
+def test_complex_forms_bit_identical_on_one_moduli_set(rng, family):
+    a, b = _phi(rng, 20, 64, 12, 2.0, True)
+    m = gemm.get_method(CRT)
+    mods = Moduli.first(13, family)
+    forms = ["4m", "3m", "2m"] if family == "split" else ["4m", "3m"]
+    outs = []
+    for f in forms:
+        rep = gemm.Report(CRT, "cpu", a.shape, b.shape, (20, 12), "complex128", 0.0)
+        outs.append(m._product(np, a, b, np.dtype(np.complex128), rep, gemm.timing.StageTimer(), {"complex_form": f}, mods))
+    for o in outs[1:]:
+        assert np.array_equal(o, outs[0])
+    # the default 4m and 3m calls share the general set, so their results are identical too
+    assert np.array_equal(gemm.matmul(a, b, method=CRT, complex_form="4m"), gemm.matmul(a, b, method=CRT, complex_form="3m"))
+
+
+@pytest.mark.parametrize("big", ["a", "b"])
+def test_blocks_bit_identical(rng, monkeypatch, big):
+    a, b = _phi(rng, 300, 24, 20, 1.0, True) if big == "a" else _phi(rng, 20, 24, 300, 1.0, True)
+    want = gemm.matmul(a, b, method=CRT)
+    monkeypatch.setitem(method.BLOCK_BYTES, "cpu", (1, 1))
+    got, rep = gemm.matmul(a, b, method=CRT, return_report=True)
+    assert rep.choices["blocks"] > 1
+    assert np.array_equal(got, want)
+
+
+def test_report(rng):
+    a, b = _phi(rng, 16, 64, 16, 1.0, True)
+    _, rep = gemm.matmul(a, b, method=CRT, return_report=True)
+    ch = rep.choices
+    assert ch["complex_form"] == "2m" and ch["moduli_family"] == "split" and ch["target_met"]
+    assert ch["moduli"] == len(ch["moduli_values"]) and ch["int8_products_per_modulus"] == 2
+    assert ch["error_bound"] < ch["native_bound"] and max(ch["mean_loss_bits"].values()) <= moduli.MEAN_LOSS_BITS
+    assert {"scale", "residues", "int8_gemm", "reconstruct"} <= set(rep.stages)
+    assert rep.workspace_bytes > 0
+    assert gemm.get_method(CRT).workspace_bytes(1 << 12, 64, 64, np.complex128, device="gpu") > 0
+
+
+def test_target_not_met_is_reported(rng):
+    a, b = _phi(rng, 8, 64, 8, 4.0, False)
+    _, rep = gemm.matmul(a, b, method=CRT, bits=100, return_report=True)
+    assert rep.choices["moduli"] == moduli.MAX_MODULI and not rep.choices["target_met"]
+    assert "needs more than 20 general moduli" in rep.notes[0]
