@@ -36,6 +36,9 @@ PRECISIONS = {
     "dd": np.dtype(np.complex128),
     "fp64": np.dtype(np.complex128),
     "fp32": np.dtype(np.complex64),
+    # FP32 operands split for the tensor cores but summed inside them with truncation (Markidis):
+    # errors of FP32's size, biased; for comparison, never where FP32 accuracy is asked for
+    "fp32-tc": np.dtype(np.complex64),
     "tf32": np.dtype(np.complex64),
     "fp16": np.dtype(np.complex64),
 }

@@ -2,7 +2,7 @@
 
 from circuits.errors import CircuitError, QubitError
 
-__all__ = ["CircuitError", "InsufficientMemoryError", "QubitError", "SimulationError"]
+__all__ = ["CircuitError", "InsufficientMemoryError", "QubitError", "SimulationError", "StateInvalidError"]
 
 
 class SimulationError(Exception):
@@ -12,11 +12,16 @@ class SimulationError(Exception):
 class InsufficientMemoryError(SimulationError, MemoryError):
     """The state plus workspace would not fit in the memory available."""
 
-    def __init__(self, what: str, needed: int, available: int, device: str):
+    def __init__(self, what: str, needed: int, available: int, device: str, hint: str = ""):
         self.needed = int(needed)
         self.available = int(available)
         self.device = device
         super().__init__(
             f"{what} needs {needed:,} bytes ({needed / 2**30:.2f} GiB) on the {device}, "
-            f"but only {available:,} bytes ({available / 2**30:.2f} GiB) are available"
+            f"but only {available:,} bytes ({available / 2**30:.2f} GiB) are available" + (f"; {hint}" if hint else "")
         )
+
+
+class StateInvalidError(SimulationError):
+    """A gate failed after part of the state was overwritten: the amplitudes are no longer a
+    valid state, and the StateVector refuses every use until ``reset()``."""

@@ -8,7 +8,7 @@ device, after :func:`circuits.from_qiskit`; so a mid-circuit measurement, a rese
 control is rejected with a ``circuits.CircuitError`` that names the instruction.
 
     from qsim_tc.qiskit import Sampler, Estimator
-    result = Sampler(backend="native", seed=7).run([(qc, params)], shots=1000).result()
+    result = Sampler(seed=7).run([(qc, params)], shots=1000).result()
 
 Expectation values of Pauli sums are computed on the state vector itself: a Pauli string is a
 bit flip (X part) and a sign (Z part) times i^(number of Y); terms that flip the same bits share
@@ -54,8 +54,8 @@ _LOW_BITS = 12  # the low bits of an index form the columns of a chunk
 class _Backed:
     """The simulator shared by both primitives."""
 
-    def _init_simulator(self, backend, device, fuse, backend_options) -> None:
-        self._simulator = Simulator(backend, device=device, fuse=fuse, **backend_options)
+    def _init_simulator(self, backend, device, fuse, numeric_precision, backend_options) -> None:
+        self._simulator = Simulator(backend, device=device, precision=numeric_precision, fuse=fuse, **backend_options)
 
     @property
     def simulator(self) -> Simulator:
@@ -68,15 +68,18 @@ class _Backed:
 
     def _sim_metadata(self) -> dict:
         sim = self._simulator
-        return {"backend": sim.backend, "device": sim.device.name, "fuse": sim.fuse}
+        return {"backend": sim.backend, "device": sim.device.name, "fuse": sim.fuse, "numeric_precision": sim.precision}
 
 
 class Sampler(_Backed, BaseSamplerV2):
     """A ``BaseSamplerV2`` whose states come from qsim-tc.
 
     Args:
-        backend: GEMM method (``gemm.methods()``), as for :class:`qsim_tc.Simulator`.
+        backend: ``"auto"`` (per block the fastest method of ``numeric_precision`` on this device)
+            or a GEMM method (``gemm.methods()``), as for :class:`qsim_tc.Simulator`.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
+        numeric_precision: with ``backend="auto"``: ``"double"`` (None: the default) or
+            ``"single"``; the Simulator's ``precision=``.
         fuse: gate fusion: None, an int d or ``"auto"``.
         default_shots: shots of a PUB that does not give its own.
         seed: an int or a ``numpy.random.Generator``. An int seeds one generator per PUB, used
@@ -85,11 +88,12 @@ class Sampler(_Backed, BaseSamplerV2):
         **backend_options: options of the backend (``splits=``, ``threshold=``...).
     """
 
-    def __init__(self, *, backend: str = "native", device="auto", fuse=None, default_shots: int = 1024,
-                 seed: np.random.Generator | int | None = None, **backend_options):
+    def __init__(self, *, backend: str = "auto", device="auto", fuse=None, default_shots: int = 1024,
+                 seed: np.random.Generator | int | None = None, numeric_precision: str | None = None,
+                 **backend_options):
         if isinstance(default_shots, bool) or not isinstance(default_shots, (int, np.integer)) or default_shots < 1:
             raise ValueError(f"default_shots must be a positive int, got {default_shots!r}")
-        self._init_simulator(backend, device, fuse, backend_options)
+        self._init_simulator(backend, device, fuse, numeric_precision, backend_options)
         self._default_shots = int(default_shots)
         self._seed = seed
 
@@ -147,8 +151,11 @@ class Estimator(_Backed, BaseEstimatorV2):
     """A ``BaseEstimatorV2`` whose states come from qsim-tc; exact Pauli expectation values.
 
     Args:
-        backend: GEMM method (``gemm.methods()``), as for :class:`qsim_tc.Simulator`.
+        backend: ``"auto"`` (per block the fastest method of ``numeric_precision`` on this device)
+            or a GEMM method (``gemm.methods()``), as for :class:`qsim_tc.Simulator`.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
+        numeric_precision: with ``backend="auto"``: ``"double"`` (None: the default) or
+            ``"single"``; the Simulator's ``precision=``.
         fuse: gate fusion: None, an int d or ``"auto"``.
         default_precision: precision of PUBs that give none; 0 returns the exact values, a
             positive value adds normal noise of that standard deviation (as Qiskit's
@@ -157,12 +164,13 @@ class Estimator(_Backed, BaseEstimatorV2):
         **backend_options: options of the backend.
     """
 
-    def __init__(self, *, backend: str = "native", device="auto", fuse=None, default_precision: float = 0.0,
-                 seed: np.random.Generator | int | None = None, **backend_options):
+    def __init__(self, *, backend: str = "auto", device="auto", fuse=None, default_precision: float = 0.0,
+                 seed: np.random.Generator | int | None = None, numeric_precision: str | None = None,
+                 **backend_options):
         if isinstance(default_precision, bool) or not isinstance(default_precision, (int, float, np.floating)) \
                 or not default_precision >= 0:
             raise ValueError(f"default_precision must be a float >= 0, got {default_precision!r}")
-        self._init_simulator(backend, device, fuse, backend_options)
+        self._init_simulator(backend, device, fuse, numeric_precision, backend_options)
         self._default_precision = float(default_precision)
         self._seed = seed
 

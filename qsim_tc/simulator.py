@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,9 +14,15 @@ import gemm
 from circuits import Circuit, fusion
 from qsim_tc import memory
 from qsim_tc.engine import ApplyInfo
-from qsim_tc.plan import choose_fusion
+from qsim_tc.engine.apply import predict_path
+from qsim_tc.errors import InsufficientMemoryError
+from qsim_tc.plan import choose_fusion, guard
+from qsim_tc.plan.calibrate import table_for
+from qsim_tc.plan.select import PRECISION_CLASSES, Selector, check_precision, needs_guard, placement_of
 from qsim_tc.progress import Progress, warn_emulated_on_cpu
 from qsim_tc.state import StateVector
+
+AUTO = "auto"
 
 
 @dataclass
@@ -74,38 +81,83 @@ def as_circuit(circuit) -> Circuit:
 
 
 class Simulator:
-    """Runs circuits gate by gate, each gate one GEMM through ``backend``.
+    """Runs circuits gate by gate, each gate one GEMM (or small-gate kernel) through a backend.
 
     Args:
-        backend: a GEMM method name (``gemm.methods()``); it fixes the state dtype.
+        backend: ``"auto"`` (default: per block, the method fastest on this device among those of
+            ``precision``, from the device's cost table, :mod:`qsim_tc.plan.select`), or one GEMM
+            method name (``gemm.methods()``) for every gate.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
+        precision: with ``backend="auto"``: ``"double"`` (default; complex128 state, FP64-class
+            methods) or ``"single"`` (complex64, FP32-class). With a named backend: None, or the
+            backend's own precision.
+        tolerance: with ``backend="auto"``: the largest relative norm change a block may show
+            before the accuracy guard redoes it with the next method (default: 64 u sqrt(2^d),
+            u the precision's unit roundoff).
         small_gate_kernel: None (default: use it where the backend allows), True or False.
         fuse: None (no fusion), the most qubits a fused block may have, or ``"auto"`` (chosen per
-            circuit from the measured gate costs of this backend and device, qsim_tc.plan.costs).
-        **backend_options: passed to every ``gemm.matmul`` call (``threshold=``, ``splits=``...).
+            circuit from the device's cost table, :mod:`qsim_tc.plan.costs`).
+        cost_table: with ``backend="auto"`` or ``fuse="auto"``: the cost table to use (default:
+            :func:`qsim_tc.plan.calibrate.table_for` this device, measured once per device on a GPU).
+        workspace_bytes: the most memory gates may use beside the state (default: the smaller of
+            1/16 of the state and 4 GiB); giving it selects the bounded engine (no state-sized
+            spare buffer), see :class:`qsim_tc.StateVector`.
+        **backend_options: passed to every ``gemm.matmul`` call (``threshold=``, ``splits=``...);
+            not with ``backend="auto"`` (each method runs with its defaults).
 
     Raises:
-        ValueError: unknown backend or device (the message lists the valid ones).
-        TypeError: an option the backend does not accept.
+        ValueError: unknown backend, device or precision (the message lists the valid ones); a
+            precision that is not a named backend's.
+        TypeError: an option the backend does not accept; options with ``backend="auto"``.
     """
 
-    def __init__(self, backend: str = "native", device="auto", *, small_gate_kernel: bool | None = None,
-                 fuse=None, **backend_options):
-        self.method = gemm.get_method(backend)
-        self.method.check_options(backend_options)
+    def __init__(self, backend: str = AUTO, device="auto", *, precision: str | None = None,
+                 tolerance: float | None = None, small_gate_kernel: bool | None = None, fuse=None, cost_table=None,
+                 workspace_bytes: int | None = None, **backend_options):
         self.backend = backend
+        self.workspace_bytes = memory.check_workspace_bytes(workspace_bytes)
         self.device = gemm.resolve_device(device)
+        if backend == AUTO:
+            self.precision = check_precision("double" if precision is None else precision)
+            if backend_options:
+                raise TypeError(f"backend='auto' takes no method options (each method runs with its defaults); got "
+                                f"{', '.join(sorted(backend_options))}; name a backend to pass them")
+            self.method = None
+        else:
+            self.method = gemm.get_method(backend)
+            self.method.check_options(backend_options)
+            own = {v: k for k, v in PRECISION_CLASSES.items()}.get(self.method.precision)
+            if precision is not None and precision != own:
+                raise ValueError(f"precision={precision!r} does not match backend {backend!r} (precision class "
+                                 f"{self.method.precision!r}); use backend='auto' with precision={precision!r}, or "
+                                 "leave precision out")
+            self.precision = own
+        if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
+                                      or not tolerance > 0):
+            raise ValueError(f"tolerance must be a positive number, got {tolerance!r}")
+        if tolerance is not None and backend != AUTO:
+            raise ValueError(f"tolerance applies to backend='auto' (its accuracy guard), not to {backend!r}")
+        self.tolerance = tolerance
         self.small_gate_kernel = small_gate_kernel
         self.fuse = fusion.check_fuse_option(fuse)  # None: off; an int d: blocks of at most d qubits; "auto"
         self.fusion_choice = None  # the last "auto" choice (qsim_tc.plan.FusionChoice)
         self.options = backend_options
+        self._cost_table = cost_table
+
+    @property
+    def cost_table(self):
+        """The device's cost table (looked up, or measured on a GPU, on first use)."""
+        if self._cost_table is None:
+            self._cost_table = table_for(self.device, self.precision if self.backend == AUTO else None)
+        return self._cost_table
 
     def _fused(self, circuit: Circuit) -> Circuit:
         """The circuit after gate fusion, or the circuit itself when fusion is off."""
         if self.fuse is None:
             return circuit
         if self.fuse == "auto":
-            choice = choose_fusion(circuit, self.backend, self.device.name, str(np.dtype(self.dtype)))
+            choice = choose_fusion(circuit, self.backend, self.device.name, str(np.dtype(self.dtype)),
+                                   table=self.cost_table, precision=self.precision or "double")
             self.fusion_choice = choice
             if choice.max_qubits is None:
                 return circuit
@@ -114,6 +166,9 @@ class Simulator:
 
     @property
     def dtype(self) -> np.dtype:
+        """The state dtype: the backend's, or with ``backend="auto"`` the precision's."""
+        if self.method is None:
+            return gemm.method.PRECISIONS[PRECISION_CLASSES[self.precision]]
         return self.method.state_dtype
 
     def run(self, circuit, initial_state: StateVector | None = None,
@@ -139,31 +194,44 @@ class Simulator:
             progress = None
         elif progress is not None and not callable(progress):
             raise TypeError(f"progress must be a callable(done, total), True or None, got {type(progress).__name__}")
-        warn_emulated_on_cpu(self.method, self.device)
+        if self.method is not None:
+            warn_emulated_on_cpu(self.method, self.device)
         t_fuse = time.perf_counter()
         n_input_gates = len(circuit)
         circuit = self._fused(circuit)
         fuse_s = time.perf_counter() - t_fuse
         n = circuit.n_qubits
-        d_max = max(circuit.max_gate_qubits, 1)
-        need = memory.state_bytes(n, self.dtype) + memory.gate_extra_bytes(
-            self.method, n, min(d_max, n), self.dtype, self.options, spare_allocated=False, device=self.device.name)
-        memory.check_fits(f"simulating {n} qubits with {self.backend!r} (gates up to {d_max} qubits)", need,
-                          self.device)
+        d_max = min(max(circuit.max_gate_qubits, 1), n)
+        selector = None
+        if self.method is None:
+            selector = Selector(self.cost_table, self.precision)
+            self._route_by_memory(selector, n, d_max)
+        else:
+            memory.check_state_fits(f"simulating {n} qubits with {self.backend!r} (gates up to {d_max} qubits)", n,
+                                    self.dtype, self.device, self.method, d_max, self.options,
+                                    workspace_bytes=self.workspace_bytes)
         t0 = time.perf_counter() - fuse_s  # the run's wall time includes the fusion
         if initial_state is not None:
             if initial_state.n_qubits != n:
                 raise ValueError(f"initial_state has {initial_state.n_qubits} qubits, the circuit {n}")
+            if initial_state.dtype != self.dtype:
+                raise ValueError(f"initial_state is {initial_state.dtype}; this simulator keeps {self.dtype} states "
+                                 f"(backend {self.backend!r}, precision {self.precision!r})")
             state = initial_state.copy()
         else:
-            state = StateVector(n, dtype=self.dtype, device=self.device)
+            state = StateVector(n, dtype=self.dtype, device=self.device, workspace_bytes=self.workspace_bytes)
         stats = []
+        blocks = []
         total = len(circuit)
         gates = circuit.gates
         for i, g in enumerate(gates):
             nxt = gates[i + 1].qubits if i + 1 < total else None
-            info = state.apply(g.matrix, g.qubits, method=self.backend, check_unitary=False,
-                               small_gate_kernel=self.small_gate_kernel, next_qubits=nxt, **self.options)
+            if selector is None:
+                info = state.apply(g.matrix, g.qubits, method=self.backend, check_unitary=False,
+                                   small_gate_kernel=self.small_gate_kernel, next_qubits=nxt, **self.options)
+            else:
+                state, info, block = self._apply_auto(state, g, nxt, selector)
+                blocks.append(block)
             stats.append(GateStat(i, g.name, g.qubits, info))
             if progress is not None:
                 progress(i + 1, total)
@@ -172,7 +240,102 @@ class Simulator:
         gemm.device.synchronize(self.device.xp)
         wall = time.perf_counter() - t0
         meta = {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options),
-                "fuse": self.fuse, "fuse_s": fuse_s, "input_gates": n_input_gates, "applied_gates": total}
+                "fuse": self.fuse, "fuse_s": fuse_s, "input_gates": n_input_gates, "applied_gates": total,
+                "precision": self.precision}
         if self.fuse == "auto" and self.fusion_choice is not None:
             meta["fusion_choice"] = self.fusion_choice.to_dict()
+        if selector is not None:
+            meta.update(self._auto_metadata(selector, stats, blocks))
         return Result(state, stats, self.backend, self.device.name, wall, meta)
+
+    # --- backend="auto" ---------------------------------------------------------------------
+
+    def _route_by_memory(self, selector: Selector, n: int, d_max: int) -> None:
+        """Exclude the candidates whose workspace for the widest block does not fit; raise the
+        memory error of the cheapest one when none does."""
+        state_b = memory.state_bytes(n, self.dtype)
+        avail = memory.available_bytes(self.device)
+        fits = []
+        for name in selector.candidates:
+            extra = memory.gate_extra_bytes(gemm.get_method(name), n, d_max, self.dtype, {}, spare_allocated=False,
+                                            device=self.device.name, workspace_bytes=self.workspace_bytes)
+            if state_b + extra > avail:
+                selector.exclude(name, f"its workspace for {d_max}-qubit blocks does not fit "
+                                       f"({(state_b + extra) / 2**30:.2f} GiB > {avail / 2**30:.2f} GiB free)")
+            else:
+                fits.append(name)
+        if not fits:
+            method = gemm.get_method(selector.candidates[0])
+            memory.check_state_fits(f"simulating {n} qubits with backend 'auto' (gates up to {d_max} qubits)", n,
+                                    self.dtype, self.device, method, d_max, {}, workspace_bytes=self.workspace_bytes)
+
+    def _apply_auto(self, state: StateVector, gate, nxt, selector: Selector):
+        """Apply one block with the method the selector picks; guard it when the method can lose
+        accuracy on out-of-range data, and redo it from its kept input with the next method when
+        the guard fires.
+
+        Returns:
+            (state, info, block): the state (a restored copy after a redo), the engine's
+            ApplyInfo, and the block's record for the metadata.
+        """
+        n, d = state.n_qubits, len(gate.qubits)
+        # the path the engine will take for a GEMM from the current layout; a method with a
+        # small-gate kernel was timed at that placement with its kernel (calibration runs the engine)
+        path = predict_path(state._phys, gate.qubits, nxt)
+        placement = placement_of(path)
+        tried: list[str] = []
+        redone: list[dict] = []
+        while True:
+            choice = selector.choose(d, n, placement, without=tuple(tried))
+            method = gemm.get_method(choice.method)
+            block = {"qubits": list(gate.qubits), "d": d, "placement": placement, "method": choice.method,
+                     "predicted_ms": choice.predicted_ms, "reason": choice.reason, "redone": redone, "guard": None}
+            if not needs_guard(method):
+                info = state.apply(gate.matrix, gate.qubits, method=choice.method, check_unitary=False,
+                                   small_gate_kernel=self.small_gate_kernel, next_qubits=nxt)
+                return state, info, block
+            try:  # the guard keeps the block's input: only when a copy of the state fits
+                memory.check_fits("the accuracy guard's copy of the state", state.nbytes, state.device)
+            except InsufficientMemoryError:
+                selector.exclude(choice.method, "no memory for the accuracy guard's copy of the state")
+                redone.append({"method": choice.method, "why": "routed: no memory for the guard's copy"})
+                continue
+            saved = state.copy()
+            norm0 = saved.norm()
+            info = None
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    info = state.apply(gate.matrix, gate.qubits, method=choice.method, check_unitary=False,
+                                       small_gate_kernel=self.small_gate_kernel, next_qubits=nxt)
+                except gemm.errors.GemmError as exc:  # a domain failure of the method: redo with the next
+                    verdict = guard.Verdict(False, f"{type(exc).__name__}: {exc}")
+            for w in caught:  # warnings from outside gemm are not the guard's business: pass them on
+                if getattr(w.category, "__module__", "").split(".")[0] != "gemm":
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            if info is not None:
+                verdict = guard.check(info.report, caught, norm0, state.norm(),
+                                      guard.norm_bound(self.precision, d, self.tolerance))
+            block["guard"] = verdict.to_dict()
+            if verdict.ok:
+                return state, info, block
+            redone.append({"method": choice.method, "why": verdict.why})
+            selector.exclude(choice.method, f"accuracy guard: {verdict.why}")
+            tried.append(choice.method)
+            state = saved
+
+    def _auto_metadata(self, selector: Selector, stats: list[GateStat], blocks: list[dict]) -> dict:
+        """Per block: method, predicted and measured time, why; and the run's summary."""
+        per_method: dict[str, int] = {}
+        for st, block in zip(stats, blocks):
+            block["index"] = st.index
+            block["measured_ms"] = st.info.time_ms
+            per_method[block["method"]] = per_method.get(block["method"], 0) + 1
+        table = selector.table
+        return {"auto": {"precision": self.precision, "tolerance": self.tolerance, "cost_table": table.describe(),
+                         "candidates": list(selector.candidates), "excluded": dict(selector.excluded),
+                         "blocks_per_method": per_method,
+                         "predicted_ms": float(sum(b["predicted_ms"] for b in blocks)),
+                         "measured_ms": float(sum(b["measured_ms"] for b in blocks)),
+                         "redone_blocks": sum(bool(b["redone"]) for b in blocks)},
+                "blocks": blocks}

@@ -16,6 +16,7 @@ import gemm
 from circuits.gate import check_matrix, check_qubits
 from qsim_tc import memory
 from qsim_tc.engine import ApplyInfo, GateRequest, PhysicalState, apply_gate
+from qsim_tc.layout import Layout
 
 DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))
 MAX_QUBITS = 40
@@ -62,13 +63,28 @@ class StateVector:
         dtype: complex128 or complex64.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"`` (or a resolved ``gemm.Device``).
         data: optional initial amplitudes (length 2**n_qubits, logical order); |0...0> if None.
+        workspace_bytes: the most memory gates may use beside the state (GEMM blocks, the GEMM
+            method's own workspace, swap temporaries); default: the smaller of 1/16 of the
+            state and 4 GiB (at least 1 MiB).
+        double_buffer: ``True``: the engine with a state-sized spare buffer (GEMMs over the whole
+            state, permutations out of place; twice the memory); ``False``: the bounded engine
+            (blocked GEMMs and in-place swaps within ``workspace_bytes``); ``None`` (default):
+            the spare buffer where twice the state and the default workspace fit in
+            :data:`qsim_tc.memory.DOUBLE_BUFFER_FREE_FRACTION` of the free memory and no
+            ``workspace_bytes`` was given, else the bounded engine. The spare-buffer engine is
+            the faster one where it fits (on a 2-core CPU the bounded one took 1.4-1.5x as long
+            on QFT-24 and a d = 4 brickwork: it cannot rotate the whole state); the bounded one
+            reaches twice the state size.
 
     Raises:
-        ValueError: bad n_qubits, dtype, device or data length.
-        InsufficientMemoryError: the state does not fit on the device.
+        ValueError: bad n_qubits, dtype, device, data length or workspace_bytes.
+        TypeError: workspace_bytes not an int.
+        InsufficientMemoryError: the state and its workspace do not fit on the device (the
+            message names the largest qubit count that would).
     """
 
-    def __init__(self, n_qubits: int, *, dtype=np.complex128, device="auto", data=None):
+    def __init__(self, n_qubits: int, *, dtype=np.complex128, device="auto", data=None,
+                 workspace_bytes: int | None = None, double_buffer: bool | None = None):
         if isinstance(n_qubits, bool) or not isinstance(n_qubits, (int, np.integer)) or not 1 <= n_qubits <= MAX_QUBITS:
             raise ValueError(f"n_qubits must be an int in 1..{MAX_QUBITS}, got {n_qubits!r}")
         dtype = np.dtype(dtype)
@@ -78,7 +94,13 @@ class StateVector:
         self._n = int(n_qubits)
         self._dtype = dtype
         xp = self._device.xp
-        memory.check_fits(f"a {n_qubits}-qubit {dtype} state", memory.state_bytes(n_qubits, dtype), self._device)
+        workspace_bytes = memory.check_workspace_bytes(workspace_bytes)
+        if double_buffer is not None and not isinstance(double_buffer, bool):
+            raise TypeError(f"double_buffer must be True, False or None, got {type(double_buffer).__name__}")
+        if double_buffer is None:
+            double_buffer = workspace_bytes is None and memory.double_buffer_fits(n_qubits, dtype, self._device)
+        memory.check_state_fits(f"a {n_qubits}-qubit {dtype} state", n_qubits, dtype, self._device,
+                                workspace_bytes=workspace_bytes, double_buffer=double_buffer)
         if data is None:
             arr = xp.zeros(1 << n_qubits, dtype=dtype)
             arr[0] = 1
@@ -92,7 +114,10 @@ class StateVector:
                 arr = arr.astype(dtype, copy=True)
             if not bool(xp.isfinite(arr).all()):  # after the cast: 1e39 does not fit complex64
                 raise ValueError(f"data holds NaN or Inf (as {dtype})")
-        self._phys = PhysicalState(arr, self._device)  # the amplitudes as stored, and their layout
+        # the amplitudes as stored, their layout and the engine's settings
+        self._phys = PhysicalState(arr, self._device, workspace_limit=memory.workspace_limit(n_qubits, dtype,
+                                                                                              workspace_bytes),
+                                   workspace_explicit=workspace_bytes is not None, double_buffer=double_buffer)
 
     @classmethod
     def from_array(cls, data, *, dtype=None, device="auto") -> StateVector:
@@ -133,6 +158,20 @@ class StateVector:
     def nbytes(self) -> int:
         return int(self._phys.data.nbytes)
 
+    @property
+    def workspace_bytes(self) -> int:
+        """The bound on the memory gates use beside the state (bytes)."""
+        return self._phys.workspace_limit
+
+    @property
+    def is_valid(self) -> bool:
+        """False after a gate failed half-way (every other use then raises StateInvalidError)."""
+        return self._phys.invalid is None
+
+    def _valid(self) -> PhysicalState:
+        self._phys.check_valid()
+        return self._phys
+
     # the physical array and its layout, for tests and benchmarks that drive the kernels directly
     @property
     def _data(self):
@@ -154,7 +193,7 @@ class StateVector:
 
     def data(self):
         """The amplitudes in logical order, as a numpy or cupy array (undoes any pending permutation)."""
-        self._phys.canonicalize()
+        self._valid().canonicalize()
         return self._phys.data
 
     def to_numpy(self) -> np.ndarray:
@@ -166,7 +205,8 @@ class StateVector:
         """The amplitude of basis state ``index`` (logical, little-endian)."""
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < (1 << self._n):
             raise ValueError(f"index must be an int in 0..{(1 << self._n) - 1}, got {index!r}")
-        return complex(self._phys.data[self._phys.layout.physical_index(int(index))])
+        phys = self._valid()
+        return complex(phys.data[phys.layout.physical_index(int(index))])
 
     def probabilities(self, qubits=None):
         """|amplitude|^2 in logical order, or the marginal distribution of ``qubits``.
@@ -234,7 +274,7 @@ class StateVector:
 
     def norm(self) -> float:
         """The 2-norm of the state."""
-        return float(self.xp.linalg.norm(self._phys.data))
+        return float(self.xp.linalg.norm(self._valid().data))
 
     def sample(self, shots: int, seed=None, qubits=None) -> np.ndarray:
         """Draw ``shots`` basis-state outcomes from |amplitude|^2.
@@ -251,7 +291,7 @@ class StateVector:
         if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
             raise ValueError(f"shots must be a positive int, got {shots!r}")
         xp = self.xp
-        data = self._phys.data
+        data = self._valid().data
         p = data.real.astype(np.float64) ** 2 + data.imag.astype(np.float64) ** 2
         cdf = xp.cumsum(p)
         total = float(cdf[-1])
@@ -268,10 +308,19 @@ class StateVector:
         return np.asarray(out, dtype=np.int64)
 
     def copy(self) -> StateVector:
+        """An independent copy (same device, dtype and engine settings)."""
         other = object.__new__(StateVector)
         other._device, other._n, other._dtype = self._device, self._n, self._dtype
-        other._phys = self._phys.copy()
+        other._phys = self._valid().copy()
         return other
+
+    def reset(self) -> None:
+        """Set the state to |0...0> in logical order; makes an invalid state usable again."""
+        phys = self._phys
+        phys.data[...] = 0
+        phys.data[0] = 1
+        phys.layout = Layout(self._n)
+        phys.invalid = None
 
     # --- changing ----------------------------------------------------------------------------
 
@@ -294,8 +343,11 @@ class StateVector:
 
         Raises:
             QubitError / ValueError / TypeError on bad input; InsufficientMemoryError if the
-            output and workspace do not fit. The state is unchanged on any error.
+            output and workspace do not fit. The state is unchanged on those errors.
+            StateInvalidError: the gate failed after overwriting part of the state (the state is
+            then marked invalid until :meth:`reset`), or it already was.
         """
+        self._valid()
         qs = check_qubits(qubits, self._n)
         if next_qubits is not None:
             next_qubits = check_qubits(next_qubits, self._n)
@@ -315,7 +367,7 @@ class StateVector:
         Args:
             phase: the angle in radians.
         """
-        self._phys.data *= cmath.exp(1j * phase)
+        self._valid().data *= cmath.exp(1j * phase)
 
     def __repr__(self) -> str:
         return f"StateVector(n_qubits={self._n}, dtype={self._dtype}, device={self._device.name!r})"

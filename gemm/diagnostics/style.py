@@ -15,6 +15,7 @@ METHOD_STYLE: dict[str, tuple[str, str]] = {
     "native3m": ("#aec7e8", "D"),
     "int8": ("#98df8a", "v"),
     "int8-auto": ("#2ca02c", "^"),
+    "int8-crt": ("#006d2c", "d"),
     "tf32tf32": ("#ff7f0e", "<"),
     "halfhalf": ("#d62728", ">"),
     "tc-auto": ("#8c564b", "p"),

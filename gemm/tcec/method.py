@@ -266,6 +266,7 @@ class Markidis(TensorCoreMethod):
     """Four TF32 products (hi*hi, lo*hi, hi*lo, lo*lo) accumulated inside the tensor core."""
 
     name = "markidis"
+    precision = "fp32-tc"
     fmt = "tf32"
     scheme = "markidis"
     description = "Markidis: four TF32 products accumulated in the tensor core (comparison)"

@@ -14,6 +14,7 @@ SUBCOMMANDS = (
     "qsim_tc.cli.gemm_accuracy",
     "qsim_tc.cli.probe",
     "qsim_tc.cli.info",
+    "qsim_tc.cli.calibrate",
 )
 
 DESCRIPTION = """\
@@ -25,6 +26,8 @@ examples:
   qsim-tc brickwork --qubits 14 --backend native,native32 --reference dd --plot acc.png
   qsim-tc run circuit.qasm --shots 1000
   qsim-tc gemm-accuracy --test phi --plot phi.png
+  qsim-tc brickwork --qubits 20 --gate-qubits 8 --depth 4 --explain
+  qsim-tc calibrate
   qsim-tc info
 
 'qsim-tc COMMAND --help' describes each command's options."""

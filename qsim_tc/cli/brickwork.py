@@ -1,6 +1,7 @@
 """``qsim-tc brickwork``: simulate a brickwork random circuit and print time and results.
 
-With one backend it prints the run's time and a few amplitudes. With several backends
+With one backend it prints the run's time and a few amplitudes (with ``--backend auto --explain``,
+also the method of every block, its predicted and measured time and why). With several backends
 (``--backend native,int8-auto``), a reference (``--reference dd``) or ``--mirror`` it prints one
 row per backend: time, speed ratio to native in the same run, and every error metric.
 """
@@ -16,11 +17,15 @@ from qsim_tc.cli.common import (
     add_backend_options,
     add_device,
     add_fuse,
+    add_precision,
+    add_workspace,
     backend_options,
     check_options_used,
     check_outputs,
     fuse_option,
+    methods_of,
     parse_list,
+    precision_option,
     write_json,
 )
 from qsim_tc.environment import environment
@@ -35,9 +40,13 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random gates (the same seed gives the same "
                    "circuit)")
     p.add_argument("--periodic", action="store_true", help="wrap blocks around the last qubit")
-    p.add_argument("--backend", default="native",
-                   help=f"GEMM method, or a comma list to compare them ({', '.join(gemm.methods())}); on a "
-                        "CPU the emulated ones take 5-200x as long as native")
+    p.add_argument("--backend", default="auto",
+                   help=f"auto (per block the fastest method of --precision on this device), a GEMM method, or a "
+                        f"comma list to compare them ({', '.join(gemm.methods())}); on a CPU the emulated ones take "
+                        "5-200x as long as native")
+    add_precision(p)
+    p.add_argument("--explain", action="store_true",
+                   help="with --backend auto: print each block's method, predicted and measured time, and why")
     p.add_argument("--reference", choices=("dd",), default=None,
                    help="measure every backend against the double-double reference")
     p.add_argument("--mirror", action="store_true",
@@ -46,6 +55,7 @@ def register(sub) -> None:
                    "several backends, --reference dd or --mirror)")
     add_device(p)
     add_fuse(p)
+    add_workspace(p)
     add_backend_options(p)
     p.add_argument("--json", metavar="FILE", help="write the result and per-gate statistics as JSON")
     p.set_defaults(func=run)
@@ -55,8 +65,11 @@ def run(args) -> int:
     backends = parse_list(args.backend)
     if not backends:
         raise ValueError(f"--backend names no method, got {args.backend!r}")
-    check_options_used(args, [gemm.get_method(b) for b in backends])  # unknown names fail here too
+    check_options_used(args, methods_of(backends))  # unknown names fail here too
     compare = len(backends) > 1 or args.reference or args.mirror
+    if args.explain and (compare or backends[0] != "auto"):
+        raise ValueError("--explain shows the choices of one --backend auto run; drop it, or the other backends, "
+                         "--reference and --mirror")
     if args.plot and not compare:
         raise ValueError("--plot compares backends: give several (--backend native,native32), --reference dd "
                          "or --mirror")
@@ -68,8 +81,9 @@ def run(args) -> int:
 
 
 def _single(args, circ, backend) -> int:
-    method = gemm.get_method(backend)
-    sim = Simulator(backend, device=args.device, fuse=fuse_option(args), **backend_options(args, method))
+    options = backend_options(args, gemm.get_method(backend)) if backend != "auto" else {}
+    sim = Simulator(backend, device=args.device, precision=precision_option(args, backend), fuse=fuse_option(args),
+                    workspace_bytes=args.max_workspace, **options)
     print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates, "
           f"backend {backend}, device {sim.device.name} ({sim.device.reason})")
     result = sim.run(circ, progress=Progress("simulating"))
@@ -88,6 +102,15 @@ def _single(args, circ, backend) -> int:
     for s in result.stats:
         paths[s.info.path] = paths.get(s.info.path, 0) + 1
     print("gate paths: " + ", ".join(f"{k} x{v}" for k, v in sorted(paths.items())))
+    auto = result.metadata.get("auto")
+    if auto is not None:
+        print(f"auto ({auto['precision']}): " + ", ".join(f"{k} x{v}" for k, v in auto["blocks_per_method"].items())
+              + f"; predicted {auto['predicted_ms']:.1f} ms, measured {auto['measured_ms']:.1f} ms; "
+              f"cost table {auto['cost_table']}")
+        if auto["excluded"]:
+            print("excluded: " + "; ".join(f"{k}: {v}" for k, v in auto["excluded"].items()))
+    if args.explain:
+        print(explain_table(result.metadata["blocks"]))
     if args.json:
         amp0 = st.amplitude(0)
         payload = {"command": "brickwork", "args": vars(args) | {"func": None}, "environment": environment(),
@@ -96,11 +119,24 @@ def _single(args, circ, backend) -> int:
     return 0
 
 
+def explain_table(blocks) -> str:
+    """One line per block: index, width, placement, method, predicted and measured ms, and why."""
+    lines = [f"{'block':>5s} {'d':>2s} {'placement':9s} {'method':10s} {'predicted':>10s} {'measured':>10s}  why"]
+    for b in blocks:
+        why = b["reason"]
+        if b["redone"]:
+            why = "redone after " + "; ".join(f"{r['method']}: {r['why']}" for r in b["redone"]) + "; " + why
+        lines.append(f"{b['index']:5d} {b['d']:2d} {b['placement']:9s} {b['method']:10s} "
+                     f"{b['predicted_ms']:9.3f}m {b['measured_ms']:9.3f}m  {why}")
+    lines.append("(times in ms)")
+    return "\n".join(lines)
+
+
 def _compare(args, circ, backends) -> int:
     print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates; "
           f"backends {', '.join(backends)}; reference {args.reference or 'none'}"
           + ("; mirror" if args.mirror else ""))
-    options = {b: backend_options(args, gemm.get_method(b)) for b in backends}
+    options = {b: backend_options(args, gemm.get_method(b)) for b in backends if b != "auto"}
     rows = accuracy_table(circ, backends, device=args.device, reference=args.reference, mirror=args.mirror,
                           options_per_backend=options, progress=Progress("reference"))
     print(format_table(rows))

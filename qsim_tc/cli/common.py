@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
@@ -12,6 +13,29 @@ from qsim_tc.progress import Progress  # noqa: F401 - the subcommands' progress 
 def add_device(p) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
                    help="where to run (auto: the GPU if cupy finds one, else the CPU)")
+
+
+def add_precision(p) -> None:
+    p.add_argument("--precision", choices=("double", "single"), default=None,
+                   help="with --backend auto: double (complex128 state, FP64-class methods; the default) or "
+                        "single (complex64, FP32-class methods)")
+
+
+def precision_option(args, backend: str):
+    """The Simulator's ``precision=``: the flag with ``auto``; an error with a named backend."""
+    precision = getattr(args, "precision", None)
+    if backend == "auto":
+        return precision or "double"
+    if precision is not None:
+        raise ValueError(f"--precision applies to --backend auto; backend {backend!r} has its own precision")
+    return None
+
+
+def methods_of(backends) -> list:
+    """The gemm methods of the named backends (``auto`` stands for none); unknown names fail here."""
+    import gemm  # noqa: PLC0415 - the CLI's parser builds without importing every method
+
+    return [gemm.get_method(b) for b in backends if b != "auto"]
 
 
 def add_backend_options(p) -> None:
@@ -25,6 +49,27 @@ def add_backend_options(p) -> None:
 def add_fuse(p, default: str = "none") -> None:
     p.add_argument("--fuse", default=default, metavar="D",
                    help="gate fusion: none, auto (from the measured gate costs) or the widest block d")
+
+
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_bytes(text: str) -> int:
+    """``--max-workspace`` values: bytes, or a number with K, M or G (binary units: 512M, 2G)."""
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = t[-1:] if t[-1:] in ("k", "m", "g") else ""
+    try:
+        value = float(t[: len(t) - len(unit)]) * _SIZE_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected bytes or a size like 512M or 2G, got {text!r}") from None
+    return int(value)
+
+
+def add_workspace(p) -> None:
+    p.add_argument("--max-workspace", type=parse_bytes, default=None, metavar="BYTES",
+                   help="the most memory gates may use beside the state (e.g. 512M, 2G); giving it runs the "
+                        "bounded engine, which needs no state-sized spare buffer (default: the spare buffer where "
+                        "twice the state fits, else the bounded engine with min(state/16, 4G))")
 
 
 def fuse_option(args):
@@ -58,7 +103,8 @@ def backend_options(args, method) -> dict:
 
 
 def check_options_used(args, methods) -> None:
-    """An option that no chosen backend accepts is an error, not silently dropped."""
+    """An option that no chosen backend accepts is an error, not silently dropped (``auto`` takes
+    none: each method it picks runs with its defaults)."""
     for key in _given_options(args):
         if not any(key in m.options for m in methods):
             names = ", ".join(m.name for m in methods)

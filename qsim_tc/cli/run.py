@@ -18,10 +18,14 @@ from qsim_tc.cli.common import (
     add_backend_options,
     add_device,
     add_fuse,
+    add_precision,
+    add_workspace,
     backend_options,
     check_options_used,
     check_outputs,
     fuse_option,
+    methods_of,
+    precision_option,
     write_json,
 )
 from qsim_tc.environment import environment
@@ -31,8 +35,10 @@ from qsim_tc.reference import simulate_dd
 def register(sub) -> None:
     p = sub.add_parser("run", help="simulate an OpenQASM 2 (or 3) file")
     p.add_argument("file", metavar="FILE.qasm", help="OpenQASM program")
-    p.add_argument("--backend", default="native", help=f"GEMM method ({', '.join(gemm.methods())}); on a CPU the "
-                   "emulated ones take 5-200x as long as native")
+    p.add_argument("--backend", default="auto", help=f"auto (per block the fastest method of --precision on this "
+                   f"device) or a GEMM method ({', '.join(gemm.methods())}); on a CPU the emulated ones take 5-200x as "
+                   "long as native")
+    add_precision(p)
     add_device(p)
     p.add_argument("--shots", type=int, default=0,
                    help="sample this many shots of the measured bits (all qubits if nothing is measured)")
@@ -42,7 +48,8 @@ def register(sub) -> None:
                         "for each parameter")
     p.add_argument("--reference", default=None, metavar="METHOD",
                    help="also simulate with METHOD (dd: the double-double reference) and report the errors")
-    add_fuse(p, default="auto")  # imported circuits are mostly small gates: fusing pays
+    add_fuse(p, default="auto")
+    add_workspace(p)  # imported circuits are mostly small gates: fusing pays
     p.add_argument("--top", type=int, default=10, help="how many of the most frequent outcomes to print")
     add_backend_options(p)
     p.add_argument("--json", metavar="FILE", help="write the result, errors and counts as JSON")
@@ -108,11 +115,14 @@ def run(args) -> int:
     if args.shots < 0:
         raise ValueError(f"--shots must be >= 0, got {args.shots}")
     params = _parse_params(args.param)
-    method = gemm.get_method(args.backend)
-    check_options_used(args, [method])
+    methods = methods_of([args.backend])
+    check_options_used(args, methods)
+    precision = precision_option(args, args.backend)
     check_outputs(args, plot=False)
     circ = _load(args.file, params)
-    sim = Simulator(args.backend, device=args.device, fuse=fuse_option(args), **backend_options(args, method))
+    options = backend_options(args, methods[0]) if methods else {}
+    sim = Simulator(args.backend, device=args.device, precision=precision, fuse=fuse_option(args),
+                    workspace_bytes=args.max_workspace, **options)
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
           f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
     result = sim.run(circ, progress=Progress(f"{args.backend}"))
@@ -123,6 +133,9 @@ def run(args) -> int:
               f"estimated {ch.estimated_ms:.0f} ms vs {ch.unfused_ms:.0f} ms unfused)"
               + (f"; {ch.note}" if ch.note else ""))
     print(f"time: {result.wall_s:.3f} s wall, {len(result.stats)} gates applied, {result.gate_time_ms:.1f} ms in gates")
+    if "auto" in result.metadata:
+        auto = result.metadata["auto"]
+        print(f"auto ({auto['precision']}): " + ", ".join(f"{k} x{v}" for k, v in auto["blocks_per_method"].items()))
     print(f"norm: {st.norm():.15f}")
     print(f"amplitude[0] = {st.amplitude(0):.6e}")
     payload = {"command": "run", "args": vars(args) | {"func": None}, "environment": environment(),

@@ -10,10 +10,17 @@ H = 2^(N-t-d), L = 2^t, and the gate is ``U @ S[h]`` for every h. These need no 
 * middle, L large:     U @ S[h], batched          -- one strided-batched GEMM
 
 Targets that are not contiguous, or a middle block the batch cannot serve, are first brought to
-the bottom by one permutation of the state, recorded in the lazy :class:`~qsim_tc.layout.Layout`
+the bottom by a permutation of the state, recorded in the lazy :class:`~qsim_tc.layout.Layout`
 (the permutation is not undone until the state is read). On the GPU, gates of 1-6 qubits take
 an in-place kernel instead (:mod:`qsim_tc.engine.small_gate`) when the method allows it and the
 measured policy prefers it.
+
+Two engines run these products. The default, :mod:`~qsim_tc.engine.bounded`, keeps no second
+state: each product runs on blocks through a workspace of bounded size and every block is
+written back before the next is read, and permutations are index-bit swaps in place. The
+double-buffer engine (``PhysicalState.double_buffer``, below) is the one it replaced: one GEMM
+over the whole state into a state-sized spare buffer, and permutations into that buffer; it is
+kept to compare against and for states small enough that twice their size fits.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import numpy as np
 import gemm
 from circuits.gate import reorder_bits
 from qsim_tc import memory
+from qsim_tc.engine.bounded import apply_bounded, plan_bounded
 from qsim_tc.engine.permute import permute_bits
 from qsim_tc.engine.small_gate.policy import select as select_kernel
 from qsim_tc.engine.storage import PhysicalState
@@ -57,8 +65,9 @@ class ApplyInfo:
     method: str
     n_targets: int
     physical_targets: tuple
-    report: Any = None  # gemm.Report of the product, if a GEMM ran
+    report: Any = None  # gemm.Report of the product (the last block's), if a GEMM ran
     timer: Any = field(default=None, repr=False)
+    blocks: int = 0  # blocks of the state the bounded engine wrote back (0: kernel or double buffer)
 
     @property
     def time_ms(self) -> float:
@@ -71,6 +80,7 @@ class ApplyInfo:
             "n_targets": self.n_targets,
             "physical_targets": list(self.physical_targets),
             "time_ms": self.time_ms,
+            "blocks": self.blocks,
         }
         if self.report is not None:
             out["report"] = self.report.to_dict()
@@ -171,78 +181,117 @@ class GateRequest:
 
 
 def apply_gate(state: PhysicalState, gate: GateRequest) -> ApplyInfo:
-    """Apply ``gate`` to ``state`` in place: a small-gate kernel or one GEMM (module docstring).
+    """Apply ``gate`` to ``state`` in place: a small-gate kernel or a GEMM (module docstring).
 
-    Methods that accept ``out=`` write into ``state.spare`` (or, after a permutation into it,
-    back into ``state.data``) and the two buffers swap roles.
+    The default engine runs the GEMM on blocks through the state's bounded workspace, with
+    index-bit swaps in place (:mod:`qsim_tc.engine.bounded`). With ``state.double_buffer`` the
+    old engine runs: methods that accept ``out=`` write into ``state.spare`` (or, after a
+    permutation into it, back into ``state.data``) and the two buffers swap roles.
 
     Returns:
-        ApplyInfo: the path taken, the GEMM report, the time.
+        ApplyInfo: the path taken, the GEMM report, the time, the blocks written.
 
     Raises:
         ValueError: ``small_gate_kernel=True`` cannot be honoured.
-        InsufficientMemoryError: the GEMM's output and workspace do not fit.
-        Whatever the GEMM method raises. On any error ``state`` is left as it was (its data is
-        restored if it had been written).
+        InsufficientMemoryError: the GEMM's output and workspace do not fit (nothing changed).
+        StateInvalidError: the state was already invalid, or the gate failed after overwriting
+            part of it (the state is marked invalid).
+        Whatever the GEMM method raises before the state was written; the state is then as it
+        was (in the bounded engine possibly with index bits swapped, which the layout records).
     """
+    state.check_valid()
     data, layout, xp = state.data, state.layout, state.xp
     n_qubits, qubits, method = state.n_qubits, gate.qubits, gate.method
     d = len(qubits)
     positions = sorted(layout.pos[q] for q in qubits)
     small_kernel = select_kernel(method, state.device, gate.small_gate_kernel, n_qubits, positions,
                                  data.dtype.itemsize)
-    use_kernel = small_kernel is not None
-    if not use_kernel:
-        extra = memory.gate_extra_bytes(method, n_qubits, d, data.dtype, gate.options,
-                                        spare_allocated=state.spare is not None, device=state.device.name)
-        memory.check_fits(f"applying a {d}-qubit gate with {method.name!r}", extra, state.device)
-        if state.spare is None and "out" in method.options:
-            state.spare = xp.empty_like(data)
+    if small_kernel is None and state.double_buffer:
+        return _apply_double_buffer(state, gate)
+    timer = gemm.timing.StageTimer(xp)
+    dev = state.device.name
+    if small_kernel is not None:
+        order = sorted(range(d), key=lambda i: layout.pos[qubits[i]])
+        u_host = reorder_bits(gate.matrix, order).astype(data.dtype, copy=False)
+        phys = tuple(layout.pos[qubits[i]] for i in order)
+        with timer.stage("apply"):
+            out = small_kernel(data, n_qubits, u_host, phys)
+        state.data = out
+        return ApplyInfo("kernel", "kernel", d, phys, None, timer)
+    plan = plan_bounded(layout, qubits, n_qubits, dev, MIN_BATCHED_L[dev], MAX_BATCHES[dev], gate.next_qubits)
+    u_host = reorder_bits(gate.matrix, plan.order).astype(data.dtype, copy=False)
+    with timer.stage("apply"):
+        report, blocks = apply_bounded(state, gate, plan, u_host)
+    phys_t = tuple(sorted(state.layout.pos[q] for q in qubits))
+    return ApplyInfo(plan.path, method.name, d, phys_t, report, timer, blocks)
+
+
+def _apply_double_buffer(state: PhysicalState, gate: GateRequest) -> ApplyInfo:
+    """The double-buffer engine: one GEMM over the whole state into a state-sized spare buffer.
+
+    Raises:
+        As :func:`apply_gate`; on any error ``state`` is left as it was (its data is restored if
+        it had been written).
+    """
+    data, layout, xp = state.data, state.layout, state.xp
+    n_qubits, qubits, method = state.n_qubits, gate.qubits, gate.method
+    d = len(qubits)
+    extra = memory.gate_extra_bytes(method, n_qubits, d, data.dtype, gate.options, double_buffer=True,
+                                    spare_allocated=state.spare is not None, device=state.device.name)
+    memory.check_fits(f"applying a {d}-qubit gate with {method.name!r}", extra, state.device)
+    if state.spare is None and "out" in method.options:
+        state.spare = xp.empty_like(data)
     spare = state.spare
-    plan = plan_targets(layout, qubits, n_qubits, state.device.name, use_kernel, gate.next_qubits)
+    plan = plan_targets(layout, qubits, n_qubits, state.device.name, False, gate.next_qubits)
     u_host = reorder_bits(gate.matrix, plan.order).astype(data.dtype, copy=False)
     timer = gemm.timing.StageTimer(xp)
     report = None
     dim = 1 << d
     with timer.stage("apply"):
-        if plan.path == "kernel":
-            phys = tuple(layout.pos[qubits[i]] for i in plan.order)
-            out = small_kernel(data, n_qubits, u_host, phys)
+        takes_out = "out" in method.options and spare is not None
+        u = to_device(np.ascontiguousarray(u_host), xp)
+        src, free, t = data, spare, min(layout.pos[q] for q in qubits)
+        if plan.permute_to is not None:
+            src = permute_bits(data, n_qubits, plan.permute_to, layout.phys, xp, out=spare if takes_out else None)
+            free = data if takes_out else None
+            t = 0
+        if plan.rotate:
+            a, b = u, src.reshape(-1, dim).T  # result (2^d, 2^(N-d)): targets on top
+        elif t == 0:
+            a, b = src.reshape(-1, dim), u.T
+        elif t + d == n_qubits:
+            a, b = u, src.reshape(dim, -1)
         else:
-            takes_out = "out" in method.options and spare is not None
-            u = to_device(np.ascontiguousarray(u_host), xp)
-            src, free, t = data, spare, min(layout.pos[q] for q in qubits)
-            if plan.permute_to is not None:
-                src = permute_bits(data, n_qubits, plan.permute_to, layout.phys, xp, out=spare if takes_out else None)
-                free = data if takes_out else None
-                t = 0
-            if plan.rotate:
-                a, b = u, src.reshape(-1, dim).T  # result (2^d, 2^(N-d)): targets on top
-            elif t == 0:
-                a, b = src.reshape(-1, dim), u.T
-            elif t + d == n_qubits:
-                a, b = u, src.reshape(dim, -1)
-            else:
-                a, b = u, src.reshape(-1, dim, 1 << t)
-            kw = dict(gate.options)
-            if takes_out:
-                shape = (a.shape[-2], b.shape[-1]) if a.ndim == b.ndim == 2 else (b.shape[0], a.shape[0], b.shape[2])
-                kw["out"] = free.reshape(shape)
-            try:
-                out, report = gemm.matmul(a, b, method=method.name, return_report=True, **kw)
-            except BaseException:
-                if takes_out and free is data:  # the permuted copy holds the state: put it back
-                    xp.copyto(data, permute_bits(src, n_qubits, layout.phys, plan.permute_to, xp))
-                raise
-            out = out.reshape(-1)
-            if out.dtype != data.dtype:
-                out = out.astype(data.dtype)
-            if takes_out:
-                spare = src  # the GEMM's input buffer is free now
+            a, b = u, src.reshape(-1, dim, 1 << t)
+        kw = dict(gate.options)
+        if takes_out:
+            shape = (a.shape[-2], b.shape[-1]) if a.ndim == b.ndim == 2 else (b.shape[0], a.shape[0], b.shape[2])
+            kw["out"] = free.reshape(shape)
+        try:
+            out, report = gemm.matmul(a, b, method=method.name, return_report=True, **kw)
+        except BaseException:
+            if takes_out and free is data:  # the permuted copy holds the state: put it back
+                xp.copyto(data, permute_bits(src, n_qubits, layout.phys, plan.permute_to, xp))
+            raise
+        out = out.reshape(-1)
+        if out.dtype != data.dtype:
+            out = out.astype(data.dtype)
+        if takes_out:
+            spare = src  # the GEMM's input buffer is free now
     final = plan.final
     phys_t = tuple(sorted((final or layout.phys).index(q) for q in qubits))
-    info = ApplyInfo(plan.path, "kernel" if use_kernel else method.name, d, phys_t, report, timer)
+    info = ApplyInfo(plan.path, method.name, d, phys_t, report, timer)
     state.data, state.spare = out, spare
     if final is not None:
         layout.set(final)
     return info
+
+
+def predict_path(state: PhysicalState, qubits, next_qubits=None) -> str:
+    """The GEMM path :func:`apply_gate` takes for a gate on logical ``qubits`` of ``state`` now
+    (the engine ``state`` uses; small-gate kernels not considered), without applying it."""
+    dev = state.device.name
+    if state.double_buffer:
+        return plan_targets(state.layout, qubits, state.n_qubits, dev, False, next_qubits).path
+    return plan_bounded(state.layout, qubits, state.n_qubits, dev, MIN_BATCHED_L[dev], MAX_BATCHES[dev],
+                        next_qubits).path

@@ -164,7 +164,7 @@ def test_cli_run_samples_and_compares(tmp_path, capsys):
     assert sum(payload["counts"].values()) == 500
     assert all(len(k) == 4 and k[1:3] == "00" for k in payload["counts"])  # clbits 1, 2 are never written
     assert payload["reference"]["l2_rel"] <= 1e-14
-    assert payload["fusion"]["cost_row"].startswith("native/cpu/complex128")
+    assert payload["fusion"]["cost_row"].startswith("auto/double: native")
 
 
 def test_cli_run_errors(tmp_path, capsys):

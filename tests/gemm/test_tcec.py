@@ -277,8 +277,9 @@ def test_nan_inf_propagate(method, rng):
 
 
 def test_registered_precision_classes():
-    # the uncorrected TF32/FP16 products keep their format's precision; every method keeps a complex64 state
-    uncorrected = {"tf32": "tf32", "fp16": "fp16"}
+    # the uncorrected TF32/FP16 products keep their format's precision, Markidis's truncated sums are
+    # their own class; every method keeps a complex64 state
+    uncorrected = {"tf32": "tf32", "fp16": "fp16", "markidis": "fp32-tc"}
     for name in ALL:
         m = gemm.get_method(name)
         assert m.precision == uncorrected.get(name, "fp32") and m.state_dtype == np.complex64

@@ -77,7 +77,7 @@ def test_top_level_help_is_for_users(capsys):
     assert "qsim-tc brickwork --qubits 20" in text and "gemm-accuracy" in text
 
 
-@pytest.mark.parametrize("command", ["brickwork", "run", "gemm-accuracy", "probe", "info"])
+@pytest.mark.parametrize("command", ["brickwork", "run", "gemm-accuracy", "probe", "info", "calibrate"])
 def test_every_option_of_every_subcommand_has_help(command):
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices[command]
@@ -193,3 +193,19 @@ def test_run_binds_parameters(tmp_path, capsys):
     assert "--param names x, not parameters" in capsys.readouterr().err
     assert main(["run", str(f), "--device", "cpu", "--param", "theta"]) == 2
     assert "--param takes NAME=VALUE, got 'theta'" in capsys.readouterr().err
+
+
+def test_auto_is_the_default_backend_of_the_commands(capsys, tmp_path):
+    """brickwork and run default to --backend auto (double precision), which on a CPU runs native."""
+    rc = main(["brickwork", "--qubits", "6", "--gate-qubits", "2", "--depth", "2", "--device", "cpu"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "backend auto" in out and "auto (double): native x" in out
+    q = tmp_path / "bell.qasm"
+    q.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\nh q[0];\ncx q[0],q[1];\n')
+    assert main(["run", str(q), "--device", "cpu", "--precision", "single", "--json", str(tmp_path / "r.json")]) == 0
+    assert "auto (single): native32 x" in capsys.readouterr().out
+    import json
+
+    meta = json.loads((tmp_path / "r.json").read_text())["result"]["metadata"]
+    assert meta["precision"] == "single" and meta["blocks"][0]["method"] == "native32"

@@ -154,19 +154,35 @@ def test_sampling_sees_logical_order_after_permutation():
     assert set(st.sample(100, seed=0, qubits=[3, 1])) == {0b11}
 
 
+def run_on_state(circ, **state_kw):
+    """The gates of ``circ`` applied one by one to a fresh StateVector (with next-gate hints)."""
+    st = StateVector(circ.n_qubits, device="cpu", **state_kw)
+    gates = circ.gates
+    paths = set()
+    for i, g in enumerate(gates):
+        nxt = gates[i + 1].qubits if i + 1 < len(gates) else None
+        paths.add(st.apply(g.matrix, g.qubits, next_qubits=nxt).path)
+    return st, paths
+
+
 def test_bottom_rotate_path_matches_qiskit(monkeypatch):
-    """U @ S^T leaves the targets on top; the lazy layout must account for it."""
+    """U @ S^T leaves the targets on top (double buffer) or above the row bits of each block
+    (bounded workspace); the lazy layout must account for it."""
     import qsim_tc.engine.apply as apply_mod
+    import qsim_tc.engine.bounded as bounded_mod
 
     monkeypatch.setitem(apply_mod.ROTATE_D, "cpu", frozenset(range(1, 40)))
+    monkeypatch.setitem(bounded_mod.BLOCK_ROTATE_D, "cpu", frozenset(range(1, 40)))
     circ = brickwork(11, 3, 5, seed=4)
-    res = Simulator(device="cpu").run(circ)
-    assert "bottom-rotate" in {s.info.path for s in res.stats}
-    assert np.abs(res.state.to_numpy() - Statevector(to_qiskit(circ)).data).max() < 1e-12
     rnd = random_circuit(9, 30, 5, np.random.default_rng(8))
-    res = Simulator(device="cpu").run(rnd)
-    assert "permute+rotate" in {s.info.path for s in res.stats}
-    assert np.abs(res.state.to_numpy() - Statevector(to_qiskit(rnd)).data).max() < 1e-12
+    # double buffer; bounded with one block; bounded with blocks of 2^9 or fewer amplitudes
+    for kw in ({"double_buffer": True}, {}, {"workspace_bytes": 16384}):
+        st, paths = run_on_state(circ, **kw)
+        assert "bottom-rotate" in paths, kw
+        assert np.abs(st.to_numpy() - Statevector(to_qiskit(circ)).data).max() < 1e-12
+        st, paths = run_on_state(rnd, **kw)
+        assert "permute+rotate" in paths, kw
+        assert np.abs(st.to_numpy() - Statevector(to_qiskit(rnd)).data).max() < 1e-12
 
 
 def test_global_phase_multiplies_every_amplitude(rng):

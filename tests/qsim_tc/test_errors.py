@@ -153,9 +153,10 @@ def test_failure_inside_the_gemm_leaves_state_unchanged(state, monkeypatch):
     assert unchanged(state, before)
 
 
+@pytest.mark.parametrize("double_buffer", [False, True], ids=["bounded", "double-buffer"])
 @pytest.mark.parametrize("method,dtype", [("int8", np.complex128), ("tf32tf32", np.complex64),
                                           ("native", np.complex128)])
-def test_memory_estimate_covers_the_real_peak(method, dtype):
+def test_memory_estimate_covers_the_real_peak(method, dtype, double_buffer):
     """The bytes the engine checks before a gate are at least what the gate then allocates."""
     import tracemalloc
 
@@ -164,12 +165,13 @@ def test_memory_estimate_covers_the_real_peak(method, dtype):
     n, d = 16, 4
     rng = np.random.default_rng(0)
     psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
-    st = StateVector(n, dtype=dtype, device="cpu", data=psi / np.linalg.norm(psi))
+    st = StateVector(n, dtype=dtype, device="cpu", data=psi / np.linalg.norm(psi), double_buffer=double_buffer)
     from circuits import haar_unitary
 
     u = haar_unitary(1 << d, rng)
     meth = gemm_mod.get_method(method)
-    estimate = memory.gate_extra_bytes(meth, n, d, dtype, {}, spare_allocated=False, device="cpu")
+    estimate = memory.gate_extra_bytes(meth, n, d, dtype, {}, spare_allocated=False, device="cpu",
+                                       double_buffer=double_buffer)
     tracemalloc.start()
     st.apply(u, [1, 5, 9, 12], method=method)  # scattered: a permutation as well as the product
     _, peak = tracemalloc.get_traced_memory()

@@ -68,7 +68,7 @@ def test_registers_and_bits_match_qiskit_exactly_on_deterministic_outcomes():
         np.testing.assert_array_equal(a.array, b.array)
     assert ours[0].data.beta.get_bitstrings(1)[0] == "1000010001"
     assert ours[0].metadata == ref[0].metadata == {"shots": 7, "circuit_metadata": {}}
-    assert ours.metadata["version"] == 2 and ours.metadata["simulator"]["backend"] == "native"
+    assert ours.metadata["version"] == 2 and ours.metadata["simulator"]["backend"] == "auto"
 
 
 def test_parameter_broadcasting_shots_and_default_shots():

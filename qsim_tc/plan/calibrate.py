@@ -1,0 +1,372 @@
+"""Per-device calibration: measure the cost rows that ``backend="auto"`` and fusion read, store them
+in the user's cache, and find the table to use on a device.
+
+Procedure (:func:`calibrate`): for each method of the precisions asked (every registered method of
+the class, :func:`qsim_tc.plan.select.qualifying_methods`), the per-gate overhead is timed on a
+6-qubit state; then, for gate widths d = 1, 2, ... in turn, a Haar-random d-qubit gate is applied
+through the engine (``StateVector.apply``, so small-gate kernels, rotations and permutations are
+what a run gets) at each placement: targets at the bottom, in the middle (where the engine takes
+the batched product), at the top, and on random qubits. The state is put back in logical order
+between repetitions, outside the timed region; each gate gets fresh phases so no method's slice
+cache hits. Times come from the engine's own timer (CUDA events on the GPU, perf_counter on the
+CPU); the first run of each (method, d) warms up (kernel compilation, BLAS and cuBLAS plans) and
+is not counted; the median of ``repeats`` runs is kept, or one run where a gate takes longer than
+:data:`SLOW_MS`. Each method gets an equal share of the time budget; widths it has no time left
+for are extrapolated by the row (4x per qubit) and the row lists the widths measured.
+
+Cache: one JSON file per device key (:func:`device_key`: device name, driver, CUDA runtime,
+cupy, cuBLAS and numpy versions) in ``$QSIM_TC_CACHE``, else ``$XDG_CACHE_HOME/qsim-tc``, else
+``~/.cache/qsim-tc``. :func:`table_for` reuses it; without one it calibrates briefly on a GPU
+(one line on stderr) and, on a CPU, where a calibration takes minutes, uses the shipped CPU table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import gemm
+from circuits.haar import haar_unitary
+from qsim_tc import memory
+from qsim_tc.engine.apply import MAX_BATCHES, MIN_BATCHED_L
+from qsim_tc.errors import InsufficientMemoryError
+from qsim_tc.plan.costs import PLACEMENTS, CostRow, CostTable, CostTableError, shipped_names, shipped_table
+from qsim_tc.plan.select import check_precision, qualifying_methods
+from qsim_tc.state import StateVector
+
+DEFAULT_QUBITS = {"cpu": 20, "gpu": 28}
+DEFAULT_BUDGET_S = {"cpu": 60.0, "gpu": 45.0}  # measuring time; allocation and start-up come on top
+AUTO_BUDGET_S = 20.0  # the brief calibration at first GPU use, for the precision asked only
+DEFAULT_MAX_GATE_QUBITS = {"cpu": 10, "gpu": 12}
+SLOW_MS = 50.0  # a gate slower than this is timed once (its noise is small against its time)
+OVERHEAD_QUBITS = 6
+
+_MEMO: dict[str, CostTable] = {}  # device key -> the table in use, for this process
+
+
+# --- where tables live ------------------------------------------------------------------------
+
+
+def device_key(device) -> dict:
+    """The identity a cost table is measured for: what changes a gate's time.
+
+    Args:
+        device: a resolved ``gemm.Device``.
+
+    Returns:
+        A JSON-able dict (``device``: ``"cpu"`` / ``"gpu"``; the GPU's name, driver, CUDA runtime,
+        cupy and cuBLAS versions; the CPU's processor, core count and numpy version).
+    """
+    key = {"device": device.name, "numpy": np.__version__}
+    if device.is_gpu:
+        from qsim_tc.environment import environment  # noqa: PLC0415 - imports cupy
+
+        env = environment()
+        for k in ("gpu", "cuda_driver", "cuda_runtime", "cupy", "cublas"):
+            if k in env:
+                key[k] = env[k]
+    else:
+        key["processor"] = platform.processor() or platform.machine()
+        key["cpu_count"] = os.cpu_count()
+    return key
+
+
+def cache_dir() -> Path:
+    """``$QSIM_TC_CACHE``, else ``$XDG_CACHE_HOME/qsim-tc``, else ``~/.cache/qsim-tc``."""
+    if os.environ.get("QSIM_TC_CACHE"):
+        return Path(os.environ["QSIM_TC_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "qsim-tc"
+
+
+def cache_path(key: dict) -> Path:
+    """The cache file of a device key: a readable name and a hash of the whole key."""
+    name = key.get("gpu") or key.get("device", "device")
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", str(name)).strip("-").lower() or "device"
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
+    return cache_dir() / f"costs-{slug}-{digest}.json"
+
+
+def load_cached(key: dict) -> CostTable | None:
+    """The cached table of ``key``, or None when there is none.
+
+    Raises:
+        CostTableError: the file exists but is not a table of this key (the message names the file).
+    """
+    path = cache_path(key)
+    if not path.is_file():
+        return None
+    try:
+        table = CostTable.from_json(path.read_text(), origin=f"cache:{path}")
+    except (CostTableError, OSError, UnicodeDecodeError) as exc:
+        raise CostTableError(f"cost table {path} is unreadable: {exc}") from None
+    if table.key != key:
+        raise CostTableError(f"cost table {path} was measured for {table.key}, not {key}")
+    return table
+
+
+def store(table: CostTable) -> Path:
+    """Write ``table`` to the cache file of its key (atomically); return the path."""
+    path = cache_path(table.key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(table.to_json() + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def nearest_shipped(key: dict) -> CostTable:
+    """The shipped table for ``key``'s device, or the nearest one, with a note saying which."""
+    if key.get("device") != "gpu":
+        return shipped_table("cpu").with_origin("shipped:cpu", "no table measured on this CPU; using the shipped "
+                                                "CPU table (qsim-tc calibrate --device cpu measures one)")
+    gpu = str(key.get("gpu", "")).upper()
+    names = shipped_names()
+    for name in ("h100", "h200"):
+        if name.upper() in gpu and name in names:
+            return shipped_table(name).with_origin(f"shipped:{name}", f"shipped {name.upper()} table")
+    fallback = "h200" if "h200" in names else next(n for n in names if n != "cpu")
+    return shipped_table(fallback).with_origin(
+        f"shipped:{fallback}", f"no shipped table for {key.get('gpu', 'this GPU')}; using the {fallback.upper()}'s "
+                               "(qsim-tc calibrate measures this one)")
+
+
+def table_for(device, precision: str | None = None, *, calibrate_missing="auto", message=None) -> CostTable:
+    """The cost table to use on ``device``: cached, else measured now (GPU), else shipped.
+
+    Args:
+        device: a resolved ``gemm.Device`` (or ``"auto"``, ``"cpu"``, ``"gpu"``).
+        precision: the precision a run asks (a brief calibration measures only its methods); None:
+            both.
+        calibrate_missing: ``"auto"`` (calibrate briefly on a GPU, never on a CPU), True or False.
+        message: called with one line when a calibration starts or a cached table is unreadable
+            (default: print to stderr).
+
+    Returns:
+        The :class:`~qsim_tc.plan.costs.CostTable` (``origin`` and ``note`` say which and why).
+    """
+    dev = gemm.resolve_device(device)
+    say = message or (lambda text: print(f"qsim-tc: {text}", file=sys.stderr))
+    key = device_key(dev)
+    memo = json.dumps(key, sort_keys=True)
+    precisions = (check_precision(precision),) if precision else ("double", "single")
+    table = _MEMO.get(memo)
+    if table is None:
+        try:
+            table = load_cached(key)
+        except CostTableError as exc:
+            say(f"{exc}; recalibrating" if _may_calibrate(dev, calibrate_missing) else
+                f"{exc}; using a shipped table")
+            table = None
+    allowed = _may_calibrate(dev, calibrate_missing)
+    missing = [p for p in precisions if table is None or not _covers(table, p)]
+    if missing and allowed:
+        say(f"no cost table for {key.get('gpu', dev.name)} ({', '.join(missing)} precision); calibrating "
+            f"once (about {AUTO_BUDGET_S:.0f} s), stored in {cache_path(key)}")
+        fresh = calibrate(dev, precisions=tuple(missing), budget_s=AUTO_BUDGET_S)
+        table = merge(table, fresh) if table is not None else fresh
+        table = table.with_origin(f"cache:{store(table)}")
+    if table is None:
+        return nearest_shipped(key)
+    _MEMO[memo] = table
+    return table
+
+
+def _may_calibrate(dev, calibrate_missing) -> bool:
+    if calibrate_missing == "auto":
+        return dev.is_gpu
+    return bool(calibrate_missing)
+
+
+def _covers(table: CostTable, precision: str) -> bool:
+    return any(table.row(m) is not None for m in qualifying_methods(precision))
+
+
+def merge(old: CostTable, new: CostTable) -> CostTable:
+    """``old``'s rows, replaced by ``new``'s for the methods ``new`` measured."""
+    replaced = set(new.methods())
+    rows = tuple(r for r in old.rows if r.backend not in replaced) + new.rows
+    return CostTable(new.key, rows, new.origin, new.note, old.elapsed_s + new.elapsed_s)
+
+
+def forget() -> None:
+    """Drop this process's memory of the tables in use (after the cache changed)."""
+    _MEMO.clear()
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+
+def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n_qubits: int | None = None,
+              max_gate_qubits: int | None = None, placements=PLACEMENTS, budget_s: float | None = None,
+              repeats: int = 3, seed: int = 0, progress=None) -> CostTable:
+    """Measure the cost rows of ``device`` (module docstring: the procedure).
+
+    Args:
+        device: ``"auto"``, ``"cpu"``, ``"gpu"`` or a resolved ``gemm.Device``.
+        precisions: the precisions whose methods to measure (``"double"``, ``"single"``).
+        methods: measure these methods instead (names); default every qualifying method.
+        n_qubits: the state size (default 28 on a GPU, lowered until six states fit; 20 on a CPU).
+        max_gate_qubits: the widest gate (default 12 on a GPU, 10 on a CPU; at most n_qubits - 1).
+        placements: which of ``bottom``, ``middle``, ``top``, ``scattered`` to measure.
+        budget_s: the measuring time, shared equally by the methods (default 45 s GPU, 60 s CPU).
+        repeats: timed runs per point (the median is kept).
+        seed: seed of the random gates and qubit sets.
+        progress: called with one line per method and width measured.
+
+    Returns:
+        The measured :class:`~qsim_tc.plan.costs.CostTable` (``origin`` ``"measured"``).
+
+    Raises:
+        ValueError: a bad precision, placement, size or count; no method could be measured.
+    """
+    dev = gemm.resolve_device(device)
+    bad = [p for p in placements if p not in PLACEMENTS]
+    if bad or not placements:
+        raise ValueError(f"placements must be some of {', '.join(PLACEMENTS)}, got {list(placements)}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    by_precision = [(p, qualifying_methods(p)) for p in map(check_precision, precisions)]
+    if methods is not None:
+        wanted = list(methods)
+        by_precision = [(p, [m for m in ms if m in wanted]) for p, ms in by_precision]
+        unknown = sorted(set(wanted) - {m for _, ms in by_precision for m in ms})
+        if unknown:
+            raise ValueError(f"methods {unknown} are not of precision {', '.join(precisions)}")
+    n = n_qubits if n_qubits is not None else _default_qubits(dev)
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= 40:
+        raise ValueError(f"n_qubits must be an int in 2..40, got {n!r}")
+    max_d = min(max_gate_qubits or DEFAULT_MAX_GATE_QUBITS[dev.name], n - 1)
+    if max_d < 1:
+        raise ValueError(f"max_gate_qubits must be >= 1, got {max_gate_qubits!r}")
+    all_methods = [m for _, ms in by_precision for m in ms]
+    budget = float(budget_s if budget_s is not None else DEFAULT_BUDGET_S[dev.name])
+    share = budget / max(len(all_methods), 1)
+    rng = np.random.default_rng(seed)
+    note = progress or (lambda text: None)
+    t_start = time.perf_counter()
+    rows: list[CostRow] = []
+    skipped: dict[str, str] = {}
+    machine = _machine(dev)
+    for _precision, names in by_precision:
+        if not names:
+            continue
+        dtype = gemm.get_method(names[0]).state_dtype
+        spent = {m: 0.0 for m in names}
+        times: dict[str, dict[str, dict[int, float]]] = {m: {p: {} for p in placements} for m in names}
+        overhead = {}
+        for m in names:
+            t0 = time.perf_counter()
+            try:
+                overhead[m] = _overhead(m, dev, dtype, rng)
+            except Exception as exc:  # noqa: BLE001 - a method that cannot run here is skipped, and said so
+                skipped[m] = f"{type(exc).__name__}: {exc}"
+            spent[m] += time.perf_counter() - t0
+        names = [m for m in names if m not in skipped]
+        state = StateVector(n, dtype=dtype, device=dev)
+        unitaries = {}
+        for d in range(1, max_d + 1):
+            live = [m for m in names if spent[m] < share and m not in skipped]
+            if not live:
+                break
+            u = unitaries[d] = haar_unitary(1 << d, rng)
+            for m in live:
+                t0 = time.perf_counter()
+                try:
+                    for i, placement in enumerate(placements):
+                        qubits = _placement_qubits(placement, n, d, dev, rng)
+                        if qubits is None:
+                            continue
+                        times[m][placement][d] = _time_gate(state, m, u, qubits, repeats, warm=(i == 0), rng=rng)
+                except InsufficientMemoryError as exc:
+                    spent[m] = share  # no wider gate fits either
+                    note(f"{m}: d={d} does not fit ({exc}); wider gates extrapolated")
+                except Exception as exc:  # noqa: BLE001 - see above
+                    skipped[m] = f"{type(exc).__name__}: {exc}"
+                    note(f"{m}: skipped ({skipped[m]})")
+                    continue
+                spent[m] += time.perf_counter() - t0
+                shown = ", ".join(f"{p} {t[d]:.3g}" for p, t in times[m].items() if d in t)
+                note(f"{m} d={d}: {shown} ms")
+        del state, unitaries
+        for m in names:
+            if m in skipped:
+                continue
+            for placement, by_d in times[m].items():
+                if not by_d:
+                    continue
+                oh = overhead[m]
+                ms = {d: max(t - oh, 0.05 * t) for d, t in sorted(by_d.items())}
+                rows.append(CostRow(dev.name, str(np.dtype(dtype)), m, n, ms, machine=machine,
+                                    source=f"qsim-tc calibrate {time.strftime('%Y-%m-%d')}, median of {repeats}",
+                                    overhead_ms=oh, placement=placement, measured=tuple(sorted(by_d))))
+    if not rows:
+        raise ValueError(f"no method could be measured on {dev.name}: {skipped or 'none qualifies'}")
+    elapsed = time.perf_counter() - t_start
+    table = CostTable(device_key(dev), tuple(rows), "measured",
+                      note=("skipped: " + "; ".join(f"{k} ({v})" for k, v in skipped.items())) if skipped else "",
+                      elapsed_s=elapsed)
+    return table
+
+
+def _default_qubits(dev) -> int:
+    n = DEFAULT_QUBITS[dev.name]
+    avail = memory.available_bytes(dev)
+    while n > 10 and 6 * memory.state_bytes(n, np.complex128) > avail:
+        n -= 1
+    return n
+
+
+def _machine(dev) -> str:
+    key = device_key(dev)
+    if dev.is_gpu:
+        return ", ".join(f"{k} {key[k]}" for k in ("gpu", "cupy", "cublas") if k in key)
+    return f"{key['processor']}, {key['cpu_count']} cores, numpy {key['numpy']}"
+
+
+def _placement_qubits(placement: str, n: int, d: int, dev, rng) -> list[int] | None:
+    """Logical qubits that the engine, from the identity layout, treats as ``placement``; None
+    when the state is too small for it (a middle block needs room above and below)."""
+    if placement == "bottom":
+        return list(range(d))
+    if placement == "top":
+        return list(range(n - d, n))
+    if placement == "middle":
+        # the batched product: blocks of L = 2^t >= MIN_BATCHED_L and at most MAX_BATCHES of them
+        t_min = int(MIN_BATCHED_L[dev.name]).bit_length() - 1
+        t = max(t_min, n - d - (int(MAX_BATCHES[dev.name]).bit_length() - 1))
+        if t + d >= n:
+            return None
+        return list(range(t, t + d))
+    return sorted(int(q) for q in rng.choice(n, size=d, replace=False))
+
+
+def _time_gate(state: StateVector, method: str, u: np.ndarray, qubits, repeats: int, *, warm: bool, rng) -> float:
+    """Median milliseconds of ``u`` (with fresh phases each run) on ``qubits`` from the identity layout."""
+    times = []
+    runs = repeats + (1 if warm else 0)
+    for r in range(runs):
+        phases = np.exp(2j * np.pi * rng.random(u.shape[0]))
+        state.data()  # back to logical order (untimed), so the placement is the one asked
+        info = state.apply(u * phases[None, :], qubits, method=method, check_unitary=False)
+        if warm and r == 0:
+            continue
+        times.append(info.time_ms)
+        if times[0] > SLOW_MS:
+            break
+    return float(np.median(times))
+
+
+def _overhead(method: str, dev, dtype, rng) -> float:
+    """Milliseconds of a 1-qubit gate on a 6-qubit state: the cost that does not scale."""
+    st = StateVector(OVERHEAD_QUBITS, dtype=dtype, device=dev)
+    u = haar_unitary(2, rng)
+    return _time_gate(st, method, u, [0], 5, warm=True, rng=rng)

@@ -1,0 +1,160 @@
+"""Per-device calibration (qsim_tc.plan.calibrate): measuring, keying, the cache, fallbacks, and
+the CLI subcommands around it."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+import gemm
+from circuits import brickwork
+from qsim_tc import Simulator
+from qsim_tc.cli import main
+from qsim_tc.plan import calibrate as cal
+from qsim_tc.plan.costs import PLACEMENTS, CostTable, CostTableError, shipped_names, shipped_table
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("QSIM_TC_CACHE", str(tmp_path))
+    cal.forget()
+    yield tmp_path
+    cal.forget()
+
+
+def _tiny(device="cpu", **kw):
+    """A calibration small enough for the CPU suite: native on 8 qubits, d <= 3."""
+    return cal.calibrate(device, precisions=("double",), methods=["native"], n_qubits=8, max_gate_qubits=3,
+                         repeats=1, budget_s=5.0, **kw)
+
+
+def test_calibration_measures_every_placement_and_round_trips(cache):
+    t0 = time.perf_counter()
+    table = _tiny()
+    assert time.perf_counter() - t0 < 10
+    assert table.origin == "measured" and table.key == cal.device_key(gemm.resolve_device("cpu"))
+    assert {r.placement for r in table.rows} == set(PLACEMENTS)
+    for r in table.rows:
+        assert r.backend == "native" and r.n_qubits == 8 and r.measured == (1, 2, 3) or r.placement == "middle"
+        assert all(v > 0 for v in r.ms.values()) and r.overhead_ms > 0
+    again = CostTable.from_json(table.to_json())
+    assert again.rows == table.rows and again.key == table.key
+    path = cal.store(table)
+    assert path.parent == cache and path.name.startswith("costs-cpu-")
+    assert cal.load_cached(table.key).rows == table.rows
+
+
+def test_keying_reuse_and_fallback(cache):
+    dev = gemm.resolve_device("cpu")
+    key = cal.device_key(dev)
+    # no cached table: a CPU never calibrates on its own, it falls back to the shipped table
+    msgs = []
+    fallback = cal.table_for(dev, "double", message=msgs.append)
+    assert fallback.origin == "shipped:cpu" and "no table measured on this CPU" in fallback.note and not msgs
+    cal.store(_tiny())
+    cal.forget()
+    used = cal.table_for(dev, "double")
+    assert used.origin.startswith("cache:") and used.methods() == ["native"]
+    # another key (a driver or library update) does not read this file
+    other = dict(key, numpy="0.0")
+    assert cal.cache_path(other) != cal.cache_path(key) and cal.load_cached(other) is None
+    # a GPU without a shipped table of its own gets the nearest, and is told so
+    h = cal.nearest_shipped({"device": "gpu", "gpu": "NVIDIA A100-SXM4-40GB"})
+    assert h.origin.startswith("shipped:h") and "no shipped table for NVIDIA A100-SXM4-40GB" in h.note
+    assert cal.nearest_shipped({"device": "gpu", "gpu": "NVIDIA H200"}).origin == "shipped:h200"
+    assert set(shipped_names()) >= {"cpu", "h200"}
+    with pytest.raises(ValueError, match="no shipped cost table 'tpu'; shipped: cpu"):
+        shipped_table("tpu")
+
+
+def test_corrupt_file_says_so_and_recalibrates(cache):
+    dev = gemm.resolve_device("cpu")
+    path = cal.cache_path(cal.device_key(dev))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{not json")
+    with pytest.raises(CostTableError, match=r"cost table .*costs-cpu-.*\.json is unreadable: not JSON"):
+        cal.load_cached(cal.device_key(dev))
+    msgs = []
+    shipped = cal.table_for(dev, "double", message=msgs.append)
+    assert shipped.origin == "shipped:cpu" and msgs[0].endswith("; using a shipped table")
+    msgs.clear()
+    cal.forget()
+    orig = cal.calibrate
+
+    def quick(device, **kw):
+        return orig(device, methods=["native"], n_qubits=8, max_gate_qubits=2, repeats=1, budget_s=3.0,
+                    precisions=kw.get("precisions", ("double",)))
+
+    cal.calibrate = quick
+    try:
+        fresh = cal.table_for(dev, "double", calibrate_missing=True, message=msgs.append)
+    finally:
+        cal.calibrate = orig
+    assert msgs[0].endswith("; recalibrating") and "calibrating once" in msgs[1]
+    assert fresh.origin == f"cache:{path}" and json.loads(path.read_text())["format"] == 1
+    path.write_text(json.dumps({"format": 99, "rows": []}))
+    with pytest.raises(CostTableError, match="format 99, expected 1"):
+        cal.load_cached(cal.device_key(dev))
+
+
+def test_calibrate_argument_errors():
+    with pytest.raises(ValueError, match="placements must be some of bottom, middle, top, scattered"):
+        cal.calibrate("cpu", placements=("left",))
+    with pytest.raises(ValueError, match="repeats must be an int >= 1, got 0"):
+        cal.calibrate("cpu", repeats=0)
+    with pytest.raises(ValueError, match=r"methods \['native32'\] are not of precision double"):
+        cal.calibrate("cpu", precisions=("double",), methods=["native32"])
+
+
+def test_simulator_uses_a_given_table_for_fusion_and_choice(cache):
+    table = _tiny()
+    c = brickwork(8, 2, 4, seed=2)
+    res = Simulator(device="cpu", fuse="auto", cost_table=table).run(c)
+    assert "measured" in res.metadata["auto"]["cost_table"]
+    assert "auto/double: native from measured" in res.metadata["fusion_choice"]["cost_row"]
+    ref = Simulator("native", device="cpu").run(c)
+    assert np.abs(res.state.to_numpy() - ref.state.to_numpy()).max() <= 1e-13
+
+
+def test_cli_calibrate_info_and_explain(cache, capsys, tmp_path):
+    assert main(["calibrate", "--device", "cpu", "--precision", "double", "--methods", "native", "--qubits", "8",
+                 "--max-gate-qubits", "2", "--repeats", "1", "--budget", "3", "--json",
+                 str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated" in out and "stored " in out and "native     bottom" in out
+    assert main(["info", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "cost table: cache:" in out
+    assert main(["brickwork", "--qubits", "8", "--gate-qubits", "2", "--depth", "2", "--device", "cpu",
+                 "--explain", "--json", str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert "auto (double): native x" in out and "block  d placement" in out
+    blocks = json.loads((tmp_path / "b.json").read_text())["result"]["metadata"]["blocks"]
+    assert blocks and all(b["method"] == "native" and "measured_ms" in b for b in blocks)
+    assert main(["brickwork", "--qubits", "8", "--backend", "native", "--explain", "--device", "cpu"]) == 2
+    assert "--explain shows the choices of one --backend auto run" in capsys.readouterr().err
+    assert main(["brickwork", "--qubits", "8", "--backend", "native", "--precision", "single",
+                 "--device", "cpu"]) == 2
+    assert "--precision applies to --backend auto" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_gpu_calibration_under_a_minute(cache):
+    t0 = time.perf_counter()
+    table = cal.calibrate("gpu")
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 60, f"calibration took {elapsed:.1f} s"
+    assert {"native", "native32"} <= set(table.methods())
+    assert max(max(r.ms) for r in table.rows) >= 10
+
+
+@pytest.mark.gpu
+def test_gpu_auto_on_brickwork_d10_chooses_valid_methods(cache):
+    c = brickwork(24, 10, 4, seed=1)
+    res = Simulator(device="gpu").run(c)
+    allowed = set(res.metadata["auto"]["candidates"])
+    assert {b["method"] for b in res.metadata["blocks"]} <= allowed
+    ref = Simulator("native", device="gpu").run(c)
+    err = np.linalg.norm(res.state.to_numpy() - ref.state.to_numpy())
+    assert err < 1e-11
