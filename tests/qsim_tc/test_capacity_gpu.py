@@ -49,7 +49,11 @@ def test_blocked_paths_match_cpu(cp, rng, method, dtype, tol, d):
     (column blocks copied to a contiguous buffer), and swaps; no small-gate kernel."""
     n = 16
     psi = random_psi(n, rng)
-    g = StateVector(n, dtype=dtype, device="gpu", data=psi, workspace_bytes=1 << 16 if d < 10 else 1 << 18)
+    # on the GPU the GEMM's operand U (2^2d amplitudes) lives in the workspace too: room for it and
+    # for output blocks of 1/8 of the state (a contiguous input copy beside each), so many blocks run
+    item = np.dtype(dtype).itemsize
+    ws = (1 << 2 * d) * item + 2 * ((1 << n) * item // 8)
+    g = StateVector(n, dtype=dtype, device="gpu", data=psi, workspace_bytes=ws)
     c = StateVector(n, dtype=np.complex128, device="cpu", data=psi)
     paths = set()
     for qs in (list(range(d)), list(range(n - d, n)), list(range(5, 5 + d)),
@@ -76,7 +80,7 @@ def test_brickwork_bounded_matches_double_buffer_on_gpu(cp):
 
 def test_workspace_bound_on_the_device_pool(cp, rng):
     """The pool's growth over a d = 10 gate (GEMM blocks, cuBLAS operands) stays within the bound."""
-    n, limit = 22, 1 << 22  # 64 MiB state, 4 MiB workspace
+    n, limit = 22, (1 << 24) + (1 << 22)  # 64 MiB state; the 16 MiB gate operand and 4 MiB of blocks
     st = StateVector(n, device="gpu", data=random_psi(n, rng), workspace_bytes=limit)
     u = haar_unitary(1 << 10, rng)
     qs = [int(q) for q in rng.choice(n, 10, replace=False)]
@@ -92,7 +96,8 @@ def test_workspace_bound_on_the_device_pool(cp, rng):
 
 
 def test_failure_in_a_later_block_invalidates_the_gpu_state(cp, rng, monkeypatch):
-    st = StateVector(14, device="gpu", data=random_psi(14, rng), workspace_bytes=1 << 14)
+    # the 1 MiB gate operand and output blocks of 1/16 of the 256 KiB state
+    st = StateVector(14, device="gpu", data=random_psi(14, rng), workspace_bytes=(1 << 20) + (1 << 15))
     real, calls = gemm.matmul, {"n": 0}
 
     def failing(*args, **kwargs):
