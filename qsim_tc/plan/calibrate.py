@@ -3,7 +3,8 @@ in the user's cache, and find the table to use on a device.
 
 Procedure (:func:`calibrate`): for each method of the precisions asked (every registered method of
 the class, :func:`qsim_tc.plan.select.qualifying_methods`), the per-gate overhead is timed on a
-6-qubit state; then, for gate widths d = 1, 2, ... in turn, a Haar-random d-qubit gate is applied
+6-qubit state; then, for gate widths in turn (d = 1, 2, ... for the native methods, d = max, max - 1, ...
+for the emulated ones: :func:`_width_order`), a Haar-random d-qubit gate is applied
 through the engine (``StateVector.apply``, so small-gate kernels, rotations and permutations are
 what a run gets) at each placement: targets at the bottom, in the middle (where the engine takes
 the batched product), at the top, and on random qubits. The state is put back in logical order
@@ -273,12 +274,16 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
         names = [m for m in names if m not in skipped]
         state = StateVector(n, dtype=dtype, device=dev)
         unitaries = {}
-        for d in range(1, max_d + 1):
+        orders = {m: _width_order(gemm.get_method(m), max_d) for m in names}
+        for step in range(max_d):
             live = [m for m in names if spent[m] < share and m not in skipped]
             if not live:
                 break
-            u = unitaries[d] = haar_unitary(1 << d, rng)
             for m in live:
+                d = orders[m][step]
+                if d not in unitaries:
+                    unitaries[d] = haar_unitary(1 << d, rng)
+                u = unitaries[d]
                 t0 = time.perf_counter()
                 try:
                     for i, placement in enumerate(placements):
@@ -315,6 +320,28 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
                       note=("skipped: " + "; ".join(f"{k} ({v})" for k, v in skipped.items())) if skipped else "",
                       elapsed_s=elapsed)
     return table
+
+
+def _width_order(method, max_d: int) -> list[int]:
+    """The order in which a method's gate widths are measured while its share of the budget lasts.
+
+    A method whose small gates run in the state's own arithmetic (``direct_small_gates``: the
+    native ones) takes d = 1, 2 and then every other width up to ``max_d`` before the widths
+    between: a share that runs out early still spans the range, and the widths between are
+    interpolated (a first-use calibration that went d = 1, 2, 3, ... stopped at d = 8 and read
+    d = 10 as 4x per qubit above it, 209 ms where ZGEMM takes 40: small widths are memory-bound,
+    so the 4x GEMM growth only holds from d ~ 9 on). An emulated
+    method goes down from ``max_d``: it can only win where the product is compute-bound (large d),
+    its small widths cost it several passes each (a d = 1 INT8 gate took 0.35-2 s at 28 qubits on
+    an H100, which spent a whole share before), and a width it had no time for is read from the
+    nearest measured one below it, flat (:meth:`qsim_tc.plan.costs.CostRow.gate_ms`): an
+    over-estimate, so an unmeasured small width is never chosen for an emulated method.
+    """
+    widths = list(range(1, max_d + 1))
+    if not method.direct_small_gates:
+        return widths[::-1]
+    spread = [d for d in widths if d <= 2 or d % 2 == 0 or d == max_d]
+    return spread + [d for d in widths if d not in spread]
 
 
 def _default_qubits(dev) -> int:

@@ -158,3 +158,17 @@ def test_gpu_auto_on_brickwork_d10_chooses_valid_methods(cache):
     ref = Simulator("native", device="gpu").run(c)
     err = np.linalg.norm(res.state.to_numpy() - ref.state.to_numpy())
     assert err < 1e-11
+
+
+def test_width_order_spans_the_range_for_native_and_starts_large_for_emulated():
+    """A share that runs out early must still leave native rows spanning d = 1..max (the widths
+    between are interpolated) and emulated rows measured where they can win (large d)."""
+    from qsim_tc.plan.calibrate import _width_order
+
+    for max_d in (10, 11, 12):
+        native = _width_order(gemm.get_method("native"), max_d)
+        assert sorted(native) == list(range(1, max_d + 1))
+        first = native[: (max_d + 4) // 2]
+        assert first[0] == 1 and max_d in first and 10 in first
+        emulated = _width_order(gemm.get_method("tc-auto"), max_d)
+        assert emulated == list(range(max_d, 0, -1))
