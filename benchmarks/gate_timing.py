@@ -3,6 +3,7 @@ issues them, random states, and a dense reference product to check each timed re
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import numpy as np
@@ -100,3 +101,18 @@ def reference_apply(x0, n, u, targets, xp):
     for i, a in enumerate(rest):
         order[a] = d + i
     return xp.ascontiguousarray(out.transpose(order)).reshape(-1)
+
+
+def event_times(cp, fn, repeats):
+    """Median milliseconds of ``fn()`` over ``repeats`` runs (CUDA events), after one warm-up."""
+    fn()
+    cp.cuda.get_current_stream().synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    return statistics.median(times), times

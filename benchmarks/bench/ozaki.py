@@ -17,28 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 
 import numpy as np
 
 from benchmarks.common import write_results
-
-
-def _events(cp, fn, repeats):
-    """Median milliseconds of ``fn()`` over ``repeats`` runs (CUDA events), after one warm-up."""
-    fn()
-    cp.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
-    return statistics.median(times), times
+from benchmarks.gate_timing import event_times as _events
 
 
 def _configs(splits, thresholds):
