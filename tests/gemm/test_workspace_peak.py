@@ -18,9 +18,9 @@ from gemm import ozaki
 
 SHAPES = {"bottom d=4": (4096, 16, 16), "top d=4": (16, 16, 4096), "bottom d=5": (2048, 32, 32),
           "real 300x200x100": (300, 200, 100)}
-# shapes whose estimate is known to fall short, marked strict xfail so a fix shows up here: none on
-# these sizes. halfhalf under-counts at larger states only (bottom d=5 at M = 16384: 1.5x), too slow
-# to measure here under tracemalloc.
+# shapes whose estimate is known to fall short, marked strict xfail so a fix shows up here: none.
+# The TF32/FP16 emulation's chunk temporaries bind only from M ~ 16384 rows (too slow under
+# tracemalloc for this suite); measured there once: 0.77-0.84 of the estimate.
 UNDER: set = set()
 
 
