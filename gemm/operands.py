@@ -48,6 +48,15 @@ class Operands:
         return per * (self.batch or 1)
 
 
+def matmul_shape(a_shape, b_shape) -> tuple:
+    """The shape of ``a @ b`` (numpy matmul) for 2-D operands or one stacked 3-D operand."""
+    if len(a_shape) == 3:
+        return (a_shape[0], a_shape[1], b_shape[-1])
+    if len(b_shape) == 3:
+        return (b_shape[0], a_shape[0], b_shape[2])
+    return (a_shape[0], b_shape[1])
+
+
 def check_operands(a, b, *, allowed=REAL + COMPLEX) -> Operands:
     """Check types, dimensions, inner sizes and dtypes of ``a @ b``.
 

@@ -30,15 +30,16 @@ def _fn(cp, name):
     return raw_module(__package__, "ozaki.cu", ("-std=c++17",), cp.cuda.Device().id).get_function(name)
 
 
-def _line_view(X):
+def line_view(X):
     """(s_out, s_in, s_k, n_in) in elements of the 3-D line view X = (outer, inner, K)."""
     item = X.dtype.itemsize
     so, si, sk = (st // item for st in X.strides)
     return _i64(so), _i64(si), _i64(sk), _i64(X.shape[1])
 
 
-def _kmajor(X) -> bool:
-    so, si, sk, n_in = (int(v) for v in _line_view(X))
+def kmajor(X) -> bool:
+    """True when a line's elements are closer together than adjacent lines (read along k)."""
+    so, si, sk, n_in = (int(v) for v in line_view(X))
     line_stride = si if X.shape[1] > 1 else so
     return abs(sk) <= abs(line_stride) or X.shape[0] * X.shape[1] == 1
 
@@ -57,10 +58,10 @@ def line_stats(cp, XA, XB, cplx, want_loss, b, pa, pb, cached_copy, Xsmall):
         nlines = X.shape[0] * X.shape[1]
         K = X.shape[2]
         e = cp.empty(nlines, dtype=cp.int32)
-        so, si, sk, n_in = _line_view(X)
+        so, si, sk, n_in = line_view(X)
         args = (X, so, si, sk, n_in, _i64(nlines), _i32(K), _i32(cplx), _i32(want_loss), _i32(b), _i32(p), e,
                 stats[i * NSTAT:(i + 1) * NSTAT])
-        if _kmajor(X):
+        if kmajor(X):
             blocks = int(min(-(-nlines // 8), 8192))
             _fn(cp, "line_stats_warp")((blocks,), (256,), args)
         else:
@@ -88,13 +89,13 @@ def split(cp, X, e, line0, nlines, plan, role):
     out = full[:nout]
     if Kp > plan.kk:  # the padding columns of every slice must read as zeros
         out.reshape(nout, s, Kp)[:, :, plan.kk:] = 0
-    so, si, sk, n_in = _line_view(X)
+    so, si, sk, n_in = line_view(X)
     if FAST and K % 4 == 0:
         name, grid = "split_tile4", (int(-(-nlines // 16)), int(-(-K // 128)))
     else:
         name, grid = "split_tile", (int(-(-nlines // 32)), int(-(-K // 32)))
     _fn(cp, name)(grid, (32, 8), (
-        X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(plan.cplx), _i32(_kmajor(X)), e,
+        X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(plan.cplx), _i32(kmajor(X)), e,
         out, _i64(s * Kp), _i32(Kp), _i32(s), _i32(plan.b), _i32(0 if role == "a" else 1)))
     return out
 

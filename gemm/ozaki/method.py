@@ -46,6 +46,7 @@ import numpy as np
 
 from gemm.errors import NonFiniteError
 from gemm.method import Method
+from gemm.operands import matmul_shape
 from gemm.options import Option, integer, number
 from gemm.ozaki import cpu, gpu
 from gemm.ozaki.cache import CACHE, CACHE_MAX_ELEMENTS, SliceCache
@@ -155,12 +156,7 @@ class _Ozaki(Method):
                 hit = False
                 if cache_key is not None:
                     CACHE.store(cache_key, Xs.copy(), small, s)
-        if a.ndim == 3:
-            out_shape = (a.shape[0], a.shape[1], b.shape[-1])
-        elif b.ndim == 3:
-            out_shape = (b.shape[0], a.shape[0], b.shape[2])
-        else:
-            out_shape = (a.shape[0], b.shape[1])
+        out_shape = matmul_shape(a.shape, b.shape)
         out = self._blocks(xp, stages, plan, XA, XB, eA, eB, small, s_small, small_role, dtype, out_shape, timer)
         slice_bytes, ws = plan.workspace()
         nblocks = -(-(R if plan.big_is_a else NC) // plan.block_lines())

@@ -17,6 +17,7 @@ from gemm.cuda import cublas
 from gemm.cuda.compile import raw_module
 from gemm.ozaki.crt.moduli import PARTS, Moduli, b_lines, dot_length
 from gemm.ozaki.crt.scale import DCAP
+from gemm.ozaki.gpu import kmajor, line_view
 
 KP_ALIGN = 16  # residue lines padded to 16 bytes (cuBLAS's INT8 TN needs multiples of 4)
 ITEM_RES, ITEM_PROD = 1, 4  # int8 residues, int32 products
@@ -39,20 +40,6 @@ def _tables(cp, mods: Moduli):
     return _TABLES[key]
 
 
-def _line_view(X):
-    """(s_out, s_in, s_k, n_in) in elements of the 3-D line view X = (outer, inner, K)."""
-    item = X.dtype.itemsize
-    so, si, sk = (st // item for st in X.strides)
-    return _i64(so), _i64(si), _i64(sk), _i64(X.shape[1])
-
-
-def _kmajor(X) -> bool:
-    """True when a line's elements are closer together than adjacent lines (read along k)."""
-    so, si, sk, _ = (int(v) for v in _line_view(X))
-    line_stride = si if X.shape[1] > 1 else so
-    return abs(sk) <= abs(line_stride) or X.shape[0] * X.shape[1] == 1
-
-
 def line_exponents(cp, XA, XB, cplx, want_hist):
     """Norm exponents of A's rows and B's columns, NaN/Inf counts and depth histograms, with one
     small host read.
@@ -66,10 +53,10 @@ def line_exponents(cp, XA, XB, cplx, want_hist):
     for i, X in enumerate((XA, XB)):
         nlines = X.shape[0] * X.shape[1]
         E = cp.empty(nlines, dtype=cp.int32)
-        so, si, sk, n_in = _line_view(X)
+        so, si, sk, n_in = line_view(X)
         args = (X, so, si, sk, n_in, _i64(nlines), _i32(X.shape[2]), _i32(cplx), _i32(want_hist), E,
                 stats[i * NSTAT:(i + 1) * NSTAT])
-        if _kmajor(X):
+        if kmajor(X):
             _fn(cp, "crt_line_exponents_warp")((int(min(-(-nlines // 8), 8192)),), (256,), args)
         else:
             _fn(cp, "crt_line_exponents_thread")((int(min(-(-nlines // 256), 8192)),), (256,), args)
@@ -91,11 +78,11 @@ def residues(cp, X, E, bits, line0, nlines, mods: Moduli, form, role, kp):
     if kp > kdot:  # the padding columns must read as zeros in the products
         out[..., kdot:] = 0
     table, _, _ = _tables(cp, mods)
-    so, si, sk, n_in = _line_view(X)
+    so, si, sk, n_in = line_view(X)
     K = X.shape[2]
     grid = (int(-(-nlines // 32)), int(-(-K // 32)))
     _fn(cp, "crt_residues")(grid, (32, 8), (
-        X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(form is not None), _i32(_kmajor(X)), E,
+        X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(form is not None), _i32(kmajor(X)), E,
         _i32(bits), table, _i32(len(mods)), _i32(FORM_CODE[form]), _i32(0 if role == "a" else 1), out,
         _i64(lines_out), _i32(kp)))
     return out

@@ -53,6 +53,7 @@ import numpy as np
 
 from gemm.errors import NonFiniteError
 from gemm.method import Method
+from gemm.operands import matmul_shape
 from gemm.options import Option, choice, integer
 from gemm.ozaki.crt import cpu, gpu
 from gemm.ozaki.crt.moduli import (
@@ -216,12 +217,7 @@ class Int8CRT(Method):
         if sz.kdot * 128 * 128 >= bound:
             raise ValueError(f"inner dimension too long for exact INT8 products: k={K} gives dot products of "
                              f"{sz.kdot}, and {sz.kdot} * 128^2 must stay below 2^{bound.bit_length() - 1}")
-        if a.ndim == 3:
-            out_shape = (a.shape[0], a.shape[1], b.shape[-1])
-        elif b.ndim == 3:
-            out_shape = (b.shape[0], a.shape[0], b.shape[2])
-        else:
-            out_shape = (a.shape[0], b.shape[1])
+        out_shape = matmul_shape(a.shape, b.shape)
         R, NC = sz.R, sz.NC
         out = stages.new_output(xp, R, NC, work, out_shape)
         nb = sz.block_lines()
