@@ -80,7 +80,7 @@ class Sampler(_Backed, BaseSamplerV2):
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
         numeric_precision: with ``backend="auto"``: ``"double"`` (None: the default) or
             ``"single"``; the Simulator's ``precision=``.
-        fuse: gate fusion: None, an int d or ``"auto"``.
+        fuse: gate fusion: ``"auto"`` (default), None or an int d.
         default_shots: shots of a PUB that does not give its own.
         seed: an int or a ``numpy.random.Generator``. An int seeds one generator per PUB, used
             for all its parameter sets in order (so repeated runs give the same bits); a
@@ -88,7 +88,7 @@ class Sampler(_Backed, BaseSamplerV2):
         **backend_options: options of the backend (``splits=``, ``threshold=``...).
     """
 
-    def __init__(self, *, backend: str = "auto", device="auto", fuse=None, default_shots: int = 1024,
+    def __init__(self, *, backend: str = "auto", device="auto", fuse="auto", default_shots: int = 1024,
                  seed: np.random.Generator | int | None = None, numeric_precision: str | None = None,
                  **backend_options):
         if isinstance(default_shots, bool) or not isinstance(default_shots, (int, np.integer)) or default_shots < 1:
@@ -156,7 +156,7 @@ class Estimator(_Backed, BaseEstimatorV2):
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
         numeric_precision: with ``backend="auto"``: ``"double"`` (None: the default) or
             ``"single"``; the Simulator's ``precision=``.
-        fuse: gate fusion: None, an int d or ``"auto"``.
+        fuse: gate fusion: ``"auto"`` (default), None or an int d.
         default_precision: precision of PUBs that give none; 0 returns the exact values, a
             positive value adds normal noise of that standard deviation (as Qiskit's
             StatevectorEstimator does, drawn in the same order from the same seed).
@@ -164,7 +164,7 @@ class Estimator(_Backed, BaseEstimatorV2):
         **backend_options: options of the backend.
     """
 
-    def __init__(self, *, backend: str = "auto", device="auto", fuse=None, default_precision: float = 0.0,
+    def __init__(self, *, backend: str = "auto", device="auto", fuse="auto", default_precision: float = 0.0,
                  seed: np.random.Generator | int | None = None, numeric_precision: str | None = None,
                  **backend_options):
         if isinstance(default_precision, bool) or not isinstance(default_precision, (int, float, np.floating)) \

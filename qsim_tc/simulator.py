@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from qsim_tc.engine.apply import predict_path
 from qsim_tc.errors import InsufficientMemoryError
 from qsim_tc.plan import choose_fusion, guard
 from qsim_tc.plan.calibrate import table_for
+from qsim_tc.plan.costs import lookup
 from qsim_tc.plan.select import PRECISION_CLASSES, Selector, check_precision, needs_guard, placement_of
 from qsim_tc.progress import Progress, warn_emulated_on_cpu
 from qsim_tc.state import StateVector
@@ -99,6 +101,12 @@ class Simulator:
             circuit from the device's cost table, :mod:`qsim_tc.plan.costs`).
         cost_table: with ``backend="auto"`` or ``fuse="auto"``: the cost table to use (default:
             :func:`qsim_tc.plan.calibrate.table_for` this device, measured once per device on a GPU).
+        plan: ``"auto"`` (default): on a GPU, with ``backend="auto"``, ``"native"`` or
+            ``"native32"``, run the circuit as stages (:mod:`qsim_tc.plan.stages`: many gates per
+            pass over the state, in the stage kernel) when every gate fits the kernel and the
+            device's costs predict it faster (:mod:`qsim_tc.plan.stage_choice`); ``"always"``:
+            as stages whenever every gate fits (for comparisons); None: gate by gate (with
+            ``fuse``), as before.
         workspace_bytes: the most memory gates may use beside the state (default: the smaller of
             1/16 of the state and 4 GiB); giving it selects the bounded engine (no state-sized
             spare buffer), see :class:`qsim_tc.StateVector`.
@@ -112,8 +120,8 @@ class Simulator:
     """
 
     def __init__(self, backend: str = AUTO, device="auto", *, precision: str | None = None,
-                 tolerance: float | None = None, small_gate_kernel: bool | None = None, fuse=None, cost_table=None,
-                 workspace_bytes: int | None = None, **backend_options):
+                 tolerance: float | None = None, small_gate_kernel: bool | None = None, fuse="auto", cost_table=None,
+                 plan: str | None = "auto", workspace_bytes: int | None = None, **backend_options):
         self.backend = backend
         self.workspace_bytes = memory.check_workspace_bytes(workspace_bytes)
         self.device = gemm.resolve_device(device)
@@ -141,8 +149,13 @@ class Simulator:
         self.small_gate_kernel = small_gate_kernel
         self.fuse = fusion.check_fuse_option(fuse)  # None: off; an int d: blocks of at most d qubits; "auto"
         self.fusion_choice = None  # the last "auto" choice (qsim_tc.plan.FusionChoice)
+        if plan not in ("auto", "always", None):
+            raise ValueError(f"plan must be 'auto', 'always' or None, got {plan!r}")
+        self.plan = plan
+        self.stage_decision = None  # the last run's StageDecision (plan="auto" on a GPU)
         self.options = backend_options
         self._cost_table = cost_table
+        self._fusion_cache = None  # (circuit, FusionChoice) priced by the stage decision
 
     @property
     def cost_table(self):
@@ -156,8 +169,13 @@ class Simulator:
         if self.fuse is None:
             return circuit
         if self.fuse == "auto":
-            choice = choose_fusion(circuit, self.backend, self.device.name, str(np.dtype(self.dtype)),
-                                   table=self.cost_table, precision=self.precision or "double")
+            cached = getattr(self, "_fusion_cache", None)
+            if cached is not None and cached[0] is circuit:
+                choice = cached[1]
+            else:
+                choice = choose_fusion(circuit, self.backend, self.device.name, str(np.dtype(self.dtype)),
+                                       table=self.cost_table, precision=self.precision or "double")
+            self._fusion_cache = None
             self.fusion_choice = choice
             if choice.max_qubits is None:
                 return circuit
@@ -198,6 +216,9 @@ class Simulator:
             warn_emulated_on_cpu(self.method, self.device)
         t_fuse = time.perf_counter()
         n_input_gates = len(circuit)
+        self.stage_decision = self._decide_stages(circuit)
+        if self.stage_decision is not None and self.stage_decision.use:
+            return self._run_stages(circuit, initial_state, t_fuse, progress)
         circuit = self._fused(circuit)
         fuse_s = time.perf_counter() - t_fuse
         n = circuit.n_qubits
@@ -244,8 +265,75 @@ class Simulator:
                 "precision": self.precision}
         if self.fuse == "auto" and self.fusion_choice is not None:
             meta["fusion_choice"] = self.fusion_choice.to_dict()
+        if self.stage_decision is not None:
+            meta["stages"] = self.stage_decision.to_dict()
         if selector is not None:
             meta.update(self._auto_metadata(selector, stats, blocks))
+        return Result(state, stats, self.backend, self.device.name, wall, meta)
+
+    # --- stages -------------------------------------------------------------------------------
+
+    def _decide_stages(self, circuit: Circuit):
+        """The StageDecision for ``circuit``, or None where stages do not apply (plan=None, a CPU,
+        a named emulated backend, or a diagonal gate of modulus other than 1)."""
+        if self.plan is None or not self.device.is_gpu or self.backend not in (AUTO, "native", "native32"):
+            return None
+        from qsim_tc.engine.stage_kernel import max_dense  # noqa: PLC0415 - GPU module, loaded on use
+        from qsim_tc.plan import stage_choice  # noqa: PLC0415
+
+        if len(circuit) == 0:
+            return None
+        dtype = str(np.dtype(self.dtype))
+        n = circuit.n_qubits
+        row, _ = lookup("native" if dtype == "complex128" else "native32", self.device.name, dtype, self.cost_table)
+        pass_ms = row.gate_ms(1, n)
+        if self.fuse == "auto" or self.fuse is None:
+            choice = choose_fusion(circuit, self.backend, self.device.name, dtype, table=self.cost_table,
+                                   precision=self.precision or "double")
+            self._fusion_cache = (circuit, choice)  # reused by _fused if the gate path runs
+            gate_ms = choice.unfused_ms if self.fuse is None else min(choice.estimated_ms, choice.unfused_ms)
+        else:
+            gate_ms = sum(row.gate_ms(len(g.qubits), n) for g in circuit.gates)
+        decision = stage_choice.decide(circuit, max_dense(self.dtype), pass_ms, gate_ms,
+                                       itemsize=np.dtype(self.dtype).itemsize)
+        if self.plan == "always" and decision.plan is not None and not decision.use:
+            decision = dataclasses.replace(decision, use=True, why=decision.why + " (plan='always')")
+        return decision
+
+    def _run_stages(self, circuit: Circuit, initial_state: StateVector | None, t_start: float, progress) -> Result:
+        """Run ``circuit`` as the decided stage plan."""
+        from qsim_tc.engine.stages_gpu import run_plan  # noqa: PLC0415
+
+        decision = self.stage_decision
+        n = circuit.n_qubits
+        memory.check_fits(f"simulating {n} qubits as stages", memory.state_bytes(n, self.dtype), self.device)
+        if initial_state is not None:
+            if initial_state.n_qubits != n:
+                raise ValueError(f"initial_state has {initial_state.n_qubits} qubits, the circuit {n}")
+            if initial_state.dtype != self.dtype:
+                raise ValueError(f"initial_state is {initial_state.dtype}; this simulator keeps {self.dtype} states "
+                                 f"(backend {self.backend!r}, precision {self.precision!r})")
+            state = initial_state.copy()
+        else:
+            state = StateVector(n, dtype=self.dtype, device=self.device, workspace_bytes=self.workspace_bytes)
+        plan = decision.plan
+        state._phys.canonicalize()  # a copied initial state may keep a pending permutation
+        run_plan(state._phys, plan, program=decision.program,
+                 on_stage=progress if callable(progress) else None)
+        if circuit.global_phase:
+            state.apply_global_phase(circuit.global_phase)
+        gemm.device.synchronize(self.device.xp)
+        wall = time.perf_counter() - t_start
+        stats = [GateStat(i, "stage", tuple(sorted({q for op in st.ops for q in circuit.gates[op.gate].qubits})),
+                          ApplyInfo("stage", "stage-kernel", st.n_gates, ())) for i, st in enumerate(plan.stages)]
+        meta = {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options),
+                "fuse": self.fuse, "fuse_s": 0.0, "input_gates": len(circuit), "applied_gates": len(stats),
+                "precision": self.precision, "stages": decision.to_dict()}
+        if self.method is None:
+            meta["auto"] = {"precision": self.precision, "blocks_per_method": {"stage-kernel": len(stats)},
+                            "predicted_ms": decision.predicted_ms, "candidates": ["stage-kernel"]}
+            meta["blocks"] = [{"index": i, "method": "stage-kernel", "gates": st.n_gates,
+                               "reason": decision.why} for i, st in enumerate(plan.stages)]
         return Result(state, stats, self.backend, self.device.name, wall, meta)
 
     # --- backend="auto" ---------------------------------------------------------------------

@@ -25,7 +25,9 @@ from qsim_tc.cli.common import (
     fuse_option,
     methods_of,
     parse_list,
+    plan_option,
     precision_option,
+    print_stages,
     write_json,
 )
 from qsim_tc.environment import environment
@@ -83,10 +85,11 @@ def run(args) -> int:
 def _single(args, circ, backend) -> int:
     options = backend_options(args, gemm.get_method(backend)) if backend != "auto" else {}
     sim = Simulator(backend, device=args.device, precision=precision_option(args, backend), fuse=fuse_option(args),
-                    workspace_bytes=args.max_workspace, **options)
+                    plan=plan_option(args), workspace_bytes=args.max_workspace, **options)
     print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates, "
           f"backend {backend}, device {sim.device.name} ({sim.device.reason})")
     result = sim.run(circ, progress=Progress("simulating"))
+    print_stages(result)
     st = result.state
     probs = st.probabilities()
     top = int(st.xp.argmax(probs))

@@ -27,7 +27,7 @@ def register(sub) -> None:
     p.add_argument("--placements", default=",".join(PLACEMENTS),
                    help="where the targets sit: bottom, middle, top, scattered (random qubits)")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help=f"measuring time shared by the methods (default: {cal.DEFAULT_BUDGET_S['gpu']:.0f} s on a "
+                   help=f"wall time of the calibration, shared by the methods (default: {cal.DEFAULT_BUDGET_S['gpu']:.0f} s on a "
                         f"GPU, {cal.DEFAULT_BUDGET_S['cpu']:.0f} s on a CPU)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per point (the median is kept)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random gates and qubit sets")

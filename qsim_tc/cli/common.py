@@ -46,9 +46,25 @@ def add_backend_options(p) -> None:
     g.add_argument("--max-splits", type=int, default=None, help="int8-auto: most slices before falling back")
 
 
-def add_fuse(p, default: str = "none") -> None:
+def add_fuse(p, default: str = "auto") -> None:
     p.add_argument("--fuse", default=default, metavar="D",
                    help="gate fusion: none, auto (from the measured gate costs) or the widest block d")
+    p.add_argument("--plan", default="auto", choices=("auto", "always", "none"),
+                   help="GPU: run the circuit as stages of many gates per pass when predicted faster (auto), "
+                        "whenever every gate fits the stage kernel (always), or gate by gate (none)")
+
+
+def plan_option(args):
+    """The Simulator's ``plan=`` from ``--plan``."""
+    text = getattr(args, "plan", "auto")
+    return None if text == "none" else text
+
+
+def print_stages(result) -> None:
+    """One line on the stage decision, when one was made (GPU)."""
+    st = result.metadata.get("stages")
+    if st:
+        print(f"stages: {'yes' if st['use'] else 'no'} ({st['why']})")
 
 
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}

@@ -25,7 +25,9 @@ from qsim_tc.cli.common import (
     check_outputs,
     fuse_option,
     methods_of,
+    plan_option,
     precision_option,
+    print_stages,
     write_json,
 )
 from qsim_tc.environment import environment
@@ -48,7 +50,7 @@ def register(sub) -> None:
                         "for each parameter")
     p.add_argument("--reference", default=None, metavar="METHOD",
                    help="also simulate with METHOD (dd: the double-double reference) and report the errors")
-    add_fuse(p, default="auto")
+    add_fuse(p)
     add_workspace(p)  # imported circuits are mostly small gates: fusing pays
     p.add_argument("--top", type=int, default=10, help="how many of the most frequent outcomes to print")
     add_backend_options(p)
@@ -122,10 +124,11 @@ def run(args) -> int:
     circ = _load(args.file, params)
     options = backend_options(args, methods[0]) if methods else {}
     sim = Simulator(args.backend, device=args.device, precision=precision, fuse=fuse_option(args),
-                    workspace_bytes=args.max_workspace, **options)
+                    plan=plan_option(args), workspace_bytes=args.max_workspace, **options)
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
           f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
     result = sim.run(circ, progress=Progress(f"{args.backend}"))
+    print_stages(result)
     st = result.state
     if sim.fusion_choice is not None:
         ch = sim.fusion_choice

@@ -165,7 +165,8 @@ def cpu_local_qubits(dtype, chunk_bytes: int = DEFAULT_CPU_CHUNK_BYTES) -> int:
 
 
 def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[GateStructure] | None = None,
-                initial_layout: Sequence[int] | None = None, lookahead: int = DEFAULT_LOOKAHEAD) -> StagePlan:
+                initial_layout: Sequence[int] | None = None, lookahead: int = DEFAULT_LOOKAHEAD,
+                keep_low: int = 0) -> StagePlan:
     """Split ``circuit`` into stages of ``local_qubits`` local qubits.
 
     Args:
@@ -176,6 +177,9 @@ def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[Gat
             of each matrix); pass them to reuse a classification.
         initial_layout: the state's layout at the start (``phys`` list; default identity).
         lookahead: how many remaining gates step 2 of the algorithm looks at.
+        keep_low: physical bits 0..keep_low-1 are never swapped out (they stay local in every
+            stage). The GPU stage kernel reads a chunk through them, so they keep its loads
+            contiguous; gates may then need at most ``local_qubits - keep_low`` other qubits.
 
     Returns:
         The :class:`StagePlan`.
@@ -191,6 +195,8 @@ def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[Gat
         raise ValueError(f"local_qubits must be an int >= 1, got {local_qubits!r}")
     n = circuit.n_qubits
     big_l = min(int(local_qubits), n)
+    if isinstance(keep_low, bool) or not isinstance(keep_low, (int, np.integer)) or not 0 <= keep_low <= big_l:
+        raise ValueError(f"keep_low must be an int in 0..{big_l}, got {keep_low!r}")
     gates = circuit.gates
     if structures is None:
         structures = [classify(g.matrix) for g in gates]
@@ -205,10 +211,12 @@ def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[Gat
 
     kinds = [_kind(s) for s in structures]
     needed = [_needed(g.qubits, s, k) for g, s, k in zip(gates, structures, kinds)]
+    pinned = frozenset(layout.phys[:keep_low])  # their slots never swap, relabels move names only
     for i, need in enumerate(needed):
-        if len(need) > big_l:
+        if len(need | pinned) > big_l:
             raise ValueError(f"gate {i} ({gates[i].name!r} on qubits {gates[i].qubits}) needs {len(need)} local "
-                             f"qubits {sorted(need)}, more than local_qubits={big_l}")
+                             f"qubits {sorted(need)}, more than local_qubits={big_l}"
+                + (f" leaves beside the {keep_low} kept low bits" if keep_low else ""))
     preds, succs = _dag(gates, kinds)
     dag = _Dag(preds, succs)
 
@@ -223,7 +231,7 @@ def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[Gat
             stages.append(Stage(swaps, stage_layout, tuple(ops)))
         if not ready:
             break
-        swaps = _next_local_set(ready, dag, gates, kinds, needed, layout, big_l, lookahead)
+        swaps = _next_local_set(ready, dag, gates, kinds, needed, layout, big_l, lookahead, keep_low)
     return StagePlan(n, big_l, tuple(stages), start_layout, tuple(layout.phys), circuit.global_phase, len(gates))
 
 
@@ -330,12 +338,14 @@ def _run_stage(ready, dag: _Dag, gates, structures, kinds, needed, layout: Layou
 # --- steps 2 and 3: the next local set and the swaps -------------------------------------------
 
 
-def _next_local_set(ready, dag: _Dag, gates, kinds, needed, layout: Layout, big_l: int, lookahead: int):
+def _next_local_set(ready, dag: _Dag, gates, kinds, needed, layout: Layout, big_l: int, lookahead: int,
+                    keep_low: int = 0):
     """Choose the next stage's local qubits, change ``layout`` by the swaps; return the swaps."""
     n = len(layout.phys)
     # alias[q]: the qubit, named as at the stage start, whose place q holds after the walk's relabels
     alias = list(range(n))
-    chosen: set[int] = set()
+    # the kept low bits' qubits count as chosen: they stay, and are never evicted
+    chosen: set[int] = set(layout.phys[:keep_low])
     taken: set[int] = set()
     first = ready[0]
     start = dag.first_open

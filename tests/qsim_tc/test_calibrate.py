@@ -171,4 +171,6 @@ def test_width_order_spans_the_range_for_native_and_starts_large_for_emulated():
         first = native[: (max_d + 4) // 2]
         assert first[0] == 1 and max_d in first and 10 in first
         emulated = _width_order(gemm.get_method("tc-auto"), max_d)
-        assert emulated == list(range(max_d, 0, -1))
+        assert emulated[0] == 10 and sorted(emulated) == list(range(1, max_d + 1))
+        assert emulated[1:] == [d for d in range(max_d, 0, -1) if d != 10]
+    assert _width_order(gemm.get_method("tc-auto"), 6) == [6, 5, 4, 3, 2, 1]

@@ -1,0 +1,129 @@
+"""The GPU stage kernel on whole circuits: time per circuit against the gate-at-a-time path.
+
+For QFT-N (after H on every qubit), QuantumVolume(N, seed=7) and brickwork(N, 2, depth 20), at
+each dtype and each (L, C) of --configs (L local qubits, C kept low bits): the plan's stages
+(= passes over the state) and program ops (after in-stage fusion), the time of the stage kernel's
+program (best of --repeats after a warm-up), the gate-at-a-time time of the same circuit in the
+same run (``Simulator(fuse="auto", plan=None)``), the default ``Simulator()`` time (its plan
+decision recorded), the pass floor (one in-place read+write of the state) and the largest
+amplitude difference from the gate-at-a-time result (checked before any time is reported).
+
+    python -m benchmarks.bench.stages_gpu --qubits 28 --json benchmarks/results/stages_gpu_h100.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from benchmarks.bench.auto import build
+from benchmarks.common import write_results
+from qsim_tc import Simulator
+from qsim_tc.engine.permute import permute_bits
+from qsim_tc.engine.stage_kernel import max_dense, run_program
+from qsim_tc.engine.stage_program import build_program
+from qsim_tc.plan.stages import plan_stages
+
+CIRCUITS = {"qft": "qft", "qv": "qv", "bw2": "brickwork2"}
+
+
+def _timed(cp, fn, repeats: int) -> float:
+    fn()
+    cp.cuda.Device().synchronize()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench.stages_gpu", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--qubits", type=int, default=28)
+    p.add_argument("--circuits", default="qft,qv,bw2")
+    p.add_argument("--dtypes", default="complex128,complex64")
+    p.add_argument("--configs", default="12:3", help="comma list of L:C (default 12:3)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    import cupy as cp  # noqa: PLC0415
+
+    n = args.qubits
+    configs = [tuple(int(x) for x in c.split(":")) for c in args.configs.split(",")]
+    rows = []
+    for dname in args.dtypes.split(","):
+        dtype = np.dtype(dname)
+        state = cp.zeros(1 << n, dtype=dtype)
+        floor = _timed(cp, lambda: cp.multiply(state, 1, out=state), args.repeats)
+        print(f"{dname}: pass floor (in-place read+write of 2^{n}) {floor * 1e3:.2f} ms", flush=True)
+        backend = "native" if dtype == np.complex128 else "native32"
+        for cname in args.circuits.split(","):
+            circ, desc = build(CIRCUITS[cname], n)
+            sim = Simulator(backend, device="gpu", fuse="auto", plan=None)
+            ref = sim.run(circ).state.to_numpy()
+            t_gate = _timed(cp, lambda: sim.run(circ), args.repeats)
+            default = Simulator(device="gpu", precision="double" if dtype == np.complex128 else "single")
+            t_default = _timed(cp, lambda: default.run(circ), args.repeats)
+            decision = default.stage_decision.to_dict() if default.stage_decision is not None else None
+            print(f"  {cname}: gate-at-a-time {t_gate * 1e3:.1f} ms, default Simulator() {t_default * 1e3:.1f} ms "
+                  f"({decision['why'] if decision else 'no stage decision'})", flush=True)
+            for big_l, keep in configs:
+                row = {"circuit": desc, "dtype": dname, "n_qubits": n, "local_qubits": big_l, "keep_low": keep,
+                       "gate_at_a_time_s": t_gate, "default_s": t_default, "default_decision": decision,
+                       "pass_floor_s": floor}
+                try:
+                    t_plan = time.perf_counter()
+                    plan = plan_stages(circ, big_l, keep_low=keep)
+                    prog = build_program(plan, keep, fuse_qubits=max_dense(dtype))
+                    row["plan_s"] = time.perf_counter() - t_plan
+                except ValueError as exc:
+                    row["error"] = str(exc)
+                    rows.append(row)
+                    print(f"  {cname} L={big_l} C={keep}: {exc}", flush=True)
+                    continue
+
+                def run():
+                    state[:] = 0
+                    state[0] = 1
+                    run_program(state, prog)
+
+                # state[:] = 0 is one more pass; time it alone and take it off
+                t_reset = _timed(cp, lambda: state.fill(0), args.repeats)
+                t_stage = _timed(cp, run, args.repeats)
+                out = permute_bits(state, n, list(range(n)), list(prog.final_phys), cp)
+                out *= np.exp(1j * prog.global_phase)
+                diff = float(cp.abs(out - cp.asarray(ref)).max())
+                del out
+                row.update({"stages": plan.n_stages, "ops": prog.n_ops, "stage_s": t_stage - t_reset,
+                            "max_abs_diff": diff, "passes_equiv": (t_stage - t_reset) / floor})
+                rows.append(row)
+                print(f"  {cname} L={big_l} C={keep}: {plan.n_stages} stages, {prog.n_ops} ops, stage "
+                      f"{row['stage_s'] * 1e3:.1f} ms vs gate-at-a-time {t_gate * 1e3:.1f} ms "
+                      f"(x{t_gate / row['stage_s']:.1f}; {row['passes_equiv']:.1f} passes' worth), diff {diff:.1e}",
+                      flush=True)
+        state = None  # free it before the next dtype
+    print(f"\n{'circuit':30s} {'dtype':10s} {'L:C':6s} {'stages':>6s} {'ops':>4s} {'stage ms':>9s} {'gate ms':>8s} "
+          f"{'default':>8s} {'floor':>6s}")
+    for r in rows:
+        if "error" in r:
+            continue
+        print(f"{r['circuit'][:30]:30s} {r['dtype']:10s} {r['local_qubits']}:{r['keep_low']:<4d} {r['stages']:6d} "
+              f"{r['ops']:4d} {r['stage_s'] * 1e3:9.1f} {r['gate_at_a_time_s'] * 1e3:8.1f} {r['default_s'] * 1e3:8.1f} "
+              f"{r['pass_floor_s'] * 1e3:6.2f}")
+    if args.json:
+        import cupy  # noqa: PLC0415
+
+        dev = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        write_results(args.json, {"device": dev, "cupy": cupy.__version__, "rows": rows,
+                                  "max_dense": {d: max_dense(d) for d in args.dtypes.split(",")}},
+                      module="benchmarks.bench.stages_gpu", argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""Runs a stage program (:mod:`qsim_tc.engine.stage_program`) on a GPU state: one kernel launch,
+one pass over the state, per stage, in place (the kernel: ``stage_kernel.cu``)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from gemm.cuda.compile import raw_module
+from qsim_tc.engine.stage_program import MAX_DENSE, MAX_GROUPS, StageProgram
+
+THREADS = 256
+# the widest dense op per precision: complex128 at 4 targets needs 128 registers a thread (two
+# blocks an SM), at 3 it needs 80 (three blocks); complex64 fits 4 in 128
+MAX_DENSE_GPU = {8: 4, 16: 3}
+
+
+def max_dense(dtype) -> int:
+    """The widest dense op the stage kernel applies for a state of ``dtype``."""
+    return MAX_DENSE_GPU[np.dtype(dtype).itemsize]
+
+
+def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
+    """Dynamic shared memory of one block: the chunk, the offset tables, one dense op's matrix
+    and the phase groups' tables."""
+    h1 = min(6, local_qubits - keep_low)
+    h2 = local_qubits - keep_low - h1
+    offsets = 8 * ((1 << h1) + (1 << h2) + (h2 == 0))  # padded to keep the matrix 16-byte aligned
+    matrix = itemsize << (2 * MAX_DENSE_GPU[itemsize])
+    tables = 8 * MAX_GROUPS * ((1 << min(6, local_qubits)) + (1 << max(local_qubits - 6, 0)))
+    return (itemsize << local_qubits) + offsets + matrix + tables
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(device_id: int, itemsize: int):
+    real = "double" if itemsize == 16 else "float"
+    options = (f"-DREAL={real}", f"-DMAX_K={MAX_DENSE_GPU[itemsize]}", f"-DMAX_DENSE={MAX_DENSE}",
+               f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", "-std=c++17")
+    return raw_module(__package__, "stage_kernel.cu", options, device_id).get_function("stage_kernel")
+
+
+def upload(program: StageProgram, dtype):
+    """The program's constant pools on the device: (matrices in the state's precision, masks, turns)."""
+    import cupy  # noqa: PLC0415 - optional dependency
+
+    mats = cupy.asarray(program.matrices.astype(np.complex64 if np.dtype(dtype) == np.complex64 else np.complex128))
+    return mats, cupy.asarray(program.groups), cupy.asarray(program.coef_slots), cupy.asarray(program.coef_turns)
+
+
+def run_stage(data, program: StageProgram, index: int, pools) -> None:
+    """Apply stage ``index`` of ``program`` to ``data`` (1-D cupy array of 2^N amplitudes, storage
+    order), in place."""
+    import cupy  # noqa: PLC0415
+
+    n, big_l, c = program.n_qubits, program.local_qubits, program.keep_low
+    stage = program.stages[index]
+    slot_bits = stage.slot_bits
+    order = np.argsort(slot_bits[big_l:], kind="stable")
+    gslot = (big_l + order).astype(np.int32)
+    gbit = slot_bits[big_l:][order].astype(np.int32)
+    item = data.dtype.itemsize
+    shared = shared_bytes(big_l, c, item)
+    kern = _kernel(data.device.id, item)
+    # the attribute belongs to the function, shared by every L: set it for this launch
+    kern.max_dynamic_shared_size_bytes = shared
+    mats, groups, coef_slots, coef_turns = pools
+    ops = cupy.asarray(stage.ops.reshape(-1) if stage.ops.size else np.zeros(1, np.int64))
+    kern((1 << (n - big_l),), (THREADS,),
+         (data, np.int32(n), np.int32(big_l), np.int32(c), cupy.asarray(slot_bits), cupy.asarray(gslot),
+          cupy.asarray(gbit), ops, np.int32(len(stage.ops)), mats, groups, coef_slots, coef_turns),
+         shared_mem=shared)
+
+
+def run_program(data, program: StageProgram) -> None:
+    """Apply every stage of ``program`` to ``data`` in place (no global phase)."""
+    pools = upload(program, data.dtype)
+    for i in range(len(program.stages)):
+        run_stage(data, program, i, pools)

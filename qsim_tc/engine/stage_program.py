@@ -1,0 +1,393 @@
+"""A stage plan as the program of the GPU stage kernel, and a numpy interpreter of that program.
+
+The stage kernel (:mod:`qsim_tc.engine.stage_kernel`) runs one stage of a
+:class:`~qsim_tc.plan.stages.StagePlan` in one pass: each thread block loads a chunk of 2^L
+amplitudes into shared memory, applies the stage's ops there and writes the chunk back. The
+planner's index-bit swaps are *virtual*: no amplitude moves between stages. Instead each stage
+says where its *slots* live in storage: ``slot_bits[p]`` is the storage bit of slot p (the
+planner's physical bit p). Slots 0..L-1 are the local ones (the chunk), slots L..N-1 are fixed
+per block. A swap of slots p and g only exchanges ``slot_bits[p]`` and ``slot_bits[g]``. Slots
+0..C-1 (``keep_low``, never swapped by the planner) stay at storage bits 0..C-1, so every chunk
+is read in runs of 2^C consecutive amplitudes.
+
+Two kinds of op, both in the slot index space (bit p of an index is slot p):
+
+- ``dense``: a 2^k x 2^k matrix on k local target slots (k <= :data:`MAX_DENSE`), applied
+  where every bit of ``cmask`` is 1 (controls, local or not; a block whose fixed bits miss a
+  control skips the op). Dense, permutation and controlled gates become this op.
+- ``phase``: a run of diagonal gates, as *terms*: the amplitude at slot index x is multiplied by
+  exp(2 pi i * sum of ``turn_t / 2^64`` over the terms t with ``x & mask_t == mask_t``). A d-bit
+  diagonal with entries exp(2 pi i phi_v) becomes at most 2^d terms by the Moebius transform of
+  its phases over subsets of its bits (a controlled phase is one term); terms of consecutive
+  diagonal gates with the same mask add. Turns are 64-bit fixed-point fractions of a full turn, so
+  the sum is exact modulo one turn and one ``sincospi`` per amplitude and op gives the phase:
+  no rounding accumulates over the hundreds of controlled phases of a QFT stage.
+
+  The terms go to the kernel as *groups*: a term's mask is split into a condition (all bits but
+  one) and one linear bit, and the terms of equal condition form a group whose phase is
+  ``[x contains cond] * (const + sum of coef_p over the set linear bits p)``. The kernel tabulates
+  each group's linear part over the local bits (two tables of 2^6 and 2^(L-6) entries per block),
+  so an amplitude pays two table reads per group instead of a test per term. The linear bit of a
+  term is its bit shared by the fewest other terms: the run of controlled phases after a QFT's
+  Hadamard (all sharing the Hadamard's qubit) is one group.
+
+Diagonal entries must have modulus 1 to within :data:`UNIT_TOLERANCE` (a unitary's do); the
+phase form keeps their angle only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from circuits import Circuit, Gate
+from circuits.fusion import fuse
+from qsim_tc.plan.stages import RELABEL, StagePlan
+from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
+
+MAX_DENSE = 5  # the widest dense op: 2^5 amplitudes a thread
+MAX_GROUPS = 8  # phase groups per op (the kernel keeps a block's group tables in shared memory)
+UNIT_TOLERANCE = 1e-9  # |abs(z) - 1| allowed for a diagonal entry
+OP_DENSE, OP_PHASE = 1, 2
+# int64 words of one op record: type, k, cmask, data offset, count, the phase groups applied
+# first (a dense op's pre-phase: offset, count), sorted targets [MAX_DENSE], then the 2^k offsets
+# of a group's amplitudes (matrix index order) [2^MAX_DENSE]
+OP_WORDS = 7 + MAX_DENSE + (1 << MAX_DENSE)
+W_TYPE, W_K, W_CMASK, W_DATA, W_COUNT, W_PDATA, W_PCOUNT, W_SORTED = 0, 1, 2, 3, 4, 5, 6, 7
+W_OFFS = W_SORTED + MAX_DENSE
+_TURN = 1 << 64
+
+
+@dataclass(frozen=True)
+class StageCode:
+    """One stage as the kernel reads it.
+
+    Attributes:
+        slot_bits: int32 [N], the storage bit of each slot.
+        ops: int64 [n_ops, OP_WORDS] records (module docstring).
+        n_gates: the circuit gates the stage applies (relabels excluded).
+    """
+
+    slot_bits: np.ndarray
+    ops: np.ndarray
+    n_gates: int
+
+
+@dataclass(frozen=True)
+class StageProgram:
+    """A plan as the kernel's program.
+
+    Attributes:
+        n_qubits, local_qubits, keep_low: N, L and C.
+        stages: one :class:`StageCode` per stage.
+        matrices: complex128, the dense ops' matrices (row-major, each at its op's offset).
+        groups: int64 [n_groups, 4]: condition mask, constant turn (as int64 bits), offset and
+            count of its linear coefficients (a phase op's groups start at its data offset).
+        coef_slots: int32, the slot of each linear coefficient.
+        coef_turns: uint64, its turn.
+        final_phys: the storage layout after the program: storage bit s holds logical qubit
+            ``final_phys[s]``.
+        global_phase: radians, applied once after the last stage.
+    """
+
+    n_qubits: int
+    local_qubits: int
+    keep_low: int
+    stages: tuple[StageCode, ...]
+    matrices: np.ndarray
+    groups: np.ndarray
+    coef_slots: np.ndarray
+    coef_turns: np.ndarray
+    final_phys: tuple[int, ...]
+    global_phase: float
+
+    @property
+    def n_ops(self) -> int:
+        return sum(len(s.ops) for s in self.stages)
+
+
+def diagonal_terms(diagonal: np.ndarray, positions) -> dict[int, int]:
+    """The phase terms of one diagonal gate: {slot mask: turn as an int in [0, 2^64)}.
+
+    Args:
+        diagonal: the 2^d entries (bit j of the index is the gate's j-th qubit).
+        positions: the slot of each of the gate's qubits.
+
+    Raises:
+        ValueError: an entry's modulus is not 1.
+    """
+    z = np.asarray(diagonal, dtype=np.complex128)
+    if np.abs(np.abs(z) - 1.0).max() > UNIT_TOLERANCE:
+        raise ValueError("a diagonal gate with entries of modulus other than 1 cannot run as phases")
+    # turns in [-1/2, 1/2] as 64-bit fixed point; Python ints keep the Moebius sums exact mod 2^64
+    c = [int(round(float(t) * 2.0**64)) % _TURN for t in np.angle(z) / (2 * np.pi)]
+    d = len(positions)
+    for j in range(d):
+        bit = 1 << j
+        for v in range(1 << d):
+            if v & bit:
+                c[v] = (c[v] - c[v ^ bit]) % _TURN
+    out: dict[int, int] = {}
+    for v, turn in enumerate(c):
+        if turn:
+            mask = 0
+            for j in range(d):
+                if v >> j & 1:
+                    mask |= 1 << positions[j]
+            out[mask] = (out.get(mask, 0) + turn) % _TURN
+    return out
+
+
+def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0) -> StageProgram:
+    """Translate ``plan`` (made with ``keep_low`` kept low bits) into the kernel's program.
+
+    Within a stage, consecutive dense gates on local slots are fused into blocks of at most
+    ``fuse_qubits`` qubits (:func:`circuits.fusion.fuse`; 0: no fusion), which halves the passes
+    over shared memory of a brickwork or quantum-volume stage; and a run of diagonal gates that
+    directly precedes a dense op becomes that op's *pre-phase* (applied to the amplitudes as the
+    op loads them), which saves the run its own pass over shared memory.
+
+    Raises:
+        ValueError: a dense op wider than :data:`MAX_DENSE`, a dense op on a global slot, or a
+            diagonal entry of modulus other than 1.
+    """
+    n, big_l = plan.n_qubits, plan.local_qubits
+    slot_bits = list(range(n))
+    pools = _Pools()
+    stages = []
+    for stage in plan.stages:
+        for p, g in stage.swaps:
+            if p < keep_low or g < keep_low:
+                raise ValueError(f"the plan swaps slot {min(p, g)}, one of the {keep_low} kept low bits")
+            slot_bits[p], slot_bits[g] = slot_bits[g], slot_bits[p]
+        records = _stage_records(stage, big_l, fuse_qubits, pools)
+        ops = np.array(records, dtype=np.int64).reshape(-1, OP_WORDS)
+        stages.append(StageCode(np.array(slot_bits, dtype=np.int32), ops, stage.n_gates))
+    final_phys = [0] * n
+    for p, q in enumerate(plan.final_layout):
+        final_phys[slot_bits[p]] = q
+    return StageProgram(n, big_l, keep_low, tuple(stages),
+                        np.concatenate(pools.mats) if pools.mats else np.zeros(1, np.complex128),
+                        np.array(pools.groups or [[0, 0, 0, 0]], dtype=np.int64).reshape(-1, 4),
+                        np.array(pools.coef_slots or [0], dtype=np.int32),
+                        np.array(pools.coef_turns or [0], dtype=np.uint64), tuple(final_phys), plan.global_phase)
+
+
+class _Pools:
+    """The program's constant pools, filled stage by stage."""
+
+    def __init__(self):
+        self.mats: list[np.ndarray] = []
+        self.mat_off = 0
+        self.groups: list[list[int]] = []
+        self.coef_slots: list[int] = []
+        self.coef_turns: list[int] = []
+
+    def add_matrix(self, m: np.ndarray) -> int:
+        off = self.mat_off
+        self.mats.append(np.ascontiguousarray(m, dtype=np.complex128).ravel())
+        self.mat_off += m.size
+        return off
+
+    def add_groups(self, part) -> int:
+        off = len(self.groups)
+        for cond, const, coefs in part:
+            self.groups.append([_signed(cond), _signed(const), len(self.coef_slots), len(coefs)])
+            for slot, turn in coefs:
+                self.coef_slots.append(slot)
+                self.coef_turns.append(turn)
+        return off
+
+
+def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[list[int]]:
+    """The op records of one stage (see :func:`build_program`)."""
+    records: list[list[int]] = []
+    run: dict[int, int] = {}  # the pending diagonal run's terms
+    local: list[tuple[list[int], int, np.ndarray, object]] = []  # pending local dense ops
+
+    def emit_dense(targets, cmask, matrix):
+        k = len(targets)
+        if k > MAX_DENSE:
+            raise ValueError(f"a dense op mixes {k} qubits; the stage kernel applies at most {MAX_DENSE}")
+        if max(targets) >= big_l:
+            raise ValueError(f"a dense op has a target on global slot {max(targets)} (L = {big_l})")
+        items = _groups(run)
+        # a controlled op skips the amplitudes whose controls are 0: they would miss the phases
+        pre = items if len(items) <= MAX_GROUPS and not cmask else []
+        if not pre:
+            flush_phases()
+        rec = _record(OP_DENSE, k=k, cmask=cmask, data=pools.add_matrix(matrix), targets=targets)
+        if pre:
+            rec[W_PDATA], rec[W_PCOUNT] = pools.add_groups(pre), len(pre)
+            run.clear()
+        records.append(rec)
+
+    def flush_phases():
+        items = _groups(run)
+        for start in range(0, len(items), MAX_GROUPS):
+            part = items[start:start + MAX_GROUPS]
+            records.append(_record(OP_PHASE, data=pools.add_groups(part), count=len(part)))
+        run.clear()
+
+    def flush_local():
+        if not local:
+            return
+        if fuse_qubits > 1 and len(local) > 1:
+            mini = Circuit(big_l)
+            for targets, cmask, matrix, full in local:
+                mini.append(full)
+            by_gate = {id(full): (targets, cmask, matrix) for targets, cmask, matrix, full in local}
+            for g in fuse(mini, min(fuse_qubits, MAX_DENSE)).gates:
+                if id(g) in by_gate:
+                    emit_dense(*by_gate[id(g)])  # a block of one gate keeps its controlled form
+                else:
+                    emit_dense(list(g.qubits), 0, g.matrix)
+        else:
+            for targets, cmask, matrix, _ in local:
+                emit_dense(targets, cmask, matrix)
+        local.clear()
+
+    for op in stage.ops:
+        if op.kind == RELABEL:
+            continue  # names only: the planner's layout already accounts for it
+        s = op.structure
+        if op.kind == DIAGONAL:
+            flush_local()
+            for m, t in diagonal_terms(s.diagonal, op.positions).items():
+                run[m] = (run.get(m, 0) + t) % _TURN
+            continue
+        if op.kind == CONTROLLED:
+            targets = [op.positions[b] for b in s.targets]
+            cmask = 0
+            for b in s.controls:
+                cmask |= 1 << op.positions[b]
+        else:
+            targets, cmask = list(op.positions), 0
+        if cmask >> big_l or any(op.positions[b] >= big_l for b in range(s.n_bits)) or run:
+            flush_local()  # a fixed control, or a pending diagonal run (it becomes a pre-phase)
+            emit_dense(targets, cmask, s.target_matrix)
+            continue
+        local.append((targets, cmask, s.target_matrix, Gate(_full_matrix(s), tuple(op.positions), "g",
+                                                            check_unitary=False)))
+    flush_local()
+    flush_phases()
+    return records
+
+
+def _full_matrix(s) -> np.ndarray:
+    """The 2^d matrix of a gate structure in its own bit order (controlled gates rebuilt)."""
+    if s.kind != CONTROLLED:
+        return np.asarray(s.target_matrix, dtype=np.complex128)
+    d = s.n_bits
+    full = np.eye(1 << d, dtype=np.complex128)
+    on = [i for i in range(1 << d) if all(i >> c & 1 for c in s.controls)]
+    sub = [sum((i >> t & 1) << m for m, t in enumerate(s.targets)) for i in on]
+    full[np.ix_(on, on)] = np.asarray(s.target_matrix)[np.ix_(sub, sub)]
+    return full
+
+
+def _record(kind: int, *, k: int = 0, cmask: int = 0, data: int = 0, count: int = 0, targets=()) -> list[int]:
+    """One op record (OP_WORDS int64): for a dense op, its sorted targets and the offsets of
+    its 2^k amplitudes in matrix index order (bit m of the index is ``targets[m]``)."""
+    rec = [0] * OP_WORDS
+    rec[W_TYPE], rec[W_K], rec[W_CMASK], rec[W_DATA], rec[W_COUNT] = kind, k, _signed(cmask), data, count
+    for m, t in enumerate(sorted(targets)):
+        rec[W_SORTED + m] = t
+    for j in range(1 << k if targets else 0):
+        rec[W_OFFS + j] = sum(1 << t for m, t in enumerate(targets) if j >> m & 1)
+    return rec
+
+
+def _groups(terms: dict[int, int]) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """The terms {mask: turn} as groups (condition, constant turn, [(linear slot, turn)]).
+
+    A term's linear bit is its bit that the fewest multi-bit terms share (ties: the higher
+    slot), the rest of its mask its condition."""
+    share: dict[int, int] = {}
+    for m in terms:
+        if m & (m - 1):
+            for p in _bits(m):
+                share[p] = share.get(p, 0) + 1
+    by_cond: dict[int, list] = {}
+    for m, t in terms.items():
+        if not t:
+            continue
+        if m == 0:
+            g = by_cond.setdefault(0, [0, {}])
+            g[0] = (g[0] + t) % _TURN
+            continue
+        lin = min(_bits(m), key=lambda p: (share.get(p, 0), -p))
+        g = by_cond.setdefault(m & ~(1 << lin), [0, {}])
+        g[1][lin] = (g[1].get(lin, 0) + t) % _TURN
+    return [(cond, const, sorted(coefs.items())) for cond, (const, coefs) in sorted(by_cond.items())]
+
+
+def _bits(m: int) -> list[int]:
+    return [p for p in range(m.bit_length()) if m >> p & 1]
+
+
+def _signed(x: int) -> int:
+    """A 64-bit pattern as the int64 that holds it."""
+    return x - _TURN if x >= 1 << 63 else x
+
+
+def emulate(program: StageProgram, data: np.ndarray) -> np.ndarray:
+    """Run ``program`` on a numpy state in storage order (in place), as the kernel does.
+
+    The reference the kernel is tested against, and a check of the translation on any machine:
+    each stage is applied to the whole state in slot order (gathered through ``slot_bits``) op by
+    op, then scattered back. Returns ``data``. The global phase is not applied (the caller does).
+    """
+    n = program.n_qubits
+    x = np.arange(1 << n, dtype=np.int64)
+    for stage in program.stages:
+        addr = np.zeros(1 << n, dtype=np.int64)
+        for p, b in enumerate(stage.slot_bits):
+            addr |= ((x >> p) & 1) << int(b)
+        v = data[addr]
+        for rec in stage.ops:
+            if rec[W_TYPE] == OP_DENSE:
+                _phases(program, v, x, int(rec[W_PDATA]), int(rec[W_PCOUNT]))
+                k = int(rec[W_K])
+                offs = [int(o) for o in rec[W_OFFS:W_OFFS + (1 << k)]]
+                t = [offs[1 << m].bit_length() - 1 for m in range(k)]
+                cmask = int(rec[W_CMASK]) % _TURN
+                m = program.matrices[int(rec[W_DATA]):int(rec[W_DATA]) + (1 << 2 * k)].reshape(1 << k, 1 << k)
+                _dense(v, n, t, cmask, m)
+            else:
+                _phases(program, v, x, int(rec[W_DATA]), int(rec[W_COUNT]))
+        data[addr] = v
+    return data
+
+
+def _phases(program: StageProgram, v: np.ndarray, x: np.ndarray, first: int, count: int) -> None:
+    """v <- v * the phases of groups ``first .. first + count - 1`` (v in slot order, x its indices)."""
+    if not count:
+        return
+    acc = np.zeros(x.size, dtype=np.uint64)
+    for cond, const, off, cnt in program.groups[first:first + count]:
+        part = np.full(x.size, np.uint64(int(const) % _TURN))
+        for p, turn in zip(program.coef_slots[off:off + cnt], program.coef_turns[off:off + cnt]):
+            part[(x >> int(p)) & 1 == 1] += turn  # wraps modulo 2^64, as the kernel's sums do
+        hit = (x & cond) == cond
+        acc[hit] += part[hit]
+    v *= np.exp(2j * np.pi * (acc.view(np.int64) / 2.0**64))
+
+
+def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray) -> None:
+    """v <- m on the target bits where the control bits are all 1 (v in slot order)."""
+    k = len(targets)
+    others = [p for p in range(n) if p not in targets]
+    base = np.zeros(1 << (n - k), dtype=np.int64)
+    g = np.arange(1 << (n - k), dtype=np.int64)
+    for j, p in enumerate(others):
+        base |= ((g >> j) & 1) << p
+    base = base[(base & cmask) == cmask]
+    offs = np.zeros(1 << k, dtype=np.int64)
+    for j in range(1 << k):
+        for i, p in enumerate(targets):
+            if j >> i & 1:
+                offs[j] |= 1 << p
+    idx = base[:, None] + offs[None, :]
+    v[idx] = v[idx] @ m.T.astype(v.dtype)

@@ -1,0 +1,55 @@
+"""Runs a stage plan on a GPU :class:`~qsim_tc.engine.storage.PhysicalState`: the plan's program
+(:mod:`qsim_tc.engine.stage_program`) one kernel launch per stage, in place; the state's layout
+becomes the program's final storage layout (no amplitude moves for the plan's swaps)."""
+
+from __future__ import annotations
+
+from qsim_tc.engine.stage_kernel import max_dense, run_stage, upload
+from qsim_tc.engine.stage_program import build_program
+from qsim_tc.engine.storage import PhysicalState
+from qsim_tc.plan.stages import StagePlan
+
+
+def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = None, program=None,
+             on_stage=None) -> int:
+    """Apply ``plan`` (made from the state's current layout) to ``phys``; return the stages run.
+
+    ``fuse_qubits``: the in-stage fusion width (default: the kernel's widest dense op for the
+    state's dtype); ``program``: the plan's program when already built (with that width);
+    ``on_stage(done, total)``: called after each stage is launched.
+
+    The global phase is left to the caller. A launch that fails after the first stage leaves a
+    state that is neither the input nor the result: it is marked invalid and StateInvalidError
+    raised.
+
+    Raises:
+        ValueError: the plan is not for the state's width or layout.
+        StateInvalidError: a stage failed after another had written the state.
+    """
+    phys.check_valid()
+    if plan.n_qubits != phys.n_qubits:
+        raise ValueError(f"the plan is for {plan.n_qubits} qubits, the state has {phys.n_qubits}")
+    if list(plan.initial_layout) != list(phys.layout.phys):
+        raise ValueError("the plan was made for another layout of the state")
+    if program is None:
+        if fuse_qubits is None:
+            fuse_qubits = max_dense(phys.data.dtype)
+        program = build_program(plan, _kept_low_bits(plan), fuse_qubits=fuse_qubits)
+    pools = upload(program, phys.data.dtype)
+    for i in range(len(program.stages)):
+        try:
+            run_stage(phys.data, program, i, pools)
+        except Exception as exc:
+            if i == 0:
+                raise
+            phys.mark_invalid(f"stage {i} of {len(program.stages)} failed", exc)
+        if on_stage is not None:
+            on_stage(i + 1, len(program.stages))
+    phys.layout.set(list(program.final_phys))
+    return len(program.stages)
+
+
+def _kept_low_bits(plan: StagePlan) -> int:
+    """The low slots no swap of the plan touches (the plan was made with at least this keep_low)."""
+    touched = [p for s in plan.stages for p, _ in s.swaps]
+    return min(touched) if touched else plan.local_qubits

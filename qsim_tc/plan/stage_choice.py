@@ -1,0 +1,111 @@
+"""Whether a circuit runs as stages (:mod:`qsim_tc.plan.stages`, one pass over the state per stage)
+or gate by gate, and the stage plan when it does.
+
+The GPU stage kernel (:mod:`qsim_tc.engine.stage_kernel`) applies gates that mix at most
+``max_dense`` qubits (3 for complex128, 4 for complex64) among the local ones; diagonal gates,
+controlled gates' controls and SWAPs cost it no local qubit. A circuit runs as stages when every
+gate fits and the model below predicts the stages faster than the gate-at-a-time path (priced by
+the same cost table fusion uses, :func:`qsim_tc.plan.fusion.choose_fusion`).
+
+Stage model, in passes over the state (one pass = the table's 1-qubit gate at this size): a
+stage costs ``STAGE_PASSES``; each op of the stage kernel's program (after its in-stage fusion,
+:func:`qsim_tc.engine.stage_program.build_program`) costs ``OP_PASSES`` of a complex128 pass
+(the ops are bound by shared-memory latency more than by bytes, so a complex64 op costs about
+what a complex128 one does: twice its own pass), a pre-phase ``PRE_PHASE_PASSES`` more. The
+weights were measured at 28 qubits on an H100 (``benchmarks/results/stages_gpu_h100.json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from circuits import Circuit
+from qsim_tc.plan.stages import StagePlan, plan_stages
+from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify
+
+LOCAL_QUBITS = 12  # 2^12 amplitudes a block: 64 KiB of complex128 in shared memory
+KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
+OP_PASSES = {1: 0.24, 2: 0.24, 3: 0.28, 4: 0.4, "phase": 0.28}  # dense ops by width, and phase ops
+PRE_PHASE_PASSES = 0.14
+STAGE_PASSES = 1.05
+
+
+@dataclass(frozen=True)
+class StageDecision:
+    """The choice for one circuit.
+
+    Attributes:
+        use: run it as stages.
+        why: one line for reports.
+        plan: the stage plan (None when a gate does not fit the kernel).
+        predicted_ms: the stage model's time (None without a plan).
+        gate_ms: the gate-at-a-time path's predicted time it was compared with.
+    """
+
+    use: bool
+    why: str
+    plan: StagePlan | None = None
+    predicted_ms: float | None = None
+    gate_ms: float | None = None
+    keep_low: int = 0
+    program: object = field(default=None, repr=False)  # the plan's stage program, built for the model
+
+    def to_dict(self) -> dict:
+        out = {"use": self.use, "why": self.why, "predicted_ms": self.predicted_ms, "gate_ms": self.gate_ms}
+        if self.plan is not None:
+            out.update(self.plan.summary())
+        return out
+
+
+def mixing_width(structure) -> int:
+    """The local qubits a gate of this structure mixes in the kernel (0 for diagonals)."""
+    if structure.kind == DIAGONAL:
+        return 0
+    if structure.kind == CONTROLLED:
+        return len(structure.targets)
+    return structure.n_bits
+
+
+def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, itemsize: int = 16,
+           local_qubits: int = LOCAL_QUBITS, keep_low: int = KEEP_LOW) -> StageDecision:
+    """Plan ``circuit`` as stages if every gate fits, and compare the model with ``gate_ms``.
+
+    Args:
+        circuit: the circuit (unfused).
+        max_dense: the widest dense op the kernel applies for the state's dtype (also the
+            in-stage fusion width).
+        pass_ms: one pass over the state on this device.
+        gate_ms: the predicted time of the gate-at-a-time path.
+        itemsize: bytes of an amplitude (16 complex128, 8 complex64).
+        local_qubits, keep_low: the stage shape (L, C); C shrinks for gates that need more of L.
+    """
+    from qsim_tc.engine.stage_program import OP_DENSE, W_K, W_PCOUNT, W_TYPE, build_program  # noqa: PLC0415
+
+    n = circuit.n_qubits
+    big_l = min(local_qubits, n)
+    structures = [classify(g.matrix) for g in circuit.gates]
+    if any(s.kind == DIAGONAL and np.abs(np.abs(s.diagonal) - 1.0).max() > 1e-9 for s in structures):
+        return StageDecision(False, "a diagonal gate has entries of modulus other than 1 (the stage kernel "
+                                    "applies phases)", gate_ms=gate_ms)
+    widest = max((mixing_width(s) for s in structures), default=0)
+    if widest > min(max_dense, big_l):
+        return StageDecision(False, f"a gate mixes {widest} qubits; the stage kernel takes at most "
+                                    f"{min(max_dense, big_l)}", gate_ms=gate_ms)
+    keep = max(0, min(keep_low, big_l - max(widest, 1)))
+    plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep)
+    program = build_program(plan, keep, fuse_qubits=max_dense)
+    op_scale = 16 / itemsize  # an op costs about the same time at either precision
+    passes = STAGE_PASSES * plan.n_stages
+    for stage in program.stages:
+        for rec in stage.ops:
+            dense = rec[W_TYPE] == OP_DENSE
+            passes += op_scale * (OP_PASSES[int(rec[W_K])] if dense else OP_PASSES["phase"])
+            if dense and rec[W_PCOUNT]:
+                passes += op_scale * PRE_PHASE_PASSES
+    predicted = passes * pass_ms
+    use = predicted < gate_ms
+    why = (f"{plan.n_stages} stages, {program.n_ops} ops: predicted {predicted:.3g} ms against {gate_ms:.3g} ms "
+           f"gate by gate" + ("" if use else ", which is expected faster"))
+    return StageDecision(use, why, plan, float(predicted), float(gate_ms), keep, program)

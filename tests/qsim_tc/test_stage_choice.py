@@ -1,0 +1,53 @@
+"""Choosing stages or gate-by-gate (CPU: the decision; GPU: Simulator runs with plan on and off)."""
+
+import numpy as np
+import pytest
+from test_stages import random_circuit
+
+from circuits import Circuit, Gate, haar_unitary
+from qsim_tc import Simulator
+from qsim_tc.plan import stage_choice
+
+
+def test_a_gate_wider_than_the_kernel_keeps_gate_by_gate():
+    c = Circuit(8)
+    c.append(Gate(haar_unitary(16, np.random.default_rng(0)), (0, 1, 2, 3), "u4"))
+    d = stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=100.0)
+    assert not d.use and d.plan is None and "mixes 4 qubits" in d.why
+
+
+def test_the_model_decides_by_predicted_time():
+    c = random_circuit(14, 200, seed=1, max_width=3)
+    fast = stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=1e6)
+    slow = stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=1e-3)
+    assert fast.use and not slow.use
+    assert fast.plan.n_stages >= 1 and fast.predicted_ms == slow.predicted_ms
+    assert fast.to_dict()["stages"] == fast.plan.n_stages
+
+
+def test_plan_option_is_checked():
+    with pytest.raises(ValueError, match="plan must be"):
+        Simulator("native", device="cpu", plan="yes")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype_backend", ["native", "native32"])
+@pytest.mark.parametrize(("n", "seed"), [(3, 0), (9, 1), (14, 2), (17, 3)])
+def test_gpu_stages_equal_gate_by_gate(cp, dtype_backend, n, seed):
+    c = random_circuit(n, 150, seed, max_width=3)
+    staged = Simulator(dtype_backend, device="gpu", plan="always").run(c)
+    assert staged.metadata["stages"]["use"] and staged.stats[0].info.path == "stage"
+    ref = Simulator(dtype_backend, device="gpu", plan=None).run(c)
+    atol = 1e-13 if dtype_backend == "native" else 2e-5
+    np.testing.assert_allclose(staged.state.to_numpy(), ref.state.to_numpy(), rtol=0, atol=atol)
+
+
+@pytest.mark.gpu
+def test_gpu_default_runs_qft_as_stages_and_matches(cp):
+    from benchmarks.bench.qiskit_circuits import prepend_hadamards, qft_circuit
+
+    c = prepend_hadamards(qft_circuit(20)[0])
+    res = Simulator(device="gpu").run(c)
+    assert res.metadata["stages"]["use"], res.metadata["stages"]["why"]
+    ref = Simulator(device="gpu", plan=None).run(c)
+    np.testing.assert_allclose(res.state.to_numpy(), ref.state.to_numpy(), rtol=0, atol=1e-13)

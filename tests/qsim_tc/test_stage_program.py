@@ -1,0 +1,122 @@
+"""The GPU stage kernel's program: its translation of a stage plan, checked through the numpy
+interpreter (every machine), and the kernel itself against the interpreter and the gate-at-a-time
+path (GPU)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_stages import gate_at_a_time, random_circuit, random_state
+
+from circuits import Circuit
+from qsim_tc.engine.permute import permute_bits
+from qsim_tc.engine.stage_program import (
+    MAX_DENSE,
+    OP_DENSE,
+    OP_PHASE,
+    W_COUNT,
+    W_PCOUNT,
+    W_TYPE,
+    build_program,
+    diagonal_terms,
+    emulate,
+)
+from qsim_tc.plan.stages import plan_stages
+
+
+def to_logical(data: np.ndarray, phys) -> np.ndarray:
+    n = len(phys)
+    return permute_bits(data, n, list(range(n)), list(phys), np)
+
+
+def run_emulated(c: Circuit, psi: np.ndarray, local: int, keep_low: int, fuse_qubits: int = 0) -> np.ndarray:
+    prog = build_program(plan_stages(c, local, keep_low=keep_low), keep_low, fuse_qubits=fuse_qubits)
+    out = emulate(prog, psi.copy())
+    return to_logical(out, prog.final_phys) * np.exp(1j * prog.global_phase)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(n=st.integers(1, 9), n_gates=st.integers(0, 40), seed=st.integers(0, 10**6), local=st.integers(1, 9),
+       keep_low=st.integers(0, 3), fuse_qubits=st.sampled_from([0, 2, 3, 4]))
+def test_program_equals_gate_at_a_time(n, n_gates, seed, local, keep_low, fuse_qubits):
+    local = min(local, n)
+    keep_low = min(keep_low, local - 1)
+    c = random_circuit(n, n_gates, seed, max_width=min(local - keep_low, MAX_DENSE))
+    psi = random_state(n, seed)
+    np.testing.assert_allclose(run_emulated(c, psi, local, keep_low, fuse_qubits), gate_at_a_time(c, psi), rtol=0,
+                               atol=1e-13)
+
+
+def test_fusion_within_a_stage_halves_the_dense_ops_of_a_brickwork():
+    from circuits import brickwork
+
+    c = brickwork(16, 2, 12, seed=1)
+    plan = plan_stages(c, 10, keep_low=3)
+    plain = build_program(plan, 3)
+    fused = build_program(plan, 3, fuse_qubits=3)
+    assert fused.n_ops <= 0.6 * plain.n_ops
+    psi = random_state(16, 1)
+    np.testing.assert_allclose(to_logical(emulate(fused, psi.copy()), fused.final_phys),
+                               to_logical(emulate(plain, psi.copy()), plain.final_phys), rtol=0, atol=1e-13)
+
+
+def test_kept_low_bits_stay_at_their_storage_bits():
+    c = random_circuit(12, 200, seed=3, max_width=3)
+    prog = build_program(plan_stages(c, 7, keep_low=3), 3)
+    assert len(prog.stages) > 1
+    for s in prog.stages:
+        assert list(s.slot_bits[:3]) == [0, 1, 2]
+        assert sorted(s.slot_bits) == list(range(12))
+
+
+def test_controlled_phase_is_one_term_and_phases_are_exact_turns():
+    def near(terms, want):  # turns agree to the float64 resolution of the angles (2^-52 turn)
+        assert terms.keys() == want.keys()
+        assert all(min((terms[m] - want[m]) % 2**64, (want[m] - terms[m]) % 2**64) < 2**13 for m in want)
+
+    near(diagonal_terms(np.array([1, 1, 1, np.exp(1j * np.pi / 8)]), (3, 9)), {(1 << 3) | (1 << 9): 1 << 60})
+    rz = np.array([np.exp(-0.25j * np.pi), np.exp(0.25j * np.pi)])  # rz(pi/2): -1/8 turn, then +1/4 on bit 5
+    near(diagonal_terms(rz, (5,)), {0: 2**64 - 2**61, 1 << 5: 1 << 62})
+
+
+def test_a_qft_run_of_controlled_phases_is_one_group():
+    """After a Hadamard, the QFT's controlled phases all share its qubit: one group (one table
+    lookup pair per amplitude), not one term each."""
+    pytest.importorskip("qiskit")
+    from benchmarks.bench.qiskit_circuits import qft_circuit
+
+    c, _ = qft_circuit(12)
+    prog = build_program(plan_stages(c, 12), 0)
+    counts = [int(r[W_COUNT]) if r[W_TYPE] == OP_PHASE else int(r[W_PCOUNT])
+              for s in prog.stages for r in s.ops if r[W_TYPE] == OP_PHASE or r[W_PCOUNT]]
+    assert len(counts) >= 10 and max(counts) == 1
+    # each run precedes the next Hadamard: it rides on it as a pre-phase, no pass of its own
+    assert sum(r[W_TYPE] == OP_DENSE for s in prog.stages for r in s.ops) >= len(counts) - 1
+
+
+def test_non_unit_diagonal_is_refused():
+    with pytest.raises(ValueError, match="modulus"):
+        diagonal_terms(np.array([1.0, 0.5]), (0,))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize(("n", "local", "keep_low", "n_gates", "seed"),
+                         [(1, 1, 0, 5, 0), (4, 4, 2, 30, 1), (6, 3, 1, 60, 2), (9, 6, 0, 80, 3), (10, 7, 3, 80, 4),
+                          (12, 8, 4, 120, 5), (14, 10, 2, 150, 6), (16, 12, 5, 150, 7), (16, 11, 1, 150, 8),
+                          (18, 13, 3, 100, 9)])
+def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_low, n_gates, seed):
+    from qsim_tc.engine.stage_kernel import max_dense, run_program
+
+    width = min(local - keep_low, max_dense(dtype))
+    c = random_circuit(n, n_gates, seed, max_width=width)
+    psi = random_state(n, seed, dtype)
+    prog = build_program(plan_stages(c, local, keep_low=keep_low), keep_low)
+    data = cp.asarray(psi)
+    run_program(data, prog)
+    got = data.get()
+    want = emulate(prog, psi.astype(np.complex128))
+    atol = 1e-13 if dtype == np.complex128 else 2e-6
+    np.testing.assert_allclose(got, want, rtol=0, atol=atol)
+    logical = to_logical(got, prog.final_phys) * np.exp(1j * prog.global_phase)
+    np.testing.assert_allclose(logical, gate_at_a_time(c, psi), rtol=0, atol=atol)
