@@ -38,11 +38,14 @@ def main() -> None:
     circ = from_qiskit(qc)  # one Gate per instruction, Qiskit's qubit order, measurements recorded
     print(f"{circ}: {len(circ)} gates, widest {circ.max_gate_qubits} qubits, measured {len(circ.measured)} bits")
 
-    sim = Simulator(args.backend, device=args.device, fuse="auto")  # fusion width from the cost table
+    sim = Simulator(args.backend, device=args.device)  # stages or fused gates, whichever is expected faster
     result = sim.run(circ)
-    ch = sim.fusion_choice
-    print(f"fused into {ch.n_blocks if ch.max_qubits else len(circ)} gates (d={ch.max_qubits}), "
-          f"{result.wall_s:.3f} s on {result.device}")
+    if "stages" in result.metadata and result.metadata["stages"]["use"]:
+        how = f"as stages: {result.metadata['stages']['why']}"
+    else:
+        ch = sim.fusion_choice
+        how = f"fused into {ch.n_blocks if ch.max_qubits else len(circ)} gates (d={ch.max_qubits})"
+    print(f"{how}; {result.wall_s:.3f} s on {result.device}")
 
     exact = Statevector(qc.remove_final_measurements(inplace=False)).data
     err = np.abs(result.state.to_numpy() - exact).max()

@@ -108,7 +108,7 @@ def _single(args, circ, backend) -> int:
     auto = result.metadata.get("auto")
     if auto is not None:
         print(f"auto ({auto['precision']}): " + ", ".join(f"{k} x{v}" for k, v in auto["blocks_per_method"].items())
-              + f"; predicted {auto['predicted_ms']:.1f} ms, measured {auto['measured_ms']:.1f} ms; "
+              + f"; predicted {_ms(auto['predicted_ms'])}, measured {_ms(auto['measured_ms'])}; "
               f"cost table {auto['cost_table']}")
         if auto["excluded"]:
             print("excluded: " + "; ".join(f"{k}: {v}" for k, v in auto["excluded"].items()))
@@ -130,9 +130,17 @@ def explain_table(blocks) -> str:
         if b["redone"]:
             why = "redone after " + "; ".join(f"{r['method']}: {r['why']}" for r in b["redone"]) + "; " + why
         lines.append(f"{b['index']:5d} {b['d']:2d} {b['placement']:9s} {b['method']:10s} "
-                     f"{b['predicted_ms']:9.3f}m {b['measured_ms']:9.3f}m  {why}")
-    lines.append("(times in ms)")
+                     f"{_cell(b['predicted_ms'])} {_cell(b['measured_ms'])}  {why}")
+    lines.append("(times in ms; - where a stage is not timed apart)")
     return "\n".join(lines)
+
+
+def _cell(ms) -> str:
+    return f"{ms:9.3f}m" if ms is not None else f"{'-':>10s}"
+
+
+def _ms(ms) -> str:
+    return f"{ms:.1f} ms" if ms is not None else "-"
 
 
 def _compare(args, circ, backends) -> int:

@@ -146,6 +146,8 @@ def run(args) -> int:
                "amp0": [st.amplitude(0).real, st.amplitude(0).imag]}
     if sim.fusion_choice is not None:
         payload["fusion"] = sim.fusion_choice.to_dict()
+    if sim.stage_decision is not None:
+        payload["stages"] = sim.stage_decision.to_dict()
     if args.reference:
         payload["reference"] = {"method": args.reference, **_compare(st, circ, args)}
     if args.shots:

@@ -1,44 +1,39 @@
-"""Runs a stage plan (:mod:`qsim_tc.plan.stages`) on a numpy state, one cache-sized block at a time.
+"""Runs a stage plan (:mod:`qsim_tc.plan.stages`) on a numpy state, one cache-sized chunk at a time.
 
-Per stage: one permutation pass brings the stage's layout in (the index-bit swaps, all of them
-in one strided copy), then the state is cut into blocks of 2^K contiguous amplitudes, K >= L, and
-every gate of the stage is applied to a block before the next block is touched, so the block
-stays in cache. A block holds whole chunks (the L local bits) and also the global bits L..K-1,
-which vary inside it; bits >= K are fixed per block, so a gate's high control selects whether
-the gate applies to the block and a diagonal's high bits select a slice of its diagonal.
-Blocks several chunks wide keep each numpy call large enough that its fixed overhead (a few
-microseconds) stays small against its work.
+Per stage, one pass over the state: compiled kernels (:mod:`qsim_tc.engine.stages_cpu_kernels`)
+load a chunk of 2^B amplitudes, apply every gate of the stage to it while it is in cache, and
+store it. The index-bit swaps that bring the stage's layout in are folded into the load: a chunk
+of the new layout is gathered from wherever the old layout holds it, and the pass writes into
+the state's spare buffer (in place when no chunk changes place). Both cores (``threads``) take
+contiguous ranges of chunks.
 
-How a gate is applied to a block (``x``, 2^K amplitudes viewed as one axis per run of bits):
-
-- diagonal: one broadcast multiply; runs of consecutive diagonal gates are merged first into
-  one diagonal over the union of their bits (up to ``_MAX_MERGED_BITS`` bits);
-- controlled: the gate's target matrix on the sub-view where the controls are 1;
-- dense (and non-SWAP permutations): a matrix product when the targets are one run of bits of
-  the whole block, else a sum of 2^d scaled slices per output slice.
-
-Threads: blocks go to a small pool (numpy releases the GIL in array loops).
+Where the qubits are stored (``_Placement``, per stage): the L local qubits at chunk bits
+W .. B-1, W = B - L global qubits at the chunk's low bits (*lanes*), the other global qubits
+above the chunk. Every target of a gate is then a chunk bit >= W, so each gate loops over runs
+of at least 2^W consecutive amplitudes, long enough to vectorize. A global qubit can still be a
+control or a diagonal bit: in a lane by the lane vectors of the diagonal kernel and by short
+runs of the dense ones, above the chunk as fixed per chunk (a control there enables or skips the
+gate for the whole chunk; a diagonal's bits there select its entries). The state's layout is
+left as the last stage stored it (``PhysicalState.layout`` says how; an array input is
+canonicalized at the end).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
 import gemm
-from circuits.gate import reorder_bits
-from qsim_tc.engine.permute import permute_bits
+from qsim_tc.engine import stages_cpu_kernels as kernels
 from qsim_tc.engine.storage import PhysicalState
-from qsim_tc.layout import Layout
 from qsim_tc.plan.stages import RELABEL, Stage, StagePlan
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
 
-DEFAULT_BLOCK_BYTES = 4 << 20  # a few MB a numpy call; two blocks (one a thread) stay in L3
-_MAX_MERGED_BITS = 14  # a merged diagonal keeps at most 2^14 entries per block
+DEFAULT_BLOCK_BYTES = 4 << 20  # the chunk (2^B amplitudes): measured best of 1-16 MiB at 24 qubits on 2 cores
+_MAX_ACC = 1024  # the run a wide dense gate accumulates at once (kernels._dense_any)
+_MAX_RUN_BITS = 12  # the load reads runs of at most 2^12 contiguous amplitudes (its scatter table in L1)
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
@@ -47,12 +42,13 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int = DEFAULT_BLOCK_BYTES
 
     Args:
         state: a :class:`~qsim_tc.engine.storage.PhysicalState` on the CPU (changed in place:
-            data, layout and spare buffer; its layout is left as the plan ends, lazily), or a
-            1-D numpy complex array in logical order (used as storage and overwritten).
+            data, layout and spare buffer; its layout is left as the last stage needs it,
+            lazily), or a 1-D numpy complex array in logical order (used as storage and
+            overwritten).
         plan: from :func:`~qsim_tc.plan.stages.plan_stages` for a circuit of the state's width.
-        block_bytes: the size of the blocks the gates are applied to (rounded down to a power of
-            two amplitudes, at least one chunk of 2^L).
-        threads: worker threads over blocks (default: the CPU count, at most 8).
+        block_bytes: the size of a chunk, 2^B amplitudes (rounded down to a power of two, at
+            least 2^L, at most the state); its B - L low bits are lanes.
+        threads: worker threads over chunks (default: the CPU count, at most 8).
 
     Returns:
         The PhysicalState, or for an array input the final amplitudes in logical order (a numpy
@@ -76,15 +72,20 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int = DEFAULT_BLOCK_BYTES
         raise TypeError("run_stages runs on the CPU; the state is not a numpy array")
     if phys.n_qubits != plan.n_qubits:
         raise ValueError(f"the plan is for {plan.n_qubits} qubits, the state has {phys.n_qubits}")
-    n, item = plan.n_qubits, phys.data.dtype.itemsize
-    k = min(n, max(plan.local_qubits, int(max(block_bytes // item, 1)).bit_length() - 1))
-    n_threads = _THREADS if threads is None else max(1, int(threads))
-    pool = ThreadPoolExecutor(n_threads) if n_threads > 1 and n > k else None
+    n, big_l, item = plan.n_qubits, plan.local_qubits, phys.data.dtype.itemsize
+    nbits = min(n, max(big_l, int(max(block_bytes // item, 1)).bit_length() - 1))
+    n_threads = min(_THREADS if threads is None else max(1, int(threads)), 1 << (n - nbits))
+    real = np.float32 if phys.data.dtype == np.complex64 else np.float64
+    scratch = [_Scratch(nbits, real) for _ in range(n_threads)]
+    pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
     try:
-        for stage in plan.stages:
-            _bring_layout(phys, stage.layout)
-            _run_stage(phys.data, n, k, stage, pool)
-            phys.layout.set(list(stage.end_layout))  # the stage's relabels moved no amplitude
+        next_local = _next_local(plan)
+        for i, stage in enumerate(plan.stages):
+            geo = _Placement(phys.layout.phys, stage.layout, big_l, nbits, next_local[i + 1])
+            ops = _encode(stage, geo, real)
+            if ops is not None:
+                _run_stage(phys, geo, ops, scratch, pool)
+            _rename(phys, stage)  # the stage's relabels (SWAPs) moved no amplitude
     finally:
         if pool is not None:
             pool.shutdown()
@@ -96,217 +97,236 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int = DEFAULT_BLOCK_BYTES
     return phys
 
 
-def _bring_layout(phys: PhysicalState, layout) -> None:
-    """Permute the data so that physical bit p holds logical qubit ``layout[p]`` (one pass)."""
-    if list(layout) == phys.layout.phys:
-        return
-    n = phys.n_qubits
-    new = permute_bits(phys.data, n, list(layout), phys.layout.phys, np, out=phys.spare)
-    phys.spare = phys.data
-    phys.data = new
-    phys.layout = Layout(n)
-    phys.layout.set(list(layout))
+def _next_local(plan: StagePlan) -> list[dict[int, int]]:
+    """For each stage i (and one past the end), the first stage >= i in which each qubit is
+    local (qubits never local again are absent)."""
+    out: list[dict[int, int]] = [{}]
+    for i in range(plan.n_stages - 1, -1, -1):
+        d = dict(out[-1])
+        for q in plan.stages[i].layout[:plan.local_qubits]:
+            d[q] = i
+        out.append(d)
+    return out[::-1]
+
+
+def _rename(phys: PhysicalState, stage: Stage) -> None:
+    """Apply the stage's relabels to the storage layout: the qubit named ``layout[p]`` at the
+    stage's start is named ``end_layout[p]`` at its end, wherever it is stored."""
+    start, end = stage.layout, stage.end_layout
+    if start != end:
+        rename = dict(zip(start, end))
+        phys.layout.set([rename[q] for q in phys.layout.phys])
+
+
+class _Placement:
+    """Where a stage keeps each qubit in storage: the stage's L local qubits at chunk bits
+    W .. B-1, W global qubits at the chunk's low bits (lanes), the other global qubits above.
+
+    A qubit already in a place of its class stays there; each local qubit that is not is
+    exchanged with a global qubit held at chunk bits W .. B-1, so the layout change is as small
+    as the stage's swaps allow. A lane left by a qubit that became local takes, of those
+    global qubits, the one whose next stage as a local qubit is latest: a lane that changes
+    makes the load a gather of short runs, so lanes should change rarely.
+    """
+
+    def __init__(self, stored, layout, big_l: int, nbits: int, next_local: dict[int, int]):
+        n = len(layout)
+        self.n, self.nbits = n, nbits
+        self.w = w = nbits - big_l
+        self.lanes = 1 << w
+        local = set(layout[:big_l])
+        new = list(stored)
+        incoming = [s for s, q in enumerate(stored) if q in local and not w <= s < nbits]
+        outgoing = [s for s in range(w, nbits) if stored[s] not in local]
+        outgoing.sort(key=lambda s: -next_local.get(stored[s], n << 20))  # latest next use first
+        for a, b in zip(sorted(incoming), outgoing):  # lane slots (lowest) first
+            new[a], new[b] = new[b], new[a]
+        self.layout = tuple(new)  # storage bit -> qubit
+        where = {q: s for s, q in enumerate(new)}
+        self.plan_bit = [where[q] for q in layout]  # plan bit -> storage bit, for the whole stage
+
+    def bit(self, p: int) -> int:
+        """The storage bit of plan bit p."""
+        return self.plan_bit[p]
 
 
 # --- one stage ------------------------------------------------------------------------------
 
 
-@dataclass
-class _Op:
-    """A gate compiled for blocks of K bits: its kind, block bits, high bits and matrices."""
+class _Scratch:
+    """One thread's chunk (split real and imaginary halves) and wide-gate accumulators."""
 
-    kind: str  # "diagonal", "controlled" or "dense"
-    bits: tuple[int, ...]  # diagonal: its block bits (ascending); else the target bits (matrix order)
-    high: tuple[int, ...] = ()  # bits >= K: diagonal bits, or controls that must be 1
-    controls: tuple[int, ...] = ()  # controls inside the block
-    matrix: np.ndarray | None = None  # dense target matrix (row = output)
-    table: np.ndarray | None = None  # diagonal: (2^len(high), 2^len(bits)) entries
-
-
-def _run_stage(data: np.ndarray, n: int, k: int, stage: Stage, pool) -> None:
-    ops = _compile(stage, k, data.dtype)
-    if not ops:
-        return
-    blocks = data.reshape(1 << (n - k), 1 << k)
-    local = threading.local()
-
-    def work(b: int) -> None:
-        scratch = getattr(local, "scratch", None)
-        if scratch is None:
-            scratch = local.scratch = np.empty((2, 1 << k), dtype=data.dtype)
-        _apply_block(blocks[b], b, k, ops, scratch)
-
-    if pool is None:
-        for b in range(blocks.shape[0]):
-            work(b)
-    else:
-        list(pool.map(work, range(blocks.shape[0])))
+    def __init__(self, nbits: int, real):
+        size = 1 << nbits
+        self.re = np.empty(size, real)
+        self.im = np.empty(size, real)
+        acc = min(size, _MAX_ACC)
+        self.acc_re = np.empty(acc, real)
+        self.acc_im = np.empty(acc, real)
+        self.out_re = np.empty(size, real)
+        self.out_im = np.empty(size, real)
 
 
-def _compile(stage: Stage, k: int, dtype) -> list[_Op]:
-    """The stage's ops as block ops, consecutive diagonals merged."""
-    out: list[_Op] = []
-    pending: list[tuple[tuple[int, ...], np.ndarray]] = []  # diagonal (positions, diag) to merge
-    pending_bits: set[int] = set()
+class _Ops:
+    """A stage's gates as the kernels' tables (see ``stages_cpu_kernels``)."""
 
-    def flush():
-        if pending:
-            out.append(_merged_diagonal(pending, k, dtype))
-            pending.clear()
-            pending_bits.clear()
+    def __init__(self, table, offs, fixed, highs, m_re, m_im, skip):
+        self.table, self.offs, self.fixed, self.highs = table, offs, fixed, highs
+        self.m_re, self.m_im, self.skip = m_re, m_im, skip
 
+
+def _encode(stage: Stage, geo: _Placement, real) -> _Ops | None:
+    """The stage's gates in storage bits; None for a stage of relabels only."""
+    rows: list[list[int]] = []
+    offs: list[int] = []
+    fixed: list[int] = []
+    highs: list[int] = []
+    m_re: list[np.ndarray] = []
+    m_im: list[np.ndarray] = []
+    skip: list[np.ndarray] = []
+    n_data = 0
     for op in stage.ops:
-        s = op.structure
         if op.kind == RELABEL:
             continue
+        s = op.structure
+        bits = [geo.bit(p) for p in op.positions]
+        row = [0] * kernels.N_COLUMNS
         if op.kind == DIAGONAL:
-            if len(pending_bits | set(op.positions)) > _MAX_MERGED_BITS:
-                flush()
-            pending.append((op.positions, s.diagonal))
-            pending_bits.update(op.positions)
-            continue
-        flush()
-        if op.kind == CONTROLLED:
-            ctl = [op.positions[b] for b in s.controls]
-            tgt = tuple(op.positions[b] for b in s.targets)
-            out.append(_Op("controlled", tgt, high=tuple(c for c in ctl if c >= k),
-                           controls=tuple(c for c in ctl if c < k), matrix=s.target_matrix.astype(dtype)))
+            table, mask = _diagonal_table(s.diagonal, bits, geo)
+            row_bits = sorted(b for b in bits if geo.w <= b < geo.nbits)
+            high = [b - geo.nbits for b in bits if b >= geo.nbits]
+            row[kernels.K_KIND] = kernels.DIAGONAL_OP
+            row[kernels.K_DIM] = 1 << len(row_bits)
+            row[kernels.K_OFFS] = sum(x.size for x in skip)
+            skip.append(mask)
+            row[kernels.K_HIGH], row[kernels.K_NHIGH] = len(highs), len(high)
+            highs += high
+            row[kernels.K_FIX], row[kernels.K_NFIX] = len(fixed), len(row_bits)
+            fixed += row_bits
+            row[kernels.K_DATA] = n_data
+            m_re.append(table.real)
+            m_im.append(table.imag)
+            n_data += table.size
         else:
-            out.append(_Op("dense", op.positions, matrix=s.target_matrix.astype(dtype)))
-    flush()
-    return out
+            if op.kind == CONTROLLED:
+                targets = [bits[b] for b in s.targets]
+                controls = [bits[b] for b in s.controls]
+            else:
+                targets, controls = bits, []
+            low_controls = [c for c in controls if c < geo.nbits]
+            row[kernels.K_KIND] = kernels.DENSE_OP
+            row[kernels.K_DIM] = 1 << len(targets)
+            row[kernels.K_OFFS] = len(offs)
+            offs += [sum(((c >> i) & 1) << t for i, t in enumerate(targets)) for c in range(1 << len(targets))]
+            row[kernels.K_FIX], row[kernels.K_NFIX] = len(fixed), len(targets) + len(low_controls)
+            fixed += sorted(targets + low_controls)
+            row[kernels.K_CMASK] = sum(1 << c for c in low_controls)
+            row[kernels.K_HMASK] = sum(1 << (c - geo.nbits) for c in controls if c >= geo.nbits)
+            row[kernels.K_DATA] = n_data
+            m = np.asarray(s.target_matrix).reshape(-1)
+            m_re.append(m.real)
+            m_im.append(m.imag)
+            n_data += m.size
+        rows.append(row)
+    if not rows:
+        return None
+
+    def cat(parts, dtype):
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(1, dtype)
+
+    return _Ops(np.array(rows, dtype=np.int64), cat([np.asarray(offs, np.int64)], np.int64),
+                cat([np.asarray(fixed, np.int64)], np.int64), cat([np.asarray(highs, np.int64)], np.int64),
+                cat(m_re, real), cat(m_im, real), cat(skip, np.uint8))
 
 
-def _merged_diagonal(pending, k: int, dtype) -> _Op:
-    """One diagonal over the union of the gates' bits, split into block bits and high bits."""
-    bits = sorted({p for pos, _ in pending for p in pos})
-    where = {p: i for i, p in enumerate(bits)}
-    idx = np.arange(1 << len(bits))
-    diag = np.ones(1 << len(bits), dtype=np.complex128)
-    for pos, d in pending:
-        sub = np.zeros_like(idx)
-        for j, p in enumerate(pos):
-            sub |= ((idx >> where[p]) & 1) << j
-        diag *= d[sub]
-    low = [p for p in bits if p < k]
-    high = [p for p in bits if p >= k]
-    # reorder so that the high bits index the rows: index = high_value * 2^len(low) + low_value
-    order = [where[p] for p in low] + [where[p] for p in high]
-    table = diag[_gather(idx, order)].reshape(1 << len(high), 1 << len(low)).astype(dtype)
-    return _Op("diagonal", tuple(low), high=tuple(high), table=table)
-
-
-def _gather(idx: np.ndarray, order) -> np.ndarray:
-    """For each new index, the old index whose bit ``order[j]`` is the new index's bit j."""
-    out = np.zeros_like(idx)
-    for j, src in enumerate(order):
-        out |= ((idx >> j) & 1) << src
-    return out
-
-
-# --- one block --------------------------------------------------------------------------------
-
-
-def _apply_block(x: np.ndarray, b: int, k: int, ops: list[_Op], scratch: np.ndarray) -> None:
-    """All ops of a stage on block ``b`` (``x``: its 2^K amplitudes, a contiguous view)."""
-    for op in ops:
-        if op.high:
-            hv = 0
-            for j, p in enumerate(op.high):
-                hv |= ((b >> (p - k)) & 1) << j
-            if op.kind == "controlled" and hv != (1 << len(op.high)) - 1:
-                continue  # a high control is 0 in this whole block
+def _diagonal_table(diag: np.ndarray, bits: list[int], geo: _Placement) -> tuple[np.ndarray, np.ndarray]:
+    """A diagonal gate's entries as the kernel reads them: for each value of its bits above the
+    chunk (high, as rows of blocks) and of its row bits (chunk bits >= W, ascending), the lane
+    vector of 2^W entries; and per (high, row) value whether that vector is all ones."""
+    row_bits = sorted(b for b in bits if geo.w <= b < geo.nbits)
+    high = [b for b in bits if b >= geo.nbits]
+    nh, nr, w = len(high), len(row_bits), geo.w
+    hv = np.arange(1 << nh)[:, None, None]
+    rv = np.arange(1 << nr)[None, :, None]
+    lv = np.arange(1 << w)[None, None, :]
+    index = np.zeros((1 << nh, 1 << nr, 1 << w), dtype=np.int64)
+    for j, b in enumerate(bits):  # bit j of the gate's diagonal index is the value of storage bit b
+        if b >= geo.nbits:
+            v = (hv >> high.index(b)) & 1
+        elif b >= w:
+            v = (rv >> row_bits.index(b)) & 1
         else:
-            hv = 0
-        if op.kind == "diagonal":
-            _diagonal(x, k, op.bits, op.table[hv])
-        else:
-            _dense(x, k, op.bits, op.controls, op.matrix, scratch)
+            v = (lv >> b) & 1
+        index = index | (v << j)
+    table = np.asarray(diag)[index]
+    ones = (table == 1).all(axis=2)
+    return table.reshape(-1), ones.reshape(-1).astype(np.uint8)
 
 
-def _runs(k: int, special) -> tuple[list[int], dict[int, int]]:
-    """A C-order shape of a 2^k array with an axis of 2 for each special bit and one axis per
-    run of other bits; and the axis of each special bit."""
-    shape: list[int] = []
-    axis: dict[int, int] = {}
-    run = 0
-    for p in range(k - 1, -1, -1):
-        if p in special:
-            if run:
-                shape.append(1 << run)
-                run = 0
-            axis[p] = len(shape)
-            shape.append(2)
-        else:
-            run += 1
-    if run:
-        shape.append(1 << run)
-    return shape, axis
+def _run_stage(phys: PhysicalState, geo: _Placement, ops: _Ops, scratch: list[_Scratch], pool) -> None:
+    """One pass: every chunk loaded from the state as it is stored (the change to ``layout``
+    folded into the load), the ops applied, stored contiguously in ``layout``."""
+    n, nbits, layout = geo.n, geo.nbits, geo.layout
+    where = {q: s for s, q in enumerate(phys.layout.phys)}
+    src_bit = [where[q] for q in layout]  # the old storage bit of each new storage bit
+    high_src = np.asarray(src_bit[nbits:], dtype=np.int64)
+    run_bits, src_tab, dst_tab, scatter = _load_tables(src_bit, nbits)
+    in_place = all(b == s for s, b in enumerate(src_bit[nbits:], start=nbits))
+    src = phys.data
+    if in_place:
+        dst = src
+    else:
+        if phys.spare is None or phys.spare.shape != src.shape or phys.spare.dtype != src.dtype:
+            phys.spare = np.empty_like(src)
+        dst = phys.spare
+    real = scratch[0].re.dtype
+    x_src, x_dst = src.view(real), dst.view(real)
+    n_chunks = 1 << (n - nbits)
+
+    def work(t: int) -> None:
+        sc = scratch[t]
+        c0, c1 = t * n_chunks // len(scratch), (t + 1) * n_chunks // len(scratch)
+        kernels.run_chunks(x_src, x_dst, c0, c1, nbits, geo.lanes, high_src, run_bits, src_tab, dst_tab, scatter,
+                           ops.table, ops.offs, ops.fixed, ops.highs, ops.m_re, ops.m_im, ops.skip, sc.re, sc.im,
+                           sc.acc_re, sc.acc_im, sc.out_re, sc.out_im)
+
+    if pool is None:
+        work(0)
+    else:
+        list(pool.map(work, range(len(scratch))))
+    if not in_place:
+        phys.spare, phys.data = src, dst
+    phys.layout.set(list(layout))
 
 
-def _diagonal(x: np.ndarray, k: int, bits, entries: np.ndarray) -> None:
-    """Multiply by a diagonal over block ``bits`` (ascending; ``entries`` indexed little-endian)."""
-    if not bits:
-        x *= entries[0]
-        return
-    shape, axis = _runs(k, set(bits))
-    # entries as a broadcastable tensor: axis of bit p is 2, others 1
-    d = len(bits)
-    t = entries.reshape([2] * d)  # C order: axis i is bit d-1-i of the entries index
-    perm = sorted(range(d), key=lambda i: axis[bits[d - 1 - i]])
-    bshape = [1] * len(shape)
-    for p in bits:
-        bshape[axis[p]] = 2
-    x.reshape(shape)[...] *= t.transpose(perm).reshape(bshape)
+def _load_tables(src_bit: list[int], nbits: int):
+    """The chunk load as runs of contiguous source amplitudes (see ``kernels.run_chunks``).
 
-
-def _dense(x: np.ndarray, k: int, targets, controls, m: np.ndarray, scratch: np.ndarray) -> None:
-    """Apply matrix ``m`` (bit i = ``targets[i]``) to block ``x``, where ``controls`` are all 1."""
-    d = len(targets)
-    order = sorted(range(d), key=lambda i: targets[i])
-    tsorted = [targets[i] for i in order]
-    if not controls and d >= 2 and tsorted[-1] - tsorted[0] == d - 1 and (tsorted[0] == 0 or tsorted[0] >= 3):
-        # one run of bits [p, p+d): a matrix product, as the GEMM path does (for one qubit, or
-        # 2-4 amplitudes between rows, BLAS calls are too small and the slice sums are faster)
-        m = reorder_bits(m, order)
-        p = tsorted[0]
-        if p == 0:
-            out = scratch[0].reshape(-1, 1 << d)
-            np.matmul(x.reshape(-1, 1 << d), m.T, out=out)
-        else:
-            out = scratch[0].reshape(-1, 1 << d, 1 << p)
-            np.matmul(m, x.reshape(-1, 1 << d, 1 << p), out=out)
-        x[...] = scratch[0]
-        return
-    if not controls and d >= 3:
-        # scattered targets: gather them to the low bits (a copy in cache), one matrix product,
-        # scatter back; cheaper than 4^d slice products from d = 3 on
-        shape, axis = _runs(k, set(targets))
-        v = x.reshape(shape)
-        tax = [axis[targets[i]] for i in reversed(range(d))]  # C order: matrix bit d-1 first
-        perm = [a for a in range(len(shape)) if a not in tax] + tax
-        tshape = [shape[a] for a in perm]
-        y = scratch[0].reshape(tshape)
-        np.copyto(y, v.transpose(perm))
-        z = scratch[1].reshape(-1, 1 << d)
-        np.matmul(y.reshape(-1, 1 << d), m.T, out=z)
-        np.copyto(v.transpose(perm), z.reshape(tshape))
-        return
-    shape, axis = _runs(k, set(targets) | set(controls))
-    v = x.reshape(shape)
-    base = [slice(None)] * len(shape)
-    for c in controls:
-        base[axis[c]] = 1
-    slices = []
-    for j in range(1 << d):
-        s = list(base)
-        for i, t in enumerate(targets):
-            s[axis[t]] = (j >> i) & 1
-        slices.append((*s, ...))  # the Ellipsis keeps a view even when every axis is indexed
-    ins = [v[s].copy() for s in slices]
-    for r, s in enumerate(slices):
-        o = v[s]
-        np.multiply(ins[0], m[r, 0], out=o)
-        for c in range(1, 1 << d):
-            if m[r, c] != 0:
-                o += m[r, c] * ins[c]
+    The run covers the source bits 0 .. r-1 (r as large as the chunk holds them, at most
+    ``_MAX_RUN_BITS``): read in order, they land at the chunk bits that hold them now
+    (``scatter``, empty when those are bits 0 .. r-1 themselves). The other chunk bits index
+    the runs: ``src_tab`` (where the run starts in the source) and ``dst_tab`` (in the chunk),
+    ordered by source address.
+    """
+    new_of = {b: s for s, b in enumerate(src_bit)}
+    run_bits = 0
+    while run_bits < min(nbits, _MAX_RUN_BITS) and new_of[run_bits] < nbits:
+        run_bits += 1
+    placed = [new_of[k] for k in range(run_bits)]
+    # runs in source order, so that consecutive runs are near each other in memory
+    others = sorted((s for s in range(nbits) if s not in placed), key=lambda s: src_bit[s])
+    o = np.arange(1 << len(others), dtype=np.int64)
+    src_tab = np.zeros_like(o)
+    dst_tab = np.zeros_like(o)
+    for m, s in enumerate(others):
+        bit = (o >> m) & 1
+        src_tab |= bit << src_bit[s]
+        dst_tab |= bit << s
+    if placed == list(range(run_bits)):
+        scatter = np.zeros(0, dtype=np.int64)
+    else:
+        j = np.arange(1 << run_bits, dtype=np.int64)
+        scatter = np.zeros_like(j)
+        for k, s in enumerate(placed):
+            scatter |= ((j >> k) & 1) << s
+    return run_bits, src_tab, dst_tab, scatter

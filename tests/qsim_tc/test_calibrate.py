@@ -110,7 +110,7 @@ def test_calibrate_argument_errors():
 def test_simulator_uses_a_given_table_for_fusion_and_choice(cache):
     table = _tiny()
     c = brickwork(8, 2, 4, seed=2)
-    res = Simulator(device="cpu", fuse="auto", cost_table=table).run(c)
+    res = Simulator(device="cpu", fuse="auto", cost_table=table, plan=None).run(c)  # the gate path
     assert "measured" in res.metadata["auto"]["cost_table"]
     assert "auto/double: native from measured" in res.metadata["fusion_choice"]["cost_row"]
     ref = Simulator("native", device="cpu").run(c)
@@ -127,7 +127,7 @@ def test_cli_calibrate_info_and_explain(cache, capsys, tmp_path):
     out = capsys.readouterr().out
     assert "cost table: cache:" in out
     assert main(["brickwork", "--qubits", "8", "--gate-qubits", "2", "--depth", "2", "--device", "cpu",
-                 "--explain", "--json", str(tmp_path / "b.json")]) == 0
+                 "--plan", "none", "--explain", "--json", str(tmp_path / "b.json")]) == 0
     out = capsys.readouterr().out
     assert "auto (double): native x" in out and "block  d placement" in out
     blocks = json.loads((tmp_path / "b.json").read_text())["result"]["metadata"]["blocks"]
@@ -137,6 +137,11 @@ def test_cli_calibrate_info_and_explain(cache, capsys, tmp_path):
     assert main(["brickwork", "--qubits", "8", "--backend", "native", "--precision", "single",
                  "--device", "cpu"]) == 2
     assert "--precision applies to --backend auto" in capsys.readouterr().err
+    # the default plan runs the 8-qubit brickwork as stages, and explains that too
+    assert main(["brickwork", "--qubits", "8", "--gate-qubits", "2", "--depth", "2", "--device", "cpu",
+                 "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "stages: yes" in out and "stage-cpu" in out
 
 
 @pytest.mark.gpu

@@ -196,16 +196,21 @@ def test_run_binds_parameters(tmp_path, capsys):
 
 
 def test_auto_is_the_default_backend_of_the_commands(capsys, tmp_path):
-    """brickwork and run default to --backend auto (double precision), which on a CPU runs native."""
+    """brickwork and run default to --backend auto (double precision), which on a CPU runs native
+    arithmetic: gate by gate, or (the default plan, for gates of up to 3 qubits) as stages."""
     rc = main(["brickwork", "--qubits", "6", "--gate-qubits", "2", "--depth", "2", "--device", "cpu"])
     assert rc == 0
     out = capsys.readouterr().out
-    assert "backend auto" in out and "auto (double): native x" in out
+    assert "backend auto" in out and "auto (double): stage-cpu x" in out
+    rc = main(["brickwork", "--qubits", "6", "--gate-qubits", "2", "--depth", "2", "--device", "cpu", "--plan", "none"])
+    assert rc == 0 and "auto (double): native x" in capsys.readouterr().out
     q = tmp_path / "bell.qasm"
     q.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\nh q[0];\ncx q[0],q[1];\n')
     assert main(["run", str(q), "--device", "cpu", "--precision", "single", "--json", str(tmp_path / "r.json")]) == 0
-    assert "auto (single): native32 x" in capsys.readouterr().out
+    assert "auto (single): stage-cpu x" in capsys.readouterr().out
     import json
 
     meta = json.loads((tmp_path / "r.json").read_text())["result"]["metadata"]
-    assert meta["precision"] == "single" and meta["blocks"][0]["method"] == "native32"
+    assert meta["precision"] == "single" and meta["blocks"][0]["method"] == "stage-cpu"
+    assert main(["run", str(q), "--device", "cpu", "--precision", "single", "--plan", "none"]) == 0
+    assert "auto (single): native32 x" in capsys.readouterr().out

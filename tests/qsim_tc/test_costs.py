@@ -43,7 +43,7 @@ def test_cost_row_interpolates_and_scales():
 def test_simulator_auto_fusion_records_the_choice():
     """Simulator(fuse="auto") asks the cost model and records its choice in the metadata."""
     c = brickwork(12, 2, 10, seed=5)
-    res = Simulator("native", device="cpu", fuse="auto").run(c)
+    res = Simulator("native", device="cpu", fuse="auto", plan=None).run(c)
     expected = choose_fusion(c, "native", "cpu", "complex128").to_dict()
     assert res.metadata["fusion_choice"] == expected
     assert set(expected) == {"max_qubits", "min_qubits", "estimated_ms", "unfused_ms", "n_blocks", "cost_row", "note"}

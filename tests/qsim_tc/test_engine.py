@@ -113,7 +113,7 @@ def test_global_phase_applied():
 
 
 def test_stats_and_json_shape():
-    res = Simulator(device="cpu").run(brickwork(8, 2, 3, seed=0))
+    res = Simulator(device="cpu", plan=None).run(brickwork(8, 2, 3, seed=0))  # gate by gate: per-gate stats
     d = res.to_dict()
     assert d["n_gates"] == len(res.stats) > 0
     g = d["gates"][0]

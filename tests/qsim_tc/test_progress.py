@@ -61,7 +61,7 @@ def test_simulator_progress_true_and_callables(capsys):
     applied = res.metadata["applied_gates"]  # blocks after fusion
     assert calls == [(i, applied) for i in range(1, applied + 1)]
     calls.clear()
-    Simulator(device="cpu", fuse=None).run(circ, progress=lambda d, t: calls.append((d, t)))
+    Simulator(device="cpu", fuse=None, plan=None).run(circ, progress=lambda d, t: calls.append((d, t)))
     assert calls[-1] == (len(circ), len(circ)) and len(calls) == len(circ)
     Simulator(device="cpu").run(circ, progress=True)  # a short run: nothing shown
     assert capsys.readouterr().err == ""

@@ -117,7 +117,7 @@ def test_guard_reads_the_reports_and_the_norm():
 
 def test_auto_equals_native_on_the_cpu():
     c = brickwork(12, 3, 6, seed=1)
-    auto = Simulator(device="cpu").run(c)
+    auto = Simulator(device="cpu", plan=None).run(c)  # gate by gate: one block per gate
     native = Simulator("native", device="cpu").run(c)
     assert auto.backend == "auto" and auto.state.dtype == np.complex128
     assert np.abs(auto.state.to_numpy() - native.state.to_numpy()).max() <= 1e-13
@@ -143,7 +143,7 @@ def test_guard_redoes_a_block_with_the_next_method():
 
     init = StateVector.from_array(amps.astype(np.complex64), device="cpu")
     c = brickwork(n, 2, 1, seed=3)
-    res = Simulator(device="cpu", precision="single", cost_table=t).run(c, initial_state=init)
+    res = Simulator(device="cpu", precision="single", cost_table=t, plan=None).run(c, initial_state=init)
     blocks = res.metadata["blocks"]
     assert blocks[0]["redone"] and blocks[0]["redone"][0]["method"] == "halfhalf"
     assert blocks[0]["method"] == "native32" and "halfhalf" in res.metadata["auto"]["excluded"]

@@ -1,0 +1,121 @@
+"""The compiled CPU stage executor: every gate kind, in every place a chunk can hold its bits.
+
+A chunk of 2^B amplitudes holds, from its low bits up, W lanes (global qubits), the L local
+qubits; bits >= B are fixed per chunk. Targets are always local; controls and diagonal bits can
+be lanes, local or above the chunk. ``block_bytes`` sets B, so the cases below put each gate's
+bits in each of those places, and compare with the gate-at-a-time path.
+"""
+
+import numpy as np
+import pytest
+from test_stages import _mcx, _qiskit, gate_at_a_time, lib, random_circuit, random_state
+
+import gemm
+from circuits import Circuit
+from qsim_tc.engine.permute import permute_bits
+from qsim_tc.engine.stages_cpu import run_stages
+from qsim_tc.engine.storage import PhysicalState
+from qsim_tc.plan.stages import plan_stages
+
+TOL = {np.complex128: 1e-13, np.complex64: 1e-5}
+
+
+def _run(c: Circuit, psi: np.ndarray, local: int, block_amplitudes: int, threads: int = 2) -> np.ndarray:
+    plan = plan_stages(c, local)
+    return run_stages(psi.copy(), plan, block_bytes=block_amplitudes * psi.itemsize, threads=threads)
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize(("n", "local", "block_bits"), [
+    (1, 1, 1), (2, 1, 1), (3, 2, 3), (5, 3, 3), (6, 4, 6), (8, 4, 6), (10, 5, 8), (12, 6, 9), (13, 7, 7),
+])
+def test_random_circuits_every_kind(dtype, n, local, block_bits):
+    """Random dense 1-4 qubit, diagonal, controlled, permutation and SWAP gates on scattered,
+    repeated qubits; chunks with and without lanes and bits above them."""
+    for seed in range(3):
+        c = random_circuit(n, 60, seed=100 * n + seed, max_width=min(local, 4))
+        psi = random_state(n, seed, dtype)
+        out = _run(c, psi, local, 1 << block_bits, threads=1 + seed % 2)
+        np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_twenty_qubits(dtype):
+    n = 20
+    c = random_circuit(n, 40, seed=7)
+    psi = random_state(n, 7, dtype)
+    out = _run(c, psi, 10, 1 << 14)
+    np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("block_bits", [4, 6, 8, 10])
+def test_controls_and_diagonals_in_lanes_local_and_above(block_bits):
+    """L = 4 of 10 qubits: chunk bits 4..block_bits-1 are lanes, the rest fixed per chunk; the
+    gates' controls and diagonal bits sit on local, lane and high qubits, their targets local."""
+    n, local = 10, 4
+    rng = np.random.default_rng(block_bits)
+    c = Circuit(n)
+    for _ in range(4):
+        for target in range(local):
+            for control in (4, 6, 9):
+                c.add(_qiskit(lib.CRXGate(rng.uniform(0, 6))), (control, target), "crx")
+                c.add(_qiskit(lib.CPhaseGate(rng.uniform(0, 6))), (control, target), "cp")
+            c.add(_mcx(3), (5, 9, target, (target + 1) % local), "mcx")  # controls 5, 9, target
+            c.add(_qiskit(lib.CCXGate()), (7, 8, target), "ccx")
+            c.add(np.diag(np.exp(1j * rng.uniform(0, 6, 8))), (9, target, 5), "diag3")
+            c.add(_qiskit(lib.RZGate(rng.uniform(0, 6))), (8,), "rz")
+        c.add(_qiskit(lib.SwapGate()), (1, 7), "swap")
+    psi = random_state(n, block_bits)
+    plan = plan_stages(c, local)
+    out = run_stages(psi.copy(), plan, block_bytes=16 << block_bits, threads=2)
+    np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 5])
+def test_dense_widths(width):
+    """1- and 2-qubit gates have unrolled kernels, wider ones the accumulating kernel."""
+    from circuits import haar_unitary
+
+    n = 9
+    rng = np.random.default_rng(width)
+    c = Circuit(n)
+    for _ in range(12):
+        qubits = tuple(int(q) for q in rng.choice(n, width, replace=False))
+        c.add(haar_unitary(1 << width, rng), qubits, f"haar{width}")
+    psi = random_state(n, width)
+    for block_bits in (width, 7, 9):
+        out = _run(c, psi, max(width, 5), 1 << block_bits)
+        np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+def test_physical_state_layouts_are_followed_and_left_lazy():
+    """A stored permutation is folded into the first load; the result stays in the last stage's
+    storage order until canonicalized, and a second plan runs from there."""
+    n = 11
+    c1, c2 = random_circuit(n, 40, seed=1), random_circuit(n, 40, seed=2)
+    psi = random_state(n, 3)
+    perm = list(np.random.default_rng(0).permutation(n))
+    phys = PhysicalState(permute_bits(psi.copy(), n, perm, list(range(n)), np), gemm.resolve_device("cpu"))
+    phys.layout.set(perm)
+    run_stages(phys, plan_stages(c1, 5), block_bytes=16 << 8)
+    run_stages(phys, plan_stages(c2, 6), block_bytes=16 << 9, threads=1)
+    phys.canonicalize()
+    both = Circuit(n)
+    for g in c1.gates + c2.gates:
+        both.append(g)
+    both.global_phase = c1.global_phase + c2.global_phase
+    np.testing.assert_allclose(phys.data, gate_at_a_time(both, psi), rtol=0, atol=1e-13)
+
+
+def test_a_stage_of_swaps_only_moves_nothing():
+    c = Circuit(6)
+    sw = _qiskit(lib.SwapGate())
+    for a, b in [(0, 5), (1, 4), (2, 3), (0, 1)]:
+        c.add(sw, (a, b), "swap", check_unitary=False)
+    psi = random_state(6, 4)
+    phys = PhysicalState(psi.copy(), gemm.resolve_device("cpu"))
+    data = phys.data
+    run_stages(phys, plan_stages(c, 2), block_bytes=16 << 3)
+    assert phys.data is data and np.array_equal(data, psi)  # relabels only: no pass
+    phys.canonicalize()
+    np.testing.assert_array_equal(phys.data, gate_at_a_time(c, psi))
