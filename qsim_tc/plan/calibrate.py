@@ -2,7 +2,7 @@
 in the user's cache, and find the table to use on a device.
 
 Procedure (:func:`calibrate`): for each method of the precisions asked (every registered method of
-the class, :func:`qsim_tc.plan.select.qualifying_methods`), the per-gate overhead is timed on a
+the class that auto chooses from, :func:`qsim_tc.plan.select.auto_candidates`), the per-gate overhead is timed on a
 6-qubit state; then, for gate widths in turn (d = 1, 2, ... for the native methods, d = max, max - 1, ...
 for the emulated ones: :func:`_width_order`), a Haar-random d-qubit gate is applied
 through the engine (``StateVector.apply``, so small-gate kernels, rotations and permutations are
@@ -40,7 +40,7 @@ from qsim_tc import memory
 from qsim_tc.engine.apply import MAX_BATCHES, MIN_BATCHED_L
 from qsim_tc.errors import InsufficientMemoryError
 from qsim_tc.plan.costs import PLACEMENTS, CostRow, CostTable, CostTableError, shipped_names, shipped_table
-from qsim_tc.plan.select import check_precision, qualifying_methods
+from qsim_tc.plan.select import auto_candidates, check_precision, qualifying_methods
 from qsim_tc.state import StateVector
 
 DEFAULT_QUBITS = {"cpu": 20, "gpu": 28}
@@ -190,7 +190,7 @@ def _may_calibrate(dev, calibrate_missing) -> bool:
 
 
 def _covers(table: CostTable, precision: str) -> bool:
-    return any(table.row(m) is not None for m in qualifying_methods(precision))
+    return any(table.row(m) is not None for m in auto_candidates(precision))
 
 
 def merge(old: CostTable, new: CostTable) -> CostTable:
@@ -239,10 +239,10 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
         raise ValueError(f"placements must be some of {', '.join(PLACEMENTS)}, got {list(placements)}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
-    by_precision = [(p, qualifying_methods(p)) for p in map(check_precision, precisions)]
-    if methods is not None:
+    by_precision = [(p, auto_candidates(p)) for p in map(check_precision, precisions)]
+    if methods is not None:  # any method of the class when named, auto's candidates or not
         wanted = list(methods)
-        by_precision = [(p, [m for m in ms if m in wanted]) for p, ms in by_precision]
+        by_precision = [(p, [m for m in qualifying_methods(p) if m in wanted]) for p, _ in by_precision]
         unknown = sorted(set(wanted) - {m for _, ms in by_precision for m in ms})
         if unknown:
             raise ValueError(f"methods {unknown} are not of precision {', '.join(precisions)}")

@@ -5,8 +5,10 @@ For a precision the user names, the candidates are the registered methods whose 
 ZGEMM and its small-gate kernels, native3m, the INT8 Ozaki methods), ``"single"`` -> ``fp32``
 (native CGEMM, the error-corrected TF32/FP16 methods). The uncorrected ``tf32`` / ``fp16``
 classes never qualify, nor does Markidis (``fp32-tc``: its sums truncate), nor the double-double
-reference (``dd``: a reference, not a backend). Every candidate keeps the same state dtype, so the engine switches method from
-block to block without converting the state.
+reference (``dd``: a reference, not a backend), nor a fixed variant whose chooser is registered
+(:data:`CHOSEN_BY`: tf32tf32 and halfhalf under tc-auto, int8 under int8-auto). Every candidate
+keeps the same state dtype, so the engine switches method from block to block without converting
+the state.
 
 Per block, the placement the engine will take (:func:`qsim_tc.engine.apply.plan_targets` on the
 state's current layout) and the width d select a cost per candidate; the cheapest wins, ties go
@@ -63,6 +65,21 @@ def qualifying_methods(precision: str) -> list[str]:
     return out
 
 
+# A fixed-parameter variant is no candidate of backend="auto" where the method that chooses
+# among such variants from the data is registered: tc-auto picks tf32tf32 or halfhalf per block
+# by the data's range (auto taking halfhalf itself on brickwork(28, 10, 4) had its guard redo
+# blocks with tf32tf32: 2.8x tc-auto's time on an H100), and int8-auto picks the slice count that
+# FP64 accuracy needs (int8's fixed 7 slices gave 4e-13, a hundred times ZGEMM's error).
+CHOSEN_BY = {"halfhalf": "tc-auto", "tf32tf32": "tc-auto", "int8": "int8-auto"}
+
+
+def auto_candidates(precision: str) -> list[str]:
+    """The methods ``backend="auto"`` chooses from (and calibration measures) for ``precision``:
+    :func:`qualifying_methods` without the variants a registered chooser covers (:data:`CHOSEN_BY`)."""
+    names = qualifying_methods(precision)
+    return [n for n in names if CHOSEN_BY.get(n) not in names]
+
+
 def needs_guard(method) -> bool:
     """Whether a block of ``method`` needs the accuracy guard: its products are not computed in
     the state's own arithmetic (``direct_small_gates`` is the method's declaration that they are),
@@ -95,7 +112,7 @@ class Selector:
     Args:
         table: the device's :class:`~qsim_tc.plan.costs.CostTable`.
         precision: ``"double"`` or ``"single"``.
-        candidates: the methods allowed (default :func:`qualifying_methods`); each must be of
+        candidates: the methods allowed (default :func:`auto_candidates`); each must be of
             ``precision``'s class.
 
     Raises:
@@ -106,7 +123,7 @@ class Selector:
     def __init__(self, table: CostTable, precision: str = "double", candidates=None):
         self.precision = check_precision(precision)
         cls = PRECISION_CLASSES[precision]
-        names = qualifying_methods(precision) if candidates is None else list(candidates)
+        names = auto_candidates(precision) if candidates is None else list(candidates)
         for name in names:
             m = gemm.get_method(name)
             if m.precision != cls:

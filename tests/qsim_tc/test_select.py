@@ -61,13 +61,13 @@ def test_native_stays_within_the_switch_margin():
 
 
 def test_exclusion_falls_back_to_the_next_method():
-    t = _table([("native", C128, {6: 10.0}, "any"), ("int8", C128, {6: 2.0}, "any"),
+    t = _table([("native", C128, {6: 10.0}, "any"), ("native3m", C128, {6: 2.0}, "any"),
                 ("int8-auto", C128, {6: 1.0}, "any")])
     sel = Selector(t, "double")
     assert sel.choose(6, 10).method == "int8-auto"
-    assert sel.choose(6, 10, without=("int8-auto",)).method == "int8"
+    assert sel.choose(6, 10, without=("int8-auto",)).method == "native3m"
     sel.exclude("int8-auto", "guard fired")
-    sel.exclude("int8", "guard fired")
+    sel.exclude("native3m", "guard fired")
     ch = sel.choose(6, 10)
     assert ch.method == "native" and ch.reason == "the only candidate left"
 
@@ -131,9 +131,21 @@ def test_auto_equals_native_on_the_cpu():
     assert np.abs(single.state.to_numpy() - native.state.to_numpy()).max() < 1e-5
 
 
-def test_guard_redoes_a_block_with_the_next_method():
-    """A table that makes halfhalf the fastest; a state whose amplitudes are far below FP16's range
-    after scaling makes its guard fire, and the block is redone from its kept input."""
+def test_fixed_variants_are_no_auto_candidates_beside_their_chooser():
+    from qsim_tc.plan.select import auto_candidates
+
+    single, double = auto_candidates("single"), auto_candidates("double")
+    assert "tc-auto" in single and not {"halfhalf", "tf32tf32"} & set(single)
+    assert "int8-auto" in double and "int8" not in double and "native" in double
+    t = _table([("native32", C64, {1: 10.0}, "any"), ("halfhalf", C64, {1: 1.0}, "any")])
+    assert Selector(t, "single").candidates == ["native32"]
+
+
+def test_guard_redoes_a_block_with_the_next_method(monkeypatch):
+    """A table that makes halfhalf the fastest (made a candidate for the test); a state whose
+    amplitudes are far below FP16's range after scaling makes its guard fire, and the block is
+    redone from its kept input."""
+    monkeypatch.setattr("qsim_tc.plan.select.CHOSEN_BY", {})
     t = _table([("native32", C64, {1: 10.0}, "any"), ("halfhalf", C64, {1: 1.0}, "any")])
     n = 8
     amps = np.full(1 << n, 1e-30, dtype=np.complex128)
