@@ -1,10 +1,11 @@
 """Per-device calibration: measure the cost rows that ``backend="auto"`` and fusion read, store them
 in the user's cache, and find the table to use on a device.
 
-Procedure (:func:`calibrate`): for each method of the precisions asked (every registered method of
-the class that auto chooses from, :func:`qsim_tc.plan.select.auto_candidates`), the per-gate overhead is timed on a
-6-qubit state; then, for gate widths in turn (d = 1, 2, ... for the native methods, d = max, max - 1, ...
-for the emulated ones: :func:`_width_order`), a Haar-random d-qubit gate is applied
+Procedure (:func:`calibrate`): for each method of the precisions asked (the methods auto chooses
+from, :func:`qsim_tc.plan.select.auto_candidates`), the per-gate overhead is timed on a 6-qubit
+state; then, the native methods first (all their widths) and the emulated ones after, for gate
+widths in turn (:func:`_width_order`: d = 1, 2 and every other width for the native methods,
+d = 10 and then down from the widest for the emulated ones), a Haar-random d-qubit gate is applied
 through the engine (``StateVector.apply``, so small-gate kernels, rotations and permutations are
 what a run gets) at each placement: targets at the bottom, in the middle (where the engine takes
 the batched product), at the top, and on random qubits. The state is put back in logical order
@@ -282,10 +283,16 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
         state = StateVector(n, dtype=dtype, device=dev)
         unitaries = {}
         orders = {m: _width_order(gemm.get_method(m), max_d) for m in names}
-        for step in range(max_d):
-            live = [m for m in names if spent[m] < share and m not in skipped]
+        # the methods in the state's own arithmetic first, all their widths, then the emulated
+        # ones: an emulated method's first width can take seconds a gate (int8-auto at d = 10:
+        # 5.8 s on an H100), and measured in turn with the others it left native and native3m
+        # no time for d = 10, whose extrapolated cost made auto pick int8-crt at 4x the time
+        native_first = [[m for m in names if gemm.get_method(m).direct_small_gates],
+                        [m for m in names if not gemm.get_method(m).direct_small_gates]]
+        for group, step in ((g, st) for g in native_first for st in range(max_d)):
+            live = [m for m in group if spent[m] < share and m not in skipped]
             if not live or time.perf_counter() >= deadline:
-                break
+                continue
             for m in live:
                 d = orders[m][step]
                 if d not in unitaries:
