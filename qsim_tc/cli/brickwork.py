@@ -30,6 +30,7 @@ from qsim_tc.cli.common import (
     print_stages,
     write_json,
 )
+from qsim_tc.cli.distributed import launched_ranks, run_ranks
 from qsim_tc.environment import environment
 
 
@@ -77,6 +78,10 @@ def run(args) -> int:
                          "or --mirror")
     check_outputs(args)
     circ = brickwork(args.qubits, args.gate_qubits, args.depth, args.seed, periodic=args.periodic)
+    if launched_ranks() > 1:
+        if compare or args.explain:
+            raise ValueError("under mpiexec, brickwork runs one backend (no --reference, --mirror or --explain)")
+        return run_ranks(args, circ, backends[0], "brickwork")
     if compare:
         return _compare(args, circ, backends)
     return _single(args, circ, backends[0])

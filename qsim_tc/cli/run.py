@@ -30,6 +30,7 @@ from qsim_tc.cli.common import (
     print_stages,
     write_json,
 )
+from qsim_tc.cli.distributed import launched_ranks, run_ranks
 from qsim_tc.environment import environment
 from qsim_tc.reference import simulate_dd
 
@@ -122,6 +123,10 @@ def run(args) -> int:
     precision = precision_option(args, args.backend)
     check_outputs(args, plot=False)
     circ = _load(args.file, params)
+    if launched_ranks() > 1:
+        if args.shots or args.reference:
+            raise ValueError("under mpiexec, run simulates the circuit only (no --shots or --reference yet)")
+        return run_ranks(args, circ, args.backend, args.file)
     options = backend_options(args, methods[0]) if methods else {}
     sim = Simulator(args.backend, device=args.device, precision=precision, fuse=fuse_option(args),
                     plan=plan_option(args), workspace_bytes=args.max_workspace, **options)

@@ -1,0 +1,106 @@
+"""A circuit on a :class:`~qsim_tc.distributed.state.DistributedState`: the stage planner decides
+which qubits are local per stage, swaps bring them in, and each stage's gates run on every rank's
+slice as an ordinary L-qubit circuit (any backend, fusion, stages or GPU engine of this package).
+
+The plan is :func:`qsim_tc.plan.stages.plan_stages` with L = N - g local qubits: its swaps are the
+global-local index-bit swaps (pairwise exchanges of half a slice), and every gate of a stage needs
+only local qubits for what it mixes. A gate's fixed (global) bits are read from the rank: a global
+control enables or skips the gate on the whole slice; a diagonal's global bits select a slice of
+its diagonal (a phase on the whole slice when none of its bits is local).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from circuits import Circuit, Gate
+from qsim_tc.distributed.state import DistributedState
+from qsim_tc.plan.stages import RELABEL, plan_stages
+from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify
+
+
+def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cpu", dtype=None,
+                    **simulator_options) -> DistributedState:
+    """Simulate ``circuit`` from |0...0> over the ranks of ``comm`` (collective).
+
+    Args:
+        circuit: the circuit (every rank passes the same one).
+        comm: an mpi4py communicator of 2^g ranks, 2^g < 2^N.
+        backend, device, simulator_options: the Simulator each rank runs its stages with.
+        dtype: the state dtype (default: the Simulator's).
+
+    Returns:
+        This rank's DistributedState (its ``phys`` the final layout; ``swaps`` and
+        ``bytes_sent`` count the exchanges).
+    """
+    from qsim_tc import Simulator, StateVector  # noqa: PLC0415 - the package imports this module lazily
+
+    if not isinstance(circuit, Circuit):
+        raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+    sim = Simulator(backend, device=device, **simulator_options)
+    state = DistributedState(comm, circuit.n_qubits, dtype=dtype or sim.dtype)
+    big_l = state.local_qubits
+    structures = [classify(g.matrix) for g in circuit.gates]
+    for g, st in zip(circuit.gates, structures):
+        relabel = st.qubit_swap is not None and st.n_bits == 2  # a SWAP renames, it mixes nothing
+        mixes = 0 if st.kind == DIAGONAL or relabel else len(st.targets)
+        if mixes > big_l:
+            raise ValueError(f"gate {g.name!r} on qubits {g.qubits} mixes {mixes} qubits, but each of the "
+                             f"{comm.Get_size()} ranks holds {big_l} local qubits of {circuit.n_qubits}: "
+                             f"use fewer ranks")
+    plan = plan_stages(circuit, big_l, structures=structures)
+    for stage in plan.stages:
+        for p, g in stage.swaps:
+            state.swap(p, g)
+        local = Circuit(big_l)
+        scale = 1.0 + 0.0j
+        for op in stage.ops:
+            if op.kind == RELABEL:
+                state.relabel(*op.positions)
+                continue
+            gate, factor = _local_gate(op, state)
+            scale *= factor
+            if gate is not None:
+                local.append(gate)
+        if len(local):
+            start = StateVector.from_array(state.data, device=device)
+            state.data = np.asarray(_host(sim.run(local, initial_state=start).state.data()))
+        if scale != 1.0:
+            state.data *= state.data.dtype.type(scale)
+    if circuit.global_phase:
+        state.data *= state.data.dtype.type(np.exp(1j * circuit.global_phase))
+    return state
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else a
+
+
+def _local_gate(op, state: DistributedState):
+    """(the op as a gate on local bits or None, a phase factor for the whole slice)."""
+    s = op.structure
+    big_l = state.local_qubits
+    pos = list(op.positions)
+    if op.kind == DIAGONAL:
+        local = [j for j, p in enumerate(pos) if p < big_l]
+        fixed = sum(state.rank_bit(p) << j for j, p in enumerate(pos) if p >= big_l)
+        idx = [fixed | sum(((v >> m) & 1) << j for m, j in enumerate(local)) for v in range(1 << len(local))]
+        diag = np.asarray(s.diagonal)[idx]
+        if not local:
+            return None, complex(diag[0])
+        return Gate(np.diag(diag), tuple(pos[j] for j in local), "diag", check_unitary=False), 1.0
+    if op.kind == CONTROLLED:
+        controls = [b for b in s.controls]
+        if any(pos[b] >= big_l and not state.rank_bit(pos[b]) for b in controls):
+            return None, 1.0  # a fixed control is 0 on this rank
+        keep = [b for b in controls if pos[b] < big_l]
+        bits = keep + list(s.targets)
+        d = len(bits)
+        m = np.eye(1 << d, dtype=np.complex128)
+        on = [i for i in range(1 << d) if all((i >> c) & 1 for c in range(len(keep)))]
+        sub = [i >> len(keep) for i in on]
+        m[np.ix_(on, on)] = np.asarray(s.target_matrix)[np.ix_(sub, sub)]
+        return Gate(m, tuple(pos[b] for b in bits), "cu", check_unitary=False), 1.0
+    if any(p >= big_l for p in pos):
+        raise AssertionError("the planner put a dense gate on a global qubit")
+    return Gate(np.asarray(s.target_matrix), tuple(pos), "u", check_unitary=False), 1.0
