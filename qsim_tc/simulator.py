@@ -237,15 +237,7 @@ class Simulator:
                                     self.dtype, self.device, self.method, d_max, self.options,
                                     workspace_bytes=self.workspace_bytes)
         t0 = time.perf_counter() - fuse_s  # the run's wall time includes the fusion
-        if initial_state is not None:
-            if initial_state.n_qubits != n:
-                raise ValueError(f"initial_state has {initial_state.n_qubits} qubits, the circuit {n}")
-            if initial_state.dtype != self.dtype:
-                raise ValueError(f"initial_state is {initial_state.dtype}; this simulator keeps {self.dtype} states "
-                                 f"(backend {self.backend!r}, precision {self.precision!r})")
-            state = initial_state.copy()
-        else:
-            state = StateVector(n, dtype=self.dtype, device=self.device, workspace_bytes=self.workspace_bytes)
+        state = self._start_state(n, initial_state)
         stats = []
         blocks = []
         total = len(circuit)
@@ -275,6 +267,17 @@ class Simulator:
         if selector is not None:
             meta.update(self._auto_metadata(selector, stats, blocks))
         return Result(state, stats, self.backend, self.device.name, wall, meta)
+
+    def _start_state(self, n: int, initial_state: StateVector | None) -> StateVector:
+        """A copy of ``initial_state`` (checked against the circuit and this simulator) or |0...0>."""
+        if initial_state is None:
+            return StateVector(n, dtype=self.dtype, device=self.device, workspace_bytes=self.workspace_bytes)
+        if initial_state.n_qubits != n:
+            raise ValueError(f"initial_state has {initial_state.n_qubits} qubits, the circuit {n}")
+        if initial_state.dtype != self.dtype:
+            raise ValueError(f"initial_state is {initial_state.dtype}; this simulator keeps {self.dtype} states "
+                             f"(backend {self.backend!r}, precision {self.precision!r})")
+        return initial_state.copy()
 
     # --- stages -------------------------------------------------------------------------------
 
@@ -329,15 +332,7 @@ class Simulator:
         decision = self.stage_decision
         n = circuit.n_qubits
         memory.check_fits(f"simulating {n} qubits as stages", memory.state_bytes(n, self.dtype), self.device)
-        if initial_state is not None:
-            if initial_state.n_qubits != n:
-                raise ValueError(f"initial_state has {initial_state.n_qubits} qubits, the circuit {n}")
-            if initial_state.dtype != self.dtype:
-                raise ValueError(f"initial_state is {initial_state.dtype}; this simulator keeps {self.dtype} states "
-                                 f"(backend {self.backend!r}, precision {self.precision!r})")
-            state = initial_state.copy()
-        else:
-            state = StateVector(n, dtype=self.dtype, device=self.device, workspace_bytes=self.workspace_bytes)
+        state = self._start_state(n, initial_state)
         plan = decision.plan
         if self.device.is_gpu:
             from qsim_tc.engine.stages_gpu import run_plan  # noqa: PLC0415

@@ -16,7 +16,7 @@ import numpy as np
 from circuits import Circuit, Gate
 from qsim_tc.distributed.state import DistributedState
 from qsim_tc.plan.stages import RELABEL, plan_stages
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify
+from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
 
 
 def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cpu", dtype=None,
@@ -93,14 +93,8 @@ def _local_gate(op, state: DistributedState):
         controls = [b for b in s.controls]
         if any(pos[b] >= big_l and not state.rank_bit(pos[b]) for b in controls):
             return None, 1.0  # a fixed control is 0 on this rank
-        keep = [b for b in controls if pos[b] < big_l]
-        bits = keep + list(s.targets)
-        d = len(bits)
-        m = np.eye(1 << d, dtype=np.complex128)
-        on = [i for i in range(1 << d) if all((i >> c) & 1 for c in range(len(keep)))]
-        sub = [i >> len(keep) for i in on]
-        m[np.ix_(on, on)] = np.asarray(s.target_matrix)[np.ix_(sub, sub)]
-        return Gate(m, tuple(pos[b] for b in bits), "cu", check_unitary=False), 1.0
+        bits = [b for b in controls if pos[b] < big_l] + list(s.targets)
+        return Gate(controlled_matrix(s, bits), tuple(pos[b] for b in bits), "cu", check_unitary=False), 1.0
     if any(p >= big_l for p in pos):
         raise AssertionError("the planner put a dense gate on a global qubit")
     return Gate(np.asarray(s.target_matrix), tuple(pos), "u", check_unitary=False), 1.0

@@ -44,7 +44,7 @@ import numpy as np
 from circuits import Circuit, Gate
 from circuits.fusion import fuse
 from qsim_tc.plan.stages import RELABEL, StagePlan
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
+from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, controlled_matrix
 
 MAX_DENSE = 5  # the widest dense op: 2^5 amplitudes a thread
 MAX_GROUPS = 8  # phase groups per op (the kernel keeps a block's group tables in shared memory)
@@ -279,12 +279,7 @@ def _full_matrix(s) -> np.ndarray:
     """The 2^d matrix of a gate structure in its own bit order (controlled gates rebuilt)."""
     if s.kind != CONTROLLED:
         return np.asarray(s.target_matrix, dtype=np.complex128)
-    d = s.n_bits
-    full = np.eye(1 << d, dtype=np.complex128)
-    on = [i for i in range(1 << d) if all(i >> c & 1 for c in s.controls)]
-    sub = [sum((i >> t & 1) << m for m, t in enumerate(s.targets)) for i in on]
-    full[np.ix_(on, on)] = np.asarray(s.target_matrix)[np.ix_(sub, sub)]
-    return full
+    return controlled_matrix(s, range(s.n_bits))
 
 
 def _record(kind: int, *, k: int = 0, cmask: int = 0, data: int = 0, count: int = 0, targets=()) -> list[int]:

@@ -133,3 +133,28 @@ def _qubit_swap(perm: np.ndarray, phases: np.ndarray, d: int) -> tuple[int, int]
             if (perm == swapped).all():
                 return (a, b)
     return None
+
+
+def controlled_matrix(s: GateStructure, bits) -> np.ndarray:
+    """A controlled gate's matrix on ``bits`` (its matrix bits: every target and some controls),
+    the controls left out taken as 1; bit i of the result's index is ``bits[i]``.
+
+    With ``bits = range(n_bits)`` this is the gate's full matrix; with fewer controls it is the gate
+    as seen where the omitted controls are known to be 1 (a fixed bit of a chunk or of a rank).
+
+    Raises:
+        ValueError: ``s`` is not controlled, or ``bits`` misses a target or names a bit twice.
+    """
+    bits = [int(b) for b in bits]
+    if s.kind != CONTROLLED:
+        raise ValueError(f"controlled_matrix needs a controlled gate, got {s.kind!r}")
+    if len(set(bits)) != len(bits) or not set(s.targets) <= set(bits) or not set(bits) <= set(range(s.n_bits)):
+        raise ValueError(f"bits must hold every target {list(s.targets)} once, and only the gate's bits; got {bits}")
+    d = len(bits)
+    ctl = [i for i, b in enumerate(bits) if b in s.controls]
+    tgt = [bits.index(t) for t in s.targets]
+    out = np.eye(1 << d, dtype=np.complex128)
+    on = [i for i in range(1 << d) if all((i >> c) & 1 for c in ctl)]
+    sub = [sum(((i >> p) & 1) << m for m, p in enumerate(tgt)) for i in on]
+    out[np.ix_(on, on)] = np.asarray(s.target_matrix)[np.ix_(sub, sub)]
+    return out

@@ -119,3 +119,22 @@ def test_bad_shape_is_rejected():
         classify(np.eye(3))
     with pytest.raises(ValueError, match="matrix must be"):
         classify(np.ones((1, 1)))
+
+
+def test_controlled_matrix_rebuilds_the_gate_and_drops_known_controls():
+    import pytest
+
+    from qsim_tc.plan.structure import classify, controlled_matrix
+
+    x = np.array([[0, 1], [1, 0]], dtype=complex)
+    ccx = np.eye(8, dtype=complex)
+    ccx[6:, 6:] = x  # controls on matrix bits 1 and 2, target bit 0
+    s = classify(ccx)
+    assert s.kind == "controlled"
+    np.testing.assert_array_equal(controlled_matrix(s, range(3)), ccx)
+    cx = np.eye(4, dtype=complex)
+    cx[np.ix_([2, 3], [2, 3])] = x  # bit 0 the target, bit 1 the control kept
+    np.testing.assert_array_equal(controlled_matrix(s, [0, 2]), cx)
+    np.testing.assert_array_equal(controlled_matrix(s, [0]), x)
+    with pytest.raises(ValueError, match="every target"):
+        controlled_matrix(s, [1, 2])
