@@ -106,8 +106,8 @@ class Simulator:
             the circuit as stages (:mod:`qsim_tc.plan.stages`: many gates per pass over the
             state) where that is expected faster (:mod:`qsim_tc.plan.stage_choice`): on a GPU in
             the stage kernel when every gate fits it and the device's costs predict it faster;
-            on a CPU in the compiled stage executor when every gate mixes at most 3 (complex128)
-            or 4 (complex64) qubits and two states fit in memory; not with an int ``fuse`` (a
+            on a CPU in the compiled stage executor when every gate mixes at most 4 qubits and
+            two states fit in memory; not with an int ``fuse`` (a
             setting of the gate-by-gate path); ``"always"``:
             as stages whenever every gate fits (for comparisons); None: gate by gate (with
             ``fuse``), as before.

@@ -32,7 +32,7 @@ from qsim_tc.plan.stages import RELABEL, Stage, StagePlan
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
 
 DEFAULT_BLOCK_BYTES = 4 << 20  # the chunk (2^B amplitudes): measured best of 1-16 MiB at 24 qubits on 2 cores
-_MAX_ACC = 1024  # the run a wide dense gate accumulates at once (kernels._dense_any)
+_MAX_ACC = 1024  # a wide dense gate accumulates two output runs of _MAX_ACC / 2 at once (kernels._dense_any)
 _MAX_RUN_BITS = 12  # the load reads runs of at most 2^12 contiguous amplitudes (its scatter table in L1)
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 
@@ -154,7 +154,8 @@ class _Placement:
 
 
 class _Scratch:
-    """One thread's chunk (split real and imaginary halves) and wide-gate accumulators."""
+    """One thread's chunk (split real and imaginary halves), wide-gate accumulators (two output
+    runs) and the wide gates' copy of their input runs (``xs``, grown to the stage's widest)."""
 
     def __init__(self, nbits: int, real):
         size = 1 << nbits
@@ -163,8 +164,13 @@ class _Scratch:
         acc = min(size, _MAX_ACC)
         self.acc_re = np.empty(acc, real)
         self.acc_im = np.empty(acc, real)
-        self.out_re = np.empty(size, real)
-        self.out_im = np.empty(size, real)
+        self.xs = np.empty(1, real)
+
+    def reserve(self, dim: int) -> None:
+        """Make ``xs`` hold the input runs of a dense gate of dimension ``dim``."""
+        need = 2 * dim * (self.acc_re.size // 2 + kernels.XS_PAD)
+        if self.xs.size < need:
+            self.xs = np.empty(need, self.xs.dtype)
 
 
 class _Ops:
@@ -283,12 +289,17 @@ def _run_stage(phys: PhysicalState, geo: _Placement, ops: _Ops, scratch: list[_S
     x_src, x_dst = src.view(real), dst.view(real)
     n_chunks = 1 << (n - nbits)
 
+    wide = ops.table[(ops.table[:, kernels.K_KIND] == kernels.DENSE_OP) & (ops.table[:, kernels.K_DIM] > 4)]
+    if wide.size:
+        for sc in scratch:
+            sc.reserve(int(wide[:, kernels.K_DIM].max()))
+
     def work(t: int) -> None:
         sc = scratch[t]
         c0, c1 = t * n_chunks // len(scratch), (t + 1) * n_chunks // len(scratch)
         kernels.run_chunks(x_src, x_dst, c0, c1, nbits, geo.lanes, high_src, run_bits, src_tab, dst_tab, scatter,
                            ops.table, ops.offs, ops.fixed, ops.highs, ops.m_re, ops.m_im, ops.skip, sc.re, sc.im,
-                           sc.acc_re, sc.acc_im, sc.out_re, sc.out_im)
+                           sc.acc_re, sc.acc_im, sc.xs)
 
     if pool is None:
         work(0)

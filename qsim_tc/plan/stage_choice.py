@@ -27,11 +27,12 @@ from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify
 
 LOCAL_QUBITS = 12  # 2^12 amplitudes a block: 64 KiB of complex128 in shared memory
 # CPU: L by dtype (the executor's 4 MiB chunks keep 6 lane bits below them), and the widest gate
-# its kernels run faster than the gate-at-a-time path. Measured at 24 qubits on 2 cores, fuse="auto"
-# against stages: QuantumVolume 5.31 / 1.72 s (complex64), 7.58 / 2.95 s (complex128);
-# brickwork(24, 4, 10) 1.77 / 1.68 s (complex64) but 2.87 / 2.99 s (complex128)
+# its kernels were measured faster than the gate-at-a-time path on. At 24 qubits on 2 cores,
+# fuse="auto" against stages: QuantumVolume 5.31 / 1.72 s (complex64), 7.58 / 2.95 s (complex128);
+# brickwork(24, 4, 10) 1.77 / 1.68 s (complex64) and, since the wide-gate kernel copies its input
+# runs to a padded block, 2.81 / 2.15 s (complex128; 2.87 / 2.99 s before)
 CPU_LOCAL_QUBITS = {8: 13, 16: 12}
-CPU_MAX_WIDTH = {8: 4, 16: 3}
+CPU_MAX_WIDTH = {8: 4, 16: 4}
 KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
 OP_PASSES = {1: 0.24, 2: 0.24, 3: 0.28, 4: 0.4, "phase": 0.28}  # dense ops by width, and phase ops
 PRE_PHASE_PASSES = 0.14

@@ -119,3 +119,36 @@ def test_a_stage_of_swaps_only_moves_nothing():
     assert phys.data is data and np.array_equal(data, psi)  # relabels only: no pass
     phys.canonicalize()
     np.testing.assert_array_equal(phys.data, gate_at_a_time(c, psi))
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize(("n", "local", "block_bits"), [(13, 8, 12), (13, 13, 13), (14, 12, 13), (14, 13, 14)])
+def test_wide_gates(dtype, n, local, block_bits):
+    """3-5 target qubits, plain and controlled (controls in lanes, local and above the chunk),
+    with runs from 2^W up to 2^11 amplitudes: shorter and longer than the wide kernel's step."""
+    from circuits import haar_unitary
+    from qsim_tc.plan.structure import CONTROLLED, classify
+
+    rng = np.random.default_rng(block_bits)
+
+    def controlled(u):
+        m = np.eye(2 * len(u), dtype=complex)
+        m[len(u):, len(u):] = u
+        assert classify(m).kind == CONTROLLED
+        return m
+
+    c = Circuit(n)
+    top = list(range(n - 4, n))  # the top chunk bits while the layout is still the initial one
+    for qubits in ([top[3], top[1], top[2]], top[1:], top, top[::-1]):
+        c.add(haar_unitary(1 << len(qubits), rng), tuple(qubits), f"haar{len(qubits)}")
+    c.add(controlled(haar_unitary(8, rng)), (top[2], top[1], top[3], top[0]), "c-haar3")
+    for i in range(30):
+        width = 3 + i % 3
+        u = haar_unitary(1 << width, rng)
+        if i % 2:
+            c.add(controlled(u), tuple(int(q) for q in rng.choice(n, width + 1, replace=False)), f"c-haar{width}")
+        else:
+            c.add(u, tuple(int(q) for q in rng.choice(n, width, replace=False)), f"haar{width}")
+    psi = random_state(n, block_bits, dtype)
+    out = _run(c, psi, local, 1 << block_bits)
+    np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=TOL[dtype])
