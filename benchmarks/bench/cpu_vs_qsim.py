@@ -5,7 +5,8 @@ as ``benchmarks.bench.auto.build`` builds them, at --qubits (default 24):
 
   staged      ``run_stages`` on a complex64 (native32) and a complex128 (native) state, the plan
               made with L = --local (default: per dtype, see LOCAL) and chunks of --block-bytes
-  gate        ``Simulator(backend, device="cpu")`` (fuse=None: one gate at a time), native32
+  gate        ``Simulator(backend, device="cpu", fuse="auto", plan=None)`` (gate by gate, fused as the
+              cost table says), native32
               and native (--gate-repeats runs, 0 skips them)
   qsim        qsimcirq (complex64, --threads threads, max_fused_gate_size 2 and 4), when it
               imports (``pip install ".[bench]"``)
@@ -130,7 +131,7 @@ def timing(args) -> list[dict]:
             return go, info
 
         def gate(backend, c=c):
-            sim = Simulator(backend, device="cpu")  # fuse=None: one gate at a time
+            sim = Simulator(backend, device="cpu", fuse="auto", plan=None)  # gate by gate, fused
 
             def go():
                 t0 = time.perf_counter()

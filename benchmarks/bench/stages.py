@@ -112,7 +112,7 @@ def timing(n: int, threads: int, block_bytes: int, chunk_bytes: int, repeats: in
 
         def simulator(backend, c=c):
             def go():
-                sim = Simulator(backend, device="cpu", fuse="auto")
+                sim = Simulator(backend, device="cpu", fuse="auto", plan=None)
                 t0 = time.perf_counter()
                 res = sim.run(c)
                 dt = time.perf_counter() - t0
