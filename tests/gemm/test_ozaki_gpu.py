@@ -130,14 +130,14 @@ def test_gpu_engine_int8_auto_against_dd(cp):
 
     circ = brickwork(20, 4, 10, seed=3)
     ref = simulate_dd(circ, device="gpu")
-    nat = compare(Simulator("native", device="gpu").run(circ).state, ref)
-    r0 = Simulator("int8-auto", device="gpu", threshold=0).run(circ)
+    nat = compare(Simulator("native", device="gpu", fuse=None, plan=None).run(circ).state, ref)
+    r0 = Simulator("int8-auto", device="gpu", threshold=0, fuse=None).run(circ)
     m0 = compare(r0.state, ref)
     print({k: (m0[k], nat[k]) for k in ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity", "norm_drift")})
     for key in ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity"):
         assert abs(m0[key]) <= 2 * abs(nat[key]), (key, m0[key], nat[key])
     assert abs(m0["norm_drift"]) <= 2 * abs(nat["norm_drift"]) + 2.0**-52
-    r1 = Simulator("int8-auto", device="gpu", threshold=1).run(circ)
+    r1 = Simulator("int8-auto", device="gpu", threshold=1, fuse=None).run(circ)
     s0 = [g.info.report.choices["splits"] for g in r0.stats]
     s1 = [g.info.report.choices["splits"] for g in r1.stats]
     assert sum(s1) < sum(s0)
