@@ -31,6 +31,7 @@ from benchmarks.common import parse_range, write_results
 from circuits import Circuit, brickwork
 from qsim_tc import Simulator
 from qsim_tc.engine.stages_cpu import DEFAULT_BLOCK_BYTES, run_stages
+from qsim_tc.plan.stage_choice import CPU_LOCAL_QUBITS
 from qsim_tc.plan.stages import cpu_local_qubits, plan_stages
 from qsim_tc.plan.structure import classify
 
@@ -101,7 +102,9 @@ def timing(n: int, threads: int, block_bytes: int, chunk_bytes: int, repeats: in
         def staged(dtype, c=c):
             def go():
                 t0 = time.perf_counter()
-                plan = plan_stages(c, cpu_local_qubits(dtype, chunk_bytes))
+                big_l = CPU_LOCAL_QUBITS[np.dtype(dtype).itemsize] if not chunk_bytes else cpu_local_qubits(dtype,
+                                                                                                            chunk_bytes)
+                plan = plan_stages(c, big_l)
                 t1 = time.perf_counter()
                 psi = np.zeros(1 << n, dtype=dtype)
                 psi[0] = 1
@@ -161,7 +164,9 @@ def main(argv=None) -> int:
     ap.add_argument("--qubits", type=int, default=24, help="width of the timing runs (0: skip)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--block-bytes", type=int, default=DEFAULT_BLOCK_BYTES)
-    ap.add_argument("--chunk-bytes", type=int, default=1 << 20, help="the cache budget that sets L on the CPU")
+    ap.add_argument("--chunk-bytes", type=int, default=0,
+                    help="the cache budget that sets L on the CPU (0: L as the Simulator takes it, "
+                         "qsim_tc.plan.stage_choice.CPU_LOCAL_QUBITS)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
