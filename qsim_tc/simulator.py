@@ -174,7 +174,7 @@ class Simulator:
         if self.fuse is None:
             return circuit
         if self.fuse == "auto":
-            cached = getattr(self, "_fusion_cache", None)
+            cached = self._fusion_cache
             if cached is not None and cached[0] is circuit:
                 choice = cached[1]
             else:

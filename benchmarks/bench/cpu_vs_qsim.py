@@ -35,14 +35,14 @@ from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from qsim_tc import Simulator
 from qsim_tc.engine.stages_cpu import DEFAULT_BLOCK_BYTES, run_stages
+from qsim_tc.plan.stage_choice import CPU_LOCAL_QUBITS
 from qsim_tc.plan.stages import plan_stages
 from qsim_tc.plan.structure import classify
 
 MODULE = "benchmarks.bench.cpu_vs_qsim"
 CIRCUITS = ("qft", "qv", "brickwork4")
-# L per dtype, measured on the 2-core EPYC (L = 11-14, chunks of 1-16 MiB): with the default 4 MiB chunks
-# (B = 19 bits complex64, 18 complex128) this leaves W = B - L = 6 lane bits, runs of >= 64 amplitudes
-LOCAL = {np.complex64: 13, np.complex128: 12}
+# L per dtype: the Simulator's (measured on the 2-core EPYC over L = 11-14 and chunks of 1-16 MiB)
+LOCAL = {np.complex64: CPU_LOCAL_QUBITS[8], np.complex128: CPU_LOCAL_QUBITS[16]}
 
 
 def to_cirq(c):

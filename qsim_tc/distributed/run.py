@@ -90,7 +90,7 @@ def _local_gate(op, state: DistributedState):
             return None, complex(diag[0])
         return Gate(np.diag(diag), tuple(pos[j] for j in local), "diag", check_unitary=False), 1.0
     if op.kind == CONTROLLED:
-        controls = [b for b in s.controls]
+        controls = list(s.controls)
         if any(pos[b] >= big_l and not state.rank_bit(pos[b]) for b in controls):
             return None, 1.0  # a fixed control is 0 on this rank
         bits = [b for b in controls if pos[b] < big_l] + list(s.targets)

@@ -164,7 +164,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     const int lo_n = 1 << min(SPLIT, L), hi_n = 1 << max(L - SPLIT, 0);
     unsigned long long* s_tab = reinterpret_cast<unsigned long long*>(s_mat + (1 << (2 * MAX_K)));
     // [MAX_GROUPS][lo_n + hi_n]
-    __shared__ int s_active[MAX_GROUPS], s_cond[MAX_GROUPS], s_nactive;
+    __shared__ int s_active[MAX_GROUPS], s_cond[MAX_GROUPS];
     __shared__ unsigned long long s_const[MAX_GROUPS];
 
     const long long b = blockIdx.x;
