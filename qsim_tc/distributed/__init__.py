@@ -2,6 +2,7 @@
 
 import contextlib
 import sys
+import time
 import traceback
 
 from qsim_tc.distributed.run import run_distributed
@@ -17,7 +18,10 @@ def abort_on_error(comm, code: int = 2):
     try:
         yield
     except BaseException:
-        traceback.print_exc()
+        # one write, then a moment for the launcher to forward it: the abort tears down every
+        # rank's pipes, and a traceback printed line by line arrived cut after its first line
+        sys.stderr.write(traceback.format_exc())
         sys.stderr.flush()
+        time.sleep(0.5)
         comm.Abort(code)
         raise
