@@ -57,9 +57,10 @@ def available_bytes(device) -> int:
 DOUBLE_BUFFER_FREE_FRACTION = 0.75
 
 
-def double_buffer_fits(n_qubits: int, dtype, device) -> bool:
-    """Whether a state-sized spare buffer fits comfortably beside a new state on ``device``."""
-    need = 2 * state_bytes(n_qubits, dtype) + default_workspace_bytes(n_qubits, dtype)
+def double_buffer_fits(n_qubits: int, dtype, device, *, allocated: bool = False) -> bool:
+    """Whether a state-sized spare buffer fits comfortably beside a new state on ``device`` (or
+    beside the state itself when it is ``allocated`` already)."""
+    need = (1 if allocated else 2) * state_bytes(n_qubits, dtype) + default_workspace_bytes(n_qubits, dtype)
     return need <= DOUBLE_BUFFER_FREE_FRACTION * available_bytes(device)
 
 
@@ -205,7 +206,7 @@ def max_qubits(available: int, dtype, method=None, d: int = 1, options: dict | N
 
 
 def check_state_fits(what: str, n_qubits: int, dtype, device, method=None, d: int = 1, options: dict | None = None, *,
-                     workspace_bytes: int | None = None, double_buffer: bool = False) -> None:
+                     workspace_bytes: int | None = None, double_buffer: bool = False, allocated: int = 0) -> None:
     """Raise InsufficientMemoryError before allocating when the state and its workspace do not fit.
 
     The message says how many bytes are needed and available, and the largest qubit count that
@@ -213,13 +214,14 @@ def check_state_fits(what: str, n_qubits: int, dtype, device, method=None, d: in
 
     Args:
         what: names the request in the message. device: a gemm.Device. method: the gemm.Method
-            of the run (None: the workspace bound only). d: its largest gate.
+            of the run (None: the workspace bound only). d: its largest gate. allocated: bytes
+            of it that are held already (a state that exists), not counted as new.
     """
     kw = dict(device=device.name, workspace_bytes=workspace_bytes, double_buffer=double_buffer)
-    needed = run_bytes(n_qubits, dtype, method, d, options, **kw)
+    needed = run_bytes(n_qubits, dtype, method, d, options, **kw) - allocated
     avail = available_bytes(device)
     if needed > avail:
-        fit = max_qubits(avail, dtype, method, d, options, **kw)
+        fit = max_qubits(avail + allocated, dtype, method, d, options, **kw)
         name = f"{method.name!r} ({np.dtype(dtype)})" if method is not None else str(np.dtype(dtype))
         hint = (f"at most {fit} qubits fit with {name} on the {device.name}" if fit
                 else f"no state fits with {name} on the {device.name}")

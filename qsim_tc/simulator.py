@@ -161,6 +161,7 @@ class Simulator:
         self._cost_table = cost_table
         self._fusion_cache = None  # (circuit, FusionChoice) priced by the stage decision
         self._stage_cache = None  # (circuit, its length, StageDecision) of the last decision
+        self._in_place = False  # the current run works on its initial_state itself
 
     @property
     def cost_table(self):
@@ -195,22 +196,30 @@ class Simulator:
         return self.method.state_dtype
 
     def run(self, circuit, initial_state: StateVector | None = None,
-            progress: Callable[[int, int], None] | bool | None = None) -> Result:
+            progress: Callable[[int, int], None] | bool | None = None, *, in_place: bool = False) -> Result:
         """Simulate ``circuit`` from |0...0> (or a copy of ``initial_state``).
 
         Args:
             circuit: a :class:`circuits.Circuit` or a ``qiskit.QuantumCircuit`` (converted with
                 :func:`circuits.from_qiskit`: parameters bound, no mid-circuit measurement).
-            initial_state: optional start state (same width; it is copied, not changed).
+            initial_state: optional start state (same width; it is copied, not changed, unless
+                ``in_place``).
             progress: called as ``progress(done, total)`` after each gate; ``True`` shows a
                 progress bar on stderr for runs longer than ~1.5 s (one line when stderr is not a
                 terminal).
+            in_place: run on ``initial_state`` itself (no copy; it becomes the result's state):
+                for states too large to hold twice.
 
         Raises:
             TypeError: ``circuit`` is neither. CircuitError: a Qiskit circuit that cannot be simulated.
             InsufficientMemoryError: before anything is allocated, if state + workspace do not fit.
         """
         circuit = as_circuit(circuit)
+        if not isinstance(in_place, bool):
+            raise TypeError(f"in_place must be True or False, got {type(in_place).__name__}")
+        if in_place and initial_state is None:
+            raise ValueError("in_place=True needs an initial_state to run on")
+        self._in_place = in_place
         if progress is True:
             progress = Progress(f"{self.backend}")
         elif progress is False:
@@ -235,7 +244,7 @@ class Simulator:
         else:
             memory.check_state_fits(f"simulating {n} qubits with {self.backend!r} (gates up to {d_max} qubits)", n,
                                     self.dtype, self.device, self.method, d_max, self.options,
-                                    workspace_bytes=self.workspace_bytes)
+                                    workspace_bytes=self.workspace_bytes, allocated=self._held_bytes(n))
         t0 = time.perf_counter() - fuse_s  # the run's wall time includes the fusion
         state = self._start_state(n, initial_state)
         stats = []
@@ -269,7 +278,8 @@ class Simulator:
         return Result(state, stats, self.backend, self.device.name, wall, meta)
 
     def _start_state(self, n: int, initial_state: StateVector | None) -> StateVector:
-        """A copy of ``initial_state`` (checked against the circuit and this simulator) or |0...0>."""
+        """A copy of ``initial_state`` (checked against the circuit and this simulator; the state
+        itself with ``in_place``) or |0...0>."""
         if initial_state is None:
             return StateVector(n, dtype=self.dtype, device=self.device, workspace_bytes=self.workspace_bytes)
         if initial_state.n_qubits != n:
@@ -277,7 +287,11 @@ class Simulator:
         if initial_state.dtype != self.dtype:
             raise ValueError(f"initial_state is {initial_state.dtype}; this simulator keeps {self.dtype} states "
                              f"(backend {self.backend!r}, precision {self.precision!r})")
-        return initial_state.copy()
+        return initial_state if self._in_place else initial_state.copy()
+
+    def _held_bytes(self, n: int) -> int:
+        """The bytes of the run's state that exist already (an ``in_place`` start state)."""
+        return memory.state_bytes(n, self.dtype) if self._in_place else 0
 
     # --- stages -------------------------------------------------------------------------------
 
@@ -331,7 +345,8 @@ class Simulator:
         """Run ``circuit`` as the decided stage plan."""
         decision = self.stage_decision
         n = circuit.n_qubits
-        memory.check_fits(f"simulating {n} qubits as stages", memory.state_bytes(n, self.dtype), self.device)
+        memory.check_fits(f"simulating {n} qubits as stages", memory.state_bytes(n, self.dtype) - self._held_bytes(n),
+                          self.device)
         state = self._start_state(n, initial_state)
         plan = decision.plan
         if self.device.is_gpu:
@@ -379,7 +394,7 @@ class Simulator:
     def _route_by_memory(self, selector: Selector, n: int, d_max: int) -> None:
         """Exclude the candidates whose workspace for the widest block does not fit; raise the
         memory error of the cheapest one when none does."""
-        state_b = memory.state_bytes(n, self.dtype)
+        state_b = memory.state_bytes(n, self.dtype) - self._held_bytes(n)
         avail = memory.available_bytes(self.device)
         fits = []
         for name in selector.candidates:
@@ -393,7 +408,8 @@ class Simulator:
         if not fits:
             method = gemm.get_method(selector.candidates[0])
             memory.check_state_fits(f"simulating {n} qubits with backend 'auto' (gates up to {d_max} qubits)", n,
-                                    self.dtype, self.device, method, d_max, {}, workspace_bytes=self.workspace_bytes)
+                                    self.dtype, self.device, method, d_max, {}, workspace_bytes=self.workspace_bytes,
+                                    allocated=self._held_bytes(n))
 
     def _apply_auto(self, state: StateVector, gate, nxt, selector: Selector):
         """Apply one block with the method the selector picks; guard it when the method can lose

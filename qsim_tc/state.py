@@ -124,10 +124,20 @@ class StateVector:
                                    workspace_explicit=workspace_bytes is not None, double_buffer=double_buffer)
 
     @classmethod
-    def from_array(cls, data, *, dtype=None, device="auto") -> StateVector:
+    def from_array(cls, data, *, dtype=None, device="auto", copy: bool = True, workspace_bytes: int | None = None,
+                   double_buffer: bool | None = None) -> StateVector:
         """A state holding a copy of ``data`` (a 1-D numpy/cupy array or sequence, logical order).
 
         The dtype defaults to complex64 for complex64 data and complex128 otherwise.
+
+        Args:
+            copy: False: the state takes ``data`` itself over, with no copy and no NaN scan (for
+                states too large to hold twice, e.g. a rank's slice of a distributed state).
+                ``data`` must then be a contiguous 1-D complex64/complex128 array on the state's
+                device. Gates change it in place, in the state's physical layout, and the
+                double-buffer engine may move the amplitudes to its spare buffer: read them back
+                through the StateVector, not through ``data``.
+            workspace_bytes, double_buffer: as for :class:`StateVector`.
         """
         if not hasattr(data, "shape"):
             data = np.asarray(data)
@@ -138,7 +148,30 @@ class StateVector:
         if n < 1 or size != 1 << n:
             raise ValueError(f"data length {size} is not a power of two >= 2")
         dt = dtype if dtype is not None else (np.complex64 if np.dtype(data.dtype) == np.complex64 else np.complex128)
-        return cls(n, dtype=dt, device=device, data=data)
+        if copy:
+            return cls(n, dtype=dt, device=device, data=data, workspace_bytes=workspace_bytes,
+                       double_buffer=double_buffer)
+        return cls._adopt(data, n, np.dtype(dt), gemm.resolve_device(device), workspace_bytes, double_buffer)
+
+    @classmethod
+    def _adopt(cls, data, n: int, dtype: np.dtype, device: gemm.Device, workspace_bytes, double_buffer) -> StateVector:
+        """``from_array(copy=False)``: wrap ``data`` after checking it can be used as it is."""
+        if np.dtype(data.dtype) != dtype or dtype not in DTYPES:
+            raise ValueError(f"data must already be {dtype} (complex64 or complex128) to be used without a copy, "
+                             f"got {data.dtype}")
+        if not isinstance(data, device.xp.ndarray):
+            raise ValueError(f"data must be a {device.xp.__name__} array to be used without a copy on the "
+                             f"{device.name}, got {type(data).__module__}.{type(data).__name__}")
+        if not data.flags.c_contiguous:
+            raise ValueError("data must be contiguous to be used without a copy")
+        workspace_bytes = memory.check_workspace_bytes(workspace_bytes)
+        if double_buffer is None:  # the state is allocated already: only the spare buffer is new
+            double_buffer = workspace_bytes is None and memory.double_buffer_fits(n, dtype, device, allocated=True)
+        state = object.__new__(cls)
+        state._device, state._n, state._dtype = device, n, dtype
+        state._phys = PhysicalState(data, device, workspace_limit=memory.workspace_limit(n, dtype, workspace_bytes),
+                                    workspace_explicit=workspace_bytes is not None, double_buffer=double_buffer)
+        return state
 
     # --- properties --------------------------------------------------------------------------
 

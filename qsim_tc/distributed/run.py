@@ -20,14 +20,17 @@ from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify, controlled_ma
 
 
 def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cpu", dtype=None,
-                    **simulator_options) -> DistributedState:
+                    piece_bytes: int | None = None, **simulator_options) -> DistributedState:
     """Simulate ``circuit`` from |0...0> over the ranks of ``comm`` (collective).
 
     Args:
         circuit: the circuit (every rank passes the same one).
         comm: an mpi4py communicator of 2^g ranks, 2^g < 2^N.
-        backend, device, simulator_options: the Simulator each rank runs its stages with.
+        backend, simulator_options: the Simulator each rank runs its stages with.
+        device: ``"cpu"`` (numpy slices, MPI exchange) or ``"gpu"`` (one GPU per rank: the
+            rank's index among the ranks of its node picks the GPU; NCCL exchange).
         dtype: the state dtype (default: the Simulator's).
+        piece_bytes: the largest message of a swap (see :class:`DistributedState`).
 
     Returns:
         This rank's DistributedState (its ``phys`` the final layout; ``swaps`` and
@@ -37,8 +40,10 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
 
     if not isinstance(circuit, Circuit):
         raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+    device = _rank_device(comm, device)
     sim = Simulator(backend, device=device, **simulator_options)
-    state = DistributedState(comm, circuit.n_qubits, dtype=dtype or sim.dtype)
+    state = DistributedState(comm, circuit.n_qubits, dtype=dtype or sim.dtype, device=device,
+                             piece_bytes=piece_bytes)
     big_l = state.local_qubits
     structures = [classify(g.matrix) for g in circuit.gates]
     for g, st in zip(circuit.gates, structures):
@@ -49,22 +54,29 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
                              f"{comm.Get_size()} ranks holds {big_l} local qubits of {circuit.n_qubits}: "
                              f"use fewer ranks")
     plan = plan_stages(circuit, big_l, structures=structures)
+    # The plan's bit numbers follow its own layout; the state's differs once a stage's run leaves
+    # its slice permuted (absorbed, not undone), so both are followed through logical qubits.
+    planned = list(range(circuit.n_qubits))  # the plan's physical bit -> logical qubit
     for stage in plan.stages:
         for p, g in stage.swaps:
-            state.swap(p, g)
+            state.swap(state.position(planned[p]), g)  # global bits agree in both layouts
+            planned[p], planned[g] = planned[g], planned[p]
         local = Circuit(big_l)
         scale = 1.0 + 0.0j
         for op in stage.ops:
+            qubits = circuit.gates[op.gate].qubits
             if op.kind == RELABEL:
-                state.relabel(*op.positions)
+                state.relabel(*(state.position(q) for q in qubits))
+                a, b = op.positions
+                planned[a], planned[b] = planned[b], planned[a]
                 continue
-            gate, factor = _local_gate(op, state)
+            gate, factor = _local_gate(op, [state.position(q) for q in qubits], state)
             scale *= factor
             if gate is not None:
                 local.append(gate)
         if len(local):
-            start = StateVector.from_array(state.data, device=device)
-            state.data = np.asarray(_host(sim.run(local, initial_state=start).state.data()))
+            start = StateVector.from_array(state.data, copy=False, device=device)
+            state.take_local(sim.run(local, initial_state=start, in_place=True).state)
         if scale != 1.0:
             state.data *= state.data.dtype.type(scale)
     if circuit.global_phase:
@@ -72,15 +84,38 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
     return state
 
 
-def _host(a):
-    return a.get() if hasattr(a, "get") else a
+def _rank_device(comm, device) -> str:
+    """``"cpu"``, or ``"gpu"`` with this rank's GPU made current before anything touches a GPU:
+    the rank's index among the ranks of its node picks it (one GPU per rank; NCCL refuses two
+    ranks on one GPU). ``"auto"``: the GPU when this node has one for every rank on it."""
+    if device not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'gpu' for a distributed run, got {device!r}")
+    if device == "cpu":
+        return device
+    from mpi4py import MPI  # noqa: PLC0415
+
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local_rank, per_node = node.Get_rank(), node.Get_size()
+    node.Free()
+    try:
+        import cupy  # noqa: PLC0415 - GPU only
+
+        n_gpus = cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no cupy, or no CUDA driver
+        n_gpus = 0
+    if per_node > n_gpus:
+        if device == "auto":
+            return "cpu"
+        raise ValueError(f"device='gpu': {per_node} ranks on this node but {n_gpus} GPUs; start one rank per GPU")
+    cupy.cuda.Device(local_rank).use()
+    return "gpu"
 
 
-def _local_gate(op, state: DistributedState):
-    """(the op as a gate on local bits or None, a phase factor for the whole slice)."""
+def _local_gate(op, pos: list[int], state: DistributedState):
+    """(the op as a gate on local bits or None, a phase factor for the whole slice); ``pos``: the
+    physical bit of each of the gate's qubits in the state's layout."""
     s = op.structure
     big_l = state.local_qubits
-    pos = list(op.positions)
     if op.kind == DIAGONAL:
         local = [j for j, p in enumerate(pos) if p < big_l]
         fixed = sum(state.rank_bit(p) << j for j, p in enumerate(pos) if p >= big_l)

@@ -66,6 +66,10 @@ def _check(comm, argv) -> int:
     p.add_argument("--gates", type=int, default=60)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--atol", type=float, default=1e-13)
+    p.add_argument("--piece-bytes", type=int, default=None, help="the largest swap message (small: many pieces)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
+    p.add_argument("--gate-by-gate", action="store_true",
+                   help="each rank runs its stages gate by gate (plan=None), which leaves slices permuted")
     p.add_argument("--fail-on-rank", type=int, default=None, help="raise on this rank (tests the abort)")
     args = p.parse_args(argv)
     if args.fail_on_rank == comm.Get_rank():
@@ -74,7 +78,8 @@ def _check(comm, argv) -> int:
     for n in (int(x) for x in args.qubits.split(",")):
         for seed in range(args.seeds):
             c = random_circuit(n, args.gates, seed)
-            st = run_distributed(c, comm, backend="native", device="cpu")
+            st = run_distributed(c, comm, backend="native", device=args.device, piece_bytes=args.piece_bytes,
+                                 **({"plan": None} if args.gate_by_gate else {}))
             ref = Simulator("native", device="cpu", plan=None, fuse=None).run(c).state.to_numpy()
             full = st.gather(root=0)
             err = float(np.abs(full - ref).max()) if comm.Get_rank() == 0 else 0.0

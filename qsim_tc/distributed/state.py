@@ -7,15 +7,18 @@ bit p with a global bit L + j: each rank exchanges the half of its slice whose b
 its own bit j with the rank that differs from it in bit j (half a slice sent and received per
 swap, pairwise, no all-to-all).
 
-The exchange goes through mpi4py on numpy slices (CPU ranks); messages are cut into pieces of at
-most :data:`MESSAGE_ELEMENTS` amplitudes (MPI counts are 32-bit).
+The slices live on the CPU (numpy, exchanged over MPI) or one GPU per rank (cupy, exchanged over
+NCCL); :mod:`~qsim_tc.distributed.exchange` moves them in pieces of bounded size. Readouts work
+on chunks of :data:`READ_CHUNK` amplitudes, so none needs a slice-sized temporary.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-MESSAGE_ELEMENTS = 1 << 26  # amplitudes per message piece (1 GiB of complex128)
+from qsim_tc.distributed.exchange import DEFAULT_PIECE_BYTES, MpiExchange, NcclExchange, half_pieces
+
+READ_CHUNK = 1 << 24  # amplitudes per step of a readout (256 MiB of complex128)
 
 
 class DistributedState:
@@ -24,31 +27,49 @@ class DistributedState:
     Attributes:
         comm: the MPI communicator (its size a power of two, at most 2^(N-1)).
         n_qubits: N. n_global: g = log2(comm size). local_qubits: L = N - g.
-        data: this rank's 2^L amplitudes (numpy), in physical order.
+        data: this rank's 2^L amplitudes (numpy on the CPU, cupy on the GPU), in physical order.
         phys: ``phys[p]`` is the logical qubit at physical bit p.
+        device: ``"cpu"`` or ``"gpu"`` (the rank's current cupy device).
+        piece_bytes: the most bytes one message of a swap carries (two such buffers are the
+            swap's memory beside the state).
         bytes_sent: amplitudes' bytes this rank sent in swaps; swaps: swaps done.
     """
 
-    def __init__(self, comm, n_qubits: int, dtype=np.complex128, data=None, phys=None):
+    def __init__(self, comm, n_qubits: int, dtype=np.complex128, data=None, phys=None, *, device: str = "cpu",
+                 piece_bytes: int | None = None):
         size = comm.Get_size()
         g = size.bit_length() - 1
         if size & (size - 1):
             raise ValueError(f"the number of ranks must be a power of two, got {size}")
         if isinstance(n_qubits, bool) or not isinstance(n_qubits, int) or n_qubits <= g:
             raise ValueError(f"n_qubits must be an int above log2(ranks) = {g}, got {n_qubits!r}")
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+        if piece_bytes is not None and (isinstance(piece_bytes, bool) or not isinstance(piece_bytes, int)
+                                        or piece_bytes < 16):
+            raise ValueError(f"piece_bytes must be an int >= 16, got {piece_bytes!r}")
         self.comm = comm
         self.rank = comm.Get_rank()
         self.n_qubits = n_qubits
         self.n_global = g
         self.local_qubits = n_qubits - g
+        self.device = device
+        if device == "gpu":
+            import cupy  # noqa: PLC0415 - GPU only
+
+            self.xp = cupy
+        else:
+            self.xp = np
         if data is None:
-            data = np.zeros(1 << self.local_qubits, dtype=dtype)
+            data = self.xp.zeros(1 << self.local_qubits, dtype=dtype)
             if self.rank == 0:
                 data[0] = 1.0
         self.data = data
         self.phys = list(range(n_qubits)) if phys is None else list(phys)
+        self.piece_bytes = DEFAULT_PIECE_BYTES[device] if piece_bytes is None else piece_bytes
         self.bytes_sent = 0
         self.swaps = 0
+        self._exchange = None
 
     # --- layout -----------------------------------------------------------------------------
 
@@ -56,28 +77,54 @@ class DistributedState:
         """The value of global physical bit p (>= L) on this rank."""
         return (self.rank >> (p - self.local_qubits)) & 1
 
+    def position(self, qubit: int) -> int:
+        """The physical bit holding logical ``qubit``."""
+        return self.phys.index(qubit)
+
     def swap(self, p: int, g: int) -> None:
-        """Exchange local physical bit p with global physical bit g (collective over the pair)."""
+        """Exchange local physical bit p with global physical bit g (collective: every rank swaps,
+        each with the rank that differs from it in bit g)."""
         big_l = self.local_qubits
         if not (0 <= p < big_l <= g < self.n_qubits):
             raise ValueError(f"swap needs a local bit (< {big_l}) and a global one, got {p}, {g}")
+        if self._exchange is None:  # collective: every rank reaches its first swap together
+            cls = NcclExchange if self.device == "gpu" else MpiExchange
+            self._exchange = cls(self.comm, self.data.dtype)
         b = self.rank_bit(g)
         partner = self.rank ^ (1 << (g - big_l))
         # the half whose bit p differs from this rank's bit g leaves; the partner's half with its
         # bit p equal to this rank's bit g arrives in the same places
         half = self.data.reshape(-1, 2, 1 << p)[:, 1 - b, :]
-        buf = np.ascontiguousarray(half).reshape(-1)
-        for start in range(0, buf.size, MESSAGE_ELEMENTS):
-            piece = buf[start:start + MESSAGE_ELEMENTS]
-            self.comm.Sendrecv_replace(piece, dest=partner, sendtag=7, source=partner, recvtag=7)
-        half[...] = buf.reshape(half.shape)
+        for piece in half_pieces(half, max(1, self.piece_bytes // self.data.itemsize)):
+            self._exchange.trade(piece, partner)
+            self.bytes_sent += piece.nbytes
         self.phys[p], self.phys[g] = self.phys[g], self.phys[p]
-        self.bytes_sent += buf.nbytes
         self.swaps += 1
 
     def relabel(self, a: int, b: int) -> None:
         """Exchange the names of the qubits at physical bits a and b (a SWAP gate: no data moves)."""
         self.phys[a], self.phys[b] = self.phys[b], self.phys[a]
+
+    def take_local(self, local_state) -> None:
+        """Take over the amplitudes of a StateVector run on this slice. Its local physical bit p
+        holds its qubit ``layout.phys[p]``, which was this state's physical bit of that number.
+        Every rank's slice must keep the same local order, and each rank ran a different local
+        circuit (a global control skips a gate on half the ranks), so: where all ranks' layouts
+        agree, the layout is absorbed into ``phys`` with no pass over the data; else each rank
+        puts its slice back in the order it had before the run (collective)."""
+        phys = local_state._valid()
+        order = list(phys.layout.phys)
+        if any(o != order for o in self.comm.allgather(order)):
+            phys.canonicalize()
+            order = list(range(self.local_qubits))
+        self.phys[:self.local_qubits] = [self.phys[q] for q in order]
+        self.data = phys.data
+
+    def close(self) -> None:
+        """Release the exchange's buffers and communicator (NCCL)."""
+        if self._exchange is not None:
+            self._exchange.close()
+            self._exchange = None
 
     # --- reading results without gathering ----------------------------------------------------
 
@@ -95,8 +142,15 @@ class DistributedState:
         value = complex(self.data[off]) if self.rank == owner else None
         return self.comm.bcast(value, root=owner)
 
+    def _weights(self):
+        """|amplitude|^2 of the slice, one chunk of :data:`READ_CHUNK` at a time: (start, weights)."""
+        xp = self.xp
+        for start in range(0, self.data.size, READ_CHUNK):
+            a = self.data[start:start + READ_CHUNK]
+            yield start, (a.real * a.real + a.imag * a.imag).astype(xp.float64)
+
     def norm(self) -> float:
-        local = float(np.vdot(self.data, self.data).real)
+        local = sum(float(w.sum()) for _, w in self._weights())
         return float(np.sqrt(self.comm.allreduce(local)))
 
     def probabilities(self, qubits) -> np.ndarray:
@@ -105,26 +159,28 @@ class DistributedState:
         qubits = [int(q) for q in qubits]
         if len(set(qubits)) != len(qubits) or any(not 0 <= q < self.n_qubits for q in qubits):
             raise ValueError(f"qubits must be distinct qubits of 0..{self.n_qubits - 1}, got {qubits}")
+        xp = self.xp
         pos = {q: p for p, q in enumerate(self.phys)}
         big_l = self.local_qubits
-        p2 = np.abs(self.data) ** 2
         local_bits = [(i, pos[q]) for i, q in enumerate(qubits) if pos[q] < big_l]
         fixed = sum(self.rank_bit(pos[q]) << i for i, q in enumerate(qubits) if pos[q] >= big_l)
-        idx = np.full(p2.size, fixed, dtype=np.int64)
-        ar = np.arange(p2.size, dtype=np.int64)
-        for i, p in local_bits:
-            idx |= ((ar >> p) & 1) << i
-        out = np.bincount(idx, weights=p2, minlength=1 << len(qubits))
-        return self.comm.allreduce(out)
+        out = xp.zeros(1 << len(qubits), dtype=xp.float64)
+        for start, w in self._weights():
+            ar = xp.arange(start, start + w.size, dtype=xp.int64)
+            idx = xp.full(w.size, fixed, dtype=xp.int64)
+            for i, p in local_bits:
+                idx |= ((ar >> p) & 1) << i
+            out += xp.bincount(idx, weights=w, minlength=out.size)
+        return self.comm.allreduce(_host(out))
 
     def sample(self, shots: int, seed: int | None = None) -> np.ndarray:
         """``shots`` basis states (logical indices) drawn from |amplitude|^2: the shots are split
-        between ranks by their slices' weights on rank 0, then each rank draws its own; the
-        result is gathered on every rank (collective)."""
+        between ranks by their slices' weights on rank 0, then each rank draws its own, chunk by
+        chunk; the result is gathered on every rank (collective)."""
         if isinstance(shots, bool) or not isinstance(shots, int) or shots < 0:
             raise ValueError(f"shots must be an int >= 0, got {shots!r}")
-        p2 = np.abs(self.data) ** 2
-        weights = self.comm.allgather(float(p2.sum()))
+        chunk_w = [float(w.sum()) for _, w in self._weights()]
+        weights = self.comm.allgather(sum(chunk_w))
         counts = None
         if self.rank == 0:
             w = np.asarray(weights) / sum(weights)
@@ -132,19 +188,31 @@ class DistributedState:
         counts = self.comm.bcast(counts, root=0)
         rng = np.random.default_rng(None if seed is None else [seed, self.rank + 1])
         mine = counts[self.rank]
-        local = rng.choice(p2.size, size=mine, p=p2 / p2.sum()) if mine else np.zeros(0, np.int64)
-        phys_index = (self.rank << self.local_qubits) | local.astype(np.int64)
+        local = [np.zeros(0, np.int64)]
+        if mine:
+            per_chunk = rng.multinomial(mine, np.asarray(chunk_w) / sum(chunk_w))
+            for (start, w), k in zip(self._weights(), per_chunk):
+                if k:
+                    p = _host(w)
+                    local.append(start + rng.choice(p.size, size=int(k), p=p / p.sum()))
+        phys_index = (self.rank << self.local_qubits) | np.concatenate(local).astype(np.int64)
         logical = np.zeros_like(phys_index)
         for p, q in enumerate(self.phys):
             logical |= ((phys_index >> p) & 1) << q
         return np.concatenate(self.comm.allgather(logical))
 
     def gather(self, root: int = 0):
-        """The whole state in logical order on ``root`` (None elsewhere); only on request."""
-        parts = self.comm.gather(self.data, root=root)
+        """The whole state in logical order on ``root`` (None elsewhere), as a numpy array; only
+        on request."""
+        parts = self.comm.gather(_host(self.data), root=root)
         if self.rank != root:
             return None
         full = np.concatenate(parts)
         n = self.n_qubits
         axes = [n - 1 - self.phys.index(q) for q in reversed(range(n))]  # logical bit order, high first
         return np.ascontiguousarray(full.reshape([2] * n).transpose(axes)).reshape(-1)
+
+
+def _host(a):
+    """A numpy array of ``a`` (a cupy array is copied to the host)."""
+    return a.get() if hasattr(a, "get") else a

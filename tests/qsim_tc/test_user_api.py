@@ -113,3 +113,32 @@ def test_run_takes_a_qiskit_circuit_on_the_gpu(cp):
     qc = _bell_ghz()
     state = Simulator("native", device="gpu").run(qc).state
     np.testing.assert_allclose(state.to_numpy(), Statevector(qc).data, atol=1e-14)
+
+
+def test_in_place_run_on_an_adopted_array_changes_that_state_only():
+    from circuits import brickwork
+    from qsim_tc import Simulator, StateVector
+
+    c = brickwork(8, 2, 4, 5)
+    want = Simulator("native", device="cpu").run(c).state.to_numpy()
+    a = np.zeros(1 << 8, dtype=np.complex128)
+    a[0] = 1
+    s = StateVector.from_array(a, copy=False, device="cpu")
+    r = Simulator("native", device="cpu").run(c, initial_state=s, in_place=True)
+    assert r.state is s
+    np.testing.assert_allclose(s.to_numpy(), want, atol=1e-13)
+    # without in_place the start state is left as it was
+    t = StateVector(8, device="cpu")
+    Simulator("native", device="cpu").run(c, initial_state=t)
+    assert t.amplitude(0) == 1
+
+
+def test_adopting_an_array_checks_it():
+    from qsim_tc import Simulator, StateVector
+
+    with pytest.raises(ValueError, match="complex128"):
+        StateVector.from_array(np.zeros(8, dtype=np.complex64), dtype=np.complex128, copy=False, device="cpu")
+    with pytest.raises(ValueError, match="contiguous"):
+        StateVector.from_array(np.zeros(16, dtype=np.complex128)[::2], copy=False, device="cpu")
+    with pytest.raises(ValueError, match="in_place=True needs an initial_state"):
+        Simulator("native", device="cpu").run(__import__("circuits").brickwork(4, 2, 1, 0), in_place=True)
