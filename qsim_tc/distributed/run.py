@@ -42,6 +42,7 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
         raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
     device = _rank_device(comm, device)
     sim = Simulator(backend, device=device, **simulator_options)
+    _load_cost_table(sim, comm)
     state = DistributedState(comm, circuit.n_qubits, dtype=dtype or sim.dtype, device=device,
                              piece_bytes=piece_bytes)
     big_l = state.local_qubits
@@ -109,6 +110,19 @@ def _rank_device(comm, device) -> str:
         raise ValueError(f"device='gpu': {per_node} ranks on this node but {n_gpus} GPUs; start one rank per GPU")
     cupy.cuda.Device(local_rank).use()
     return "gpu"
+
+
+def _load_cost_table(sim, comm) -> None:
+    """Look the device's cost table up on rank 0 first: where none is cached it is measured once
+    (a GPU's brief calibration) and stored, and the other ranks then read it instead of all
+    measuring at once and writing the same file."""
+    if sim.backend != "auto" and sim.fuse != "auto":
+        return
+    if comm.Get_rank() == 0:
+        sim.cost_table  # noqa: B018 - the lookup (and calibration) is the point
+    comm.Barrier()
+    if comm.Get_rank() != 0:
+        sim.cost_table  # noqa: B018
 
 
 def _local_gate(op, pos: list[int], state: DistributedState):

@@ -14,6 +14,8 @@ on chunks of :data:`READ_CHUNK` amplitudes, so none needs a slice-sized temporar
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from qsim_tc.distributed.exchange import DEFAULT_PIECE_BYTES, MpiExchange, NcclExchange, half_pieces
@@ -32,7 +34,8 @@ class DistributedState:
         device: ``"cpu"`` or ``"gpu"`` (the rank's current cupy device).
         piece_bytes: the most bytes one message of a swap carries (two such buffers are the
             swap's memory beside the state).
-        bytes_sent: amplitudes' bytes this rank sent in swaps; swaps: swaps done.
+        bytes_sent: amplitudes' bytes this rank sent in swaps; swaps: swaps done;
+        exchange_s: seconds spent in swaps (device synchronised after each).
     """
 
     def __init__(self, comm, n_qubits: int, dtype=np.complex128, data=None, phys=None, *, device: str = "cpu",
@@ -69,6 +72,7 @@ class DistributedState:
         self.piece_bytes = DEFAULT_PIECE_BYTES[device] if piece_bytes is None else piece_bytes
         self.bytes_sent = 0
         self.swaps = 0
+        self.exchange_s = 0.0
         self._exchange = None
 
     # --- layout -----------------------------------------------------------------------------
@@ -90,6 +94,7 @@ class DistributedState:
         if self._exchange is None:  # collective: every rank reaches its first swap together
             cls = NcclExchange if self.device == "gpu" else MpiExchange
             self._exchange = cls(self.comm, self.data.dtype)
+        t0 = time.perf_counter()
         b = self.rank_bit(g)
         partner = self.rank ^ (1 << (g - big_l))
         # the half whose bit p differs from this rank's bit g leaves; the partner's half with its
@@ -100,6 +105,9 @@ class DistributedState:
             self.bytes_sent += piece.nbytes
         self.phys[p], self.phys[g] = self.phys[g], self.phys[p]
         self.swaps += 1
+        if self.device == "gpu":
+            self.xp.cuda.get_current_stream().synchronize()
+        self.exchange_s += time.perf_counter() - t0
 
     def relabel(self, a: int, b: int) -> None:
         """Exchange the names of the qubits at physical bits a and b (a SWAP gate: no data moves)."""

@@ -46,10 +46,11 @@ class BoundedPlan:
     """How one gate is applied through the bounded workspace.
 
     Attributes:
-        path: "bottom", "bottom-rotate", "top", "batched", "permute+bottom" or "permute+rotate".
+        path: "bottom", "bottom-rotate", "top", "batched", or after a swap pass "permute+bottom",
+            "permute+rotate", "permute+top" or "permute+batched".
         order: the targets' indices sorted by physical bit after the swaps (the matrix's bit order).
         pairs: disjoint (p, q) bit pairs exchanged in place before the product (may be empty).
-        t: the lowest target bit after the swaps.
+        t: the lowest target bit after the swaps (0: row blocks; above 0: column blocks).
         rotate: the per-block product is ``U @ B^T``.
     """
 
@@ -60,60 +61,151 @@ class BoundedPlan:
     rotate: bool = False
 
 
+@dataclass(frozen=True)
+class _Windows:
+    """Where a product needs no swap: the windows [t, t+d) of physical bits that are the bottom,
+    the top, or a middle block the batched product serves (apply.py's MIN_BATCHED_L, MAX_BATCHES)."""
+
+    n_qubits: int
+    min_batched_l: int
+    max_batches: int
+
+    def fits(self, t: int, d: int) -> bool:
+        n = self.n_qubits
+        return t == 0 or t + d == n or ((1 << t) >= self.min_batched_l and (1 << (n - t - d)) <= self.max_batches)
+
+    def starts(self, d: int) -> list:
+        """The windows' lowest bits, bottom first, the top last (module docstring: a window
+        higher than a block costs its columns a contiguous copy on the GPU)."""
+        return [t for t in range(self.n_qubits - d + 1) if self.fits(t, d)]
+
+
 def plan_bounded(layout, qubits, n_qubits: int, device_name: str, min_batched_l: int, max_batches: int,
                  next_qubits=None) -> BoundedPlan:
     """Decide how to apply a gate on logical ``qubits`` with the bounded workspace.
+
+    Targets in a window where a product needs no swap (bottom, top, a batched middle block) are
+    used there. Otherwise one swap pass brings them into such a window; where the next gate's
+    targets are known, the window and the pass are chosen so that the same pass also puts them
+    where that gate needs no pass of its own (:func:`_swap_pass`).
 
     Args:
         layout: the state's :class:`~qsim_tc.layout.Layout`.
         qubits: the logical targets. n_qubits: the state's width. device_name: "cpu" or "gpu".
         min_batched_l, max_batches: the batched path's limits on this device (see apply.py).
-        next_qubits: the next gate's targets, if known: moved to the top bits in the same swap pass.
+        next_qubits: the next gate's targets, if known.
 
     Returns:
         BoundedPlan.
     """
     d = len(qubits)
-    pos = [layout.pos[q] for q in qubits]
-    sorted_pos = sorted(pos)
+    windows = _Windows(n_qubits, min_batched_l, max_batches)
     rotate = d < n_qubits and d in BLOCK_ROTATE_D[device_name]
-    t = sorted_pos[0]
-    if sorted_pos[-1] - t == d - 1:  # contiguous
-        order = sorted(range(d), key=lambda i: pos[i])
-        if t == 0:
-            return BoundedPlan("bottom-rotate" if rotate else "bottom", order, rotate=rotate)
-        if t + d == n_qubits:
-            return BoundedPlan("top", order, t=t)
-        if (1 << t) >= min_batched_l and (1 << (n_qubits - t - d)) <= max_batches:
-            return BoundedPlan("batched", order, t=t)
-    pairs = _zone_pairs(pos, range(d), set())
-    nxt = [q for q in (next_qubits or ()) if q not in qubits]
-    if nxt and len(nxt) == len(next_qubits) and len(nxt) + d <= n_qubits:
-        # the next gate's targets to the top bits, where it needs no swap of its own
-        used = {b for pq in pairs for b in pq}
-        after = apply_pairs(layout.phys, pairs)
-        where = {q: p for p, q in enumerate(after)}
-        pairs += _zone_pairs([where[q] for q in nxt], range(n_qubits - len(nxt), n_qubits), used | set(range(d)))
-    after = apply_pairs(layout.phys, pairs)
-    where = {q: p for p, q in enumerate(after)}
+    pos = sorted(layout.pos[q] for q in qubits)
+    if pos[-1] - pos[0] == d - 1 and windows.fits(pos[0], d):
+        return _plan_at(layout.phys, qubits, (), pos[0], rotate)
+    pairs, t = _swap_pass(layout.phys, qubits, next_qubits, windows, rotate)
+    return _plan_at(layout.phys, qubits, pairs, t, rotate)
+
+
+def _plan_at(phys, qubits, pairs, t: int, rotate_d: bool) -> BoundedPlan:
+    """The plan for targets in window [t, t+d) after exchanging ``pairs``."""
+    n, d = len(phys), len(qubits)
+    where = {q: p for p, q in enumerate(apply_pairs(phys, pairs))}
     order = sorted(range(d), key=lambda i: where[qubits[i]])
-    return BoundedPlan("permute+rotate" if rotate else "permute+bottom", order, tuple(pairs), 0, rotate)
+    rotate = rotate_d and t == 0
+    path = "bottom-rotate" if rotate else "bottom" if t == 0 else "top" if t + d == n else "batched"
+    if pairs:
+        path = "permute+" + ("rotate" if rotate else path)
+    return BoundedPlan(path, order, tuple(pairs), t, rotate)
 
 
-def _zone_pairs(positions, zone, blocked: set) -> list:
-    """Disjoint pairs that move the bits ``positions`` into ``zone``: those inside stay, each
-    other one is exchanged with a zone bit that holds none of them. Bits in ``blocked`` are
-    not touched (a position there is left where it is)."""
-    zone = list(zone)
-    inside = set(positions) & set(zone)
-    free = [z for z in zone if z not in inside and z not in blocked]
+def _swap_pass(phys, qubits, next_qubits, windows: _Windows, rotate_d: bool) -> tuple[list, int]:
+    """One pass of disjoint bit exchanges for a gate whose targets need one, and the window
+    [t, t+d) it brings them to.
+
+    Every window of the targets is tried with every window where the next gate would need no
+    pass after this one: a pass realizes an assignment of qubits to windows only when it is a
+    set of exchanges (:func:`_exchanges`), so the windows are chosen together. Preferred, in
+    this order: the next gate needs no pass; the lower window for this gate, then for the next
+    (the bottom rotates and keeps row blocks; a window above a block costs the GPU's column
+    blocks a copy); fewer exchanges.
+
+    Returns:
+        (pairs, t).
+    """
+    n, d = len(phys), len(qubits)
+    targets = frozenset(qubits)
+    nxt = frozenset(next_qubits or ())
+    best = None
+    for t in windows.starts(d):
+        here = frozenset(range(t, t + d))
+        rotate = rotate_d and t == 0
+        options = [(1 if nxt else 0, 0, [(targets, here)])]
+        if nxt:
+            options += [(0, w, groups) for w in windows.starts(len(nxt))
+                        for groups in [_with_next(targets, here, nxt, w, rotate, n)] if groups]
+        for missed, w, groups in options:
+            pairs = _exchanges(phys, groups)
+            if pairs is None:
+                continue
+            key = (missed, t, w, len(pairs))
+            if best is None or key < best[0]:
+                best = (key, pairs, t)
+    return best[1], best[2]
+
+
+def _with_next(targets, here, nxt, w: int, rotate: bool, n: int) -> list | None:
+    """The qubit groups and the bits each must occupy before the product so that this gate's
+    targets are on ``here`` and, after the product, the next gate's on [w, w + len(nxt)); None
+    when impossible.
+
+    The product keeps the bits in place, except the rotating one, which moves the bits above
+    the targets down by d inside each block and the targets above them: the next targets then
+    start d bits higher before it (whatever the block, provided it spans them), and a target of
+    both gates would land where the block size decides, so the rotation takes disjoint gates only.
+    """
+    d, k = len(targets), len(nxt)
+    if rotate:
+        if targets & nxt or w + k + d > n:
+            return None
+        return [(targets, here), (nxt, frozenset(range(w + d, w + d + k)))]
+    there = frozenset(range(w, w + k))
+    groups = [(targets & nxt, here & there), (targets - nxt, here - there), (nxt - targets, there - here)]
+    return None if any(len(qs) != len(ps) for qs, ps in groups) else [g for g in groups if g[0]]
+
+
+def _exchanges(phys, groups) -> list | None:
+    """Disjoint bit pairs that move every group's qubits onto its bits in one pass, or None.
+
+    Args:
+        phys: the layout (``phys[p]`` = qubit at bit p).
+        groups: (qubits, bits) of equal sizes, disjoint; the other qubits form one more group on
+            the other bits.
+
+    One pass exchanges bits pairwise: a qubit away from its group's bits moves only by trading
+    places with one that wants its bit. So the pass exists iff for every two groups as many
+    qubits of the first sit on the second's bits as the other way round; it pairs them in
+    ascending order of bit (which keeps each group's qubits in their relative order).
+    """
+    home = {}  # bit -> its group (the rest: -1)
+    group_of = {}
+    for g, (qs, ps) in enumerate(groups):
+        home.update(dict.fromkeys(ps, g))
+        group_of.update(dict.fromkeys(qs, g))
+    away = {}  # (group of the qubit, group of the bit it sits on) -> bits
+    for p, q in enumerate(phys):
+        a, b = group_of.get(q, -1), home.get(p, -1)
+        if a != b:
+            away.setdefault((a, b), []).append(p)
     pairs = []
-    for p in sorted(positions):
-        if p in inside or p in blocked or not free:
-            continue
-        z = free.pop(0)
-        pairs.append((min(p, z), max(p, z)))
-    return pairs
+    for (a, b), ps in away.items():
+        if a < b:
+            qs = away.get((b, a), [])
+            if len(qs) != len(ps):
+                return None
+            pairs += [(min(p, q), max(p, q)) for p, q in zip(ps, qs)]
+    return None if sum(map(len, away.values())) != 2 * len(pairs) else pairs
 
 
 def apply_bounded(state, gate, plan: BoundedPlan, u_host: np.ndarray):
@@ -143,7 +235,7 @@ def apply_bounded(state, gate, plan: BoundedPlan, u_host: np.ndarray):
     d = len(gate.qubits)
     dim = 1 << d
     dev = state.device.name
-    column_blocks = plan.path in ("top", "batched")
+    column_blocks = plan.t > 0  # top or middle: U @ S[h]
     copies = 2 if (column_blocks and dev == "gpu") else 1
     elems, need = memory.gate_block(method, n, d, data.dtype, gate.options, device=dev, limit=state.workspace_limit,
                                     copies=copies, explicit=state.workspace_explicit)
@@ -174,15 +266,19 @@ def apply_bounded(state, gate, plan: BoundedPlan, u_host: np.ndarray):
     u = to_device(np.ascontiguousarray(u_host), xp)
     kw = {k: v for k, v in gate.options.items() if k != "out"}
     runner = _Blocks(state, method, kw, work, takes_out, what)
-    if plan.path in ("top", "batched"):
+    if column_blocks:
         report = _columns(runner, data, u, n, d, plan.t, elems, xp, dev)
     else:
         report = _rows(runner, data, u, dim, elems, plan.rotate)
         if plan.rotate:
-            r = (elems // dim).bit_length() - 1
-            phys = state.layout.phys
-            state.layout.set(phys[d:d + r] + phys[:d] + phys[d + r:])
+            state.layout.set(rotated(state.layout.phys, d, (elems // dim).bit_length() - 1))
     return report, runner.blocks
+
+
+def rotated(phys, d: int, row_bits: int) -> list:
+    """The layout after the rotating product on blocks of 2^row_bits rows: inside each block the
+    d target bits move above the row bits, which move down by d; the bits above stay."""
+    return phys[d:d + row_bits] + phys[:d] + phys[d + row_bits:]
 
 
 class _Blocks:

@@ -1,0 +1,256 @@
+"""Weak scaling of the distributed state vector: expected time and efficiency on 2^g GPUs.
+
+Each GPU (rank) holds L local qubits, so 2^g GPUs hold N = L + g. The circuit is planned exactly as
+:func:`qsim_tc.distributed.run.run_distributed` plans it, ``plan_stages(circuit, L)``; nothing is
+simulated and no state is allocated, so the model runs on any CPU in seconds. Per rank:
+
+  compute  = sum over stages of sweeps(the stage's L-qubit circuit) * t_sweep
+  pairwise = sum over swaps of [ (half a slice) / bandwidth(swapped bit) + t_sweep ]   (as built)
+  alltoall = sum over stages with swaps of
+             [ bytes to other nodes / ib + bytes to this node's GPUs / nvlink + t_sweep ]  (batched)
+
+t_sweep is one read+write pass over the slice (2^L amplitudes); the extra t_sweep per exchange is
+the packing of the outgoing amplitudes into a contiguous buffer and the unpacking of the incoming
+ones. A swapped global bit j (physical bit L + j, bit j of the rank) is a node-level bit when
+2^j >= GPUs per node: ranks are numbered node by node, so the low rank bits pick a GPU inside a
+node. sweeps() is the project's stage model (qsim_tc.plan.stage_choice: a pass per stage plus a
+weight per kernel op, fitted on an H100) where every gate fits the stage kernel, else one pass
+per gate (brickwork d = 4 at 28 qubits: 65 gates took 191 ms = 67 passes on an H100), whichever
+is less. The busiest rank is modelled: every global control of the rank is 1.
+
+Efficiencies: ``eff`` = compute / (compute + communication) at that size, the share of time spent
+on the circuit; ``weak`` = T(1 GPU, L qubits) / T(2^g GPUs, L + g qubits), the convention of a weak
+scaling plot (Atlas, SC'24, Fig. 5), which also counts the larger circuit's extra gates.
+
+    python -m benchmarks.bench.scaling_model
+    python -m benchmarks.bench.scaling_model --dtype complex64 --measured m.json --json out.json
+
+A measured-values file (JSON) may set any of "sweep_ms", "nvlink_gbps", "ib_gbps", "gpus_per_node";
+command-line options override it. docs/scaling.md explains the model and its sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from benchmarks.bench.qiskit_circuits import prepend_hadamards, qft_circuit
+from benchmarks.common import parse_range, write_results
+from circuits import Circuit, Gate, brickwork
+from qsim_tc.plan.stage_choice import decide
+from qsim_tc.plan.stages import RELABEL, plan_stages
+from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, controlled_matrix
+
+MODULE = "benchmarks.bench.scaling_model"
+
+# Defaults, each overridable (docs/scaling.md cites them in full).
+DEFAULTS = {
+    # one read+write pass of a 28-qubit complex128 state on an H100 (cupy copy; measured)
+    "sweep_ms": 2.86,
+    # H100 SXM NVLink4: 450 GB/s a direction in spec, ~380 GB/s measured GPU to GPU (NVIDIA/nccl#1264)
+    "nvlink_gbps": 380.0,
+    # InfiniBand NDR, one 400 Gb/s NIC a GPU: NCCL's rule of thumb, 24 GB/s per 200 Gb/s NIC
+    # (NVIDIA/nccl-tests#119), gives 48 GB/s
+    "ib_gbps": 48.0,
+    # a DGX/HGX H100 node
+    "gpus_per_node": 8,
+}
+SWEEP_QUBITS = 28  # the size sweep_ms is given for (complex128)
+MAX_DENSE = {16: 3, 8: 4}  # widest dense op of the GPU stage kernel by amplitude bytes (stage_choice)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the model needs of the hardware (all per GPU)."""
+
+    sweep_ms: float  # one read+write pass of a 28-qubit complex128 state
+    nvlink_gbps: float  # inside a node, one direction (exchanges are full duplex)
+    ib_gbps: float  # between nodes, one direction
+    gpus_per_node: int
+
+    def pass_ms(self, local_qubits: int, itemsize: int) -> float:
+        """One pass over a rank's slice: bandwidth-bound, so proportional to its bytes."""
+        return self.sweep_ms * 2.0 ** (local_qubits - SWEEP_QUBITS) * itemsize / 16
+
+    def link_gbps(self, global_bit: int) -> float:
+        """Bandwidth of the exchange across rank bit ``global_bit``."""
+        return self.ib_gbps if (1 << global_bit) >= self.gpus_per_node else self.nvlink_gbps
+
+
+def benchmark_circuits(n: int) -> dict[str, tuple[Circuit, str]]:
+    """The circuits of benchmarks.bench.stages at width n: QFT after H, brickwork d = 4 depth 10."""
+    qft, src = qft_circuit(n)
+    return {"qft": (prepend_hadamards(qft), f"QFT-{n} after H ({src})"),
+            "brickwork": (brickwork(n, 4, 10, seed=1), f"brickwork({n}, 4, 10, seed=1)")}
+
+
+def rank_circuits(plan, local_qubits: int) -> list[Circuit]:
+    """Each stage's gates as the L-qubit circuit the busiest rank runs (as run.py builds them, with
+    every global bit of the rank taken as 1: global controls enable their gates)."""
+    big_l = local_qubits
+    out = []
+    for stage in plan.stages:
+        circ = Circuit(big_l)
+        for op in stage.ops:
+            if op.kind == RELABEL:
+                continue  # renames qubits, moves nothing
+            s, pos = op.structure, list(op.positions)
+            if op.kind == DIAGONAL:
+                local = [j for j, p in enumerate(pos) if p < big_l]
+                if not local:
+                    continue  # a phase on the whole slice: free
+                fixed = sum(1 << j for j, p in enumerate(pos) if p >= big_l)
+                idx = [fixed | sum(((v >> m) & 1) << j for m, j in enumerate(local)) for v in range(1 << len(local))]
+                circ.append(Gate(np.diag(np.asarray(s.diagonal)[idx]), tuple(pos[j] for j in local), "diag",
+                                 check_unitary=False))
+            elif op.kind == CONTROLLED:
+                bits = [b for b in s.controls if pos[b] < big_l] + list(s.targets)
+                circ.append(Gate(controlled_matrix(s, bits), tuple(pos[b] for b in bits), "cu", check_unitary=False))
+            else:
+                circ.append(Gate(np.asarray(s.target_matrix), tuple(pos), "u", check_unitary=False))
+        out.append(circ)
+    return out
+
+
+def sweeps(circ: Circuit, itemsize: int) -> float:
+    """Passes over the slice to run ``circ``: the stage model where it applies, else one a gate."""
+    if not len(circ):
+        return 0.0
+    gate_path = float(len(circ))
+    # pass_ms = 1 makes the model's milliseconds passes
+    d = decide(circ, MAX_DENSE[itemsize], 1.0, gate_path, itemsize=itemsize)
+    return gate_path if d.predicted_ms is None else min(gate_path, d.predicted_ms)
+
+
+def exchange_ms(bits: list[int], local_qubits: int, itemsize: int, m: Machine, batched: bool) -> tuple[float, float]:
+    """(milliseconds, bytes sent by a rank) to swap the global ``bits`` (rank bits) in one stage."""
+    slice_bytes = itemsize * 2.0 ** local_qubits
+    t_pass = m.pass_ms(local_qubits, itemsize)
+    if not bits:
+        return 0.0, 0.0
+    if not batched:
+        # as built: one Sendrecv of half the slice with the partner across each bit, in turn
+        half = slice_bytes / 2
+        return sum(half / (m.link_gbps(b) * 1e9) * 1e3 + t_pass for b in bits), half * len(bits)
+    # one all-to-all over the 2^k ranks that differ in these bits: a rank keeps 2^-k of its slice
+    k_inter = sum((1 << b) >= m.gpus_per_node for b in bits)
+    k_intra = len(bits) - k_inter
+    to_other_nodes = slice_bytes * (1 - 2.0 ** -k_inter)
+    to_this_node = slice_bytes * 2.0 ** -k_inter * (1 - 2.0 ** -k_intra)
+    ms = (to_other_nodes / m.ib_gbps + to_this_node / m.nvlink_gbps) / 1e9 * 1e3 + t_pass
+    return ms, to_other_nodes + to_this_node
+
+
+@dataclass(frozen=True)
+class Row:
+    """One circuit at one GPU count (times in ms, bytes per rank)."""
+
+    circuit: str
+    gpus: int
+    n_qubits: int
+    stages: int
+    swaps_intra: int
+    swaps_inter: int
+    compute_ms: float
+    pairwise_ms: float
+    pairwise_bytes: float
+    alltoall_ms: float
+    alltoall_bytes: float
+
+    def total_ms(self, batched: bool) -> float:
+        return self.compute_ms + (self.alltoall_ms if batched else self.pairwise_ms)
+
+
+def model(name: str, n_qubits: int, local_qubits: int, itemsize: int, m: Machine) -> Row:
+    """Plan the named circuit at N = n_qubits over 2^(N-L) ranks and price it."""
+    circ, _ = benchmark_circuits(n_qubits)[name]
+    plan = plan_stages(circ, local_qubits)
+    t_pass = m.pass_ms(local_qubits, itemsize)
+    compute = sum(sweeps(c, itemsize) for c in rank_circuits(plan, local_qubits)) * t_pass
+    pair_ms = pair_b = a2a_ms = a2a_b = 0.0
+    intra = inter = 0
+    for stage in plan.stages:
+        bits = [g - local_qubits for _, g in stage.swaps]
+        inter += sum((1 << b) >= m.gpus_per_node for b in bits)
+        intra += sum((1 << b) < m.gpus_per_node for b in bits)
+        ms, b = exchange_ms(bits, local_qubits, itemsize, m, batched=False)
+        pair_ms, pair_b = pair_ms + ms, pair_b + b
+        ms, b = exchange_ms(bits, local_qubits, itemsize, m, batched=True)
+        a2a_ms, a2a_b = a2a_ms + ms, a2a_b + b
+    return Row(name, 1 << (n_qubits - local_qubits), n_qubits, plan.n_stages, intra, inter, compute,
+               pair_ms, pair_b, a2a_ms, a2a_b)
+
+
+def machine_from(args) -> Machine:
+    """Defaults, then the measured-values file, then command-line options."""
+    values = dict(DEFAULTS)
+    if args.measured:
+        with open(args.measured) as f:
+            measured = json.load(f)
+        unknown = sorted(set(measured) - set(DEFAULTS))
+        if unknown:
+            raise SystemExit(f"--measured {args.measured}: unknown keys {unknown}; known: {sorted(DEFAULTS)}")
+        values.update(measured)
+    for key in DEFAULTS:
+        if getattr(args, key) is not None:
+            values[key] = getattr(args, key)
+    if int(values["gpus_per_node"]) < 1 or int(values["gpus_per_node"]) & (int(values["gpus_per_node"]) - 1):
+        raise SystemExit(f"gpus_per_node must be a power of two, got {values['gpus_per_node']}")
+    return Machine(float(values["sweep_ms"]), float(values["nvlink_gbps"]), float(values["ib_gbps"]),
+                   int(values["gpus_per_node"]))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--local", type=int, default=28, help="local qubits per GPU, L (default 28)")
+    p.add_argument("--dtype", default="complex128", choices=("complex128", "complex64"))
+    p.add_argument("--gpus", default="1,2,8,64,512", help="GPU counts, powers of two (default 1,2,8,64,512)")
+    p.add_argument("--circuits", default="qft,brickwork", help="of qft, brickwork (default both)")
+    p.add_argument("--measured", metavar="FILE", help="JSON of measured values (keys: " + ", ".join(DEFAULTS) + ")")
+    p.add_argument("--sweep-ms", dest="sweep_ms", type=float, help="28-qubit complex128 pass, ms (default 2.86)")
+    p.add_argument("--nvlink-gbps", dest="nvlink_gbps", type=float, help="intra-node GB/s per GPU (default 380)")
+    p.add_argument("--ib-gbps", dest="ib_gbps", type=float, help="inter-node GB/s per GPU (default 48)")
+    p.add_argument("--gpus-per-node", dest="gpus_per_node", type=int, help="GPUs per node (default 8)")
+    p.add_argument("--json", metavar="FILE", help="write the table and the machine as JSON")
+    args = p.parse_args(argv)
+    m = machine_from(args)
+    itemsize = np.dtype(args.dtype).itemsize
+    counts = parse_range(args.gpus)
+    if any(c < 1 or c & (c - 1) for c in counts):
+        raise SystemExit(f"--gpus must be powers of two, got {counts}")
+    names = [c.strip() for c in args.circuits.split(",")]
+    if any(c not in ("qft", "brickwork") for c in names):
+        raise SystemExit(f"--circuits: known circuits are qft, brickwork; got {names}")
+
+    print(f"L = {args.local} local qubits, {args.dtype}; pass {m.pass_ms(args.local, itemsize):.2f} ms, "
+          f"NVLink {m.nvlink_gbps:g} GB/s, inter-node {m.ib_gbps:g} GB/s, {m.gpus_per_node} GPUs a node")
+    print(f"{'circuit':10s}{'GPUs':>5s}{'N':>4s}{'stages':>7s}{'swaps in/out':>13s}{'GB/rank':>8s}"
+          f"{'compute':>9s}{'pairwise':>9s}{'eff':>6s}{'weak':>6s}{'all2all':>9s}{'eff':>6s}{'weak':>6s}")
+    rows = []
+    for name in names:
+        base = None
+        for gpus in counts:
+            row = model(name, args.local + gpus.bit_length() - 1, args.local, itemsize, m)
+            base = base or row  # the first count given is the weak-scaling reference (1 GPU by default)
+            pw, a2a = row.total_ms(False), row.total_ms(True)
+            out = asdict(row) | {"pairwise_eff": row.compute_ms / pw, "pairwise_weak": base.total_ms(False) / pw,
+                                 "alltoall_eff": row.compute_ms / a2a, "alltoall_weak": base.total_ms(True) / a2a}
+            rows.append(out)
+            print(f"{name:10s}{gpus:5d}{row.n_qubits:4d}{row.stages:7d}{row.swaps_intra:7d}/{row.swaps_inter:<5d}"
+                  f"{row.pairwise_bytes / 1e9:8.1f}{row.compute_ms:9.0f}{row.pairwise_ms:9.0f}"
+                  f"{out['pairwise_eff']:6.2f}{out['pairwise_weak']:6.2f}{row.alltoall_ms:9.0f}"
+                  f"{out['alltoall_eff']:6.2f}{out['alltoall_weak']:6.2f}")
+    print("times in ms per rank; pairwise = one exchange of half a slice per swapped bit (as built), "
+          "all2all = one exchange per stage (not built); eff = compute / total, weak = T(first count) / T")
+    if args.json:
+        write_results(args.json, {"local_qubits": args.local, "dtype": args.dtype, "machine": asdict(m),
+                                  "rows": rows}, module=MODULE, argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
