@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import command, write_results
+from benchmarks.common import write_results
 
 MODULE = "benchmarks.bench.distributed"
 PROBES = 8  # amplitudes compared between runs
@@ -160,7 +160,7 @@ def driver(args, argv) -> int:
         if "swaps" in row:
             row["bytes_as_theory"] = all(b == s * row["half_slice_bytes"] for b, s in zip(row["bytes_sent"], row["swaps"]))
     if args.json:
-        write_results(args.json, {"command": command(MODULE, argv), "rows": results})
+        write_results(args.json, {"rows": results}, module=MODULE, argv=argv)
     print(f"{'circuit':<8}{'ranks':>6}{'qubits':>7}{'wall s':>9}{'x 1 dev':>9}{'swaps':>6}{'exch s':>8}"
           f"{'GB/rank':>9}{'theory':>7}{'norm':>18}{'amp diff':>10}")
     for row in results:
