@@ -85,6 +85,7 @@ def rank_main(args) -> None:
             row = {"circuit": name, "ranks": comm.Get_size(), "qubits": args.qubits, "local_qubits": st.local_qubits,
                    "wall_s": min(times), "walls_s": times, "swaps": comm.gather(st.swaps),
                    "bytes_sent": comm.gather(st.bytes_sent), "exchange_s": comm.gather(st.exchange_s),
+                   "compute_s": comm.gather(st.compute_s),
                    "half_slice_bytes": st.data.nbytes // 2, "norm": norm,
                    "amplitudes": [[a.real, a.imag] for a in amps]}
             if args.bandwidth:
@@ -161,7 +162,7 @@ def driver(args, argv) -> int:
             row["bytes_as_theory"] = all(b == s * row["half_slice_bytes"] for b, s in zip(row["bytes_sent"], row["swaps"]))
     if args.json:
         write_results(args.json, {"rows": results}, module=MODULE, argv=argv)
-    print(f"{'circuit':<8}{'ranks':>6}{'qubits':>7}{'wall s':>9}{'x 1 dev':>9}{'swaps':>6}{'exch s':>8}"
+    print(f"{'circuit':<8}{'ranks':>6}{'qubits':>7}{'wall s':>9}{'x 1 dev':>9}{'swaps':>6}{'exch s':>8}{'comp s':>8}"
           f"{'GB/rank':>9}{'theory':>7}{'norm':>18}{'amp diff':>10}")
     for row in results:
         if "error" in row:
@@ -169,10 +170,11 @@ def driver(args, argv) -> int:
             continue
         sw = max(row.get("swaps", [0]))
         ex = max(row.get("exchange_s", [0.0]))
+        cs = max(row.get("compute_s", [0.0]))
         gb = max(row.get("bytes_sent", [0])) / 1e9
         ratio = row.get("ratio_to_1")
         print(f"{row['circuit']:<8}{row['ranks']:>6}{row['qubits']:>7}{row['wall_s']:>9.3f}"
-              f"{'' if ratio is None else f'{ratio:.3f}':>9}{sw:>6}{ex:>8.3f}{gb:>9.2f}"
+              f"{'' if ratio is None else f'{ratio:.3f}':>9}{sw:>6}{ex:>8.3f}{cs:>8.3f}{gb:>9.2f}"
               f"{str(row.get('bytes_as_theory', '')):>7}{row['norm']:>18.14f}"
               f"{row.get('max_amp_diff_vs_1', float('nan')):>10.1e}")
         if "bandwidth" in row:

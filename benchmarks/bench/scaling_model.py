@@ -4,14 +4,14 @@ Each GPU (rank) holds L local qubits, so 2^g GPUs hold N = L + g. The circuit is
 :func:`qsim_tc.distributed.run.run_distributed` plans it, ``plan_stages(circuit, L)``; nothing is
 simulated and no state is allocated, so the model runs on any CPU in seconds. Per rank:
 
-  compute  = sum over stages of sweeps(the stage's L-qubit circuit) * t_sweep
-  pairwise = sum over swaps of [ (half a slice) / bandwidth(swapped bit) + t_sweep ]   (as built)
+  compute  = sum over stages of sweeps(the stage's L-qubit circuit) * t_pass
+  pairwise = sum over swaps of [ (half a slice) / bandwidth(swapped bit) + t_pass ]   (as built)
   alltoall = sum over stages with swaps of
-             [ bytes to other nodes / ib + bytes to this node's GPUs / nvlink + t_sweep ]  (batched)
+             [ bytes to other nodes / ib + bytes to this node's GPUs / nvlink + t_pass ]  (batched)
 
-t_sweep is one read+write pass over the slice (2^L amplitudes); the extra t_sweep per exchange is
-the packing of the outgoing amplitudes into a contiguous buffer and the unpacking of the incoming
-ones. A swapped global bit j (physical bit L + j, bit j of the rank) is a node-level bit when
+t_pass is one read+write pass over the slice (2^L amplitudes); the extra t_pass per exchange is
+the local copying (qsim_tc.distributed.exchange packs a strided half into piece buffers, and NCCL
+receives into a buffer copied over the piece): one pass at most, half for a contiguous half. A swapped global bit j (physical bit L + j, bit j of the rank) is a node-level bit when
 2^j >= GPUs per node: ranks are numbered node by node, so the low rank bits pick a GPU inside a
 node. sweeps() is the project's stage model (qsim_tc.plan.stage_choice: a pass per stage plus a
 weight per kernel op, fitted on an H100) where every gate fits the stage kernel, else one pass
@@ -19,8 +19,8 @@ per gate (brickwork d = 4 at 28 qubits: 65 gates took 191 ms = 67 passes on an H
 is less. The busiest rank is modelled: every global control of the rank is 1.
 
 Efficiencies: ``eff`` = compute / (compute + communication) at that size, the share of time spent
-on the circuit; ``weak`` = T(1 GPU, L qubits) / T(2^g GPUs, L + g qubits), the convention of a weak
-scaling plot (Atlas, SC'24, Fig. 5), which also counts the larger circuit's extra gates.
+on the circuit; ``weak`` = T(1 GPU, L qubits) / T(2^g GPUs, L + g qubits), as read off a weak
+scaling plot such as Atlas's (SC'24); it also counts the larger circuit's extra gates.
 
     python -m benchmarks.bench.scaling_model
     python -m benchmarks.bench.scaling_model --dtype complex64 --measured m.json --json out.json

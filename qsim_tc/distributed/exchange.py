@@ -39,22 +39,6 @@ def half_pieces(half, piece_elements: int):
             yield half[r:r + step]
 
 
-class _Buffers:
-    """Two reused 1-D buffers (pack and receive) of at most one piece each."""
-
-    def __init__(self, xp, dtype):
-        self.xp, self.dtype = xp, dtype
-        self.send = self.recv = None
-
-    def get(self, which: str, size: int):
-        buf = getattr(self, which)
-        if buf is None or buf.size < size:
-            setattr(self, which, None)  # release the smaller one first
-            buf = self.xp.empty(size, dtype=self.dtype)
-            setattr(self, which, buf)
-        return buf[:size]
-
-
 class MpiExchange:
     """Pieces of numpy slices over MPI."""
 
@@ -62,25 +46,43 @@ class MpiExchange:
 
     def __init__(self, comm, dtype):
         self.comm = comm
-        self._bufs = _Buffers(np, dtype)
+        self._buf = None
 
-    def trade(self, piece, partner: int) -> None:
-        """Swap ``piece``'s contents with the partner's piece at the same place (collective over
-        the pair). MPI counts are 32-bit: pieces stay far below 2^31 elements."""
-        if piece.flags.c_contiguous:
-            self.comm.Sendrecv_replace(piece, dest=partner, sendtag=7, source=partner, recvtag=7)
-            return
-        buf = self._bufs.get("send", piece.size)
-        np.copyto(buf.reshape(piece.shape), piece)
-        self.comm.Sendrecv_replace(buf, dest=partner, sendtag=7, source=partner, recvtag=7)
-        piece[...] = buf.reshape(piece.shape)
+    def trade(self, half, partner: int, piece_elements: int) -> int:
+        """Swap the contents of ``half`` with the partner's half at the same places, piece by
+        piece (collective over the pair); returns the bytes sent. MPI counts are 32-bit: pieces
+        stay far below 2^31 elements."""
+        sent = 0
+        for piece in half_pieces(half, piece_elements):
+            if piece.flags.c_contiguous:
+                buf = piece
+            else:
+                if self._buf is None or self._buf.size < piece.size:
+                    self._buf = np.empty(piece.size, dtype=piece.dtype)
+                buf = self._buf[:piece.size].reshape(piece.shape)
+                np.copyto(buf, piece)
+            self.comm.Sendrecv_replace(buf, dest=partner, sendtag=7, source=partner, recvtag=7)
+            if buf is not piece:
+                piece[...] = buf
+            sent += piece.nbytes
+        return sent
 
     def close(self) -> None:
-        self._bufs = None
+        self._buf = None
+
+
+# NCCL communicators by (MPI communicator, GPU): creating one costs about a second, so every
+# DistributedState on the same ranks and GPU shares it for the life of the process.
+_NCCL_COMMS: dict = {}
 
 
 class NcclExchange:
-    """Pieces of cupy slices over NCCL, between the GPUs of the ranks of an MPI communicator."""
+    """Pieces of cupy slices over NCCL, between the GPUs of the ranks of an MPI communicator.
+
+    Two slots pipeline the pieces: while piece i crosses the link (the communication stream),
+    piece i - 1 is copied from its receive buffer into place and piece i + 1 is packed (the copy
+    stream); events order each buffer's reuse. Memory: two pieces to receive into, two to pack.
+    """
 
     device = "gpu"
 
@@ -89,31 +91,60 @@ class NcclExchange:
         from cupy.cuda import nccl  # noqa: PLC0415
 
         self._cp, self._nccl = cupy, nccl
-        uid = nccl.get_unique_id() if comm.Get_rank() == 0 else None
-        uid = comm.bcast(uid, root=0)
-        self.nccl_comm = nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
-        self._bufs = _Buffers(cupy, dtype)
-        self._words = np.dtype(dtype).itemsize // 8  # sent as float64 words (complex64 is one)
+        key = (comm.py2f(), cupy.cuda.Device().id)
+        if key not in _NCCL_COMMS:
+            uid = nccl.get_unique_id() if comm.Get_rank() == 0 else None
+            uid = comm.bcast(uid, root=0)
+            _NCCL_COMMS[key] = nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
+        self.nccl_comm = _NCCL_COMMS[key]
+        self._dtype = np.dtype(dtype)
+        self._words = self._dtype.itemsize // 8  # sent as float64 words (complex64 is one)
+        self._recv = [None, None]
+        self._pack = [None, None]
+        self._streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
 
-    def trade(self, piece, partner: int) -> None:
-        """Swap ``piece``'s contents with the partner's piece at the same place (both ranks call)."""
+    def _slot(self, bufs, i: int, size: int):
+        if bufs[i] is None or bufs[i].size < size:
+            bufs[i] = None
+            bufs[i] = self._cp.empty(size, dtype=self._dtype)
+        return bufs[i][:size]
+
+    def trade(self, half, partner: int, piece_elements: int) -> int:
+        """Swap the contents of ``half`` with the partner's half at the same places (both ranks
+        call); returns the bytes sent. Ends synchronised with the caller's stream."""
         cp, nccl = self._cp, self._nccl
-        if piece.flags.c_contiguous:
+        link, copy = self._streams
+        caller = cp.cuda.get_current_stream()
+        start = caller.record()
+        link.wait_event(start)  # the state is ready (its last kernel ran on the caller's stream)
+        copy.wait_event(start)
+        done = [None, None]  # per slot: the copy-back that frees its buffers
+        sent = 0
+        for i, piece in enumerate(half_pieces(half, piece_elements)):
+            k = i % 2
+            if done[k] is not None:
+                link.wait_event(done[k])
+                copy.wait_event(done[k])
+            recv = self._slot(self._recv, k, piece.size).reshape(piece.shape)
             send = piece
-        else:
-            send = self._bufs.get("send", piece.size).reshape(piece.shape)
-            cp.copyto(send, piece)
-        recv = self._bufs.get("recv", piece.size)
-        stream = cp.cuda.get_current_stream().ptr
-        count = piece.size * self._words
-        nccl.groupStart()
-        self.nccl_comm.send(send.data.ptr, count, nccl.NCCL_FLOAT64, partner, stream)
-        self.nccl_comm.recv(recv.data.ptr, count, nccl.NCCL_FLOAT64, partner, stream)
-        nccl.groupEnd()
-        cp.copyto(piece, recv.reshape(piece.shape))  # stream-ordered after the group
+            if not piece.flags.c_contiguous:
+                send = self._slot(self._pack, k, piece.size).reshape(piece.shape)
+                with copy:
+                    cp.copyto(send, piece)
+                link.wait_event(copy.record())
+            count = piece.size * self._words
+            nccl.groupStart()
+            self.nccl_comm.send(send.data.ptr, count, nccl.NCCL_FLOAT64, partner, link.ptr)
+            self.nccl_comm.recv(recv.data.ptr, count, nccl.NCCL_FLOAT64, partner, link.ptr)
+            nccl.groupEnd()
+            copy.wait_event(link.record())
+            with copy:
+                cp.copyto(piece, recv)
+            done[k] = copy.record()
+            sent += piece.nbytes
+        caller.wait_event(copy.record())
+        return sent
 
     def close(self) -> None:
-        self._bufs = None
-        if self.nccl_comm is not None:
-            self.nccl_comm.destroy()
-            self.nccl_comm = None
+        self._recv = [None, None]
+        self._pack = [None, None]

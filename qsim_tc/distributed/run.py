@@ -11,6 +11,8 @@ its diagonal (a phase on the whole slice when none of its bits is local).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from circuits import Circuit, Gate
@@ -34,7 +36,8 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
 
     Returns:
         This rank's DistributedState (its ``phys`` the final layout; ``swaps`` and
-        ``bytes_sent`` count the exchanges).
+        ``bytes_sent`` count the exchanges; ``compute_s`` and ``exchange_s`` are the seconds
+        in the stages' runs and in swaps).
     """
     from qsim_tc import Simulator, StateVector  # noqa: PLC0415 - the package imports this module lazily
 
@@ -76,8 +79,10 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
             if gate is not None:
                 local.append(gate)
         if len(local):
+            t0 = time.perf_counter()
             start = StateVector.from_array(state.data, copy=False, device=device)
             state.take_local(sim.run(local, initial_state=start, in_place=True).state)
+            state.compute_s += time.perf_counter() - t0  # the run ends synchronised
         if scale != 1.0:
             state.data *= state.data.dtype.type(scale)
     if circuit.global_phase:

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from qsim_tc.distributed.exchange import DEFAULT_PIECE_BYTES, MpiExchange, NcclExchange, half_pieces
+from qsim_tc.distributed.exchange import DEFAULT_PIECE_BYTES, MpiExchange, NcclExchange
 
 READ_CHUNK = 1 << 24  # amplitudes per step of a readout (256 MiB of complex128)
 
@@ -35,7 +35,8 @@ class DistributedState:
         piece_bytes: the most bytes one message of a swap carries (two such buffers are the
             swap's memory beside the state).
         bytes_sent: amplitudes' bytes this rank sent in swaps; swaps: swaps done;
-        exchange_s: seconds spent in swaps (device synchronised after each).
+        exchange_s: seconds spent in swaps (device synchronised after each); compute_s: in the
+            stages' local runs (set by :func:`~qsim_tc.distributed.run_distributed`).
     """
 
     def __init__(self, comm, n_qubits: int, dtype=np.complex128, data=None, phys=None, *, device: str = "cpu",
@@ -73,6 +74,7 @@ class DistributedState:
         self.bytes_sent = 0
         self.swaps = 0
         self.exchange_s = 0.0
+        self.compute_s = 0.0
         self._exchange = None
 
     # --- layout -----------------------------------------------------------------------------
@@ -100,9 +102,7 @@ class DistributedState:
         # the half whose bit p differs from this rank's bit g leaves; the partner's half with its
         # bit p equal to this rank's bit g arrives in the same places
         half = self.data.reshape(-1, 2, 1 << p)[:, 1 - b, :]
-        for piece in half_pieces(half, max(1, self.piece_bytes // self.data.itemsize)):
-            self._exchange.trade(piece, partner)
-            self.bytes_sent += piece.nbytes
+        self.bytes_sent += self._exchange.trade(half, partner, max(1, self.piece_bytes // self.data.itemsize))
         self.phys[p], self.phys[g] = self.phys[g], self.phys[p]
         self.swaps += 1
         if self.device == "gpu":
@@ -129,7 +129,7 @@ class DistributedState:
         self.data = phys.data
 
     def close(self) -> None:
-        """Release the exchange's buffers and communicator (NCCL)."""
+        """Release the exchange's buffers (the NCCL communicator stays for the next state)."""
         if self._exchange is not None:
             self._exchange.close()
             self._exchange = None
