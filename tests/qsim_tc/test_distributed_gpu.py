@@ -1,0 +1,50 @@
+"""The distributed state on GPUs: one GPU per rank, swaps over NCCL, equal to the single-process
+run (mpiexec in a subprocess with a timeout; two ranks need two GPUs)."""
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+MPIEXEC = shutil.which("mpiexec") or shutil.which("mpirun")
+
+
+def _gpus() -> int:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")
+@pytest.mark.parametrize("extra", [[], ["--gate-by-gate", "--piece-bytes", "4096"]])
+def test_two_gpu_ranks_equal_the_single_process_run(extra):
+    pytest.importorskip("mpi4py")
+    if _gpus() < 2:
+        pytest.skip("needs two GPUs")
+    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "qsim_tc.distributed.selfcheck", "--device", "gpu",
+           "--qubits", "6,12,18", "--seeds", "2", "--gates", "80", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("OK")
+
+
+def test_in_place_run_on_an_adopted_gpu_array():
+    import cupy
+
+    from circuits import brickwork
+    from qsim_tc import Simulator, StateVector
+
+    c = brickwork(16, 4, 4, 2)
+    want = Simulator("native", device="gpu").run(c).state.to_numpy()
+    a = cupy.zeros(1 << 16, dtype=cupy.complex128)
+    a[0] = 1
+    s = StateVector.from_array(a, copy=False, device="gpu")
+    r = Simulator("native", device="gpu").run(c, initial_state=s, in_place=True)
+    assert r.state is s
+    np.testing.assert_allclose(s.to_numpy(), want, atol=1e-13)
