@@ -48,6 +48,9 @@ DEFAULT_QUBITS = {"cpu": 20, "gpu": 28}
 # the whole calibration's wall time: measuring, warm-ups, overheads and allocations all count
 # (a measuring-only budget of 40 s came to 66-67 s on an H100, against the 60 s target)
 DEFAULT_BUDGET_S = {"cpu": 60.0, "gpu": 45.0}
+# the whole calibration stops here (x budget) whatever a precision's part says: a width started
+# before a deadline can run past it, and the CLI's 45 s must stay under a minute
+HARD_STOP = 1.2
 AUTO_BUDGET_S = 20.0  # the brief calibration at first GPU use, for the precision asked only
 DEFAULT_MAX_GATE_QUBITS = {"cpu": 10, "gpu": 12}
 SLOW_MS = 50.0  # a gate slower than this is timed once (its noise is small against its time)
@@ -266,12 +269,13 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
     rows: list[CostRow] = []
     skipped: dict[str, str] = {}
     machine = _machine(dev)
-    done_methods = 0
+    hard_stop = t_start + HARD_STOP * budget
     for _precision, names in by_precision:
         if not names:
             continue
-        done_methods += len(names)
-        deadline = t_start + budget * done_methods / max(len(all_methods), 1)
+        # each precision's part of the budget counts from its own start (the double methods
+        # overran into the single ones' part, and tc-auto went unmeasured), within a hard stop
+        deadline = min(time.perf_counter() + budget * len(names) / max(len(all_methods), 1), hard_stop)
         dtype = gemm.get_method(names[0]).state_dtype
         spent = {m: 0.0 for m in names}
         times: dict[str, dict[str, dict[int, float]]] = {m: {p: {} for p in placements} for m in names}
@@ -291,9 +295,13 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
         # ones: an emulated method's first width can take seconds a gate (int8-auto at d = 10:
         # 5.8 s on an H100), and measured in turn with the others it left native and native3m
         # no time for d = 10, whose extrapolated cost made auto pick int8-crt at 4x the time
-        native_first = [[m for m in names if gemm.get_method(m).direct_small_gates],
-                        [m for m in names if not gemm.get_method(m).direct_small_gates]]
-        for group, step in ((g, st) for g in native_first for st in range(max_d)):
+        # ... except each emulated method's first width (d = 10), measured before them: it is
+        # where emulation can win, and a precision's part that ran out in the native widths
+        # left tc-auto unmeasured (auto/single then ran CGEMM at 2.5x tc-auto's time)
+        native = [m for m in names if gemm.get_method(m).direct_small_gates]
+        emulated = [m for m in names if not gemm.get_method(m).direct_small_gates]
+        steps = [(emulated, 0)] + [(native, st) for st in range(max_d)] + [(emulated, st) for st in range(1, max_d)]
+        for group, step in steps:
             live = [m for m in group if spent[m] < share and m not in skipped]
             if not live or time.perf_counter() >= deadline:
                 continue
