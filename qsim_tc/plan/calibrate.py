@@ -376,7 +376,9 @@ def _width_order(method, max_d: int) -> list[int]:
         # d = 10 first: the widest gate of the usual fused circuits; with d = 12 first and a 45 s
         # budget, an H100 measured only d = 11-12, and d = 10 read from d = 11 made auto/single pick
         # native32 where tc-auto was 5x faster on brickwork(28, 10, 4)
-        first = [d for d in dict.fromkeys((min(10, max_d), max_d))]
+        # then 8 and 9 (the widths brickwork circuits fuse to, where tc-auto beat CGEMM 1.2x on
+        # brickwork(28, 8, 4)) before 11-12, which fused circuits rarely reach
+        first = [d for d in dict.fromkeys(min(w, max_d) for w in (10, 8, 9, max_d))]
         return first + [d for d in widths[::-1] if d not in first]
     spread = [d for d in widths if d <= 2 or d % 2 == 0 or d == max_d]
     return spread + [d for d in widths if d not in spread]
