@@ -46,7 +46,7 @@ class MpiExchange:
 
     def __init__(self, comm, dtype):
         self.comm = comm
-        self._buf = None
+        self._buf = self._recv = None
 
     def trade(self, half, partner: int, piece_elements: int) -> int:
         """Swap the contents of ``half`` with the partner's half at the same places, piece by
@@ -67,8 +67,18 @@ class MpiExchange:
             sent += piece.nbytes
         return sent
 
+    def receive(self, send, partner: int):
+        """The partner's contiguous block at the same places as ``send`` (this rank's block goes
+        to it in the same call; collective over the pair), in a reused buffer."""
+        if self._recv is None or self._recv.size < send.size:
+            self._recv = np.empty(send.size, dtype=send.dtype)
+        recv = self._recv[:send.size]
+        self.comm.Sendrecv(np.ascontiguousarray(send), dest=partner, sendtag=8, recvbuf=recv, source=partner,
+                           recvtag=8)
+        return recv
+
     def close(self) -> None:
-        self._buf = None
+        self._buf = self._recv = None
 
 
 # NCCL communicators by (MPI communicator, GPU): creating one costs about a second, so every
@@ -144,6 +154,19 @@ class NcclExchange:
             sent += piece.nbytes
         caller.wait_event(copy.record())
         return sent
+
+    def receive(self, send, partner: int):
+        """The partner's contiguous block at the same places as ``send`` (this rank's block goes
+        to it in the same call; both ranks call), in a reused buffer, ready on the caller's stream."""
+        cp, nccl = self._cp, self._nccl
+        recv = self._slot(self._recv, 0, send.size)
+        stream = cp.cuda.get_current_stream().ptr
+        count = send.size * self._words
+        nccl.groupStart()
+        self.nccl_comm.send(send.data.ptr, count, nccl.NCCL_FLOAT64, partner, stream)
+        self.nccl_comm.recv(recv.data.ptr, count, nccl.NCCL_FLOAT64, partner, stream)
+        nccl.groupEnd()
+        return recv
 
     def close(self) -> None:
         self._recv = [None, None]

@@ -70,8 +70,14 @@ def _check(comm, argv) -> int:
     p.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--gate-by-gate", action="store_true",
                    help="each rank runs its stages gate by gate (plan=None), which leaves slices permuted")
+    p.add_argument("--read-chunk", type=int, default=None,
+                   help="amplitudes per readout step (small: readouts and expectations in many chunks)")
     p.add_argument("--fail-on-rank", type=int, default=None, help="raise on this rank (tests the abort)")
     args = p.parse_args(argv)
+    if args.read_chunk:
+        from qsim_tc.distributed import state  # noqa: PLC0415
+
+        state.READ_CHUNK = args.read_chunk
     if args.fail_on_rank == comm.Get_rank():
         raise RuntimeError(f"planted failure on rank {comm.Get_rank()}")
     worst = 0.0
@@ -80,7 +86,8 @@ def _check(comm, argv) -> int:
             c = random_circuit(n, args.gates, seed)
             st = run_distributed(c, comm, backend="native", device=args.device, piece_bytes=args.piece_bytes,
                                  **({"plan": None} if args.gate_by_gate else {}))
-            ref = Simulator("native", device="cpu", plan=None, fuse=None).run(c).state.to_numpy()
+            ref_state = Simulator("native", device="cpu", plan=None, fuse=None).run(c).state
+            ref = ref_state.to_numpy()
             full = st.gather(root=0)
             err = float(np.abs(full - ref).max()) if comm.Get_rank() == 0 else 0.0
             # readouts that never gather the state
@@ -90,6 +97,20 @@ def _check(comm, argv) -> int:
             marg = np.bincount(sum(((np.arange(1 << n) >> q) & 1) << k for k, q in enumerate(qs)),
                                weights=np.abs(ref) ** 2, minlength=1 << len(qs))
             err = max(err, float(np.abs(st.probabilities(qs) - marg).max()), abs(st.norm() - 1.0))
+            # Pauli expectations: random strings, and X/Y on the top (global) qubits
+            rng = np.random.default_rng(seed + 100)
+            labels = ["".join(rng.choice(list("IXYZ"), n)) for _ in range(3)]
+            labels.append("Y" + "X" * min(1, n - 1) + "Z" * max(n - 2, 0))
+            for label in labels:
+                err = max(err, abs(st.expectation_value(label) - ref_state.expectation_value(label)))
+            # sampling: the same marginal within 5 standard deviations
+            shots = 4000
+            draws = st.sample(shots, seed=seed)
+            assert draws.shape == (shots,) and draws.min() >= 0 and draws.max() < (1 << n), "samples out of range"
+            idx = sum(((draws >> q) & 1) << k for k, q in enumerate(qs))
+            freq = np.bincount(idx, minlength=marg.size) / shots
+            if np.any(np.abs(freq - marg) > 5 * np.sqrt(marg * (1 - marg) / shots) + 1e-3):
+                raise AssertionError(f"sampled marginal {freq} is not {marg}")
             worst = max(worst, comm.allreduce(err, op=_max()))
             swaps = comm.allreduce(st.swaps, op=_max())
             if comm.Get_rank() == 0:

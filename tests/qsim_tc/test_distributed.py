@@ -29,9 +29,10 @@ def test_random_circuits_equal_the_single_process_run(ranks, qubits):
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_permuted_slices_and_small_pieces_equal_the_single_process_run(ranks):
     # gate by gate, the engine leaves slices permuted (absorbed where the ranks agree, undone where
-    # they differ); 64-byte pieces split every swap into many messages, packed and contiguous
+    # they differ); 64-byte pieces split every swap into many messages, packed and contiguous;
+    # readouts and Pauli expectations (chunks traded between ranks) go 8 amplitudes at a time
     proc = _mpi(ranks, "--qubits", "5,7,10", "--seeds", "2", "--gates", "60", "--gate-by-gate",
-                "--piece-bytes", "64")
+                "--piece-bytes", "64", "--read-chunk", "8")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("OK")
 
