@@ -1,11 +1,11 @@
 """The distributed state on GPUs: one GPU per rank, swaps over NCCL, equal to the single-process
-run (mpiexec in a subprocess with a timeout; two ranks need two GPUs)."""
+run (mpiexec in a subprocess with a timeout; two ranks need two GPUs). The in-place run it relies
+on is tested on both devices in test_user_api."""
 
 import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 pytestmark = pytest.mark.gpu
@@ -32,19 +32,3 @@ def test_two_gpu_ranks_equal_the_single_process_run(extra):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("OK")
-
-
-def test_in_place_run_on_an_adopted_gpu_array():
-    import cupy
-
-    from circuits import brickwork
-    from qsim_tc import Simulator, StateVector
-
-    c = brickwork(16, 4, 4, 2)
-    want = Simulator("native", device="gpu").run(c).state.to_numpy()
-    a = cupy.zeros(1 << 16, dtype=cupy.complex128)
-    a[0] = 1
-    s = StateVector.from_array(a, copy=False, device="gpu")
-    r = Simulator("native", device="gpu").run(c, initial_state=s, in_place=True)
-    assert r.state is s
-    np.testing.assert_allclose(s.to_numpy(), want, atol=1e-13)

@@ -115,21 +115,23 @@ def test_run_takes_a_qiskit_circuit_on_the_gpu(cp):
     np.testing.assert_allclose(state.to_numpy(), Statevector(qc).data, atol=1e-14)
 
 
-def test_in_place_run_on_an_adopted_array_changes_that_state_only():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_in_place_run_on_an_adopted_array_changes_that_state_only(device):
     from circuits import brickwork
     from qsim_tc import Simulator, StateVector
 
-    c = brickwork(8, 2, 4, 5)
-    want = Simulator("native", device="cpu").run(c).state.to_numpy()
-    a = np.zeros(1 << 8, dtype=np.complex128)
+    xp = __import__("cupy") if device == "gpu" else np
+    c = brickwork(12, 4, 4, 5)
+    want = Simulator("native", device=device).run(c).state.to_numpy()
+    a = xp.zeros(1 << 12, dtype=np.complex128)
     a[0] = 1
-    s = StateVector.from_array(a, copy=False, device="cpu")
-    r = Simulator("native", device="cpu").run(c, initial_state=s, in_place=True)
+    s = StateVector.from_array(a, copy=False, device=device)
+    r = Simulator("native", device=device).run(c, initial_state=s, in_place=True)
     assert r.state is s
     np.testing.assert_allclose(s.to_numpy(), want, atol=1e-13)
     # without in_place the start state is left as it was
-    t = StateVector(8, device="cpu")
-    Simulator("native", device="cpu").run(c, initial_state=t)
+    t = StateVector(12, device=device)
+    Simulator("native", device=device).run(c, initial_state=t)
     assert t.amplitude(0) == 1
 
 
