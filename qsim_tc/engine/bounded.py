@@ -12,9 +12,12 @@ The state is never copied whole. With the targets on physical bits [t, t+d):
 * top / batched (the state is (H, 2^d, L), ``U @ S[h]``): whole slabs h when they fit a block
   (contiguous), else column blocks of one slab (on the GPU first copied to a contiguous buffer,
   since the cuBLAS call takes contiguous operands); each written back before the next.
-* anything else: the targets are first swapped into the bottom bits in place (one pass of
-  disjoint bit exchanges, :mod:`~qsim_tc.engine.swap`), with the next gate's targets moved to
-  the top in the same pass when they are known, then the bottom path.
+* anything else: one pass of disjoint bit exchanges in place (:mod:`~qsim_tc.engine.swap`)
+  first brings the targets into a window where one of the products above needs no swap. When
+  the next gate's targets are known the same pass also puts them where this product leaves
+  them in a window of their own (after a rotation: at the bottom), so that gate needs no pass;
+  the windows are chosen by the passes over the state that each choice costs
+  (:func:`plan_bounded`).
 
 Failure: the blocks already written back cannot be restored (keeping them would cost the
 memory this engine saves, and undoing them with U^dagger is not exact), so a failure after the
@@ -25,13 +28,14 @@ never started) leaves a valid state: the layout is updated after each completed 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 import gemm
 from qsim_tc import memory
-from qsim_tc.engine.swap import SwapInterrupted, apply_pairs, swap_bits
+from qsim_tc.engine.swap import SwapInterrupted, apply_pairs, pairs_between, swap_bits
 from qsim_tc.memory import SWAP_THREADS, swap_chunk_elements
 
 # Sizes that take the rotating orientation per block. The GPU: the sizes where cuBLAS runs
@@ -62,11 +66,13 @@ class BoundedPlan:
 
 
 @dataclass(frozen=True)
-class _Windows:
-    """Where a product needs no swap: the windows [t, t+d) of physical bits that are the bottom,
-    the top, or a middle block the batched product serves (apply.py's MIN_BATCHED_L, MAX_BATCHES)."""
+class _Geometry:
+    """What the planner knows of the products on one device: the windows [t, t+d) of physical
+    bits where a product needs no swap (the bottom, the top, a middle block the batched product
+    serves: apply.py's MIN_BATCHED_L and MAX_BATCHES) and the blocks they run on."""
 
     n_qubits: int
+    device_name: str
     min_batched_l: int
     max_batches: int
 
@@ -75,9 +81,44 @@ class _Windows:
         return t == 0 or t + d == n or ((1 << t) >= self.min_batched_l and (1 << (n - t - d)) <= self.max_batches)
 
     def starts(self, d: int) -> list:
-        """The windows' lowest bits, bottom first, the top last (module docstring: a window
-        higher than a block costs its columns a contiguous copy on the GPU)."""
+        """The lowest bits of the windows of a d-qubit gate, bottom first."""
         return [t for t in range(self.n_qubits - d + 1) if self.fits(t, d)]
+
+    def copy_cost(self, t: int, d: int) -> int:
+        """Passes over the state that the product on window [t, t+d) adds: 1 where the GPU runs
+        it on column blocks (a slab larger than a block), each copied to a contiguous buffer."""
+        if t == 0 or self.device_name != "gpu":
+            return 0
+        return int(t + d > _block_bits(self.n_qubits, d, self.device_name, 2))
+
+    def moves(self, d: int, rotate: bool) -> tuple:
+        """Where the product of a d-qubit gate leaves the bits, as (after, to): ``after[p]`` is
+        the bit whose qubit bit p holds after it, ``to[b]`` the bit that bit b's qubit goes to
+        (the identity, or the rotating product's move)."""
+        return _moves(self.n_qubits, d, _block_bits(self.n_qubits, d, self.device_name, 1) - d if rotate else None)
+
+
+@functools.lru_cache(maxsize=None)
+def _block_bits(n_qubits: int, d: int, device_name: str, copies: int) -> int:
+    """log2 of the block that the planner assumes: the native method's from the default workspace.
+
+    The engine takes the state's own (another workspace or method may give another block) and
+    records the layout it makes, so a wrong guess costs a later swap pass, never a wrong state.
+    """
+    dtype = np.complex128
+    elems, _ = memory.gate_block(gemm.get_method("native"), n_qubits, d, dtype, {}, device=device_name,
+                                 limit=memory.workspace_limit(n_qubits, dtype), copies=copies)
+    return elems.bit_length() - 1
+
+
+@functools.lru_cache(maxsize=None)
+def _moves(n_qubits: int, d: int, row_bits: int | None) -> tuple:
+    """:meth:`_Geometry.moves` for blocks of 2^row_bits rows (None: no rotation), computed once."""
+    after = tuple(range(n_qubits)) if row_bits is None else tuple(rotated(list(range(n_qubits)), d, row_bits))
+    to = [0] * n_qubits
+    for p, b in enumerate(after):
+        to[b] = p
+    return after, tuple(to)
 
 
 def plan_bounded(layout, qubits, n_qubits: int, device_name: str, min_batched_l: int, max_batches: int,
@@ -85,9 +126,10 @@ def plan_bounded(layout, qubits, n_qubits: int, device_name: str, min_batched_l:
     """Decide how to apply a gate on logical ``qubits`` with the bounded workspace.
 
     Targets in a window where a product needs no swap (bottom, top, a batched middle block) are
-    used there. Otherwise one swap pass brings them into such a window; where the next gate's
-    targets are known, the window and the pass are chosen so that the same pass also puts them
-    where that gate needs no pass of its own (:func:`_swap_pass`).
+    used there, unless a swap pass now saves more than it costs (:func:`_cost`). Otherwise one
+    swap pass brings them into such a window; where the next gate's targets are known, the
+    window and the pass are chosen so that the same pass also puts them where that gate needs
+    no pass of its own (:func:`_swap_options`).
 
     Args:
         layout: the state's :class:`~qsim_tc.layout.Layout`.
@@ -99,13 +141,20 @@ def plan_bounded(layout, qubits, n_qubits: int, device_name: str, min_batched_l:
         BoundedPlan.
     """
     d = len(qubits)
-    windows = _Windows(n_qubits, min_batched_l, max_batches)
+    geometry = _Geometry(n_qubits, device_name, min_batched_l, max_batches)
     rotate = d < n_qubits and d in BLOCK_ROTATE_D[device_name]
+    nxt = frozenset(next_qubits or ())
     pos = sorted(layout.pos[q] for q in qubits)
-    if pos[-1] - pos[0] == d - 1 and windows.fits(pos[0], d):
-        return _plan_at(layout.phys, qubits, (), pos[0], rotate)
-    pairs, t = _swap_pass(layout.phys, qubits, next_qubits, windows, rotate)
-    return _plan_at(layout.phys, qubits, pairs, t, rotate)
+    best = None
+    if pos[-1] - pos[0] == d - 1 and geometry.fits(pos[0], d):
+        best = _cost(geometry, layout, d, nxt, (), pos[0], rotate), (), pos[0]
+        if best[0][0] < 2:  # a swap pass costs a pass: it can only pay where it saves two
+            return _plan_at(layout.phys, qubits, (), pos[0], rotate)
+    for pairs, t in _swap_options(layout, qubits, nxt, geometry, rotate):
+        key = _cost(geometry, layout, d, nxt, pairs, t, rotate)
+        if best is None or key < best[0]:
+            best = key, pairs, t
+    return _plan_at(layout.phys, qubits, best[1], best[2], rotate)
 
 
 def _plan_at(phys, qubits, pairs, t: int, rotate_d: bool) -> BoundedPlan:
@@ -120,92 +169,97 @@ def _plan_at(phys, qubits, pairs, t: int, rotate_d: bool) -> BoundedPlan:
     return BoundedPlan(path, order, tuple(pairs), t, rotate)
 
 
-def _swap_pass(phys, qubits, next_qubits, windows: _Windows, rotate_d: bool) -> tuple[list, int]:
-    """One pass of disjoint bit exchanges for a gate whose targets need one, and the window
-    [t, t+d) it brings them to.
+def _cost(geometry: _Geometry, layout, d: int, nxt, pairs, t: int, rotate_d: bool) -> tuple:
+    """How good it is to exchange ``pairs`` and apply a d-qubit gate on window [t, t+d): a key,
+    lower is better.
 
-    Every window of the targets is tried with every window where the next gate would need no
-    pass after this one: a pass realizes an assignment of qubits to windows only when it is a
-    set of exchanges (:func:`_exchanges`), so the windows are chosen together. Preferred, in
-    this order: the next gate needs no pass; the lower window for this gate, then for the next
-    (the bottom rotates and keeps row blocks; a window above a block costs the GPU's column
-    blocks a copy); fewer exchanges.
-
-    Returns:
-        (pairs, t).
+    First the passes over the state that it costs with the next gate: this swap pass, the
+    contiguous copies of column blocks (:meth:`_Geometry.copy_cost`) of this gate and the next,
+    and the next gate's own swap pass where the product leaves its targets outside every window.
+    With no next gate known the state may be read next: then the passes that take it to logical
+    order (in place: one or two). Then fewer pairs, none best (bits left where they are keep the
+    order that earlier gates found convenient, as a brickwork's repeated layers do), then the
+    lower window for this gate (the bottom rotates where cuBLAS prefers it) and for the next.
     """
-    n, d = len(phys), len(qubits)
+    n = geometry.n_qubits
+    after, to = geometry.moves(d, rotate_d and t == 0)
+    cost = (1 if pairs else 0) + geometry.copy_cost(t, d)
+    w, read = n, 0
+    if nxt:
+        partner = {p: q for pq in pairs for p, q in (pq, pq[::-1])}
+        pos = sorted(to[partner.get(layout.pos[q], layout.pos[q])] for q in nxt)
+        if pos[-1] - pos[0] == len(pos) - 1 and geometry.fits(pos[0], len(pos)):
+            w = pos[0]
+            cost += geometry.copy_cost(w, len(pos))
+        else:
+            cost += 1
+    else:
+        swapped = apply_pairs(layout.phys, pairs)
+        read = len(pairs_between([swapped[b] for b in after], range(n)))
+    return cost, read, len(pairs), t, w
+
+
+def _swap_options(layout, qubits, nxt, geometry: _Geometry, rotate_d: bool):
+    """The swap passes (pairs, t) that bring the targets into a window [t, t+d): for every
+    window, the one that moves the targets only, and the ones that also put the next gate's
+    targets where the product leaves them in one of its windows. A pass realizes an assignment
+    of qubits to bits only when it is a set of exchanges (:func:`_exchanges`), so the two
+    windows are chosen together."""
+    d, k = len(qubits), len(nxt)
     targets = frozenset(qubits)
-    nxt = frozenset(next_qubits or ())
-    best = None
-    for t in windows.starts(d):
+    for t in geometry.starts(d):
         here = frozenset(range(t, t + d))
-        rotate = rotate_d and t == 0
-        options = [(1 if nxt else 0, 0, [(targets, here)])]
-        if nxt:
-            options += [(0, w, groups) for w in windows.starts(len(nxt))
-                        for groups in [_with_next(targets, here, nxt, w, rotate, n)] if groups]
-        for missed, w, groups in options:
-            pairs = _exchanges(phys, groups)
-            if pairs is None:
-                continue
-            key = (missed, t, w, len(pairs))
-            if best is None or key < best[0]:
-                best = (key, pairs, t)
-    return best[1], best[2]
+        yield _exchanges(layout, [(targets, here)]), t
+        after = geometry.moves(d, rotate_d and t == 0)[0]
+        for w in geometry.starts(k) if k else ():
+            groups = _with_next(targets, here, nxt, frozenset(after[w:w + k]))
+            pairs = _exchanges(layout, groups) if groups else None
+            if pairs is not None:
+                yield pairs, t
 
 
-def _with_next(targets, here, nxt, w: int, rotate: bool, n: int) -> list | None:
+def _with_next(targets, here, nxt, there) -> list | None:
     """The qubit groups and the bits each must occupy before the product so that this gate's
-    targets are on ``here`` and, after the product, the next gate's on [w, w + len(nxt)); None
-    when impossible.
-
-    The product keeps the bits in place, except the rotating one, which moves the bits above
-    the targets down by d inside each block and the targets above them: the next targets then
-    start d bits higher before it (whatever the block, provided it spans them), and a target of
-    both gates would land where the block size decides, so the rotation takes disjoint gates only.
-    """
-    d, k = len(targets), len(nxt)
-    if rotate:
-        if targets & nxt or w + k + d > n:
-            return None
-        return [(targets, here), (nxt, frozenset(range(w + d, w + d + k)))]
-    there = frozenset(range(w, w + k))
+    targets are on bits ``here`` and the next gate's on bits ``there`` (the bits that the
+    product moves to the next gate's window); None when the sizes do not match."""
     groups = [(targets & nxt, here & there), (targets - nxt, here - there), (nxt - targets, there - here)]
     return None if any(len(qs) != len(ps) for qs, ps in groups) else [g for g in groups if g[0]]
 
 
-def _exchanges(phys, groups) -> list | None:
+def _exchanges(layout, groups) -> list | None:
     """Disjoint bit pairs that move every group's qubits onto its bits in one pass, or None.
 
     Args:
-        phys: the layout (``phys[p]`` = qubit at bit p).
+        layout: the :class:`~qsim_tc.layout.Layout`.
         groups: (qubits, bits) of equal sizes, disjoint; the other qubits form one more group on
             the other bits.
 
     One pass exchanges bits pairwise: a qubit away from its group's bits moves only by trading
     places with one that wants its bit. So the pass exists iff for every two groups as many
     qubits of the first sit on the second's bits as the other way round; it pairs them in
-    ascending order of bit (which keeps each group's qubits in their relative order).
+    ascending order of bit on both sides.
     """
-    home = {}  # bit -> its group (the rest: -1)
+    home = {}  # bit -> its group (the other bits: -1)
     group_of = {}
     for g, (qs, ps) in enumerate(groups):
         home.update(dict.fromkeys(ps, g))
         group_of.update(dict.fromkeys(qs, g))
-    away = {}  # (group of the qubit, group of the bit it sits on) -> bits
-    for p, q in enumerate(phys):
-        a, b = group_of.get(q, -1), home.get(p, -1)
-        if a != b:
-            away.setdefault((a, b), []).append(p)
+    away = {}  # (group of the qubit, group of the bit it sits on) -> bits; only these qubits move
+    for q, g in group_of.items():
+        p = layout.pos[q]
+        if home.get(p, -1) != g:
+            away.setdefault((g, home.get(p, -1)), []).append(p)
+    for p, g in home.items():
+        if layout.phys[p] not in group_of:
+            away.setdefault((-1, g), []).append(p)
     pairs = []
     for (a, b), ps in away.items():
+        qs = away.get((b, a), ())
+        if len(qs) != len(ps):
+            return None
         if a < b:
-            qs = away.get((b, a), [])
-            if len(qs) != len(ps):
-                return None
-            pairs += [(min(p, q), max(p, q)) for p, q in zip(ps, qs)]
-    return None if sum(map(len, away.values())) != 2 * len(pairs) else pairs
+            pairs += [(min(p, q), max(p, q)) for p, q in zip(sorted(ps), sorted(qs))]
+    return pairs
 
 
 def apply_bounded(state, gate, plan: BoundedPlan, u_host: np.ndarray):
