@@ -295,12 +295,14 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
         # ones: an emulated method's first width can take seconds a gate (int8-auto at d = 10:
         # 5.8 s on an H100), and measured in turn with the others it left native and native3m
         # no time for d = 10, whose extrapolated cost made auto pick int8-crt at 4x the time
-        # ... except each emulated method's first width (d = 10), measured before them: it is
-        # where emulation can win, and a precision's part that ran out in the native widths
-        # left tc-auto unmeasured (auto/single then ran CGEMM at 2.5x tc-auto's time)
+        # ... except each emulated method's first two widths (d = 10, 8), measured before them:
+        # that is where emulation can win, and a precision's part that ran out in the native
+        # widths left tc-auto unmeasured (auto/single then ran CGEMM at 2.5x tc-auto's time on
+        # brickwork(28, 10, 4), 1.25x on brickwork(28, 8, 4))
         native = [m for m in names if gemm.get_method(m).direct_small_gates]
         emulated = [m for m in names if not gemm.get_method(m).direct_small_gates]
-        steps = [(emulated, 0)] + [(native, st) for st in range(max_d)] + [(emulated, st) for st in range(1, max_d)]
+        steps = ([(emulated, 0), (emulated, 1)] + [(native, st) for st in range(max_d)]
+                 + [(emulated, st) for st in range(2, max_d)])
         for group, step in steps:
             live = [m for m in group if spent[m] < share and m not in skipped]
             if not live or time.perf_counter() >= deadline:
