@@ -61,7 +61,7 @@ ROTATE_D = {"cpu": frozenset(range(4, 64)), "gpu": frozenset({4, 5, 6, 9, 10, 12
 class ApplyInfo:
     """What one gate application did."""
 
-    path: str  # Plan.path: "kernel", "bottom", "bottom-rotate", "top", "batched", "permute+bottom|rotate"
+    path: str  # Plan.path: "kernel", "bottom", "bottom-rotate", "top", "batched", "permute+bottom|rotate|top|batched"
     method: str
     n_targets: int
     physical_targets: tuple

@@ -32,7 +32,8 @@ PRECISION_CLASSES = {"double": "fp64", "single": "fp32"}
 SWITCH_MARGIN = 0.03
 # the engine's path -> the placement a cost row is measured at
 PATH_PLACEMENT = {"bottom": "bottom", "bottom-rotate": "bottom", "top": "top", "batched": "middle",
-                  "permute+bottom": "scattered", "permute+rotate": "scattered", "kernel": "bottom"}
+                  "permute+bottom": "scattered", "permute+rotate": "scattered", "permute+top": "scattered",
+                  "permute+batched": "scattered", "kernel": "bottom"}
 
 
 def check_precision(precision) -> str:
