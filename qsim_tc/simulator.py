@@ -162,6 +162,7 @@ class Simulator:
         self._fusion_cache = None  # (circuit, FusionChoice) priced by the stage decision
         self._stage_cache = None  # (circuit, its length, StageDecision) of the last decision
         self._in_place = False  # the current run works on its initial_state itself
+        self._guarded_norm = None  # (state, its norm) after the last guarded block of a run
 
     @property
     def cost_table(self):
@@ -220,6 +221,7 @@ class Simulator:
         if in_place and initial_state is None:
             raise ValueError("in_place=True needs an initial_state to run on")
         self._in_place = in_place
+        self._guarded_norm = None
         if progress is True:
             progress = Progress(f"{self.backend}")
         elif progress is False:
@@ -433,6 +435,7 @@ class Simulator:
             block = {"qubits": list(gate.qubits), "d": d, "placement": placement, "method": choice.method,
                      "predicted_ms": choice.predicted_ms, "reason": choice.reason, "redone": redone, "guard": None}
             if not needs_guard(method):
+                self._guarded_norm = None  # the state changes without a norm measured after it
                 info = state.apply(gate.matrix, gate.qubits, method=choice.method, check_unitary=False,
                                    small_gate_kernel=self.small_gate_kernel, next_qubits=nxt)
                 return state, info, block
@@ -443,7 +446,9 @@ class Simulator:
                 redone.append({"method": choice.method, "why": "routed: no memory for the guard's copy"})
                 continue
             saved = state.copy()
-            norm0 = saved.norm()
+            # the norm the last guarded block measured, while nothing has changed the state since
+            known = self._guarded_norm
+            norm0 = known[1] if known is not None and known[0] is state else saved.norm()
             info = None
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -456,7 +461,9 @@ class Simulator:
                 if getattr(w.category, "__module__", "").split(".")[0] != "gemm":
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             if info is not None:
-                verdict = guard.check(info.report, caught, norm0, state.norm(),
+                norm1 = state.norm()
+                self._guarded_norm = (state, norm1)
+                verdict = guard.check(info.report, caught, norm0, norm1,
                                       guard.norm_bound(self.precision, d, self.tolerance))
             block["guard"] = verdict.to_dict()
             if verdict.ok:

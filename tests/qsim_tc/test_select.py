@@ -173,3 +173,31 @@ def test_auto_argument_errors():
     with pytest.raises(ValueError, match="precision must be one of"):
         Simulator(precision="half")
     assert Simulator("native32").precision == "single"
+
+
+def test_guarded_blocks_in_a_row_measure_the_norm_once_each(monkeypatch):
+    """Consecutive guarded blocks take their input's norm from the block before (nothing changed
+    the state in between): k blocks, k + 1 norms; the results are those of the method alone."""
+    from qsim_tc import StateVector
+
+    t = _table([("native32", C64, {1: 10.0}, "any"), ("tc-auto", C64, {1: 1.0}, "any")])
+    c = brickwork(8, 2, 2, seed=4)
+    calls = []
+    norm = StateVector.norm
+    monkeypatch.setattr(StateVector, "norm", lambda self: calls.append(1) or norm(self))
+    res = Simulator(device="cpu", precision="single", cost_table=t, plan=None, fuse=None).run(c)
+    blocks = res.metadata["blocks"]
+    assert {b["method"] for b in blocks} == {"tc-auto"} and all(b["guard"]["ok"] for b in blocks)
+    assert len(calls) == len(blocks) + 1
+    ref = Simulator("tc-auto", device="cpu", plan=None, fuse=None).run(c)
+    assert np.abs(res.state.to_numpy() - ref.state.to_numpy()).max() < 1e-6
+
+
+def test_norm_is_the_two_norm_for_both_dtypes():
+    from qsim_tc import StateVector
+
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=1 << 10) + 1j * rng.normal(size=1 << 10)
+    for dt, rel in ((np.complex128, 1e-14), (np.complex64, 1e-6)):
+        want = np.linalg.norm(a.astype(dt).astype(np.complex128))
+        assert abs(StateVector.from_array(a.astype(dt), device="cpu").norm() - want) <= rel * want
