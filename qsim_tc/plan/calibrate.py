@@ -3,18 +3,22 @@ in the user's cache, and find the table to use on a device.
 
 Procedure (:func:`calibrate`): for each method of the precisions asked (the methods auto chooses
 from, :func:`qsim_tc.plan.select.auto_candidates`), the per-gate overhead is timed on a 6-qubit
-state; then, the native methods first (all their widths) and the emulated ones after, for gate
-widths in turn (:func:`_width_order`: d = 1, 2 and every other width for the native methods,
-d = 10 and then down from the widest for the emulated ones), a Haar-random d-qubit gate is applied
+state; then the emulated methods' first two widths, the native methods (all their widths), and
+the emulated methods' other widths, for gate widths in turn (:func:`_width_order`: d = 1, 2 and
+every other width for the native methods; d = 10, 8, 9, the widest and then down for the emulated
+ones), a Haar-random d-qubit gate is applied
 through the engine (``StateVector.apply``, so small-gate kernels, rotations and permutations are
 what a run gets) at each placement: targets at the bottom, in the middle (where the engine takes
 the batched product), at the top, and on random qubits. The state is put back in logical order
 between repetitions, outside the timed region; each gate gets fresh phases so no method's slice
 cache hits. Times come from the engine's own timer (CUDA events on the GPU, perf_counter on the
 CPU); the first run of each (method, d) warms up (kernel compilation, BLAS and cuBLAS plans) and
-is not counted; the median of ``repeats`` runs is kept, or one run where a gate takes longer than
-:data:`SLOW_MS`. Each method gets an equal share of the time budget; widths it has no time left
-for are extrapolated by the row (4x per qubit) and the row lists the widths measured.
+is not counted; the median of ``repeats`` runs is kept, or, where a gate takes longer than
+:data:`SLOW_MS`, one run (the faster of two when the first was an unwarmed placement's and took
+under :data:`COMPILE_MS`: it may have been compiling). Each method gets an equal share of the
+time budget; each precision's part counts from its own start, and the whole stops at
+:data:`HARD_STOP` times the budget. Widths a method has no time left for are extrapolated by the
+row (4x per qubit) and the row lists the widths measured.
 
 Cache: one JSON file per device key (:func:`device_key`: device name, driver, CUDA runtime,
 cupy, cuBLAS and numpy versions) in ``$QSIM_TC_CACHE``, else ``$XDG_CACHE_HOME/qsim-tc``, else
