@@ -28,6 +28,7 @@ from qsim_tc.cli.common import (
     plan_option,
     precision_option,
     print_stages,
+    time_text,
     write_json,
 )
 from qsim_tc.cli.distributed import launched_ranks, run_ranks
@@ -101,8 +102,7 @@ def _single(args, circ, backend) -> int:
     if result.metadata.get("fuse") is not None:
         print(f"fusion: {result.metadata['input_gates']} gates -> {result.metadata['applied_gates']} blocks "
               f"({result.metadata['fuse_s']:.3f} s)")
-    print(f"time: {result.wall_s:.3f} s wall, {result.gate_time_ms:.1f} ms in gates "
-          f"({result.gate_time_ms / max(len(circ), 1):.2f} ms/gate)")
+    print(time_text(result, len(circ)))
     print(f"norm: {st.norm():.15f}")
     print(f"amplitude[0] = {st.amplitude(0):.6e}")
     print(f"most likely basis state: {top} (p = {float(probs[top]):.3e}, uniform 2^-N = {2.0**-args.qubits:.3e})")

@@ -70,6 +70,16 @@ def print_stages(result) -> None:
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
+def time_text(result, n_gates: int) -> str:
+    """The run's time line: wall time, and the time in gates where gates were timed one by one
+    (a stage is one pass over the state for many gates, timed only as part of the wall time)."""
+    if result.stats and all(st.info.path == "stage" for st in result.stats):
+        k = len(result.stats)
+        return f"time: {result.wall_s:.3f} s wall, {n_gates} gates in {k} stage{'' if k == 1 else 's'} (passes)"
+    return (f"time: {result.wall_s:.3f} s wall, {len(result.stats)} blocks applied, {result.gate_time_ms:.1f} ms in "
+            f"gates ({result.gate_time_ms / max(n_gates, 1):.2f} ms/gate)")
+
+
 def parse_bytes(text: str) -> int:
     """``--max-workspace`` values: bytes, or a number with K, M or G (binary units: 512M, 2G)."""
     t = text.strip().lower().removesuffix("ib").removesuffix("b")

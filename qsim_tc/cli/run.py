@@ -28,6 +28,7 @@ from qsim_tc.cli.common import (
     plan_option,
     precision_option,
     print_stages,
+    time_text,
     write_json,
 )
 from qsim_tc.cli.distributed import launched_ranks, run_ranks
@@ -140,7 +141,7 @@ def run(args) -> int:
         print(f"fusion: auto -> d={ch.max_qubits}, min width {ch.min_qubits} ({ch.n_blocks} blocks, "
               f"estimated {ch.estimated_ms:.0f} ms vs {ch.unfused_ms:.0f} ms unfused)"
               + (f"; {ch.note}" if ch.note else ""))
-    print(f"time: {result.wall_s:.3f} s wall, {len(result.stats)} gates applied, {result.gate_time_ms:.1f} ms in gates")
+    print(time_text(result, len(circ)))
     if "auto" in result.metadata:
         auto = result.metadata["auto"]
         print(f"auto ({auto['precision']}): " + ", ".join(f"{k} x{v}" for k, v in auto["blocks_per_method"].items()))
