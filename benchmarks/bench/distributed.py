@@ -69,17 +69,17 @@ def rank_main(args) -> None:
             st.close()
             del st
             times = []
+            st = None
             for _ in range(args.repeats):
-                st = None
+                if st is not None:
+                    st.close()
+                st = None  # the last run's slice is freed before the next one is allocated
                 comm.Barrier()
                 t0 = time.perf_counter()
                 st = run_distributed(circ, comm, device=args.device)
                 _sync(args.device)
                 comm.Barrier()
                 times.append(time.perf_counter() - t0)
-                if _ != args.repeats - 1:
-                    st.close()
-                    del st
             amps = [st.amplitude(i) for i in idx]
             norm = st.norm()
             row = {"circuit": name, "ranks": comm.Get_size(), "qubits": args.qubits, "local_qubits": st.local_qubits,
@@ -201,7 +201,7 @@ def main(argv=None) -> int:
     if args.rank_main:
         rank_main(args)
         return 0
-    return driver(args, [a for a in argv])
+    return driver(args, argv)
 
 
 if __name__ == "__main__":
