@@ -83,6 +83,15 @@ def as_circuit(circuit) -> Circuit:
     raise TypeError(f"circuit must be a circuits.Circuit or a qiskit.QuantumCircuit, got {type(circuit).__name__}")
 
 
+class _RestartRun(Exception):
+    """Raised by a block of ``backend="auto"`` in the guard's run mode whose method's statistics
+    failed: the run starts again from its initial state without that method."""
+
+    def __init__(self, record: dict):
+        super().__init__(record["why"])
+        self.record = record
+
+
 class Simulator:
     """Runs circuits gate by gate, each gate one GEMM (or small-gate kernel) through a backend.
 
@@ -96,7 +105,9 @@ class Simulator:
             backend's own precision.
         tolerance: with ``backend="auto"``: the largest relative norm change a block may show
             before the accuracy guard redoes it with the next method (default: 64 u sqrt(2^d),
-            u the precision's unit roundoff).
+            u the precision's unit roundoff); the guard checks the norm once a run, against the
+            root of the sum of its guarded blocks' squared bounds, and per block after a failure
+            and in ``in_place`` runs (:mod:`qsim_tc.plan.guard`).
         small_gate_kernel: None (default: use it where the backend allows), True or False.
         fuse: None (no fusion), the most qubits a fused block may have, or ``"auto"`` (chosen per
             circuit from the device's cost table, :mod:`qsim_tc.plan.costs`).
@@ -248,22 +259,20 @@ class Simulator:
                                     self.dtype, self.device, self.method, d_max, self.options,
                                     workspace_bytes=self.workspace_bytes, allocated=self._held_bytes(n))
         t0 = time.perf_counter() - fuse_s  # the run's wall time includes the fusion
-        state = self._start_state(n, initial_state)
-        stats = []
-        blocks = []
         total = len(circuit)
         gates = circuit.gates
-        for i, g in enumerate(gates):
-            nxt = gates[i + 1].qubits if i + 1 < total else None
-            if selector is None:
+        if selector is None:
+            state = self._start_state(n, initial_state)
+            stats = []
+            for i, g in enumerate(gates):
+                nxt = gates[i + 1].qubits if i + 1 < total else None
                 info = state.apply(g.matrix, g.qubits, method=self.backend, check_unitary=False,
                                    small_gate_kernel=self.small_gate_kernel, next_qubits=nxt, **self.options)
-            else:
-                state, info, block = self._apply_auto(state, g, nxt, selector)
-                blocks.append(block)
-            stats.append(GateStat(i, g.name, g.qubits, info))
-            if progress is not None:
-                progress(i + 1, total)
+                stats.append(GateStat(i, g.name, g.qubits, info))
+                if progress is not None:
+                    progress(i + 1, total)
+        else:
+            state, stats, blocks, guard_meta = self._run_auto(circuit, initial_state, selector, progress)
         if circuit.global_phase:
             state.apply_global_phase(circuit.global_phase)
         gemm.device.synchronize(self.device.xp)
@@ -277,6 +286,7 @@ class Simulator:
             meta["stages"] = self.stage_decision.to_dict()
         if selector is not None:
             meta.update(self._auto_metadata(selector, stats, blocks))
+            meta["auto"]["guard"] = guard_meta
         return Result(state, stats, self.backend, self.device.name, wall, meta)
 
     def _start_state(self, n: int, initial_state: StateVector | None) -> StateVector:
@@ -413,10 +423,68 @@ class Simulator:
                                     self.dtype, self.device, method, d_max, {}, workspace_bytes=self.workspace_bytes,
                                     allocated=self._held_bytes(n))
 
-    def _apply_auto(self, state: StateVector, gate, nxt, selector: Selector):
+    def _run_auto(self, circuit: Circuit, initial_state: StateVector | None, selector: Selector, progress):
+        """The gates of ``circuit`` with ``backend="auto"``, under the accuracy guard
+        (:mod:`qsim_tc.plan.guard`: its run and per-block modes).
+
+        The run mode keeps no copy of the state: a block whose method's statistics fail, or a run
+        whose norm moved more than :func:`guard.run_bound` allows, makes the run start again from
+        its initial state (not changed: the run works on a copy of it, or on |0...0>), without
+        that method, or in the per-block mode. An ``in_place`` run is guarded per block from the
+        start, since its initial state is what it changes.
+
+        Returns:
+            (state, stats, blocks, guard_meta): the final state, the GateStats, the blocks' records
+            and the guard's record for the metadata (mode, restarts, the run's norm change).
+        """
+        n, gates, total = circuit.n_qubits, circuit.gates, len(circuit)
+        per_block = self._in_place
+        restarts: list[dict] = []
+        start_norm = None
+        while True:
+            state = self._start_state(n, initial_state)
+            self._guarded_norm = None
+            stats, blocks, bounds = [], [], []
+            try:
+                for i, g in enumerate(gates):
+                    nxt = gates[i + 1].qubits if i + 1 < total else None
+                    state, info, block = self._apply_auto(state, g, nxt, selector, per_block)
+                    if block["guard"] is not None and block["guard"]["norm_change"] is None:
+                        bounds.append(guard.norm_bound(self.precision, len(g.qubits), self.tolerance))
+                    blocks.append(block)
+                    stats.append(GateStat(i, g.name, g.qubits, info))
+                    if progress is not None:
+                        progress(i + 1, total)
+            except _RestartRun as again:
+                restarts.append({"block": len(blocks), **again.record})
+                del state  # freed before the next start state is made
+                continue
+            meta = {"mode": "per-block" if per_block else "run", "restarts": restarts,
+                    "run_norm_change": None, "run_norm_bound": None}
+            if not bounds:
+                return state, stats, blocks, meta
+            # the run's one norm: the start state's is 1 for |0...0>, else measured (unchanged)
+            if start_norm is None:
+                start_norm = 1.0 if initial_state is None else initial_state.norm()
+            change = guard.norm_change(start_norm, state.norm())
+            bound = guard.run_bound(bounds)
+            meta["run_norm_change"], meta["run_norm_bound"] = change, bound
+            if change <= bound:  # (False for NaN)
+                return state, stats, blocks, meta
+            restarts.append({"block": None, "method": None,
+                             "why": f"the run's norm changed by {change:.3g} (bound {bound:.3g}, "
+                                    f"{len(bounds)} guarded blocks): run again guarded per block"})
+            per_block = True
+            del state
+
+    def _apply_auto(self, state: StateVector, gate, nxt, selector: Selector, per_block: bool = True):
         """Apply one block with the method the selector picks; guard it when the method can lose
-        accuracy on out-of-range data, and redo it from its kept input with the next method when
-        the guard fires.
+        accuracy on out-of-range data.
+
+        ``per_block``: keep the block's input and measure the norm around it, and redo the block
+        from the kept input with the next method when the guard fires. Otherwise (the run mode)
+        only the method's statistics are checked, and a failure raises :class:`_RestartRun`
+        with the method excluded.
 
         Returns:
             (state, info, block): the state (a restored copy after a redo), the engine's
@@ -439,6 +507,13 @@ class Simulator:
                 info = state.apply(gate.matrix, gate.qubits, method=choice.method, check_unitary=False,
                                    small_gate_kernel=self.small_gate_kernel, next_qubits=nxt)
                 return state, info, block
+            if not per_block:
+                info, verdict = self._apply_checked(state, gate, nxt, choice.method, None)
+                block["guard"] = verdict.to_dict()
+                if verdict.ok:
+                    return state, info, block
+                selector.exclude(choice.method, f"accuracy guard: {verdict.why}")
+                raise _RestartRun({"method": choice.method, "why": verdict.why})
             try:  # the guard keeps the block's input: only when a copy of the state fits
                 memory.check_fits("the accuracy guard's copy of the state", state.nbytes, state.device)
             except InsufficientMemoryError:
@@ -449,22 +524,7 @@ class Simulator:
             # the norm the last guarded block measured, while nothing has changed the state since
             known = self._guarded_norm
             norm0 = known[1] if known is not None and known[0] is state else saved.norm()
-            info = None
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    info = state.apply(gate.matrix, gate.qubits, method=choice.method, check_unitary=False,
-                                       small_gate_kernel=self.small_gate_kernel, next_qubits=nxt)
-                except gemm.errors.GemmError as exc:  # a domain failure of the method: redo with the next
-                    verdict = guard.Verdict(False, f"{type(exc).__name__}: {exc}")
-            for w in caught:  # warnings from outside gemm are not the guard's business: pass them on
-                if getattr(w.category, "__module__", "").split(".")[0] != "gemm":
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-            if info is not None:
-                norm1 = state.norm()
-                self._guarded_norm = (state, norm1)
-                verdict = guard.check(info.report, caught, norm0, norm1,
-                                      guard.norm_bound(self.precision, d, self.tolerance))
+            info, verdict = self._apply_checked(state, gate, nxt, choice.method, norm0)
             block["guard"] = verdict.to_dict()
             if verdict.ok:
                 return state, info, block
@@ -472,6 +532,30 @@ class Simulator:
             selector.exclude(choice.method, f"accuracy guard: {verdict.why}")
             tried.append(choice.method)
             state = saved
+
+    def _apply_checked(self, state: StateVector, gate, nxt, method: str, norm0: float | None):
+        """Apply one block with ``method``, recording the gemm warnings, and return
+        ``(info, verdict)``: info None when the method raised a domain error. ``norm0``: the norm
+        before the block, to check the norm after it against; None checks the statistics only."""
+        info = None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                info = state.apply(gate.matrix, gate.qubits, method=method, check_unitary=False,
+                                   small_gate_kernel=self.small_gate_kernel, next_qubits=nxt)
+            except gemm.errors.GemmError as exc:  # a domain failure of the method: redo with the next
+                verdict = guard.Verdict(False, f"{type(exc).__name__}: {exc}")
+        for w in caught:  # warnings from outside gemm are not the guard's business: pass them on
+            if getattr(w.category, "__module__", "").split(".")[0] != "gemm":
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if info is not None:
+            norm1 = None
+            if norm0 is not None:
+                norm1 = state.norm()
+                self._guarded_norm = (state, norm1)
+            verdict = guard.check(info.report, caught, norm0, norm1,
+                                  guard.norm_bound(self.precision, len(gate.qubits), self.tolerance))
+        return info, verdict
 
     def _auto_metadata(self, selector: Selector, stats: list[GateStat], blocks: list[dict]) -> dict:
         """Per block: method, predicted and measured time, why; and the run's summary."""

@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench.auto", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"), help="where to run (default auto)")
-    p.add_argument("--qubits", type=int, default=28, help="N of the speed runs (default 28)")
+    p.add_argument("--qubits", type=int, default=28, help="N of the speed runs (default 28; 0: no speed runs)")
     p.add_argument("--accuracy-qubits", type=int, default=24, help="N of the accuracy runs against dd (default 24; "
                    "0 skips them)")
     p.add_argument("--precision", default="double,single", help="precisions (default double,single)")
@@ -147,13 +147,14 @@ def main(argv=None) -> int:
     print(f"device {dev.name} ({dev.reason}); cost table {table.describe()} ({time.perf_counter() - t0:.1f} s)",
           flush=True)
     payload = {"device": dev.name, "cost_table": table.describe(), "speed": [], "accuracy": []}
-    for precision in precisions:
+    for precision in precisions if args.qubits else ():
         payload["speed"] += speed(args, precision, table)
     if args.accuracy_qubits:
         for precision in precisions:
             payload["accuracy"] += accuracy_rows(args, precision, table)
-    worst = max(r["ratio_auto_to_fastest_fixed"] for r in payload["speed"])
-    print(f"worst auto/fastest-fixed ratio: {worst:.3f} (target <= 1.05)")
+    if payload["speed"]:
+        worst = max(r["ratio_auto_to_fastest_fixed"] for r in payload["speed"])
+        print(f"worst auto/fastest-fixed ratio: {worst:.3f} (target <= 1.05)")
     if args.json:
         write_results(args.json, payload, module="benchmarks.bench.auto", argv=argv)
     return 0

@@ -163,6 +163,9 @@ class TensorCoreMethod(Method):
             report.choices["precision"] = fmt
             if fmt == "tf32":
                 report.notes.append("tc-auto: an operand does not fit FP16's range after scaling; TF32 used")
+                # the accuracy guard of backend="auto" reads it (qsim_tc.plan.guard)
+                k = ops.k * (2 if ops.is_complex else 1)
+                report.choices["tf32_fits"] = split.tf32_fits(ranges[0], ranges[1], k)
                 return "tf32", (0, 0)
             report.choices["fp16_scale_exp"] = [ea, eb]
             return "fp16", (ea, eb)

@@ -112,6 +112,33 @@ def plan_fp16(emax: int, emin: int, nonzero: int) -> tuple[int, bool]:
     return e, fits
 
 
+# The largest magnitude of an operand below which TF32 splits no longer keep FP32 accuracy
+# relative to it: the lo part of an element is 2^-11 of it, and one whose lo part falls below FP32's
+# normal range (2^-126) loses it on the tensor core; with the operand's top at 2^-90 or above such
+# elements are below 2^-115, under 2^-25 of the top, so the normwise error stays below FP32's.
+TF32_MIN_TOP = -90
+
+
+def tf32_fits(range_a, range_b, k: int) -> bool:
+    """Whether error-corrected TF32 keeps FP32 accuracy (normwise) on these operands.
+
+    Args:
+        range_a, range_b: the operands' ``(emax, emin, nonfinite, nonzero)`` (:func:`exponent_range`).
+        k: the inner dimension of the real product (twice the complex one).
+
+    Returns:
+        False when an operand's largest magnitude is below 2^TF32_MIN_TOP, or when the products'
+        sums could overflow FP32 (2^(top_a + top_b + 1) k); True otherwise, and for a zero operand
+        or non-finite data (NaN and Inf propagate as in IEEE arithmetic, as with native products).
+    """
+    if int(range_a[3]) == 0 or int(range_b[3]) == 0 or int(range_a[2]) or int(range_b[2]):
+        return True
+    top_a, top_b = int(range_a[0]) - 127, int(range_b[0]) - 127
+    if min(top_a, top_b) < TF32_MIN_TOP:
+        return False
+    return top_a + top_b + 2 + math.ceil(math.log2(max(k, 1))) <= 127
+
+
 def count_below(x: np.ndarray, scale_exp: int) -> int:
     """Number of nonzero elements (real and imaginary parts counted apart) below FP16's normal range
     once scaled by ``2^scale_exp`` (numpy; ``gemm.tcec.gpu.count_below`` on the GPU)."""

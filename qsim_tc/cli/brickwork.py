@@ -117,6 +117,12 @@ def _single(args, circ, backend) -> int:
               f"cost table {auto['cost_table']}")
         if auto["excluded"]:
             print("excluded: " + "; ".join(f"{k}: {v}" for k, v in auto["excluded"].items()))
+        g = auto.get("guard")
+        if g is not None and (g["run_norm_change"] is not None or g["restarts"]):
+            line = f"accuracy guard ({g['mode']})"
+            if g["run_norm_change"] is not None:
+                line += f": run norm change {g['run_norm_change']:.3g} (bound {g['run_norm_bound']:.3g})"
+            print(line + "".join(f"; started again after {r['why']}" for r in g["restarts"]))
     if args.explain:
         print(explain_table(result.metadata["blocks"]))
     if args.json:

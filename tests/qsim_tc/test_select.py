@@ -141,26 +141,83 @@ def test_fixed_variants_are_no_auto_candidates_beside_their_chooser():
     assert Selector(t, "single").candidates == ["native32"]
 
 
-def test_guard_redoes_a_block_with_the_next_method(monkeypatch):
-    """A table that makes halfhalf the fastest (made a candidate for the test); a state whose
-    amplitudes are far below FP16's range after scaling makes its guard fire, and the block is
-    redone from its kept input."""
-    monkeypatch.setattr("qsim_tc.plan.select.CHOSEN_BY", {})
-    t = _table([("native32", C64, {1: 10.0}, "any"), ("halfhalf", C64, {1: 1.0}, "any")])
-    n = 8
+def _far_below_fp16(n):
+    """A complex64 state whose amplitudes but one lie far below FP16's range after scaling."""
+    from qsim_tc import StateVector
+
     amps = np.full(1 << n, 1e-30, dtype=np.complex128)
     amps[0] = 1.0
     amps /= np.linalg.norm(amps)
-    from qsim_tc import StateVector
+    return StateVector.from_array(amps.astype(np.complex64), device="cpu")
 
-    init = StateVector.from_array(amps.astype(np.complex64), device="cpu")
-    c = brickwork(n, 2, 1, seed=3)
-    res = Simulator(device="cpu", precision="single", cost_table=t, plan=None).run(c, initial_state=init)
+
+def test_guard_redoes_a_block_with_the_next_method(monkeypatch):
+    """A table that makes halfhalf the fastest (made a candidate for the test); a state whose
+    amplitudes are far below FP16's range after scaling makes its guard fire. Guarded per block
+    (an in_place run), the block is redone from its kept input."""
+    monkeypatch.setattr("qsim_tc.plan.select.CHOSEN_BY", {})
+    t = _table([("native32", C64, {1: 10.0}, "any"), ("halfhalf", C64, {1: 1.0}, "any")])
+    c = brickwork(8, 2, 1, seed=3)
+    ref = Simulator("native32", device="cpu").run(c, initial_state=_far_below_fp16(8))
+    res = Simulator(device="cpu", precision="single", cost_table=t, plan=None).run(
+        c, initial_state=_far_below_fp16(8), in_place=True)
     blocks = res.metadata["blocks"]
+    assert res.metadata["auto"]["guard"]["mode"] == "per-block" and not res.metadata["auto"]["guard"]["restarts"]
     assert blocks[0]["redone"] and blocks[0]["redone"][0]["method"] == "halfhalf"
     assert blocks[0]["method"] == "native32" and "halfhalf" in res.metadata["auto"]["excluded"]
+    assert np.abs(res.state.to_numpy() - ref.state.to_numpy()).max() < 1e-6
+
+
+def test_guard_run_mode_starts_again_without_a_failing_method(monkeypatch):
+    """The default run mode keeps no copy: halfhalf's statistics fail on the first block, the run
+    starts again from its (unchanged) initial state without halfhalf, and says so."""
+    monkeypatch.setattr("qsim_tc.plan.select.CHOSEN_BY", {})
+    t = _table([("native32", C64, {1: 10.0}, "any"), ("halfhalf", C64, {1: 1.0}, "any")])
+    c = brickwork(8, 2, 1, seed=3)
+    init = _far_below_fp16(8)
+    before = init.to_numpy().copy()
+    res = Simulator(device="cpu", precision="single", cost_table=t, plan=None).run(c, initial_state=init)
+    g = res.metadata["auto"]["guard"]
+    assert g["mode"] == "run" and len(g["restarts"]) == 1
+    assert g["restarts"][0]["block"] == 0 and g["restarts"][0]["method"] == "halfhalf"
+    assert "FP16" in g["restarts"][0]["why"]
+    assert {b["method"] for b in res.metadata["blocks"]} == {"native32"} and len(res.metadata["blocks"]) == len(c)
+    assert "halfhalf" in res.metadata["auto"]["excluded"]
+    assert np.array_equal(init.to_numpy(), before)  # the initial state is not changed
     ref = Simulator("native32", device="cpu").run(c, initial_state=init)
     assert np.abs(res.state.to_numpy() - ref.state.to_numpy()).max() < 1e-6
+
+
+def test_guard_run_norm_failure_runs_again_per_block(monkeypatch):
+    """A method whose statistics pass but whose results lose norm: the run's one norm check
+    fails, the run starts again guarded per block, which finds the block and routes it."""
+    import gemm.tcec.method as tm
+
+    t = _table([("native32", C64, {1: 10.0}, "any"), ("tc-auto", C64, {1: 1.0}, "any")])
+    run = tm.TCAuto._run
+    monkeypatch.setattr(tm.TCAuto, "_run", lambda self, *a, **k: run(self, *a, **k) * np.float32(0.99))
+    c = brickwork(8, 2, 2, seed=4)
+    res = Simulator(device="cpu", precision="single", cost_table=t, plan=None, fuse=None).run(c)
+    g = res.metadata["auto"]["guard"]
+    assert g["mode"] == "per-block" and len(g["restarts"]) == 1 and g["restarts"][0]["block"] is None
+    assert "run's norm changed" in g["restarts"][0]["why"]
+    blocks = res.metadata["blocks"]
+    assert blocks[0]["redone"][0]["method"] == "tc-auto" and {b["method"] for b in blocks} == {"native32"}
+    ref = Simulator("native32", device="cpu", plan=None, fuse=None).run(c)
+    assert np.abs(res.state.to_numpy() - ref.state.to_numpy()).max() < 1e-6
+
+
+def test_tf32_fits_bounds():
+    from gemm.tcec.split import exponent_range, tf32_fits
+
+    one = exponent_range(np.array([1.0, 0.5], np.float32))
+    tiny = exponent_range(np.array([2.0**-100], np.float32))
+    huge = exponent_range(np.array([2.0**100], np.float32))
+    zero = exponent_range(np.zeros(2, np.float32))
+    nan = exponent_range(np.array([np.nan, 1.0], np.float32))
+    assert tf32_fits(one, one, 1024) and tf32_fits(zero, tiny, 4) and tf32_fits(nan, huge, 4)
+    assert not tf32_fits(tiny, one, 4)  # lo parts below FP32's normal range lose accuracy
+    assert not tf32_fits(huge, huge, 4) and tf32_fits(huge, one, 1024)  # sums that could overflow
 
 
 def test_auto_argument_errors():
@@ -175,22 +232,33 @@ def test_auto_argument_errors():
     assert Simulator("native32").precision == "single"
 
 
-def test_guarded_blocks_in_a_row_measure_the_norm_once_each(monkeypatch):
-    """Consecutive guarded blocks take their input's norm from the block before (nothing changed
-    the state in between): k blocks, k + 1 norms; the results are those of the method alone."""
+def test_guarded_blocks_measure_the_norm_once_a_run_or_once_each(monkeypatch):
+    """The run mode measures one norm (the end state's; |0...0> has norm 1) and copies nothing;
+    per block, consecutive guarded blocks take their input's norm from the block before (k
+    blocks, k + 1 norms). The results are those of the method alone."""
     from qsim_tc import StateVector
 
     t = _table([("native32", C64, {1: 10.0}, "any"), ("tc-auto", C64, {1: 1.0}, "any")])
     c = brickwork(8, 2, 2, seed=4)
-    calls = []
-    norm = StateVector.norm
+    calls, copies = [], []
+    norm, copy = StateVector.norm, StateVector.copy
     monkeypatch.setattr(StateVector, "norm", lambda self: calls.append(1) or norm(self))
-    res = Simulator(device="cpu", precision="single", cost_table=t, plan=None, fuse=None).run(c)
+    monkeypatch.setattr(StateVector, "copy", lambda self: copies.append(1) or copy(self))
+    sim = Simulator(device="cpu", precision="single", cost_table=t, plan=None, fuse=None)
+    res = sim.run(c)
     blocks = res.metadata["blocks"]
     assert {b["method"] for b in blocks} == {"tc-auto"} and all(b["guard"]["ok"] for b in blocks)
-    assert len(calls) == len(blocks) + 1
+    g = res.metadata["auto"]["guard"]
+    assert len(calls) == 1 and not copies and g["mode"] == "run" and not g["restarts"]
+    assert 0 <= g["run_norm_change"] <= g["run_norm_bound"]
     ref = Simulator("tc-auto", device="cpu", plan=None, fuse=None).run(c)
     assert np.abs(res.state.to_numpy() - ref.state.to_numpy()).max() < 1e-6
+    calls.clear()
+    start = StateVector(8, dtype=np.complex64, device="cpu")
+    per_block = sim.run(c, initial_state=start, in_place=True)
+    assert per_block.metadata["auto"]["guard"]["mode"] == "per-block"
+    assert len(calls) == len(blocks) + 1 and len(copies) == len(blocks)
+    assert np.abs(per_block.state.to_numpy() - ref.state.to_numpy()).max() < 1e-6
 
 
 def test_norm_is_the_two_norm_for_both_dtypes():
@@ -201,3 +269,31 @@ def test_norm_is_the_two_norm_for_both_dtypes():
     for dt, rel in ((np.complex128, 1e-14), (np.complex64, 1e-6)):
         want = np.linalg.norm(a.astype(dt).astype(np.complex128))
         assert abs(StateVector.from_array(a.astype(dt), device="cpu").norm() - want) <= rel * want
+
+
+@pytest.mark.gpu
+def test_gpu_guard_run_mode_reads_one_norm_and_matches_the_method(monkeypatch, cp):
+    """On the GPU: tc-auto blocks (d = 6, GEMM paths) under the run-mode guard copy nothing, read
+    one norm, and give tc-auto's own amplitudes; a failing norm starts the run again per block."""
+    import gemm.tcec.method as tm
+    from qsim_tc import StateVector
+
+    t = CostTable({"device": "gpu"}, (CostRow("gpu", C64, "native32", 16, {1: 10.0}, overhead_ms=0.0),
+                                      CostRow("gpu", C64, "tc-auto", 16, {1: 1.0}, overhead_ms=0.0)), "given")
+    c = brickwork(16, 6, 2, seed=5)
+    calls, copies = [], []
+    norm, copy = StateVector.norm, StateVector.copy
+    monkeypatch.setattr(StateVector, "norm", lambda self: calls.append(1) or norm(self))
+    monkeypatch.setattr(StateVector, "copy", lambda self: copies.append(1) or copy(self))
+    res = Simulator(device="gpu", precision="single", cost_table=t, plan=None, fuse=None).run(c)
+    assert {b["method"] for b in res.metadata["blocks"]} == {"tc-auto"} and len(calls) == 1 and not copies
+    ref = Simulator("tc-auto", device="gpu", plan=None, fuse=None).run(c)
+    assert np.abs(res.state.to_numpy() - ref.state.to_numpy()).max() < 1e-6
+    run = tm.TCAuto._run
+    monkeypatch.setattr(tm.TCAuto, "_run", lambda self, *a, **k: run(self, *a, **k) * np.float32(0.99))
+    bad = Simulator(device="gpu", precision="single", cost_table=t, plan=None, fuse=None).run(c)
+    g = bad.metadata["auto"]["guard"]
+    assert g["mode"] == "per-block" and g["restarts"][0]["block"] is None
+    assert {b["method"] for b in bad.metadata["blocks"]} == {"native32"}
+    native = Simulator("native32", device="gpu", plan=None, fuse=None).run(c)
+    assert np.abs(bad.state.to_numpy() - native.state.to_numpy()).max() < 1e-6
