@@ -181,3 +181,33 @@ def test_width_order_spans_the_range_for_native_and_starts_large_for_emulated():
         head = list(dict.fromkeys((10, 8, 9, max_d)))
         assert emulated == head + [d for d in range(max_d, 0, -1) if d not in head]
     assert _width_order(gemm.get_method("tc-auto"), 6) == [6, 5, 4, 3, 2, 1]
+
+
+@pytest.mark.parametrize("gate_ms, all_placements", [(10.0, True), (500.0, False)])
+def test_emulated_first_widths_finish_past_the_share_while_cheap(monkeypatch, gate_ms, all_placements):
+    """An emulated method whose share went before its first widths were done (tc-auto compiling
+    its kernels) still measures d = 10 and 8 at every placement while its gates are cheap; an
+    expensive one (an INT8 method's seconds a gate) stops at its share after one placement."""
+    import types
+
+    skew = [0.0]  # the calibration's clock runs this far ahead: tc-auto's share spent, no sleeping
+    monkeypatch.setattr(cal, "time", types.SimpleNamespace(perf_counter=lambda: time.perf_counter() + skew[0],
+                                                           strftime=time.strftime))
+
+    def overhead(method, dev, dtype, rng):
+        if method == "tc-auto":
+            skew[0] += 16.0  # its whole share (budget 30 s over two methods)
+        return 0.01
+
+    monkeypatch.setattr(cal, "_overhead", overhead)
+    monkeypatch.setattr(cal, "_time_gate", lambda state, method, u, *a, **k: gate_ms)
+    table = cal.calibrate("cpu", methods=["native32", "tc-auto"], n_qubits=14, max_gate_qubits=10, budget_s=30.0,
+                          repeats=1)
+    widths = {r.placement: set(r.measured) for r in table.rows if r.backend == "tc-auto"}
+    if all_placements:
+        # (no middle placement of 10 qubits among 14)
+        assert set(widths) == set(PLACEMENTS) and all(8 in w for w in widths.values())
+        assert {p for p, w in widths.items() if 10 in w} == {"bottom", "top", "scattered"}
+    else:
+        assert sum(10 in w for w in widths.values()) == 1 and not any(8 in w for w in widths.values())
+    assert table.row("native32", "bottom") is not None  # the natives still get their widths
