@@ -13,6 +13,9 @@ What a method declares:
   value check); ``options`` is the derived ``name -> default`` view;
 * ``direct_small_gates``: whether a native small-gate kernel computes the same arithmetic as
   the method, so that the engine may apply small gates with that kernel instead of a GEMM;
+* ``batched_products``: whether its strided-batched products (a gate on contiguous middle qubits,
+  applied without moving them) run about as fast as its plain ones; where not, the engine moves
+  the targets to the bottom first;
 * :meth:`Method.workspace_bytes`: the memory one product needs beyond its operands and output.
 """
 
@@ -58,6 +61,7 @@ class Method:
     dtypes: tuple = REAL + COMPLEX
     option_specs: Mapping[str, Option] = MappingProxyType({})
     direct_small_gates: bool = False
+    batched_products: bool = True
     description: str = ""
 
     def __init_subclass__(cls, **kwargs):

@@ -107,10 +107,13 @@ class Plan:
     rotate: bool = False
 
 
-def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bool, next_qubits=None) -> Plan:
+def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bool, next_qubits=None,
+                 batched: bool = True) -> Plan:
     """Decide how to apply a gate on logical ``qubits`` (see the module docstring).
 
     Args:
+        batched: whether the method's batched products are fast (``gemm.Method.batched_products``);
+            if not, contiguous middle targets are moved to the bottom instead.
         next_qubits: targets of the gate that follows, if known. When this gate needs a
             permutation anyway, the next gate's targets are placed where it will need no
             permutation of its own: on top (a plain GEMM), or at the bottom after a rotation.
@@ -139,7 +142,7 @@ def plan_targets(layout, qubits, n_qubits: int, device_name: str, use_kernel: bo
         if t + d == n_qubits:
             return Plan("top", order)
         batches = 1 << (n_qubits - t - d)
-        if (1 << t) >= MIN_BATCHED_L[device_name] and batches <= MAX_BATCHES[device_name]:
+        if batched and (1 << t) >= MIN_BATCHED_L[device_name] and batches <= MAX_BATCHES[device_name]:
             return Plan("batched", order)
     # bring the targets to the bottom in their current physical order, keep the rest in order
     rest = [q for q in layout.phys if q not in targets]
@@ -242,7 +245,8 @@ def _apply_double_buffer(state: PhysicalState, gate: GateRequest) -> ApplyInfo:
     if state.spare is None and "out" in method.options:
         state.spare = xp.empty_like(data)
     spare = state.spare
-    plan = plan_targets(layout, qubits, n_qubits, state.device.name, False, gate.next_qubits)
+    plan = plan_targets(layout, qubits, n_qubits, state.device.name, False, gate.next_qubits,
+                        batched=method.batched_products)
     u_host = reorder_bits(gate.matrix, plan.order).astype(data.dtype, copy=False)
     timer = gemm.timing.StageTimer(xp)
     report = None

@@ -80,6 +80,26 @@ def test_lookahead_puts_next_gate_on_top():
     assert plan.permute_to[:2] == [2, 4] and plan.permute_to[-2:] == [5, 6]
 
 
+def test_methods_without_fast_batched_products_move_middle_targets_down():
+    """Contiguous middle targets take one batched product, except for a method that declares its
+    batched products slow (the tensor-core methods): their targets go to the bottom first."""
+    assert plan_targets(Layout(12), (5, 6, 7, 8, 9), 12, "cpu", False).path == "batched"
+    assert not gemm.get_method("tc-auto").batched_products and gemm.get_method("native").batched_products
+    plan = plan_targets(Layout(12), (5, 6, 7, 8, 9), 12, "cpu", False, batched=False)
+    assert plan.path.startswith("permute+") and plan.permute_to[:5] == [5, 6, 7, 8, 9]
+    rng = np.random.default_rng(2)
+    amps = rng.normal(size=1 << 12) + 1j * rng.normal(size=1 << 12)
+    amps /= np.linalg.norm(amps)
+    st = StateVector(12, dtype=np.complex64, device="cpu", data=amps.astype(np.complex64))
+    want = st.to_numpy().astype(np.complex128)
+    u = haar_unitary(32, np.random.default_rng(3))
+    info = st.apply(u, [5, 6, 7, 8, 9], method="tc-auto")
+    assert info.path == plan.path
+    ref = StateVector(12, device="cpu", data=want)
+    ref.apply(u, [5, 6, 7, 8, 9])
+    assert np.abs(st.to_numpy() - ref.to_numpy()).max() < 1e-5
+
+
 def test_lookahead_with_rotation_puts_next_gate_at_bottom(monkeypatch):
     import qsim_tc.engine.apply as apply_mod
 
