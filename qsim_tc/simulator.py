@@ -16,7 +16,7 @@ import gemm
 from circuits import Circuit, fusion
 from qsim_tc import memory
 from qsim_tc.engine import ApplyInfo
-from qsim_tc.engine.apply import predict_path
+from qsim_tc.engine.apply import layout_after, predict_layout_path, predict_path
 from qsim_tc.errors import InsufficientMemoryError
 from qsim_tc.plan import choose_fusion, guard
 from qsim_tc.plan.calibrate import table_for
@@ -495,10 +495,11 @@ class Simulator:
         # small-gate kernel was timed at that placement with its kernel (calibration runs the engine)
         path = predict_path(state._phys, gate.qubits, nxt)
         placement = placement_of(path)
+        then = self._next_placements(state, gate, nxt, selector)
         tried: list[str] = []
         redone: list[dict] = []
         while True:
-            choice = selector.choose(d, n, placement, without=tuple(tried))
+            choice = selector.choose(d, n, placement, without=tuple(tried), then=then)
             method = gemm.get_method(choice.method)
             block = {"qubits": list(gate.qubits), "d": d, "placement": placement, "method": choice.method,
                      "predicted_ms": choice.predicted_ms, "reason": choice.reason, "redone": redone, "guard": None}
@@ -532,6 +533,22 @@ class Simulator:
             selector.exclude(choice.method, f"accuracy guard: {verdict.why}")
             tried.append(choice.method)
             state = saved
+
+    def _next_placements(self, state: StateVector, gate, nxt, selector: Selector) -> dict | None:
+        """Candidate -> (width, placement) of the next block after this one ran with it, where the
+        candidates leave different layouts (their batched products differ: one keeps contiguous
+        middle targets in place, another moves them down and the next block's targets up); else
+        None (the choice is per block)."""
+        if nxt is None or not state._phys.double_buffer:
+            return None
+        methods = {name: gemm.get_method(name) for name in selector.candidates if name not in selector.excluded}
+        if len({m.batched_products for m in methods.values()}) < 2:
+            return None
+        out = {}
+        for name, m in methods.items():
+            after = layout_after(state._phys, gate.qubits, nxt, m, self.small_gate_kernel)
+            out[name] = (len(nxt), placement_of(predict_layout_path(after, nxt, state.n_qubits, self.device.name)))
+        return out
 
     def _apply_checked(self, state: StateVector, gate, nxt, method: str, norm0: float | None):
         """Apply one block with ``method``, recording the gemm warnings, and return

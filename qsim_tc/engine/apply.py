@@ -291,6 +291,29 @@ def _apply_double_buffer(state: PhysicalState, gate: GateRequest) -> ApplyInfo:
     return info
 
 
+def layout_after(state: PhysicalState, qubits, next_qubits, method, small_gate_kernel=None):
+    """The layout the double-buffer engine leaves after applying a gate on logical ``qubits``
+    with ``method`` (a small-gate kernel keeps it), or None for the bounded engine."""
+    if not state.double_buffer:
+        return None
+    positions = sorted(state.layout.pos[q] for q in qubits)
+    if select_kernel(method, state.device, small_gate_kernel, state.n_qubits, positions,
+                     state.data.dtype.itemsize) is not None:
+        return state.layout
+    plan = plan_targets(state.layout, qubits, state.n_qubits, state.device.name, False, next_qubits,
+                        batched=method.batched_products)
+    after = state.layout.copy()
+    if plan.final is not None:
+        after.set(plan.final)
+    return after
+
+
+def predict_layout_path(layout, qubits, n_qubits: int, device_name: str) -> str:
+    """The GEMM path the double-buffer engine takes for ``qubits`` from ``layout`` (the gate after
+    them unknown)."""
+    return plan_targets(layout, qubits, n_qubits, device_name, False, None).path
+
+
 def predict_path(state: PhysicalState, qubits, next_qubits=None) -> str:
     """The GEMM path :func:`apply_gate` takes for a gate on logical ``qubits`` of ``state`` now
     (the engine ``state`` uses; small-gate kernels not considered), without applying it."""

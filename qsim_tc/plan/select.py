@@ -149,7 +149,8 @@ class Selector:
         self.excluded.setdefault(method, why)
         self._memo.clear()
 
-    def choose(self, d: int, n_qubits: int, placement: str = ANY, *, without: tuple = ()) -> Choice:
+    def choose(self, d: int, n_qubits: int, placement: str = ANY, *, without: tuple = (),
+               then: dict | None = None) -> Choice:
         """The cheapest allowed candidate for a d-qubit block at ``placement``.
 
         Args:
@@ -157,6 +158,9 @@ class Selector:
             n_qubits: the state's size.
             placement: one of :data:`~qsim_tc.plan.costs.PLACEMENTS` or ``"any"``.
             without: methods also left out for this block only (already tried).
+            then: candidate -> ``(d, placement)`` of the next block after this one ran with that
+                candidate (the layout it leaves decides where the next block lands); each
+                candidate is then priced with the cheapest method for that next block too.
 
         Returns:
             The :class:`Choice`.
@@ -165,7 +169,7 @@ class Selector:
             RuntimeError: every candidate is excluded (cannot happen while a method that needs
                 no guard is a candidate, since only guarded methods are excluded).
         """
-        memo_key = (d, n_qubits, placement, tuple(without))
+        memo_key = (d, n_qubits, placement, tuple(without), tuple(sorted((then or {}).items())))
         hit = self._memo.get(memo_key)
         if hit is not None:
             return hit
@@ -174,6 +178,16 @@ class Selector:
             if name in self.excluded or name in without:
                 continue
             costs[name] = self.table.gate_ms(name, d, n_qubits, placement)
+        if then:
+            # brickwork(28, 8, 4), single, H100: CGEMM on middle blocks (2% dearer than tc-auto,
+            # kept by SWITCH_MARGIN) left the next block in the middle too, where tc-auto moves
+            # its targets down and the next block's up: 139 ms against tc-auto's own 117
+            after = {name: min(self.table.gate_ms(m, *then[name][:1], n_qubits, then[name][1]) for m in costs)
+                     for name in costs if name in then}
+            own = costs
+            costs = {name: c + after.get(name, 0.0) for name, c in costs.items()}
+        else:
+            own = costs
         if not costs:
             raise RuntimeError(f"no {self.precision}-precision method left for a {d}-qubit block "
                                f"(excluded: {self.excluded}, tried: {list(without)})")
@@ -189,7 +203,9 @@ class Selector:
         else:
             nxt = order[1]
             reason = f"fastest predicted; next {nxt} {costs[nxt]:.3g} ms ({costs[nxt] / costs[best]:.2f}x)"
-        choice = self._memo[memo_key] = Choice(best, costs[best], placement, reason, costs)
+            if then:
+                reason += " (with the next block, from the layout each leaves)"
+        choice = self._memo[memo_key] = Choice(best, own[best], placement, reason, own)
         return choice
 
 
