@@ -196,12 +196,12 @@ def test_emulated_first_widths_finish_past_the_share_while_cheap(monkeypatch, ga
 
     def overhead(method, dev, dtype, rng):
         if method == "tc-auto":
-            skew[0] += 16.0  # its whole share (budget 30 s over two methods)
+            skew[0] += 160.0  # its whole share (budget 300 s over two methods; the rest is real time)
         return 0.01
 
     monkeypatch.setattr(cal, "_overhead", overhead)
     monkeypatch.setattr(cal, "_time_gate", lambda state, method, u, *a, **k: gate_ms)
-    table = cal.calibrate("cpu", methods=["native32", "tc-auto"], n_qubits=14, max_gate_qubits=10, budget_s=30.0,
+    table = cal.calibrate("cpu", methods=["native32", "tc-auto"], n_qubits=14, max_gate_qubits=10, budget_s=300.0,
                           repeats=1)
     widths = {r.placement: set(r.measured) for r in table.rows if r.backend == "tc-auto"}
     if all_placements:

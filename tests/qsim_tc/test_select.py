@@ -297,3 +297,17 @@ def test_gpu_guard_run_mode_reads_one_norm_and_matches_the_method(monkeypatch, c
     assert {b["method"] for b in bad.metadata["blocks"]} == {"native32"}
     native = Simulator("native32", device="gpu", plan=None, fuse=None).run(c)
     assert np.abs(bad.state.to_numpy() - native.state.to_numpy()).max() < 1e-6
+
+
+def test_choice_counts_the_next_block_where_layouts_differ():
+    """Within the switch margin the first candidate keeps a block; priced with the next block
+    (which lands cheaper after the other candidate's layout), the other one takes it."""
+    t = _table([("native32", C64, {8: 10.7}, "middle"), ("native32", C64, {8: 10.0}, "top"),
+                ("tc-auto", C64, {8: 10.5}, "middle"), ("tc-auto", C64, {8: 6.3}, "top")])
+    sel = Selector(t, "single")
+    assert sel.choose(8, 10, "middle").method == "native32"  # 10.7 <= 10.5 * (1 + SWITCH_MARGIN)
+    then = {"native32": (8, "middle"), "tc-auto": (8, "top")}
+    ch = sel.choose(8, 10, "middle", then=then)
+    assert ch.method == "tc-auto" and ch.predicted_ms == pytest.approx(10.5)  # its own cost only
+    assert "with the next block" in ch.reason
+    assert sel.choose(8, 10, "middle", then={"native32": (8, "top"), "tc-auto": (8, "top")}).method == "native32"
