@@ -8,18 +8,28 @@ and every gate loop runs over at least 2^W consecutive amplitudes. Per chunk:
 
 1. load it, deinterleaved into two real arrays (``re``, ``im``; the loops below vectorize on
    split real data, not on interleaved complex numbers), from wherever the previous stage's
-   layout holds its amplitudes: the index-bit swaps between stages are folded into this load;
+   layout holds its amplitudes: the index-bit swaps between stages are folded into this load.
+   Runs whose amplitudes land in the same cache lines of the chunk (lanes that change between
+   stages) are loaded together, element by element (``run_chunks``);
 2. apply every gate of the stage, in order, to ``re``/``im``:
 
    - dense (dense, permutation and controlled gates; controls inside the chunk fix bits to 1,
      controls above it enable or skip the gate for the whole chunk): for each group of 2^d
-     amplitude runs, ``out_r = sum_c M[r, c] x_c`` over the run. 1- and 2-qubit gates have
-     unrolled kernels; wider gates first copy the group's input runs (at most 512 amplitudes each)
-     into a scratch block whose rows are padded apart (runs 2^k apart, as targets at high chunk
-     bits give, share L1 cache sets: 1.5-2x slower), then accumulate two output rows at a time
-     from it, four inputs per sweep (one sweep per input was bound by the accumulator's stores:
-     1.4x slower; the copy and the second row gave 1.3x on brickwork(24, 4, 10) in complex128,
-     1.15x in complex64; a BLAS product on the same copy was 1.3-1.5x slower than this loop);
+     amplitude runs, ``out_r = sum_c M[r, c] x_c`` over the run. 2-4 targets whose runs are at
+     least a vector long (``_dense_vec``): per strip of one AVX-512 vector of lanes, the 2^d
+     inputs are loaded into registers once and every output is accumulated from them
+     (``_make_group``, LLVM IR built per d; see there why not a numba loop). On the 2-core
+     AVX-512 host (single core, a 2^19-amplitude chunk, 4 targets): 58 GFMA/s in complex64
+     (the 512-bit FMA peak measured there: 102) against 32 for the accumulating kernel below,
+     29 against 18 in complex128; 3 targets 53-67 against 25 (complex64), 24-26 against
+     11-14 (complex128); 2 targets 0.9-1.3x the unrolled loop where the chunk is in L3 (2^19
+     amplitudes, memory bound), 1.2-1.7x where it is in L2 (2^17). Without AVX-512 LLVM splits
+     the 512-bit vectors into 256-bit halves (correct; not measured). 1-qubit gates keep their unrolled loop (memory bound either way), and
+     gates whose runs are shorter than a vector (controls in lanes, chunks without lanes) the
+     kernels below: 2-qubit gates unrolled, wider gates first copy the group's input runs (at
+     most 512 amplitudes each) into a scratch block whose rows are padded apart (runs 2^k
+     apart, as targets at high chunk bits give, share L1 cache sets: 1.5-2x slower), then
+     accumulate two output rows at a time from it, four inputs per sweep (``_dense_any``);
    - diagonal: for each combination of the gate's local bits whose entries (over the lanes)
      are not all 1, multiply the runs where those bits hold that combination, lane by lane;
 
@@ -35,7 +45,10 @@ LLVM's runtime alias checks stay within its limits and the loops vectorize.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 _u = np.uint64
 DENSE_OP = 0
@@ -44,6 +57,9 @@ DIAGONAL_OP = 1
 K_KIND, K_DIM, K_OFFS, K_FIX, K_NFIX, K_CMASK, K_HMASK, K_DATA, K_HIGH, K_NHIGH = range(10)
 N_COLUMNS = 10
 XS_PAD = 16  # the padding between the rows of a wide gate's input copy (_dense_any)
+VECTOR_BYTES = 64  # one AVX-512 register: the lane strip of the register-blocked kernels (_dense_vec)
+VEC_DIMS = (4, 8, 16)  # the gate dimensions (2-4 targets) that _dense_vec applies
+_VEC_ROWS = 8  # output rows per block in _make_group: 16 accumulators beside the inputs in 32 registers
 
 _jit = njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
 
@@ -141,7 +157,13 @@ def _dense_any(re, im, m_re, m_im, m0, dim, offs, o0, fixed, f0, nf, cmask, nbit
     most ``acc_re.size // 2`` amplitudes are first copied into ``xs`` (real rows, then imaginary
     rows, ``XS_PAD`` apart beyond the run, so that the rows do not share cache sets as input runs
     2^k apart do); then two output rows at a time are accumulated in ``acc_*`` from four inputs a
-    sweep (32 FMAs to 4 accumulator stores) and written over the group's amplitudes."""
+    sweep (32 FMAs to 4 accumulator stores) and written over the group's amplitudes.
+
+    Now for runs shorter than a vector and for 5 or more targets (``_dense_vec`` takes the rest).
+    Measured on the EPYC host when it took every wide gate: one sweep per input was bound by the
+    accumulator's stores (1.4x slower); the copy and the second row gave 1.3x on
+    brickwork(24, 4, 10) in complex128, 1.15x in complex64; a BLAS product on the same copy was
+    1.3-1.5x slower than this loop."""
     lo = fixed[f0]
     run = 1 << lo
     step = min(run, acc_re.size // 2)
@@ -210,6 +232,113 @@ def _dense_any(re, im, m_re, m_im, m0, dim, offs, o0, fixed, f0, nf, cmask, nbit
                     im[_u(q + v)] = acc_im[_u(step + v)]
 
 
+def _make_group(d: int):
+    """A numba intrinsic that applies a d-target gate to one group of 2^d amplitude runs: per strip
+    of ``VECTOR_BYTES`` of lanes, the group's 2^d inputs (real and imaginary parts) are loaded into
+    vector registers once, and every output is accumulated from them with the matrix entries as
+    broadcast scalars, ``_VEC_ROWS`` output rows at a time (the accumulators of a block are
+    independent chains, emitted interleaved, so FMAs of different rows overlap their latency).
+
+    Written as LLVM IR rather than as a loop for numba's vectorizer, for three reasons measured on
+    the 2-core AVX-512 host: LLVM's x86 tuning prefers 256-bit vectors in vectorized loops (the
+    512-bit FMAs are 2x the 256-bit ones here: 102 against 55 GFMA/s on one core); in a loop over
+    the lanes LICM hoisted the 2 * 4^d matrix broadcasts out of the loop and spilled them as full
+    vectors (32 KiB for d = 4, over the stack, reloaded for every FMA); and fastmath
+    reassociation turned each output's sum into one serial FMA chain. Here the matrix entries
+    are loaded inside the strip loop (a 4-byte broadcast load from the matrix, which stays in L1)
+    and the vector width is set by the function attributes. The inputs are loaded before any
+    output is stored, so a group is updated in place without a copy. The same scheme written as
+    a numba loop over a strip buffer (source text generated per d) ran at 24-26 GFMA/s (4 targets,
+    complex64), below the accumulating ``_dense_any`` (32), with the 512-bit attribute and
+    without reassociation alike; this IR runs at 55-62."""
+    dim = 1 << d
+
+    @intrinsic
+    def group(typingctx, re, im, m_re, m_im, m0, offs, o0, base, run):
+        sig = types.void(re, im, m_re, m_im, types.uint64, offs, types.uint64, types.uint64, types.uint64)
+
+        def codegen(context, builder, signature, args):
+            attrs = builder.function.attributes  # llvmlite knows no string attributes: set.add
+            try:
+                set.add(attrs, '"prefer-vector-width"="512"')
+                set.add(attrs, '"min-legal-vector-width"="512"')
+            except TypeError:  # an llvmlite whose attributes are no set: LLVM's own width (correct, slower)
+                pass
+            real = signature.args[0].dtype
+            width = VECTOR_BYTES * 8 // real.bitwidth
+            vty = ir.VectorType(context.get_value_type(real), width)
+            i64 = ir.IntType(64)
+            align = real.bitwidth // 8
+
+            def data(k):
+                return context.make_array(signature.args[k])(context, builder, args[k]).data
+
+            d_re, d_im, d_mre, d_mim, d_offs = data(0), data(1), data(2), data(3), data(5)
+            m0_, o0_, base_, run_ = args[4], args[6], args[7], args[8]
+            mr = cgutils.gep(builder, d_mre, m0_)
+            mi = cgutils.gep(builder, d_mim, m0_)
+            start = [builder.add(base_, builder.load(cgutils.gep(builder, d_offs, builder.add(o0_, i64(c)))))
+                     for c in range(dim)]
+            # fmuladd: an FMA where the target has one, a multiply and an add elsewhere
+            fmuladd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vty, [vty] * 3),
+                                                     f"llvm.fmuladd.v{width}f{real.bitwidth}")
+            undef = ir.Constant(vty, ir.Undefined)
+            zeros = ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width)
+
+            def splat(ptr, k):
+                x = builder.load(cgutils.gep(builder, ptr, i64(k)))
+                return builder.shuffle_vector(builder.insert_element(undef, x, ir.IntType(32)(0)), undef, zeros)
+
+            def vector_at(ptr, i):
+                return builder.bitcast(cgutils.gep(builder, ptr, i), vty.as_pointer())
+
+            with cgutils.for_range_slice(builder, i64(0), run_, i64(width), intp=i64) as (v, _):
+                at = [builder.add(p, v) for p in start]
+                xr = [builder.load(vector_at(d_re, i), align=align) for i in at]
+                xi = [builder.load(vector_at(d_im, i), align=align) for i in at]
+                for r0 in range(0, dim, _VEC_ROWS):
+                    rows = range(r0, min(dim, r0 + _VEC_ROWS))
+                    acc_r: dict = {}
+                    acc_i: dict = {}
+                    for c in range(dim):
+                        for r in rows:
+                            a, b = splat(mr, r * dim + c), splat(mi, r * dim + c)
+                            if c == 0:
+                                acc_r[r] = builder.fmul(a, xr[c])
+                                acc_i[r] = builder.fmul(a, xi[c])
+                            else:
+                                acc_r[r] = builder.call(fmuladd, [a, xr[c], acc_r[r]])
+                                acc_i[r] = builder.call(fmuladd, [a, xi[c], acc_i[r]])
+                            acc_r[r] = builder.call(fmuladd, [builder.fneg(b), xi[c], acc_r[r]])
+                            acc_i[r] = builder.call(fmuladd, [b, xr[c], acc_i[r]])
+                    for r in rows:
+                        builder.store(acc_r[r], vector_at(d_re, at[r]), align=align)
+                        builder.store(acc_i[r], vector_at(d_im, at[r]), align=align)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return group
+
+
+_group2, _group3, _group4 = (_make_group(d) for d in (2, 3, 4))
+
+
+@_jit
+def _dense_vec(re, im, m_re, m_im, m0, dim, offs, o0, fixed, f0, nf, cmask, nbits):
+    """2-4 targets, runs of at least one vector (``VECTOR_BYTES``): group by group, ``_make_group``."""
+    lo = fixed[f0]
+    run = _u(1 << lo)
+    for g in range(1 << (nbits - nf - lo)):
+        base = _u(_insert_zeros(g, lo, fixed, f0, nf) | cmask)
+        if dim == 4:
+            _group2(re, im, m_re, m_im, _u(m0), offs, _u(o0), base, run)
+        elif dim == 8:
+            _group3(re, im, m_re, m_im, _u(m0), offs, _u(o0), base, run)
+        else:
+            _group4(re, im, m_re, m_im, _u(m0), offs, _u(o0), base, run)
+
+
 @_jit
 def _diagonal(re, im, t_re, t_im, t0, skip, s0, n_entries, lanes, fixed, f0, nf, nbits):
     """Row bits ``fixed[f0:f0+nf]`` (all >= log2(lanes)); entry e of the 2^nf combinations is
@@ -250,27 +379,67 @@ def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_
     The load (the layout change between stages folded into it) reads runs of 2^run_bits
     contiguous source amplitudes: run o starts at ``base(h) | src_tab[o]``, where ``base(h)``
     puts bit j of h at bit ``high_src[j]``, and its element j goes to chunk element
-    ``dst_tab[o] + scatter[j]`` (``scatter`` empty: ``dst_tab[o] + j``, no permutation).
+    ``dst_tab[o] + scatter[j]`` (``scatter`` empty: ``dst_tab[o] + j``, no permutation). Bit m
+    of o sets chunk bit log2(dst_tab[2^m]); the runs that differ only in the bits that select
+    chunk bits inside a 64-byte line are loaded together, element j of each in turn.
     """
     size = 1 << nbits
     run = 1 << run_bits
     direct = scatter.size == 0
+    n_runs = size >> run_bits
+    # the run-index bits that select chunk bits inside a cache line: the runs that differ only
+    # in them fill the same lines, so they are loaded together, element by element (see below)
+    line = VECTOR_BYTES // re.itemsize
+    tile_bits = np.zeros(64, np.int64)
+    n_tile = 0
+    m = 0
+    while (1 << m) < n_runs:
+        if dst_tab[1 << m] < line:
+            tile_bits[n_tile] = m
+            n_tile += 1
+        m += 1
+    tile = np.zeros(1 << n_tile, np.int64)
+    for j in range(1 << n_tile):
+        for b in range(n_tile):
+            tile[j] |= ((j >> b) & 1) << tile_bits[b]
+    t_src = np.zeros(1 << n_tile, np.int64)
+    t_dst = np.zeros(1 << n_tile, np.int64)
     for h in range(c0, c1):
         base = 0
         for j in range(high_src.size):
             base |= ((h >> j) & 1) << high_src[j]
-        for o in range(size >> run_bits):
-            s = 2 * (base | src_tab[o])
-            t = dst_tab[o]
-            if direct:
+        if n_tile == 0:
+            for o in range(n_runs):
+                s = 2 * (base | src_tab[o])
+                t = dst_tab[o]
+                if direct:
+                    for i in range(run):
+                        re[_u(t + i)] = src[_u(s + 2 * i)]
+                        im[_u(t + i)] = src[_u(s + 2 * i + 1)]
+                else:
+                    for i in range(run):
+                        d = _u(t + scatter[_u(i)])
+                        re[d] = src[_u(s + 2 * i)]
+                        im[d] = src[_u(s + 2 * i + 1)]
+        else:
+            # Runs that scatter into the chunk's low bits (lanes that change between stages):
+            # loaded run by run, every store went to another cache line and each line was
+            # stored to by 2^n_tile runs far apart in time (one thread, lanes 0-5 exchanged
+            # with chunk bits 13-18 of a 2^19-amplitude complex64 chunk: 9.1 ms a chunk, an
+            # unpermuted load 1.2). Element i of the 2^n_tile runs of a tile lands in one
+            # line: those stores are made one after the other (2.2 ms).
+            for g in range(n_runs >> n_tile):
+                o = _insert_zeros(g, 0, tile_bits, 0, n_tile)
+                for j in range(1 << n_tile):
+                    t_src[j] = 2 * (base | src_tab[o | tile[j]])
+                    t_dst[j] = dst_tab[o | tile[j]]
                 for i in range(run):
-                    re[_u(t + i)] = src[_u(s + 2 * i)]
-                    im[_u(t + i)] = src[_u(s + 2 * i + 1)]
-            else:
-                for i in range(run):
-                    d = _u(t + scatter[_u(i)])
-                    re[d] = src[_u(s + 2 * i)]
-                    im[d] = src[_u(s + 2 * i + 1)]
+                    d = i if direct else scatter[_u(i)]
+                    for j in range(1 << n_tile):
+                        s = _u(t_src[j] + 2 * i)
+                        t = _u(t_dst[j] + d)
+                        re[t] = src[s]
+                        im[t] = src[s + 1]
         for k in range(ops.shape[0]):
             kind = ops[k, K_KIND]
             dim = ops[k, K_DIM]
@@ -278,7 +447,10 @@ def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_
                 hmask = ops[k, K_HMASK]
                 if (h & hmask) != hmask:
                     continue  # a control above the chunk is 0 here
-                if dim == 2:
+                if dim in VEC_DIMS and (1 << fixed[ops[k, K_FIX]]) * re.itemsize >= VECTOR_BYTES:
+                    _dense_vec(re, im, m_re, m_im, ops[k, K_DATA], dim, offs, ops[k, K_OFFS], fixed, ops[k, K_FIX],
+                               ops[k, K_NFIX], ops[k, K_CMASK], nbits)
+                elif dim == 2:
                     _dense2(re, im, m_re, m_im, ops[k, K_DATA], offs, ops[k, K_OFFS], fixed, ops[k, K_FIX],
                             ops[k, K_NFIX], ops[k, K_CMASK], nbits)
                 elif dim == 4:
