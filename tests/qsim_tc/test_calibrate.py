@@ -211,3 +211,15 @@ def test_emulated_first_widths_finish_past_the_share_while_cheap(monkeypatch, ga
     else:
         assert sum(10 in w for w in widths.values()) == 1 and not any(8 in w for w in widths.values())
     assert table.row("native32", "bottom") is not None  # the natives still get their widths
+
+
+def test_cpu_calibration_leaves_the_emulated_methods_out_unless_named():
+    """On a CPU the emulated methods are no candidates of auto (one of their d = 10 gates at 20
+    qubits ran for minutes); a calibration measures them only when they are named."""
+    t0 = time.perf_counter()
+    table = cal.calibrate("cpu", n_qubits=8, max_gate_qubits=3, repeats=1, budget_s=5.0)
+    assert time.perf_counter() - t0 < 15
+    assert set(table.methods()) == {"native", "native3m", "native32"}
+    named = cal.calibrate("cpu", methods=["native32", "tc-auto"], n_qubits=8, max_gate_qubits=3, repeats=1,
+                          budget_s=5.0)
+    assert "tc-auto" in named.methods()
