@@ -103,3 +103,22 @@ def test_load_permutes_like_numpy(dtype, src_bit):
     for s, b in enumerate(src_bit):
         old |= ((idx >> s) & 1) << b
     np.testing.assert_array_equal(dst, psi[old])
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("size", [1, 3, 8, 17, 64, 1000])
+@pytest.mark.parametrize("offset", [0, 1, 3, 5])
+def test_store_interleaves_at_any_alignment(dtype, size, offset):
+    """``_store`` (non-temporal vector body between a head up to 64-byte alignment and a tail):
+    every amplitude lands once, at any start and length, and nothing around it is touched; a
+    buffer shifted by half an amplitude (not aligned to its size) takes the plain loop."""
+    real = REAL[dtype]
+    rng = np.random.default_rng(size + offset)
+    re, im = rng.standard_normal(size).astype(real), rng.standard_normal(size).astype(real)
+    for shift in (0, 1):  # in reals: 1 puts every amplitude off its natural alignment
+        raw = np.full(2 * (size + offset + 4) + 1, -7, real)
+        dst = raw[shift:shift + 2 * (size + offset + 4)]
+        kernels._store(dst, offset, re, im)
+        np.testing.assert_array_equal(dst[2 * offset:2 * (offset + size):2], re)
+        np.testing.assert_array_equal(dst[2 * offset + 1:2 * (offset + size):2], im)
+        assert (dst[:2 * offset] == -7).all() and (dst[2 * (offset + size):] == -7).all()
