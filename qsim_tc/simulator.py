@@ -449,7 +449,7 @@ class Simulator:
                 for i, g in enumerate(gates):
                     nxt = gates[i + 1].qubits if i + 1 < total else None
                     state, info, block = self._apply_auto(state, g, nxt, selector, per_block)
-                    if block["guard"] is not None and block["guard"]["norm_change"] is None:
+                    if not per_block and block["guard"] is not None:  # a guarded block, checked at the end
                         bounds.append(guard.norm_bound(self.precision, len(g.qubits), self.tolerance))
                     blocks.append(block)
                     stats.append(GateStat(i, g.name, g.qubits, info))

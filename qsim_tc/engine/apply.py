@@ -292,10 +292,8 @@ def _apply_double_buffer(state: PhysicalState, gate: GateRequest) -> ApplyInfo:
 
 
 def layout_after(state: PhysicalState, qubits, next_qubits, method, small_gate_kernel=None):
-    """The layout the double-buffer engine leaves after applying a gate on logical ``qubits``
-    with ``method`` (a small-gate kernel keeps it), or None for the bounded engine."""
-    if not state.double_buffer:
-        return None
+    """The layout the double-buffer engine (``state.double_buffer``) leaves after applying a gate
+    on logical ``qubits`` with ``method`` (a small-gate kernel keeps it)."""
     positions = sorted(state.layout.pos[q] for q in qubits)
     if select_kernel(method, state.device, small_gate_kernel, state.n_qubits, positions,
                      state.data.dtype.itemsize) is not None:

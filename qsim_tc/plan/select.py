@@ -178,16 +178,18 @@ class Selector:
             if name in self.excluded or name in without:
                 continue
             costs[name] = self.table.gate_ms(name, d, n_qubits, placement)
+        own = costs  # each candidate's cost for this block; ``costs`` ranks them
         if then:
             # brickwork(28, 8, 4), single, H100: CGEMM on middle blocks (2% dearer than tc-auto,
             # kept by SWITCH_MARGIN) left the next block in the middle too, where tc-auto moves
             # its targets down and the next block's up: 139 ms against tc-auto's own 117
-            after = {name: min(self.table.gate_ms(m, *then[name][:1], n_qubits, then[name][1]) for m in costs)
-                     for name in costs if name in then}
-            own = costs
-            costs = {name: c + after.get(name, 0.0) for name, c in costs.items()}
-        else:
-            own = costs
+            def next_ms(name):
+                if name not in then:
+                    return 0.0
+                d_next, placement_next = then[name]
+                return min(self.table.gate_ms(m, d_next, n_qubits, placement_next) for m in own)
+
+            costs = {name: c + next_ms(name) for name, c in own.items()}
         if not costs:
             raise RuntimeError(f"no {self.precision}-precision method left for a {d}-qubit block "
                                f"(excluded: {self.excluded}, tried: {list(without)})")
