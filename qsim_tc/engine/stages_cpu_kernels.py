@@ -234,6 +234,16 @@ def _dense_any(re, im, m_re, m_im, m0, dim, offs, o0, fixed, f0, nf, cmask, nbit
                     im[_u(q + v)] = acc_im[_u(step + v)]
 
 
+def _data(context, builder, signature, args, k):
+    """The data pointer of array argument ``k`` of an intrinsic (LLVM IR codegen)."""
+    return context.make_array(signature.args[k])(context, builder, args[k]).data
+
+
+def _vector_at(builder, ptr, i, vty):
+    """A pointer to the vector of type ``vty`` that starts at element ``i`` of ``ptr``."""
+    return builder.bitcast(cgutils.gep(builder, ptr, i), vty.as_pointer())
+
+
 def _make_group(d: int):
     """A numba intrinsic that applies a d-target gate to one group of 2^d amplitude runs: per strip
     of ``VECTOR_BYTES`` of lanes, the group's 2^d inputs (real and imaginary parts) are loaded into
@@ -272,10 +282,7 @@ def _make_group(d: int):
             i64 = ir.IntType(64)
             align = real.bitwidth // 8
 
-            def data(k):
-                return context.make_array(signature.args[k])(context, builder, args[k]).data
-
-            d_re, d_im, d_mre, d_mim, d_offs = data(0), data(1), data(2), data(3), data(5)
+            d_re, d_im, d_mre, d_mim, d_offs = (_data(context, builder, signature, args, k) for k in (0, 1, 2, 3, 5))
             m0_, o0_, base_, run_ = args[4], args[6], args[7], args[8]
             mr = cgutils.gep(builder, d_mre, m0_)
             mi = cgutils.gep(builder, d_mim, m0_)
@@ -292,7 +299,7 @@ def _make_group(d: int):
                 return builder.shuffle_vector(builder.insert_element(undef, x, ir.IntType(32)(0)), undef, zeros)
 
             def vector_at(ptr, i):
-                return builder.bitcast(cgutils.gep(builder, ptr, i), vty.as_pointer())
+                return _vector_at(builder, ptr, i, vty)
 
             with cgutils.for_range_slice(builder, i64(0), run_, i64(width), intp=i64) as (v, _):
                 at = [builder.add(p, v) for p in start]
@@ -392,10 +399,7 @@ def _interleave_nt(typingctx, dst, start, re, im, i0, i1):
         vty = ir.VectorType(context.get_value_type(real), width)
         i32, i64 = ir.IntType(32), ir.IntType(64)
 
-        def data(k):
-            return context.make_array(signature.args[k])(context, builder, args[k]).data
-
-        d_dst, d_re, d_im = data(0), data(2), data(3)
+        d_dst, d_re, d_im = (_data(context, builder, signature, args, k) for k in (0, 2, 3))
         start, i0, i1 = args[1], args[4], args[5]
         nt = builder.module.add_metadata([i32(1)])
         # element j of the pair (a, b) takes re[v + j // 2] (even j) or im[v + j // 2] (odd j)
@@ -405,7 +409,7 @@ def _interleave_nt(typingctx, dst, start, re, im, i0, i1):
         align = real.bitwidth // 8
 
         def vector_at(ptr, i):
-            return builder.bitcast(cgutils.gep(builder, ptr, i), vty.as_pointer())
+            return _vector_at(builder, ptr, i, vty)
 
         with cgutils.for_range_slice(builder, i0, i1, i64(width), intp=i64) as (v, _):
             r = builder.load(vector_at(d_re, v), align=align)
