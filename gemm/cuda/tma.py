@@ -76,13 +76,14 @@ def _as_ctype(x):
                     "int64/int32/float32 scalar")
 
 
-def launch(kernel, grid: int, block: int, shared_mem: int, args) -> None:
+def launch(kernel, grid, block: int, shared_mem: int, args) -> None:
     """Launch a cupy ``RawKernel`` on the current stream with ``args`` (cupy arrays, numpy scalars
-    and TensorMaps, in the kernel's parameter order)."""
+    and TensorMaps, in the kernel's parameter order); ``grid`` an int or up to three ints."""
     import cupy  # noqa: PLC0415
     from cupy_backends.cuda.api import driver  # noqa: PLC0415
 
     held = [_as_ctype(a) for a in args]  # kept alive until the launch has copied them
     params = (ctypes.c_void_p * len(held))(*[ctypes.addressof(h) for h in held])
-    driver.launchKernel(kernel.kernel.ptr, grid, 1, 1, block, 1, 1, shared_mem,
+    gx, gy, gz = (tuple(grid) + (1, 1))[:3] if isinstance(grid, (tuple, list)) else (grid, 1, 1)
+    driver.launchKernel(kernel.kernel.ptr, gx, gy, gz, block, 1, 1, shared_mem,
                         cupy.cuda.get_current_stream().ptr, ctypes.addressof(params), 0)

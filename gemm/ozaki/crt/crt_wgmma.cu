@@ -1,0 +1,311 @@
+// INT8 products of the CRT scheme on Hopper's warpgroup tensor-core instructions (wgmma, sm_90a),
+// each reduced modulo its modulus in the epilogue: gemm/ozaki/crt/gpu.py loads this file (built for
+// sm_90a by gemm.cuda.sm90a) for `products_r8`.
+//
+// Why: with cuBLAS, every modulus' INT32 product goes through global memory (4 bytes an element,
+// 34 products for a complex d = 10 gate: 36 GB at 28 qubits) and is read again by the
+// reconstruction; the product's bound k' * 128^2 < 2^31 makes it exact, but only its residue
+// modulo p (one byte) is needed. Here each tile's INT32 accumulator stays in registers, is
+// reduced modulo p and leaves as INT8: a quarter of the traffic, and the reconstruction reads a
+// quarter as much.
+//
+// Operands (the residues of gemm/ozaki/crt/gpu.py `residues`): RA (Z, M, kp) and RB (Z, N, kp)
+// int8, K-major (k contiguous), Z = moduli x parts, kp a multiple of 128. Output (Z, M, ldo) int8,
+// element (r, c) = (RA[z, r] . RB[z, c]) mod p_(z / G), a representative in [-128, 127].
+//
+// Block: two warpgroups, 64 rows each of a 128 x BN tile (BN = 128 CRT_NC: one m64n128k32 wgmma
+// per chunk and k-step). A stage is 128 bytes of k (one 128-byte swizzle atom) for the tile's A
+// rows and B lines, loaded by all threads with cp.async (16-byte chunk c of row r lands at chunk
+// c ^ (r % 8), the swizzle the descriptors name); CRT_STAGES slots, CRT_STAGES - 2 loaded ahead
+// (the previous stage's wgmma group is still running while the next is issued).
+// Grid: (column tiles, row tiles, Z): the column tiles of one row tile run together, so A's rows
+// come from HBM once and B (small, every z) stays in L2.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#ifndef CRT_NC
+#define CRT_NC 2                       // 128-column chunks per tile: BN = 128 CRT_NC
+#endif
+#ifndef CRT_STAGES
+#define CRT_STAGES 4
+#endif
+#define CRT_BM 128
+#define CRT_BN (128 * CRT_NC)
+#define CRT_AHEAD (CRT_STAGES - 2)
+#define CRT_THREADS 256
+#define CRT_STAGE_BYTES ((CRT_BM + CRT_BN) * 128)
+#define CRT_OUT_ROW (CRT_BN + 16)      // epilogue staging row: +16 bytes spreads the rows over banks
+#if CRT_AHEAD < 1
+#error "CRT_STAGES: at least 3"
+#endif
+#if CRT_BM * CRT_OUT_ROW > CRT_STAGES * CRT_STAGE_BYTES
+#error "the epilogue's staging tile must fit the pipeline's shared memory"
+#endif
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Shared-memory matrix descriptor, K-major operand with 128-byte swizzle: start address >> 4,
+// leading offset unused (1), stride between 8-row groups 1024 bytes, layout type 1 (bits 62-63).
+__device__ __forceinline__ u64 sw128_desc(u32 saddr) {
+    return (u64)((saddr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// keeps the compiler from reading wgmma results above the wait
+__device__ __forceinline__ void pin64(int* d) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+__device__ __forceinline__ void wgmma_s8_n128(int* d, u64 da, u64 db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// x mod p as a representative in [-128, 127], exact for |x| < 2^31: the FP32 quotient of x is
+// within 2 of round(x / p) (x rounds to 24 bits, |x| / p < 2^24), so r = x - q p is below 3p in
+// magnitude and exact in int32; the second quotient of that small r is exact to rounding, leaving
+// |r| <= p / 2 (<= 128). Only p = 256 reaches +128, which is -128 modulo 256.
+__device__ __forceinline__ int mod_s8(int x, int p, float inv_p) {
+    int r = x - __float2int_rn(__int2float_rn(x) * inv_p) * p;
+    r -= __float2int_rn(__int2float_rn(r) * inv_p) * p;
+    return r == 128 ? -128 : r;
+}
+
+
+// Epilogue: the tile's residues into a staged tile in shared memory (free once every warpgroup's
+// products have completed), then out in 16-byte rows. Fragment of m64nNk32 (s32): register
+// 4j + e of lane (g, t) of warp w is row 16 w + g (+8 for e >= 2), column 8 j + 2 t + (e & 1).
+// `named`: 0 syncs the whole block; else the consumers' named barrier (the producer has left).
+__device__ __forceinline__ void consumers_sync(int named) {
+    if (named) asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    else __syncthreads();
+}
+
+__device__ __forceinline__ void crt_epilogue(int (&acc)[CRT_NC][64], unsigned char* smem, signed char* __restrict__ out,
+                                             int M, int N, int ldo, long long so, int G, const int* __restrict__ p_of,
+                                             const float* __restrict__ inv_of, int tm, int tn, int z, int wg, int warp,
+                                             int lane, int tid, int named) {
+    const int p = p_of[z / G];
+    const float inv_p = inv_of[z / G];
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int ch = 0; ch < CRT_NC; ++ch)
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = wg * 64 + warp * 16 + g + 8 * h, col = 128 * ch + 8 * j + 2 * t;
+                const int lo = mod_s8(acc[ch][4 * j + 2 * h], p, inv_p) & 0xff;
+                const int hi = mod_s8(acc[ch][4 * j + 2 * h + 1], p, inv_p) & 0xff;
+                *reinterpret_cast<unsigned short*>(smem + row * CRT_OUT_ROW + col) = (unsigned short)(lo | (hi << 8));
+            }
+    consumers_sync(named);
+    signed char* o = out + z * so;
+    for (int i = tid; i < CRT_BM * (CRT_BN / 16); i += CRT_THREADS) {
+        const int r = i / (CRT_BN / 16), c = 16 * (i % (CRT_BN / 16));
+        const long long row = (long long)tm * CRT_BM + r;
+        const int col = tn * CRT_BN + c;
+        if (row >= M || col >= N) continue;
+        const unsigned char* s = smem + r * CRT_OUT_ROW + c;
+        if (col + 16 <= N) {   // ldo and the tile's columns are multiples of 16: aligned
+            *reinterpret_cast<int4*>(o + row * ldo + col) = *reinterpret_cast<const int4*>(s);
+        } else {
+            for (int e = 0; e < N - col; ++e) o[row * ldo + col + e] = (signed char)s[e];
+        }
+    }
+}
+
+// One stage's products (4 k-steps of 32 bytes: +2 in the descriptor's address field) into the
+// warpgroup's accumulator, committed as one group.
+__device__ __forceinline__ void crt_stage_products(int (&acc)[CRT_NC][64], u32 stage, int wg, bool first) {
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int ch = 0; ch < CRT_NC; ++ch)
+            wgmma_s8_n128(acc[ch], sw128_desc(stage + wg * 64 * 128) + 2 * ks,
+                          sw128_desc(stage + (CRT_BM + 128 * ch) * 128) + 2 * ks, (!first || ks > 0) ? 1 : 0);
+    wg_commit();
+}
+
+extern "C" __global__ void __launch_bounds__(CRT_THREADS, 1)
+crt_mod_gemm(const signed char* __restrict__ RA, const signed char* __restrict__ RB, signed char* __restrict__ out,
+             int M, int N, int kp, long long sa, long long sb, long long so, int ldo, int G,
+             const int* __restrict__ p_of, const float* __restrict__ inv_of) {
+    extern __shared__ __align__(1024) unsigned char crt_smem_raw[];
+    // the 128-byte swizzle repeats every 1024 bytes and is applied to address bits: align the base
+    const u32 raw = (u32)__cvta_generic_to_shared(crt_smem_raw);
+    const u32 sbase = (raw + 1023u) & ~1023u;
+    unsigned char* smem = crt_smem_raw + (sbase - raw);
+
+    const int tn = blockIdx.x, tm = blockIdx.y, z = blockIdx.z;
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    const signed char* gA = RA + z * sa;
+    const signed char* gB = RB + z * sb;
+    const int KT = kp / 128;
+
+    // rows past M and lines past N read the last one (their results are not stored)
+    auto load_stage = [&](int slot, int kt) {
+        unsigned char* s = smem + slot * CRT_STAGE_BYTES;
+#pragma unroll 4
+        for (int i = tid; i < (CRT_BM + CRT_BN) * 8; i += CRT_THREADS) {
+            const int r = i >> 3, c = i & 7;
+            const signed char* src;
+            if (r < CRT_BM) {
+                src = gA + (long long)min(tm * CRT_BM + r, M - 1) * kp;
+            } else {
+                src = gB + (long long)min(tn * CRT_BN + r - CRT_BM, N - 1) * kp;
+            }
+            cp_async16(s + r * 128 + ((c ^ (r & 7)) << 4), src + kt * 128 + 16 * c);
+        }
+    };
+
+    int acc[CRT_NC][64];
+#pragma unroll
+    for (int ch = 0; ch < CRT_NC; ++ch)
+#pragma unroll
+        for (int q = 0; q < 64; ++q) acc[ch][q] = 0;
+
+#pragma unroll
+    for (int s = 0; s < CRT_AHEAD; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_commit();
+    }
+    for (int kt = 0; kt < KT; ++kt) {
+        cp_wait<CRT_AHEAD - 1>();
+        fence_proxy_async();   // cp.async wrote through the generic proxy; wgmma reads through the async one
+        __syncthreads();       // also: the products of the stage this step refills have completed
+        if (kt + CRT_AHEAD < KT) load_stage((kt + CRT_AHEAD) % CRT_STAGES, kt + CRT_AHEAD);
+        cp_commit();
+        crt_stage_products(acc, sbase + (u32)((kt % CRT_STAGES) * CRT_STAGE_BYTES), wg, kt == 0);
+        wg_wait<1>();   // the previous stage's group has completed; this one runs on
+    }
+    wg_wait<0>();
+#pragma unroll
+    for (int ch = 0; ch < CRT_NC; ++ch) pin64(acc[ch]);
+    cp_wait<0>();
+    __syncthreads();   // every warpgroup is done with the stages: the staging tile may overwrite them
+
+    crt_epilogue(acc, smem, out, M, N, ldo, so, G, p_of, inv_of, tm, tn, z, wg, warp, lane, tid, 0);
+
+}
+
+// ---------------------------------------------------------------- TMA-loaded, warp-specialized
+
+// The same product with its stages loaded by the tensor memory accelerator: one thread of a third
+// warpgroup (the producer) issues two copies a stage (A's 128 rows, B's BN lines, 128 bytes of k
+// each, written in the 128-byte swizzle), and the two consumer warpgroups never wait for each
+// other or for the loads' issue. Rows past M and lines past N are filled with zeros by the TMA.
+//   full[s]   the producer arms it with the stage's byte count; the copies complete it;
+//   empty[s]  each consumer warp arrives once the products that read slot s have completed
+//             (one stage later: a stage's wgmma group stays in flight while the next is issued).
+// setmaxnreg hands the producer's registers to the consumers.
+#define CRT_TMA_THREADS (CRT_THREADS + 128)
+#define CRT_CONSUMER_REGS 232            // 2 x 128 x 232 + 128 x 40 <= 65536
+#define CRT_PRODUCER_REGS 40
+
+struct __align__(64) TensorMap {
+    u64 opaque[16];
+};
+
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arm(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    u32 done = 0;
+    while (!done) {
+        asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    }
+}
+__device__ __forceinline__ void tma_load(u32 dst, const TensorMap* map, u32 bar, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4}], [%5];\n"
+                 ::"r"(dst), "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
+}
+
+// map_a: (Z, M, kp / 4) words, box 32 words x 128 rows; map_b: (Z, N, kp / 4), box 32 x BN.
+extern "C" __global__ void __launch_bounds__(CRT_TMA_THREADS, 1)
+crt_mod_gemm_tma(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
+                 signed char* __restrict__ out, int M, int N, int kp, long long so, int ldo, int G,
+                 const int* __restrict__ p_of, const float* __restrict__ inv_of) {
+    extern __shared__ __align__(1024) unsigned char crt_smem_raw[];
+    const u32 raw = (u32)__cvta_generic_to_shared(crt_smem_raw);
+    const u32 sbase = (raw + 1023u) & ~1023u;
+    unsigned char* smem = crt_smem_raw + (sbase - raw);
+    const u32 bars = sbase + CRT_STAGES * CRT_STAGE_BYTES;
+    auto full = [&](int s) { return bars + 8u * s; };
+    auto empty = [&](int s) { return bars + 8u * (CRT_STAGES + s); };
+
+    const int tn = blockIdx.x, tm = blockIdx.y, z = blockIdx.z;
+    const int tid = threadIdx.x;
+    const int warp_id = tid >> 5, lane = tid & 31;
+    const int KT = kp / 128;
+
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < CRT_STAGES; ++s) {
+            mbar_init(full(s), 1);
+            mbar_init(empty(s), CRT_THREADS / 32);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp_id >= CRT_THREADS / 32) {   // producer warpgroup: one thread issues the copies
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(CRT_PRODUCER_REGS));
+        if (warp_id == CRT_THREADS / 32 && lane == 0) {
+            for (int kt = 0; kt < KT; ++kt) {
+                const int s = kt % CRT_STAGES;
+                if (kt >= CRT_STAGES) mbar_wait(empty(s), (u32)((kt / CRT_STAGES - 1) & 1));
+                mbar_arm(full(s), CRT_STAGE_BYTES);
+                const u32 dst = sbase + s * CRT_STAGE_BYTES;
+                tma_load(dst, &map_a, full(s), 32 * kt, tm * CRT_BM, z);
+                tma_load(dst + CRT_BM * 128, &map_b, full(s), 32 * kt, tn * CRT_BN, z);
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CRT_CONSUMER_REGS));
+    const int wg = tid >> 7, warp = warp_id & 3;
+    int acc[CRT_NC][64];
+#pragma unroll
+    for (int ch = 0; ch < CRT_NC; ++ch)
+#pragma unroll
+        for (int q = 0; q < 64; ++q) acc[ch][q] = 0;
+    for (int kt = 0; kt < KT; ++kt) {
+        const int s = kt % CRT_STAGES;
+        mbar_wait(full(s), (u32)((kt / CRT_STAGES) & 1));
+        crt_stage_products(acc, sbase + s * CRT_STAGE_BYTES, wg, kt == 0);
+        wg_wait<1>();   // the previous stage's group has completed: its slot may be refilled
+        if (kt >= 1 && lane == 0) mbar_arrive(empty((kt - 1) % CRT_STAGES));
+    }
+    wg_wait<0>();
+#pragma unroll
+    for (int ch = 0; ch < CRT_NC; ++ch) pin64(acc[ch]);
+    consumers_sync(1);   // both warpgroups' products done (every copy had completed before them)
+    crt_epilogue(acc, smem, out, M, N, ldo, so, G, p_of, inv_of, tm, tn, z, wg, warp, lane, tid, 1);
+}

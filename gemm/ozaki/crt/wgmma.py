@@ -1,0 +1,94 @@
+"""The INT8 products of the CRT scheme on Hopper's wgmma kernel (``crt_wgmma.cu``), each reduced
+modulo its modulus in the epilogue, so that only one byte per product element reaches global
+memory (cuBLAS's INT32 products take four, and the reconstruction reads them back).
+
+:func:`products_r8` takes the residues of :func:`gemm.ozaki.crt.gpu.residues` (K-major, ``kp`` a
+multiple of :data:`KP_ALIGN`) and returns ``(n, G, rows, ldo)`` int8 residues of the products, read
+by :func:`gemm.ozaki.crt.gpu.reconstruct_r8`. cupy comes from the caller.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from gemm.cuda import tma
+from gemm.cuda.compile import source
+from gemm.cuda.sm90a import compile_module
+
+KP_ALIGN = 128  # one 128-byte swizzle atom of k per pipeline stage
+OUT_ALIGN = 16  # output rows padded to 16 bytes: the epilogue stores 16 at a time
+STAGES = 4
+NC = 2  # 128-column chunks per tile (tile 128 x 256)
+LOADS = ("tma", "cpasync")  # stages loaded by a TMA producer warpgroup, or by every thread
+LOAD = "tma"
+KERNELS = ("auto", "wgmma", "cublas")  # the int8-crt option ``product_kernel``
+
+
+def supported(cp) -> bool:
+    """Whether the current device runs the kernel (sm_90: H100 / H200)."""
+    return cp.cuda.Device().compute_capability == "90"
+
+
+def use_fused(cp, kernel: str) -> bool:
+    """Whether the products run on the fused kernel: ``"auto"`` wherever it is supported."""
+    if kernel == "wgmma":
+        if not supported(cp):
+            raise ValueError("product_kernel='wgmma' needs an sm_90 GPU (H100/H200); use 'cublas' or 'auto'")
+        return True
+    return kernel == "auto" and supported(cp)
+
+
+def _smem_bytes(nc: int, stages: int) -> int:
+    # the stages, the 1024-byte alignment of the swizzle, the TMA pipeline's 2 x stages barriers
+    return stages * (128 + 128 * nc) * 128 + 1024 + 16 * stages
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(device_id: int, nc: int, stages: int, load: str):
+    mod = compile_module(source(__package__, "crt_wgmma.cu"), ("-std=c++17", f"-DCRT_NC={nc}", f"-DCRT_STAGES={stages}"),
+                         "crt_wgmma.cu")
+    k = mod.get_function("crt_mod_gemm_tma" if load == "tma" else "crt_mod_gemm")
+    k.max_dynamic_shared_size_bytes = _smem_bytes(nc, stages)
+    return k
+
+
+@functools.lru_cache(maxsize=None)
+def _moduli_tables(device_id: int, values: tuple[int, ...]):
+    import cupy as cp  # noqa: PLC0415 - optional dependency
+
+    return (cp.asarray(np.array(values, dtype=np.int32)),
+            cp.asarray(np.array([1.0 / v for v in values], dtype=np.float32)))
+
+
+def products_r8(cp, RA, RB, mods, nc: int = NC, stages: int = STAGES, load: str = LOAD):
+    """Residues ``R[i, g, r, c] = (RA[i, g, r] . RB[i, g, c]) mod p_i`` in ``[-128, 127]``:
+    ``(n, G, rows, ldo)`` int8, ``ldo`` the columns rounded up to :data:`OUT_ALIGN`."""
+    n, G, rows, kp = RA.shape
+    cols = RB.shape[2]
+    if kp % KP_ALIGN or RB.shape[3] != kp:
+        raise ValueError(f"residue lines must be {KP_ALIGN}-byte multiples of one length, got {kp} and {RB.shape[3]}")
+    if not (RA.flags.c_contiguous and RB.flags.c_contiguous):
+        raise ValueError("residues must be C-contiguous")
+    ldo = -(-cols // OUT_ALIGN) * OUT_ALIGN
+    out = cp.empty((n, G, rows, ldo), dtype=cp.int8)
+    dev = cp.cuda.Device().id
+    p_of, inv_of = _moduli_tables(dev, tuple(mods.values))
+    bn = 128 * nc
+    grid = (-(-cols // bn), -(-rows // 128), n * G)
+    if grid[1] > 65535:
+        raise ValueError(f"{rows} rows exceed one launch ({65535 * 128}); process them in blocks")
+    k = _kernel(dev, nc, stages, load)
+    if load == "tma":
+        Z = n * G
+        map_a = tma.words_map(RA.data.ptr, Z, rows, kp // 4, 128)
+        map_b = tma.words_map(RB.data.ptr, Z, cols, kp // 4, bn)
+        tma.launch(k, grid, 384, _smem_bytes(nc, stages), (
+            map_a, map_b, out, np.int32(rows), np.int32(cols), np.int32(kp), np.int64(rows * ldo), np.int32(ldo),
+            np.int32(G), p_of, inv_of))
+    else:
+        k(grid, (256,), (RA, RB, out, np.int32(rows), np.int32(cols), np.int32(kp), np.int64(rows * kp),
+                         np.int64(cols * kp), np.int64(rows * ldo), np.int32(ldo), np.int32(G), p_of, inv_of),
+          shared_mem=_smem_bytes(nc, stages))
+    return out
