@@ -17,6 +17,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 
@@ -38,7 +41,34 @@ def _check(cp, c, ref, na, nb, coeff):
     return worst, ok
 
 
-def bench_gate(cp, gemm, n, d, configs, repeats, rng):
+# cuBLAS's own FP64 emulation (Ozaki scheme I on INT8), switched on for a whole process by
+# environment variables (cuBLAS 12.9+): a ZGEMM of the gate's shape timed in a child process
+_EMULATION_ENV = {"CUBLAS_EMULATE_DOUBLE_PRECISION": "1", "CUBLAS_EMULATION_STRATEGY": "eager"}
+_EMULATION_CHILD = """
+import json, sys
+import cupy as cp
+import numpy as np
+from benchmarks.gate_timing import event_times
+M, D, reps = (int(x) for x in sys.argv[1:4])
+a = (cp.random.standard_normal((M, D)) + 1j * cp.random.standard_normal((M, D))).astype(cp.complex128)
+b = (cp.random.standard_normal((D, D)) + 1j * cp.random.standard_normal((D, D))).astype(cp.complex128)
+ms, all_ms = event_times(cp, lambda: cp.matmul(a, b), reps)
+print(json.dumps({"median_ms": ms, "times_ms": all_ms, "cublas": cp.cuda.cublas.getVersion(cp.cuda.device.get_cublas_handle())}))
+"""
+
+
+def cublas_emulation_ms(M: int, D: int, repeats: int) -> dict:
+    """cuBLAS's FP64 emulation (EAGER) on a ``(M, D) @ (D, D)`` complex128 product, or why not."""
+    env = {**os.environ, **_EMULATION_ENV}
+    try:
+        out = subprocess.run([sys.executable, "-c", _EMULATION_CHILD, str(M), str(D), str(repeats)], env=env,
+                             capture_output=True, text=True, timeout=300, check=True)
+        return {**json.loads(out.stdout.strip().splitlines()[-1]), "env": _EMULATION_ENV}
+    except (subprocess.SubprocessError, ValueError, IndexError) as e:
+        return {"error": f"{type(e).__name__}: {getattr(e, 'stderr', '') or e}"[-500:], "env": _EMULATION_ENV}
+
+
+def bench_gate(cp, gemm, n, d, configs, repeats, rng, emulation=False):
     from circuits.haar import haar_unitary
 
     D, M = 1 << d, 1 << (n - d)
@@ -56,8 +86,15 @@ def bench_gate(cp, gemm, n, d, configs, repeats, rng):
              "checked": True},
             {"n_qubits": n, "d": d, "method": "cupy.matmul", "options": {}, "median_ms": cupy_ms, "times_ms": cupy_all,
              "checked": True}]
+    if emulation:
+        emu = cublas_emulation_ms(M, D, repeats)
+        rows.append({"n_qubits": n, "d": d, "method": "cublas-fp64-emulation", "options": emu.get("env"),
+                     "checked": None, **emu})
+        print(f"d={d} cuBLAS FP64 emulation (eager): {emu.get('median_ms', emu.get('error'))}", flush=True)
     native_ms = min(native_ms, cupy_ms)
     for r in rows:
+        if "median_ms" not in r:
+            continue
         r["ratio_to_native"] = r["median_ms"] / native_ms
     print(f"d={d} ZGEMM: gemm native {rows[0]['median_ms']:.2f} ms, cupy.matmul {cupy_ms:.2f} ms", flush=True)
     for opts in configs:
@@ -81,6 +118,7 @@ def bench_gate(cp, gemm, n, d, configs, repeats, rng):
         row.update({"median_ms": ms, "times_ms": all_ms, "ratio_to_native": ms / native_ms, "stages_ms": stages,
                     "int8_tops": ops / (stages["int8_gemm"] * 1e-3) / 1e12 if stages.get("int8_gemm") else None})
         rows.append(row)
+        row["product_kernel"] = ch.get("product_kernel")
         print(f"  {str(opts):38s} m={ch['moduli']:2d} {ms:8.2f} ms  x{ms / native_ms:5.2f} (ZGEMM/crt "
               f"{native_ms / ms:4.2f})  err/norms {err:.1e}  "
               f"stages { {k: round(v, 2) for k, v in stages.items()} }", flush=True)
@@ -95,6 +133,9 @@ def main(argv=None):
     p.add_argument("--dims", default="8,10")
     p.add_argument("--moduli", default="12-20", help="moduli counts, e.g. 12-20 or 14,16")
     p.add_argument("--forms", default="2m,3m,4m")
+    p.add_argument("--kernels", default="auto", help="product_kernel values, e.g. auto,cublas")
+    p.add_argument("--cublas-emulation", action="store_true",
+                   help="also time cuBLAS's own FP64 emulation (EAGER) on the same shape, in a child process")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
@@ -104,13 +145,15 @@ def main(argv=None):
     import gemm
 
     forms = [f for f in args.forms.split(",") if f]
-    configs = [{"complex_form": f} for f in forms]  # bits=53, the count chosen from the data
-    configs += [{"complex_form": f, "moduli": n} for f in forms for n in parse_range(args.moduli)]
+    kernels = [k for k in args.kernels.split(",") if k]
+    configs = [{"complex_form": f, "product_kernel": k} for k in kernels for f in forms]  # bits=53: count from the data
+    configs += [{"complex_form": f, "moduli": n, "product_kernel": k} for k in kernels for f in forms
+                for n in parse_range(args.moduli)]
     rng = np.random.default_rng(2026)
     payload = {"timing": f"CUDA events, one warm-up, median of {args.repeats}", "gates": []}
     t0 = time.time()
     for d in parse_range(args.dims):
-        payload["gates"] += bench_gate(cp, gemm, args.qubits, d, configs, args.repeats, rng)
+        payload["gates"] += bench_gate(cp, gemm, args.qubits, d, configs, args.repeats, rng, args.cublas_emulation)
     payload["elapsed_s"] = time.time() - t0
     if args.out:
         payload = write_results(args.out, payload, module=__spec__.name, argv=argv)

@@ -33,7 +33,7 @@ def _phi(rng, m, k, n, phi, cplx):
 def test_registered_with_options():
     m = gemm.get_method(CRT)
     assert m.precision == "fp64"
-    assert dict(m.options) == {"bits": 53, "moduli": None, "complex_form": "2m"}
+    assert dict(m.options) == {"bits": 53, "moduli": None, "complex_form": "2m", "product_kernel": "auto"}
 
 
 @pytest.mark.parametrize("opts, exc, match", [
@@ -41,6 +41,7 @@ def test_registered_with_options():
     ({"bits": 53.0}, TypeError, r"option bits must be an int in 8\.\.100, got 53\.0 \(float\)"),
     ({"moduli": 1}, ValueError, r"option moduli=1 is not valid; expected an int in 2\.\.20 or None"),
     ({"moduli": 21}, ValueError, r"option moduli=21 is not valid; expected an int in 2\.\.20 or None"),
+    ({"product_kernel": "mma"}, ValueError, r"option product_kernel='mma' is not valid"),
     ({"complex_form": "karatsuba"}, ValueError, r"option complex_form='karatsuba' is not valid; expected one of 4m, 3m, 2m"),
     ({"splits": 9}, TypeError, r"method 'int8-crt' got unknown option\(s\) splits"),
 ])

@@ -6,7 +6,8 @@ import pytest
 
 import gemm
 from gemm.diagnostics import testmats
-from gemm.ozaki.crt import method
+from gemm.ozaki.crt import gpu, method, wgmma
+from gemm.ozaki.crt.moduli import Moduli
 
 pytestmark = pytest.mark.gpu
 CRT = "int8-crt"
@@ -30,7 +31,8 @@ FORMS = {
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("cplx", [False, True])
 @pytest.mark.parametrize("opts", [{}, {"complex_form": "3m"}, {"complex_form": "4m"}, {"moduli": 9},
-                                  {"complex_form": "4m", "moduli": 20}])
+                                  {"complex_form": "4m", "moduli": 20}, {"product_kernel": "cublas"},
+                                  {"product_kernel": "cublas", "complex_form": "3m"}])
 def test_gpu_bit_identical_to_cpu(cp, rng, form, cplx, opts):
     sa, sb, tb = FORMS[form]
     a = _gen(rng, sa, cplx, 2.0)
@@ -46,16 +48,18 @@ def test_gpu_bit_identical_to_cpu(cp, rng, form, cplx, opts):
     assert {"scale", "residues", "int8_gemm", "reconstruct"} <= set(r_gpu.stages)
 
 
+@pytest.mark.parametrize("kernel", ["auto", "cublas"])
 @pytest.mark.parametrize("form", ["bottom", "top", "batched"])
-def test_gpu_blocks_bit_identical(cp, rng, monkeypatch, form):
+def test_gpu_blocks_bit_identical(cp, rng, monkeypatch, form, kernel):
     sa, sb, tb = FORMS[form]
     a = _gen(rng, sa, True)
     b = _gen(rng, sb[::-1] if tb else sb, True)
     bh, bd = (b.T, cp.asarray(b).T) if tb else (b, cp.asarray(b))
     c_cpu = gemm.matmul(a, bh, method=CRT)
     monkeypatch.setitem(method.BLOCK_BYTES, "gpu", (1, 1))
-    c_gpu, rep = gemm.matmul(cp.asarray(a), bd, method=CRT, return_report=True)
+    c_gpu, rep = gemm.matmul(cp.asarray(a), bd, method=CRT, return_report=True, product_kernel=kernel)
     assert rep.choices["blocks"] > 1
+    assert rep.choices["product_kernel"] == ("wgmma" if kernel == "auto" and wgmma.supported(cp) else "cublas")
     assert np.array_equal(cp.asnumpy(c_gpu), c_cpu)
 
 
@@ -98,3 +102,50 @@ def test_gpu_zeros_and_non_finite(cp, rng):
     b[2, 2] = np.nan
     with pytest.raises(gemm.NonFiniteError, match=r"^b holds 1 NaN/Inf element\(s\)"):
         gemm.matmul(cp.asarray(a), cp.asarray(b), method=CRT)
+
+
+def _wgmma_or_skip(cp):
+    if not wgmma.supported(cp):
+        pytest.skip("the fused INT8 product needs an sm_90 GPU")
+
+
+@pytest.mark.parametrize("rows, cols, kp, n, G, family, extreme", [
+    (300, 200, 128, 3, 2, "split", False),     # partial tiles in both directions
+    (129, 257, 256, 2, 1, "general", True),    # p = 256 and -128 * -128 sums at the INT32 bound's side
+    (1000, 1024, 1024, 4, 2, "general", False),
+    (64, 16, 2048, 3, 3, "general", True),     # 16 B lines: one partial column tile
+])
+@pytest.mark.parametrize("load", wgmma.LOADS)
+def test_fused_products_are_the_int32_products_mod_p(cp, rng, rows, cols, kp, n, G, family, extreme, load):
+    _wgmma_or_skip(cp)
+    mods = Moduli.first(n, family)
+    if extreme:
+        RA = cp.full((n, G, rows, kp), -128, dtype=cp.int8)
+        RB = cp.full((n, G, cols, kp), -128, dtype=cp.int8)
+        RA[..., ::3] = 127
+    else:
+        RA = cp.asarray(rng.integers(-128, 128, (n, G, rows, kp), dtype=np.int8))
+        RB = cp.asarray(rng.integers(-128, 128, (n, G, cols, kp), dtype=np.int8))
+    got = wgmma.products_r8(cp, RA, RB, mods, load=load)
+    assert got.shape == (n, G, rows, -(-cols // 16) * 16) and got.dtype == cp.int8
+    P = gpu.products(cp, RA, RB, mods, None)[..., :cols].astype(cp.int64)
+    p = cp.asarray(np.array(mods.values, dtype=np.int64))[:, None, None, None]
+    assert bool(((P - got[..., :cols].astype(cp.int64)) % p == 0).all())
+
+
+def test_fused_products_reject_unaligned_residues(cp):
+    _wgmma_or_skip(cp)
+    mods = Moduli.first(2, "split")
+    RA = cp.zeros((2, 1, 10, 96), dtype=cp.int8)
+    with pytest.raises(ValueError, match="128-byte multiples"):
+        wgmma.products_r8(cp, RA, RA, mods)
+
+
+def test_product_kernel_wgmma_needs_sm90(cp, rng):
+    a = cp.asarray(_gen(rng, (64, 32), True))
+    if wgmma.supported(cp):
+        c, rep = gemm.matmul(a, a[:32].T, method=CRT, return_report=True, product_kernel="wgmma")
+        assert rep.choices["product_kernel"] == "wgmma"
+    else:
+        with pytest.raises(ValueError, match="product_kernel='wgmma' needs an sm_90 GPU"):
+            gemm.matmul(a, a[:32].T, method=CRT, product_kernel="wgmma")

@@ -1,6 +1,15 @@
 // Kernels of the CRT scheme (gemm/ozaki/crt/gpu.py loads this file with cupy.RawModule, built with
-// --fmad=false so that no multiply-add is contracted: every step below is the numpy operation of
-// gemm/ozaki/crt/cpu.py and scale.py in the same order, and the results are bit-identical).
+// --fmad=false so that no multiply-add is contracted behind our back; every fused multiply-add below
+// is an explicit __fmaf_rn / __fma_rn whose result is exact). The results are bit-identical to
+// gemm/ozaki/crt/cpu.py and scale.py:
+//
+// * the line exponents repeat the integer computation of scale.line_exponents;
+// * residues and the CRT digits t_i are residues of exact integers, unique in their canonical
+//   range, so any exact method gives the CPU's values; here they are FP32 arithmetic with a few
+//   integer operations (an H100 issues FP32 at twice the FP64 and INT32 rates, and the FP64 path
+//   took several floor / mod steps per residue), every intermediate an integer below 2^24 and so
+//   exact in FP32 (the bounds are stated at each step);
+// * the only inexact sums, the quotient sum and finish(), repeat the CPU operations in order.
 //
 // An operand is read through a "line" view: line n = (n / n_in, n % n_in) at element offset
 // (n / n_in) * s_out + (n % n_in) * s_in, element k of the line at + k * s_k (offsets count
@@ -11,7 +20,11 @@
 #define ZERO_LINE (-(1 << 30))     // scale.ZERO_LINE
 #define WMAX 5                     // words of P (moduli.MAX_MODULI * 8 bits / moduli.D)
 #define D_BITS 38                  // moduli.D
-#define TABLE 8                    // doubles per modulus in the constant table
+#define TABLE 8                    // doubles per modulus in the constant table (Moduli.table)
+#define MAXN 20                    // moduli.MAX_MODULI
+#define FT 16                      // floats per modulus in the FP32 table (gpu._ftable)
+#define DIGIT 14                   // bits per digit of a scaled integer (gpu.RES_DIGIT)
+#define JMAX 6                     // digits of the largest scaled integer (gpu.RES_JMAX)
 #define INT_LOW (-2147483647 - 1)
 
 // form codes (gpu.FORM_CODE)
@@ -144,114 +157,331 @@ extern "C" __global__ void crt_line_exponents_thread(const double* __restrict__ 
             if (sh_hist[i]) atomicAdd(&stats[1 + i], (unsigned long long)sh_hist[i]);
 }
 
+// ---------------------------------------------------------------- exact small integers in FP32
+
+#define MAGIC 12582912.0f   // 1.5 * 2^23: in [2^23, 2^24) the FP32 spacing is 1
+#define TWO23 8388608.0f    // 2^23
+
+// The FP32 table (gpu._ftable), FT floats per modulus p, every residue in the symmetric range
+// (magnitude <= p/2 <= 128, exact in FP32):
+//   [0] p   [1] inv_p = 1/p rounded to FP32   [2] h = (p - 1) / 2   [3] s, s^2 = -1 (split; else 0)
+//   [4] y   [5] y_re   [6] y_im (Moduli.table's)   [7] 2^16 mod p   [8 + j] 2^(14 j) mod p, j = 0..7
+
+// r = x - p rint(x / p) for an integer x, |x| < 2^23 (exact in FP32).
+// z = fma(x, inv_p, 1.5 * 2^23) rounds the exact x * inv_p once, to an integer (the spacing in
+// [2^23, 2^24) is 1; |x * inv_p| < 2^23 / 53), so q = z - 1.5 * 2^23 = rint(x * inv_p) exactly.
+// That is rint(x / p): with 2^(b-1) < p <= 2^b, inv_p is off 1/p by at most 2^(-b-24), so
+// |x * inv_p - x / p| < 2^23 * 2^(-b-24) <= 1 / (2p), while for odd p x / p lies at least 1 / (2p)
+// from every half-integer (x / p - k - 1/2 = (2x - (2k + 1) p) / (2p), an odd numerator): both
+// round to the same integer and r is in [-(p-1)/2, (p-1)/2], the symmetric range. For p = 256,
+// inv_p = 2^-8 is exact and rint's ties go to even: r is in [-128, 128], 128 = -128 (mod 256) the
+// one value outside the symmetric range; to_byte wraps it to -128, and every other use needs only
+// a representative. fma(-q, p, x) is exact: the result is the integer r and |q p| < 2^24.
+// (Checked against exact integers for every |x| < 2^23 and every modulus of both families.)
+__device__ __forceinline__ float red_sym(float x, float p, float inv_p) {
+    const float q = __fadd_rn(__fmaf_rn(x, inv_p, MAGIC), -MAGIC);
+    return __fmaf_rn(-q, p, x);
+}
+
+// The INT8 of a residue r in [-128, 128]: r + 1.5 * 2^23 is exact and its bit pattern is
+// 0x4B400000 + r, whose low byte is r mod 256 (two's complement): r itself in [-128, 127] (every
+// residue of an odd p), and 128 -> -128, the symmetric residue of 128 modulo 256.
+__device__ __forceinline__ unsigned to_byte(float r) { return __float_as_uint(__fadd_rn(r, MAGIC)); }
+
+// four bytes (the low byte of each word), a in the lowest address
+__device__ __forceinline__ unsigned pack4(unsigned a, unsigned b, unsigned c, unsigned d) {
+    return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+
 // ---------------------------------------------------------------- residues (cpu.residues)
 
-__device__ __forceinline__ double mod_p(double v, double p, double inv_p) {
-    const double q = floor(v * inv_p);
-    double r = v - q * p;
-    if (r < 0.0) r += p;
-    if (r >= p) r -= p;
-    return r;
+// The scaled integer |t| = trunc(|v| 2^shift) of scale.scaled_integers, as J digits of DIGIT = 14
+// bits: |t| = sum_j d_j 2^(14 j), d_0 .. d_(J-2) balanced in [-2^13, 2^13), d_(J-1) in [0, 2^14]
+// (|t| < 2^(14 J): gpu.residues picks J = ceil((bits + 1) / 14), and |t| <= 2^bits since the
+// line's 2-norm is). The digits come out with t's sign, as exact FP32 integers.
+//
+// |t| from the bits of v: |v| = m 2^(e - shift) with the 53-bit m, so |t| = m << e or m >> -e (a
+// power-of-two scaling is exact, and trunc(ldexp(v, shift)) drops the same bits; a value below 1
+// gives 0 both ways), held as 128 bits (hi, lo). Adding B = sum_(j < J-1) 2^13 2^(14 j) makes every
+// 14-bit field f_j of |t| + B non-negative with d_j = f_j - 2^13 (the top field takes the carry).
+// A field goes to FP32 through the bits of 2^23 + f_j (or of -(2^23 + f_j) for negative t), less
+// the constant: exact, and no conversion instruction.
+template <int J>
+struct Bias {  // B as (hi, lo)
+    __host__ __device__ static constexpr unsigned long long lo() {
+        unsigned long long r = 0;
+        for (int j = 0; j < J - 1; ++j)
+            if (DIGIT * j + DIGIT - 1 < 64) r |= 1ull << (DIGIT * j + DIGIT - 1);
+        return r;
+    }
+    __host__ __device__ static constexpr unsigned long long hi() {
+        unsigned long long r = 0;
+        for (int j = 0; j < J - 1; ++j)
+            if (DIGIT * j + DIGIT - 1 >= 64) r |= 1ull << (DIGIT * j + DIGIT - 1 - 64);
+        return r;
+    }
+};
+
+template <int S>  // bits [S, S + 32) of (hi, lo)
+__device__ __forceinline__ unsigned field(unsigned long long lo, unsigned long long hi) {
+    if constexpr (S == 0) {
+        return (unsigned)lo;
+    } else if constexpr (S < 64) {
+        return (unsigned)((lo >> S) | (hi << (64 - S)));
+    } else {
+        return (unsigned)(hi >> (S - 64));
+    }
 }
 
-__device__ __forceinline__ double sym_p(double r, double p) { return r > floor((p - 1.0) / 2.0) ? r - p : r; }
-
-// residue of an exact integer split as hi * 2^40 + lo
-__device__ __forceinline__ double residue(double hi, double lo, double p, double inv_p, double c40) {
-    return sym_p(mod_p(mod_p(hi, p, inv_p) * c40 + mod_p(lo, p, inv_p), p, inv_p), p);
+template <int J, int j>
+__device__ __forceinline__ void put_digits(unsigned long long lo, unsigned long long hi, unsigned sbits, float off,
+                                           float off_top, float (&d)[J]) {
+    if constexpr (j < J) {
+        const unsigned f = field<DIGIT * j>(lo, hi) & (j < J - 1 ? 0x3fffu : 0x7fffffu);
+        d[j] = __fadd_rn(__uint_as_float(sbits | f), j < J - 1 ? off : off_top);
+        put_digits<J, j + 1>(lo, hi, sbits, off, off_top, d);
+    }
 }
 
-// A 32-line x 32-k tile per block (32 x 8 threads): the scaled integers go through shared memory
-// so that reads follow the operand's layout and int8 writes run along k.
+template <int J>
+__device__ __forceinline__ void digits(double v, int shift, float (&d)[J]) {
+    const unsigned long long b = (unsigned long long)__double_as_longlong(v);
+    const int be = (int)(b >> 52) & 0x7ff;
+    const unsigned long long m = (b & 0xFFFFFFFFFFFFFull) | (be ? 1ull << 52 : 0ull);
+    const int e = (be ? be : 1) - 1075 + shift;  // |v| 2^shift = m 2^e (subnormal v: no hidden bit)
+    unsigned long long lo = 0, hi = 0;
+    if (e >= 0) {
+        const int s = min(e, 63);  // e <= 14 J - 53 < 64 for every valid operand
+        lo = m << s;
+        hi = s ? m >> (64 - s) : 0ull;
+    } else if (e > -64) {
+        lo = m >> -e;  // trunc toward zero of the magnitude
+    }
+    constexpr unsigned long long BLO = Bias<J>::lo(), BHI = Bias<J>::hi();
+    const unsigned long long blo = lo + BLO;
+    hi += BHI + (blo < lo ? 1ull : 0ull);
+    lo = blo;
+    const bool neg = (b >> 63) != 0;
+    // -(2^23 + f) + 2^23 + 2^13 = -(f - 2^13); 2^23 + f - 2^23 - 2^13 = f - 2^13 (top: without 2^13)
+    put_digits<J, 0>(lo, hi, neg ? 0xCB000000u : 0x4B000000u, neg ? 8396800.0f : -8396800.0f,
+                     neg ? TWO23 : -TWO23, d);
+}
+
+// t mod p (a representative in [-128, 128], see red_sym) from t's digits and c_j = 2^(14 j) mod p
+// in the symmetric range: x = sum_j d_j c_j (c_0 = 1). Every partial sum is an integer below
+// 2^13 + (J - 2) 2^13 127 + 2^14 127 <= 8331264 < 2^23 for J <= 8 (odd p: |c_j| <= 127; p = 256:
+// c_j = 0 for j >= 1), so each fma is exact and red_sym applies.
+template <int J>
+__device__ __forceinline__ float residue(const float (&d)[J], const float (&c)[8], float p, float inv_p) {
+    float x = d[0];
+#pragma unroll
+    for (int j = 1; j < J; ++j) x = __fmaf_rn(d[j], c[j], x);
+    return red_sym(x, p, inv_p);
+}
+
+// The INT8 residues of 4 consecutive k at og: one 32-bit store, or (vec false) bytes up to nk.
+__device__ __forceinline__ void store4(signed char* og, const float (&w)[4], bool vec, int nk) {
+    if (vec) {
+        *reinterpret_cast<unsigned*>(og) = pack4(to_byte(w[0]), to_byte(w[1]), to_byte(w[2]), to_byte(w[3]));
+    } else {
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+            if (m < nk) og[m] = (signed char)to_byte(w[m]);
+    }
+}
+
+#define RES_TL 16                  // lines per tile (gpu.RES_TILE)
+#define RES_TK 128                 // k per tile: 32 threads x 4 consecutive k
+#define RES_PL (RES_TL * 33 + 8)   // doubles per plane of the tile (see below)
+
+// A 16-line x 128-k tile per block of 32 x 8 threads. The operand's values go through shared
+// memory so that reads follow the operand's layout (along k for K-major lines, across lines
+// otherwise) and each thread then takes 4 consecutive k of two lines, writing each modulus' four
+// INT8 residues as one 32-bit store (a warp: 128 contiguous bytes of a line). Element (line li,
+// k ki) sits at (ki % 4) * RES_PL + li * 33 + ki / 4: the compute reads are consecutive doubles,
+// and the 33 / +8 paddings keep the layout-following writes at two wavefronts a warp.
+// The per-element work (the digits) is done once, outside the moduli loop; per modulus and part
+// a residue costs J - 1 fma and the three operations of red_sym.
 // out: int8 (n, G, lines_out, kp) for the block's lines; lines_out = nlines (x2 for 4m B lines).
-extern "C" __global__ void crt_residues(const double* __restrict__ x, long long s_out, long long s_in, long long s_k,
-                                        long long n_in, long long line0, long long nlines, int K, int cplx,
-                                        int kmajor, const int* __restrict__ E, int bits,
-                                        const double* __restrict__ table, int n, int form, int role,
-                                        signed char* __restrict__ out, long long lines_out, int kp) {
-    __shared__ double hi_s[2][32][33];
-    __shared__ double lo_s[2][32][33];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const long long lbase = (long long)blockIdx.x * 32;
-    const int kbase = blockIdx.y * 32;
-    for (int j = ty; j < 32; j += 8) {
-        const int li = kmajor ? j : tx;  // tile line
-        const int ki = kmajor ? tx : j;  // tile k
-        const long long l = lbase + li;
-        const int k = kbase + ki;
-        double v[2] = {0.0, 0.0};
-        int shift = 0;
-        if (l < nlines && k < K) {
-            const long long off = elem_offset(line0 + l, k, s_out, s_in, s_k, n_in);
-            if (cplx) {
-                v[0] = x[2 * off];
-                v[1] = x[2 * off + 1];
-            } else {
-                v[0] = x[off];
-            }
-            const int e = E[line0 + l];
-            shift = e == ZERO_LINE ? 0 : bits - e;
+// 4m stores the Im half at k + K: when K % 4 != 0 those words are unaligned and bytes are stored.
+template <int J>
+__device__ void residues_tile(const double* __restrict__ x, long long s_out, long long s_in, long long s_k,
+                              long long n_in, long long line0, long long nlines, int K, int cplx, int kmajor,
+                              const int* __restrict__ E, int bits, const float4* __restrict__ ftab, int n, int form,
+                              int role, signed char* __restrict__ out, long long lines_out, int kp) {
+    __shared__ double sv[2 * 4 * RES_PL];
+    __shared__ float4 st[MAXN * FT / 4];
+    __shared__ long long lb_s[RES_TL];
+    __shared__ int sh_s[RES_TL];
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
+    const long long lbase = (long long)blockIdx.x * RES_TL;
+    const int kbase = blockIdx.y * RES_TK;
+    for (int i = tid; i < n * (FT / 4); i += 256) st[i] = ftab[i];
+    if (tid < RES_TL) {
+        const long long l = line0 + lbase + tid;
+        long long o = 0;
+        int sh = 0;
+        if (lbase + tid < nlines) {
+            const long long q = l / n_in;
+            o = q * s_out + (l - q * n_in) * s_in;
+            const int e = E[l];
+            sh = e == ZERO_LINE ? 0 : bits - e;
         }
-        for (int p = 0; p < 2; ++p) {
-            const double t = trunc(ldexp(v[p], shift));
-            const double h = floor(t * (1.0 / 1099511627776.0));  // 2^-40
-            hi_s[p][li][ki] = h;
-            lo_s[p][li][ki] = t - h * 1099511627776.0;
-        }
+        lb_s[tid] = o;
+        sh_s[tid] = sh;
     }
     __syncthreads();
-    const int k = kbase + tx;
-    if (k >= K) return;
+    const bool v2 = cplx && ((reinterpret_cast<unsigned long long>(x) & 15ull) == 0);
+#pragma unroll 4
+    for (int it = 0; it < RES_TL * RES_TK / 256; ++it) {
+        const int idx = tid + 256 * it;
+        const int li = kmajor ? idx / RES_TK : idx % RES_TL;
+        const int ki = kmajor ? idx % RES_TK : idx / RES_TL;
+        const int k = kbase + ki;
+        double re = 0.0, im = 0.0;
+        if (lbase + li < nlines && k < K) {
+            const long long off = lb_s[li] + (long long)k * s_k;
+            if (!cplx) {
+                re = x[off];
+            } else if (v2) {
+                const double2 z = reinterpret_cast<const double2*>(x)[off];
+                re = z.x;
+                im = z.y;
+            } else {
+                re = x[2 * off];
+                im = x[2 * off + 1];
+            }
+        }
+        const int a = (ki & 3) * RES_PL + li * 33 + (ki >> 2);
+        sv[a] = re;
+        sv[4 * RES_PL + a] = im;
+    }
+    __syncthreads();
+    const int k0 = kbase + 4 * tx;
+    if (k0 >= K) return;
     const int G = form == F_3M ? 3 : (form == F_2M ? 2 : 1);
-    const long long slab = lines_out * (long long)kp;
-    for (int j = ty; j < 32; j += 8) {
+    const long long slab = lines_out * (long long)kp;  // (n, G, lines_out, kp)
+    // 4-byte stores: aligned (kp % 16 == 0, k0 % 4 == 0) except 4m's Im half when K % 4 != 0; past K
+    // they write the zero residues of the zero padding (kp >= K rounded up to 16), except in 4m,
+    // where the Im half follows
+    const bool vec = form != F_4M || (K & 3) == 0;
+    for (int j = ty; j < RES_TL; j += 8) {
         const long long l = lbase + j;
         if (l >= nlines) break;
-        for (int i = 0; i < n; ++i) {
-            const double p = table[i * TABLE], inv_p = table[i * TABLE + 1], c40 = table[i * TABLE + 2];
-            const double s = table[i * TABLE + 3];
-            const double rr = residue(hi_s[0][j][tx], lo_s[0][j][tx], p, inv_p, c40);
-            signed char* o = out + (long long)i * G * slab;
-            if (form == F_REAL) {
-                o[l * kp + k] = (signed char)rr;
-                continue;
+        float dr[4][J], di[4][J];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const int a = m * RES_PL + j * 33 + tx;
+            digits<J>(sv[a], sh_s[j], dr[m]);
+            if (cplx) digits<J>(sv[4 * RES_PL + a], sh_s[j], di[m]);
+        }
+        signed char* o = out + l * kp + k0;  // this modulus' first output line (4m B lines: 2 l)
+        if (form == F_4M && role != 0) o += l * kp;
+        for (int i = 0; i < n; ++i, o += G * slab) {
+            const float4 k0v = st[i * 4], ca = st[i * 4 + 2], cb = st[i * 4 + 3];
+            const float p = k0v.x, inv_p = k0v.y, s = k0v.w;
+            const float c[8] = {ca.x, ca.y, ca.z, ca.w, cb.x, cb.y, cb.z, cb.w};
+            float rr[4], ri[4];
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                rr[m] = residue<J>(dr[m], c, p, inv_p);
+                ri[m] = cplx ? residue<J>(di[m], c, p, inv_p) : 0.0f;
             }
-            const double ri = residue(hi_s[1][j][tx], lo_s[1][j][tx], p, inv_p, c40);
-            if (form == F_4M) {
+            if (form == F_REAL) {
+                store4(o, rr, vec, K - k0);
+            } else if (form == F_4M) {
+                store4(o, rr, vec, K - k0);
                 if (role == 0) {
-                    o[l * kp + k] = (signed char)rr;
-                    o[l * kp + K + k] = (signed char)ri;
+                    store4(o + K, ri, vec, K - k0);
                 } else {
-                    const double nri = sym_p(mod_p(-ri, p, 1.0 / p), p);
-                    o[(2 * l) * kp + k] = (signed char)rr;
-                    o[(2 * l) * kp + K + k] = (signed char)nri;
-                    o[(2 * l + 1) * kp + k] = (signed char)ri;
-                    o[(2 * l + 1) * kp + K + k] = (signed char)rr;
+                    // B lines [Re | -Im] and [Im | Re]: -r is in the symmetric range for odd p, and
+                    // for p = 256 in [-128, 128], which to_byte wraps like any other residue
+                    const float ni[4] = {-ri[0], -ri[1], -ri[2], -ri[3]};
+                    store4(o + K, ni, vec, K - k0);
+                    store4(o + kp, ri, vec, K - k0);
+                    store4(o + kp + K, rr, vec, K - k0);
                 }
             } else if (form == F_3M) {
-                o[l * kp + k] = (signed char)rr;
-                o[slab + l * kp + k] = (signed char)ri;
-                o[2 * slab + l * kp + k] = (signed char)sym_p(mod_p(rr + ri, p, inv_p), p);
+                float w[4];
+#pragma unroll
+                for (int m = 0; m < 4; ++m) w[m] = red_sym(__fadd_rn(rr[m], ri[m]), p, inv_p);  // |rr + ri| <= 256
+                store4(o, rr, vec, K - k0);
+                store4(o + slab, ri, vec, K - k0);
+                store4(o + 2 * slab, w, vec, K - k0);
             } else {
-                o[l * kp + k] = (signed char)sym_p(mod_p(rr + s * ri, p, inv_p), p);
-                o[slab + l * kp + k] = (signed char)sym_p(mod_p(rr - s * ri, p, inv_p), p);
+                // rr +- s ri with |s| <= 127 (split moduli are odd) and |rr|, |ri| <= 127: below 2^14,
+                // exact; the CPU's s in [0, p) is the same class, and the symmetric residue is unique
+                float w1[4], w2[4];
+#pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    w1[m] = red_sym(__fmaf_rn(s, ri[m], rr[m]), p, inv_p);
+                    w2[m] = red_sym(__fmaf_rn(-s, ri[m], rr[m]), p, inv_p);
+                }
+                store4(o, w1, vec, K - k0);
+                store4(o + slab, w2, vec, K - k0);
             }
         }
     }
 }
+
+// One entry point per digit count J (gpu.residues picks crt_residues_<J>): the digits of a thread's
+// 8 elements stay in registers across the moduli loop.
+#define CRT_RESIDUES(J)                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) crt_residues_##J(                                              \
+        const double* __restrict__ x, long long s_out, long long s_in, long long s_k, long long n_in,                \
+        long long line0, long long nlines, int K, int cplx, int kmajor, const int* __restrict__ E, int bits,         \
+        const float4* __restrict__ ftab, int n, int form, int role, signed char* __restrict__ out,                   \
+        long long lines_out, int kp) {                                                                               \
+        residues_tile<J>(x, s_out, s_in, s_k, n_in, line0, nlines, K, cplx, kmajor, E, bits, ftab, n, form, role,    \
+                         out, lines_out, kp);                                                                        \
+    }
+CRT_RESIDUES(2)
+CRT_RESIDUES(3)
+CRT_RESIDUES(4)
+CRT_RESIDUES(5)
+CRT_RESIDUES(6)
 
 // ---------------------------------------------------------------- reconstruction (cpu.crt_digits + cpu.finish)
 
-__device__ __forceinline__ double combine(const int* __restrict__ P, long long base, long long slab, int form,
-                                          int part) {
-    if (form == F_REAL) return (double)P[base];
-    if (form == F_4M) return (double)P[base + part];
-    if (form == F_3M) {
-        const double p0 = (double)P[base], p1 = (double)P[base + slab];
-        return part == 0 ? p0 - p1 : (double)P[base + 2 * slab] - p0 - p1;
+// A product's residue, a representative in [-128, 128] as an exact FP32 integer.
+// INT32 product v (|v| < 2^31): v = a 2^16 + b with a = v >> 16 in [-2^15, 2^15) and b = v & 0xffff
+// in [0, 2^16), each to FP32 through the bits of 1.5 * 2^23 + a and 2^23 + b; then
+// |a (2^16 mod p) + b| <= 2^15 128 + 2^16 < 2^23 is exact and red_sym reduces it.
+__device__ __forceinline__ float prod_residue(int v, float p, float inv_p, float c16) {
+    const float a = __fadd_rn(__int_as_float(0x4B400000 + (v >> 16)), -MAGIC);
+    const float b = __fadd_rn(__int_as_float(0x4B000000 | (v & 0xffff)), -TWO23);
+    return red_sym(__fmaf_rn(a, c16, b), p, inv_p);
+}
+
+// INT8 residue of a product (crt_wgmma.cu): already a representative in [-128, 127].
+__device__ __forceinline__ float prod_residue(signed char v, float, float, float) {
+    return __fadd_rn(__int_as_float(0x4B400000 + (int)v), -MAGIC);
+}
+
+// The (not reduced) Re (part 0) and Im of one modulus from its products' residues u_g (cpu.combine
+// on representatives of the same classes): magnitudes at most 3 * 128, exact.
+__device__ __forceinline__ void combine(float u0, float u1, float u2, int form, float& cr, float& ci) {
+    if (form == F_REAL || form == F_4M) {
+        cr = u0;
+        ci = u1;
+    } else if (form == F_3M) {
+        cr = __fadd_rn(u0, -u1);
+        ci = __fadd_rn(__fadd_rn(u2, -u0), -u1);
+    } else {
+        cr = __fadd_rn(u0, u1);
+        ci = __fadd_rn(u0, -u1);
     }
-    const double p0 = (double)P[base], p1 = (double)P[base + slab];
-    return part == 0 ? p0 + p1 : p0 - p1;
+}
+
+// t = (c y) mod p in [0, p), cpu.crt_digits' mod(mod(c) y) (unique). x = c y is exact (|c| <= 384,
+// |y| <= 128 in the symmetric range: |x| < 2^16). q = rint((x - h) / p) by red_sym's argument on
+// x - h, h = (p - 1) / 2: for odd p x - h is an integer and x - h - q p is in [-h, h]; for p = 256,
+// h = 127.5, (x - h) / 256 is exact and never a half-integer, and x - h - q p is in
+// [-127.5, 127.5]. Either way t = x - q p is in [0, p - 1] (exact, as in red_sym).
+__device__ __forceinline__ float crt_t(float c, float y, float p, float inv_p, float h) {
+    const float x = __fmul_rn(c, y);
+    const float q = __fadd_rn(__fmaf_rn(__fadd_rn(x, -h), inv_p, MAGIC), -MAGIC);
+    return __fmaf_rn(-q, p, x);
 }
 
 __device__ __forceinline__ void carry(double& lo_word, double& hi_word) {
@@ -272,13 +502,18 @@ struct Words {
     double S0, S1, S2, S3, S4, qsum;
 };
 
-__device__ __forceinline__ void add_digit(Words& a, double t, double inv_p, const double* __restrict__ d, int W) {
-    a.qsum = a.qsum + t * inv_p;
-    a.S0 = a.S0 + t * d[0];  // exact: every partial sum is an integer < 2^51
-    if (W > 1) a.S1 = a.S1 + t * d[1];
-    if (W > 2) a.S2 = a.S2 + t * d[2];
-    if (W > 3) a.S3 = a.S3 + t * d[3];
-    if (W > 4) a.S4 = a.S4 + t * d[4];
+// d: inv_p (the FP64 of Moduli.table) and the W words of M_i (Moduli.digits_m).
+// qsum: the CPU's t * inv_p then + (two roundings, in modulus order). The words: t d_w + S_w is an
+// integer below 2^51 (t < 2^8, d_w < 2^38, at most 20 terms), so one fma is exact and equals the
+// exact product and sum (the CPU's matmul sums the same exact integers).
+__device__ __forceinline__ void add_digit(Words& a, float t, const double* __restrict__ d, int W) {
+    const double td = (double)t;
+    a.qsum = __dadd_rn(a.qsum, __dmul_rn(td, d[0]));
+    a.S0 = __fma_rn(td, d[1], a.S0);
+    if (W > 1) a.S1 = __fma_rn(td, d[2], a.S1);
+    if (W > 2) a.S2 = __fma_rn(td, d[3], a.S2);
+    if (W > 3) a.S3 = __fma_rn(td, d[4], a.S3);
+    if (W > 4) a.S4 = __fma_rn(td, d[5], a.S4);
 }
 
 // cpu.finish: subtract q P, carry, sum the words most significant first (TwoSum), round once, scale.
@@ -306,16 +541,40 @@ __device__ double finish(Words a, const double* __restrict__ dp, int W, int shif
     return ldexp(hi + lo, -shift);
 }
 
-// P: int32 (n, G, rows, ldP); a thread per output element of the block; out in its final layout:
-// element (r, c) of the (R, NC) line product at (c / n2) * R * n2 + r * n2 + c % n2 (B stacked:
-// n2 = its last dimension; otherwise n2 = NC).
-extern "C" __global__ void crt_reconstruct(const int* __restrict__ P, int rows, int cols, int ldP, int n, int form,
-                                           int cplx, const double* __restrict__ table, const double* __restrict__ dm,
-                                           const double* __restrict__ dp, int W, const int* __restrict__ EA,
-                                           const int* __restrict__ EB, int alpha, int beta, long long r0, long long c0,
-                                           double* __restrict__ out, long long R, long long n2) {
+template <typename T>
+__device__ __forceinline__ void load_products(const T* __restrict__ P, long long off, long long o1, long long slab,
+                                              int nv, T& v0, T& v1, T& v2) {
+    v0 = P[off];
+    if (nv > 1) v1 = P[off + o1];
+    if (nv > 2) v2 = P[off + 2 * slab];
+}
+
+#define DW (WMAX + 1)  // doubles per modulus in the reconstruction's shared table: inv_p, M_i's words
+
+// P: (n, G, rows, ldP) INT32 products or INT8 residues of them; a thread per output element of the
+// block; out in its final layout: element (r, c) of the (R, NC) line product at
+// (c / n2) * R * n2 + r * n2 + c % n2 (B stacked: n2 = its last dimension; otherwise n2 = NC).
+// Per modulus and part: the products' residues (prod_residue), t (crt_t, FP32), then the FP64
+// words; the constants come from shared memory.
+template <typename T>
+__device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, int ldP, int n, int form, int cplx,
+                                  const float4* __restrict__ ftab, const double* __restrict__ table,
+                                  const double* __restrict__ dm, const double* __restrict__ dp, int W,
+                                  const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
+                                  long long r0, long long c0, double* __restrict__ out, long long R, long long n2) {
+    __shared__ float4 fs[MAXN * 2];
+    __shared__ double ds[MAXN * DW];
+    for (int i = threadIdx.x; i < n * 2; i += blockDim.x) fs[i] = ftab[(i >> 1) * (FT / 4) + (i & 1)];
+    for (int i = threadIdx.x; i < n * DW; i += blockDim.x) {
+        const int mi = i / DW, w = i - mi * DW;
+        ds[i] = w == 0 ? table[mi * TABLE + 1] : (w <= W ? dm[mi * W + w - 1] : 0.0);
+    }
+    __syncthreads();
     const int G = form == F_3M ? 3 : (form == F_2M ? 2 : 1);
     const long long slab = (long long)rows * ldP;
+    // values per modulus: 1 (real), 2 (4m: columns 2c and 2c + 1; 2m: two slabs) or 3 (3m)
+    const int nv = form == F_REAL ? 1 : (form == F_3M ? 3 : 2);
+    const long long o1 = form == F_4M ? 1 : slab;
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
     for (int r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -325,16 +584,23 @@ extern "C" __global__ void crt_reconstruct(const int* __restrict__ P, int rows, 
         const long long cg = c0 + c, rg = r0 + r;
         const long long idx = (cg / n2) * R * n2 + rg * n2 + cg % n2;
         Words wr = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, wi = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        // the products of modulus i + 1 are loaded before modulus i is worked on
+        T v0, v1 = 0, v2 = 0;
+        load_products(P, base, o1, slab, nv, v0, v1, v2);
         for (int i = 0; i < n; ++i) {  // every modulus' products read once for Re and Im
-            const double p = table[i * TABLE], inv_p = table[i * TABLE + 1];
-            const long long bi = base + (long long)i * G * slab;
-            const double* d = dm + i * W;
-            const double yr = table[i * TABLE + (form == F_2M ? 5 : 4)];
-            add_digit(wr, mod_p(mod_p(combine(P, bi, slab, form, 0), p, inv_p) * yr, p, inv_p), inv_p, d, W);
-            if (cplx) {
-                const double yi = table[i * TABLE + (form == F_2M ? 6 : 4)];
-                add_digit(wi, mod_p(mod_p(combine(P, bi, slab, form, 1), p, inv_p) * yi, p, inv_p), inv_p, d, W);
-            }
+            T w0 = 0, w1 = 0, w2 = 0;
+            if (i + 1 < n) load_products(P, base + (long long)(i + 1) * G * slab, o1, slab, nv, w0, w1, w2);
+            const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, h, s | y, y_re, y_im, 2^16 mod p
+            const float p = f0.x, inv_p = f0.y;
+            float cr, ci;
+            combine(prod_residue(v0, p, inv_p, f1.w), nv > 1 ? prod_residue(v1, p, inv_p, f1.w) : 0.0f,
+                    nv > 2 ? prod_residue(v2, p, inv_p, f1.w) : 0.0f, form, cr, ci);
+            const double* d = ds + i * DW;
+            add_digit(wr, crt_t(cr, form == F_2M ? f1.y : f1.x, p, inv_p, f0.z), d, W);
+            if (cplx) add_digit(wi, crt_t(ci, form == F_2M ? f1.z : f1.x, p, inv_p, f0.z), d, W);
+            v0 = w0;
+            v1 = w1;
+            v2 = w2;
         }
         if (cplx) {
             out[2 * idx] = finish(wr, dp, W, shift);
@@ -343,4 +609,25 @@ extern "C" __global__ void crt_reconstruct(const int* __restrict__ P, int rows, 
             out[idx] = finish(wr, dp, W, shift);
         }
     }
+}
+
+extern "C" __global__ void crt_reconstruct(const int* __restrict__ P, int rows, int cols, int ldP, int n, int form,
+                                           int cplx, const float4* __restrict__ ftab, const double* __restrict__ table,
+                                           const double* __restrict__ dm, const double* __restrict__ dp, int W,
+                                           const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
+                                           long long r0, long long c0, double* __restrict__ out, long long R,
+                                           long long n2) {
+    reconstruct_block(P, rows, cols, ldP, n, form, cplx, ftab, table, dm, dp, W, EA, EB, alpha, beta, r0, c0, out, R,
+                      n2);
+}
+
+// The same on INT8 residues of the products (gpu.reconstruct_r8): a quarter of the bytes to read.
+extern "C" __global__ void crt_reconstruct_r8(const signed char* __restrict__ P, int rows, int cols, int ldP, int n,
+                                              int form, int cplx, const float4* __restrict__ ftab,
+                                              const double* __restrict__ table, const double* __restrict__ dm,
+                                              const double* __restrict__ dp, int W, const int* __restrict__ EA,
+                                              const int* __restrict__ EB, int alpha, int beta, long long r0,
+                                              long long c0, double* __restrict__ out, long long R, long long n2) {
+    reconstruct_block(P, rows, cols, ldP, n, form, cplx, ftab, table, dm, dp, W, EA, EB, alpha, beta, r0, c0, out, R,
+                      n2);
 }

@@ -35,7 +35,8 @@ typedef unsigned long long u64;
 #define CRT_AHEAD (CRT_STAGES - 2)
 #define CRT_THREADS 256
 #define CRT_STAGE_BYTES ((CRT_BM + CRT_BN) * 128)
-#define CRT_OUT_ROW (CRT_BN + 16)      // epilogue staging row: +16 bytes spreads the rows over banks
+#define CRT_OUT_ROW (CRT_BN + 4)       // epilogue staging row: +4 bytes spreads the rows over banks
+#define CRT_OUT_BYTES (CRT_BM * CRT_OUT_ROW)
 #if CRT_AHEAD < 1
 #error "CRT_STAGES: at least 3"
 #endif
@@ -122,8 +123,9 @@ __device__ __forceinline__ void crt_epilogue(int (&acc)[CRT_NC][64], unsigned ch
         const int col = tn * CRT_BN + c;
         if (row >= M || col >= N) continue;
         const unsigned char* s = smem + r * CRT_OUT_ROW + c;
-        if (col + 16 <= N) {   // ldo and the tile's columns are multiples of 16: aligned
-            *reinterpret_cast<int4*>(o + row * ldo + col) = *reinterpret_cast<const int4*>(s);
+        if (col + 16 <= N) {   // ldo and the tile's columns are multiples of 16: aligned in global memory
+            const unsigned* w = reinterpret_cast<const unsigned*>(s);   // 4-byte aligned in the staging tile
+            *reinterpret_cast<int4*>(o + row * ldo + col) = make_int4(w[0], w[1], w[2], w[3]);
         } else {
             for (int e = 0; e < N - col; ++e) o[row * ldo + col + e] = (signed char)s[e];
         }
@@ -247,22 +249,27 @@ __device__ __forceinline__ void tma_load(u32 dst, const TensorMap* map, u32 bar,
 }
 
 // map_a: (Z, M, kp / 4) words, box 32 words x 128 rows; map_b: (Z, N, kp / 4), box 32 x BN.
+// Persistent: block b takes tiles b, b + gridDim.x, ... (columns fastest, then rows, then z), and
+// the stage counter runs on across its tiles, so the producer loads the next tile's first stages
+// while the consumers reduce and store the last one (the staging tile has its own shared memory).
 extern "C" __global__ void __launch_bounds__(CRT_TMA_THREADS, 1)
 crt_mod_gemm_tma(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
                  signed char* __restrict__ out, int M, int N, int kp, long long so, int ldo, int G,
-                 const int* __restrict__ p_of, const float* __restrict__ inv_of) {
+                 const int* __restrict__ p_of, const float* __restrict__ inv_of, int tiles_m, int tiles_n,
+                 int tiles) {
     extern __shared__ __align__(1024) unsigned char crt_smem_raw[];
     const u32 raw = (u32)__cvta_generic_to_shared(crt_smem_raw);
     const u32 sbase = (raw + 1023u) & ~1023u;
     unsigned char* smem = crt_smem_raw + (sbase - raw);
     const u32 bars = sbase + CRT_STAGES * CRT_STAGE_BYTES;
+    unsigned char* staging = smem + CRT_STAGES * CRT_STAGE_BYTES + 16 * CRT_STAGES;
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (CRT_STAGES + s); };
 
-    const int tn = blockIdx.x, tm = blockIdx.y, z = blockIdx.z;
     const int tid = threadIdx.x;
     const int warp_id = tid >> 5, lane = tid & 31;
     const int KT = kp / 128;
+    const int per_z = tiles_m * tiles_n;
 
     if (tid == 0) {
 #pragma unroll
@@ -277,13 +284,17 @@ crt_mod_gemm_tma(const __grid_constant__ TensorMap map_a, const __grid_constant_
     if (warp_id >= CRT_THREADS / 32) {   // producer warpgroup: one thread issues the copies
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(CRT_PRODUCER_REGS));
         if (warp_id == CRT_THREADS / 32 && lane == 0) {
-            for (int kt = 0; kt < KT; ++kt) {
-                const int s = kt % CRT_STAGES;
-                if (kt >= CRT_STAGES) mbar_wait(empty(s), (u32)((kt / CRT_STAGES - 1) & 1));
-                mbar_arm(full(s), CRT_STAGE_BYTES);
-                const u32 dst = sbase + s * CRT_STAGE_BYTES;
-                tma_load(dst, &map_a, full(s), 32 * kt, tm * CRT_BM, z);
-                tma_load(dst + CRT_BM * 128, &map_b, full(s), 32 * kt, tn * CRT_BN, z);
+            int it = 0;
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int z = tile / per_z, rem = tile - z * per_z, tm = rem / tiles_n, tn = rem - tm * tiles_n;
+                for (int kt = 0; kt < KT; ++kt, ++it) {
+                    const int s = it % CRT_STAGES;
+                    if (it >= CRT_STAGES) mbar_wait(empty(s), (u32)((it / CRT_STAGES - 1) & 1));
+                    mbar_arm(full(s), CRT_STAGE_BYTES);
+                    const u32 dst = sbase + s * CRT_STAGE_BYTES;
+                    tma_load(dst, &map_a, full(s), 32 * kt, tm * CRT_BM, z);
+                    tma_load(dst + CRT_BM * 128, &map_b, full(s), 32 * kt, tn * CRT_BN, z);
+                }
             }
         }
         return;
@@ -295,17 +306,22 @@ crt_mod_gemm_tma(const __grid_constant__ TensorMap map_a, const __grid_constant_
 #pragma unroll
     for (int ch = 0; ch < CRT_NC; ++ch)
 #pragma unroll
-        for (int q = 0; q < 64; ++q) acc[ch][q] = 0;
-    for (int kt = 0; kt < KT; ++kt) {
-        const int s = kt % CRT_STAGES;
-        mbar_wait(full(s), (u32)((kt / CRT_STAGES) & 1));
-        crt_stage_products(acc, sbase + s * CRT_STAGE_BYTES, wg, kt == 0);
-        wg_wait<1>();   // the previous stage's group has completed: its slot may be refilled
-        if (kt >= 1 && lane == 0) mbar_arrive(empty((kt - 1) % CRT_STAGES));
-    }
-    wg_wait<0>();
+        for (int q = 0; q < 64; ++q) acc[ch][q] = 0;   // (each tile's first k-step ignores it)
+    int it = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int z = tile / per_z, rem = tile - z * per_z, tm = rem / tiles_n, tn = rem - tm * tiles_n;
+        for (int kt = 0; kt < KT; ++kt, ++it) {
+            const int s = it % CRT_STAGES;
+            mbar_wait(full(s), (u32)((it / CRT_STAGES) & 1));
+            crt_stage_products(acc, sbase + s * CRT_STAGE_BYTES, wg, kt == 0);   // kt 0 starts from zero
+            wg_wait<1>();   // the previous stage's group has completed: its slot may be refilled
+            if (kt >= 1 && lane == 0) mbar_arrive(empty((it - 1) % CRT_STAGES));
+        }
+        wg_wait<0>();
 #pragma unroll
-    for (int ch = 0; ch < CRT_NC; ++ch) pin64(acc[ch]);
-    consumers_sync(1);   // both warpgroups' products done (every copy had completed before them)
-    crt_epilogue(acc, smem, out, M, N, ldo, so, G, p_of, inv_of, tm, tn, z, wg, warp, lane, tid, 1);
+        for (int ch = 0; ch < CRT_NC; ++ch) pin64(acc[ch]);
+        if (lane == 0) mbar_arrive(empty((it - 1) % CRT_STAGES));   // the tile's last stage
+        consumers_sync(1);   // the previous tile's staging tile has been stored
+        crt_epilogue(acc, staging, out, M, N, ldo, so, G, p_of, inv_of, tm, tn, z, wg, warp, lane, tid, 1);
+    }
 }

@@ -2,20 +2,25 @@
 ``gemmEx`` (CUDA_R_8I in, CUDA_R_32I out, CUBLAS_COMPUTE_32I, TN: residues stored K-major, k padded
 to a multiple of 16), batched over the moduli (:func:`gemm.cuda.cublas.gemm_s8_batched`).
 
-The same stage interface as :mod:`gemm.ozaki.crt.cpu`, cupy first; every kernel repeats the CPU
-operations in the same order (``crt.cu`` is built with ``--fmad=false``), so the results are
-bit-identical. One reconstruction kernel per block of lines reads every modulus' INT32 products
-and writes the FP64 / complex128 output once, in its final layout. cupy comes from the caller;
-nothing here imports it at module level.
+The same stage interface as :mod:`gemm.ozaki.crt.cpu`, cupy first; the results are bit-identical:
+residues and the CRT digits are residues of exact integers (unique), computed in ``crt.cu`` with
+exact FP32 / INT32 arithmetic from the constants of :func:`_ftable`, and the inexact steps (the
+quotient sum, the final word sum) repeat the CPU operations in order (``crt.cu`` is built with
+``--fmad=false``). One reconstruction kernel per block of lines reads every modulus' INT32
+products (or, :func:`reconstruct_r8`, INT8 residues of them) and writes the FP64 / complex128
+output once, in its final layout. cupy comes from the caller; nothing here imports it at module
+level.
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 
 from gemm.cuda import cublas
 from gemm.cuda.compile import raw_module
-from gemm.ozaki.crt.moduli import PARTS, Moduli, b_lines, dot_length
+from gemm.ozaki.crt.moduli import MAX_MODULI, PARTS, Moduli, b_lines, dot_length
 from gemm.ozaki.crt.scale import DCAP
 from gemm.ozaki.gpu import kmajor, line_view
 
@@ -25,6 +30,9 @@ FORM_CODE = {None: 0, "4m": 1, "3m": 2, "2m": 3}
 NSTAT = DCAP + 2  # per operand: [NaN/Inf count, depth histogram 0..DCAP]
 _i32, _i64 = np.int32, np.int64
 _TABLES: dict = {}
+FT = 16  # floats per modulus in the FP32 table (crt.cu FT)
+RES_DIGIT, RES_JMAX = 14, 6  # digit bits of a scaled integer and the most digits (crt.cu DIGIT, JMAX)
+RES_TILE = (16, 128)  # lines x k per residue block (crt.cu RES_TL, RES_TK)
 
 
 def _fn(cp, name):
@@ -32,12 +40,56 @@ def _fn(cp, name):
     return raw_module(__package__, "crt.cu", ("-std=c++17", "--fmad=false"), cp.cuda.Device().id).get_function(name)
 
 
+def _sym(r: int, p: int) -> int:
+    """``r mod p`` in the symmetric range ``[-floor(p/2), ceil(p/2) - 1]`` (as :func:`cpu.sym`)."""
+    r %= p
+    return r - p if r > (p - 1) // 2 else r
+
+
+def _recip32(p: int) -> np.float32:
+    """``1/p`` correctly rounded to float32 (crt.cu's red_sym bound assumes it; going through
+    float64 could round twice)."""
+    f = np.float32(1.0 / p)
+    cands = (np.nextafter(f, np.float32(0)), f, np.nextafter(f, np.float32(1)))
+    return min(cands, key=lambda c: abs(Fraction(float(c)) - Fraction(1, p)))
+
+
+def _ftable(mods: Moduli) -> np.ndarray:
+    """The FP32 constants of ``crt.cu``'s residue and reconstruction kernels: float32 ``(n, FT)``.
+
+    Per modulus p: ``p, 1/p (rounded to float32), (p - 1)/2, s, y, y_re, y_im, 2^16 mod p,
+    2^(14 j) mod p for j = 0..7`` with ``s, y, y_re, y_im`` from :attr:`Moduli.table` and every
+    residue in the symmetric range (magnitude <= 128): exact small integers in float32 (and 127.5
+    for p = 256), the bounds ``crt.cu`` states rest on these magnitudes.
+    """
+    out = np.zeros((len(mods), FT), dtype=np.float32)
+    for i, p in enumerate(mods.values):
+        s, y, y_re, y_im = (int(v) for v in mods.table[i, 3:7])
+        out[i, :8] = (p, _recip32(p), (p - 1) / 2, _sym(s, p), _sym(y, p), _sym(y_re, p), _sym(y_im, p),
+                      _sym(1 << 16, p))
+        out[i, 8:] = [_sym(1 << (RES_DIGIT * j), p) for j in range(8)]
+    return out
+
+
 def _tables(cp, mods: Moduli):
-    """The moduli constants on the current device (uploaded once per moduli set and device)."""
+    """The moduli constants on the current device (uploaded once per moduli set and device):
+    ``(table, digits_m, digits_p, ftable)``."""
     key = (mods.values, mods.family, cp.cuda.Device().id)
     if key not in _TABLES:
-        _TABLES[key] = (cp.asarray(mods.table), cp.asarray(mods.digits_m), cp.asarray(mods.digits_p))
+        if len(mods) > MAX_MODULI:
+            raise ValueError(f"at most {MAX_MODULI} moduli (crt.cu MAXN), got {len(mods)}")
+        _TABLES[key] = (cp.asarray(mods.table), cp.asarray(mods.digits_m), cp.asarray(mods.digits_p),
+                        cp.asarray(_ftable(mods)))
     return _TABLES[key]
+
+
+def residue_digits(bits: int) -> int:
+    """Digits of :data:`RES_DIGIT` bits for the scaled integers of a ``bits`` operand
+    (``|a'| <= 2^bits``, so ``bits + 1`` bits of magnitude), at least 2 (the smallest kernel)."""
+    J = max(2, -(-(bits + 1) // RES_DIGIT))
+    if J > RES_JMAX:
+        raise ValueError(f"scaled integers of {bits} bits need {J} digits; crt.cu is built for {RES_JMAX}")
+    return J
 
 
 def line_exponents(cp, XA, XB, cplx, want_hist):
@@ -77,13 +129,16 @@ def residues(cp, X, E, bits, line0, nlines, mods: Moduli, form, role, kp):
     kdot = dot_length(form, X.shape[2])
     if kp > kdot:  # the padding columns must read as zeros in the products
         out[..., kdot:] = 0
-    table, _, _ = _tables(cp, mods)
+    if kp % 4:
+        raise ValueError(f"residue lines must be multiples of 4 bytes, got {kp}")  # the kernel's 32-bit stores
+    ftab = _tables(cp, mods)[3]
     so, si, sk, n_in = line_view(X)
     K = X.shape[2]
-    grid = (int(-(-nlines // 32)), int(-(-K // 32)))
-    _fn(cp, "crt_residues")(grid, (32, 8), (
+    tl, tk = RES_TILE
+    grid = (int(-(-nlines // tl)), int(-(-K // tk)))
+    _fn(cp, f"crt_residues_{residue_digits(bits)}")(grid, (32, 8), (
         X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(form is not None), _i32(kmajor(X)), E,
-        _i32(bits), table, _i32(len(mods)), _i32(FORM_CODE[form]), _i32(0 if role == "a" else 1), out,
+        _i32(bits), ftab, _i32(len(mods)), _i32(FORM_CODE[form]), _i32(0 if role == "a" else 1), out,
         _i64(lines_out), _i32(kp)))
     return out
 
@@ -107,21 +162,36 @@ def new_output(cp, R, NC, dtype, out_shape):
     return cp.empty(out_shape, dtype=dtype)
 
 
-def reconstruct(cp, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
-    """One block's INT32 products (rows ``r0..``, ``cols`` B lines from ``c0``) rebuilt by the CRT
-    and written into ``out`` (one kernel)."""
+def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
     n, G, rows, ldP = P.shape
     R, NC = int(E_a.size), int(E_b.size)
-    table, dm, dp = _tables(cp, mods)
+    table, dm, dp, ftab = _tables(cp, mods)
     if out.ndim == 3 and out.shape[1] == R and out.shape[0] * out.shape[2] == NC:
         n2 = out.shape[2]  # B stacked: column c = h * L + l
     else:
         n2 = NC
     threads = int(min(256, -(-cols // 32) * 32))
     grid = (int(-(-cols // threads)), int(min(rows, 65535)))
-    _fn(cp, "crt_reconstruct")(grid, (threads,), (
-        P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), _i32(FORM_CODE[form]), _i32(form is not None), table, dm, dp,
-        _i32(mods.words), E_a, E_b, _i32(mods.alpha), _i32(mods.beta), _i64(r0), _i64(c0), out, _i64(R), _i64(n2)))
+    _fn(cp, kernel)(grid, (threads,), (
+        P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), _i32(FORM_CODE[form]), _i32(form is not None), ftab, table,
+        dm, dp, _i32(mods.words), E_a, E_b, _i32(mods.alpha), _i32(mods.beta), _i64(r0), _i64(c0), out, _i64(R),
+        _i64(n2)))
+
+
+def reconstruct(cp, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
+    """One block's INT32 products (rows ``r0..``, ``cols`` B lines from ``c0``) rebuilt by the CRT
+    and written into ``out`` (one kernel)."""
+    _reconstruct(cp, "crt_reconstruct", P, mods, form, E_a, E_b, r0, c0, cols, out)
+
+
+def reconstruct_r8(cp, R8, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
+    """:func:`reconstruct` from INT8 residues of the products instead of the INT32 products:
+    ``R8`` int8 ``(n, G, rows, ld)`` in the products' layout, each value any representative in
+    ``[-128, 127]`` of its product modulo ``p_i`` (:func:`gemm.ozaki.crt.wgmma.products_r8`).
+    The output is the same bit for bit."""
+    if R8.dtype != np.int8 or not R8.flags.c_contiguous:
+        raise ValueError(f"reconstruct_r8 needs C-contiguous int8 residues, got {R8.dtype}")
+    _reconstruct(cp, "crt_reconstruct_r8", R8, mods, form, E_a, E_b, r0, c0, cols, out)
 
 
 def to_layout(cp, out, R, NC, out_shape):

@@ -55,7 +55,7 @@ from gemm.errors import NonFiniteError
 from gemm.method import Method
 from gemm.operands import matmul_shape
 from gemm.options import Option, choice, integer
-from gemm.ozaki.crt import cpu, gpu
+from gemm.ozaki.crt import cpu, gpu, wgmma
 from gemm.ozaki.crt.moduli import (
     F64_BOUND,
     FORMS,
@@ -98,14 +98,15 @@ def _round_up(x: int, a: int) -> int:
 class _Sizes:
     """The sizes of one 2-D product: R lines of A, NC lines of B, inner K, on ``device``."""
 
-    def __init__(self, R, NC, K, form, cplx, n, device):
+    def __init__(self, R, NC, K, form, cplx, n, device, fused=False):
         self.R, self.NC, self.K, self.form, self.cplx, self.n, self.device = R, NC, K, form, cplx, n, device
         stages = gpu if device == "gpu" else cpu
         self.kdot = dot_length(form, K)
-        self.kp = _round_up(self.kdot, stages.KP_ALIGN)
+        # the fused products read k in 128-byte atoms and write one byte per product element
+        self.kp = _round_up(self.kdot, wgmma.KP_ALIGN if fused else stages.KP_ALIGN)
         self.parts = PARTS[form]
         self.bl = b_lines(form)
-        self.item_res, self.item_prod = stages.ITEM_RES, stages.ITEM_PROD
+        self.item_res, self.item_prod = stages.ITEM_RES, (1 if fused else stages.ITEM_PROD)
         self.big_is_a = R >= NC
         self.out_bytes = R * NC * (16 if cplx else 8)
 
@@ -114,7 +115,7 @@ class _Sizes:
         n, g = self.n, self.parts
         if self.big_is_a:
             res = n * g * self.kp * self.item_res
-            prod = n * g * _round_up(self.bl * self.NC, 4) * self.item_prod
+            prod = n * g * _round_up(self.bl * self.NC, wgmma.OUT_ALIGN if self.item_prod == 1 else 4) * self.item_prod
             elems = self.NC
         else:
             res = n * g * self.bl * self.kp * self.item_res
@@ -147,6 +148,11 @@ class Int8CRT(Method):
         moduli: the number of moduli (2..20); when given it takes precedence over ``bits``.
         complex_form: ``"2m"`` (default), ``"3m"`` or ``"4m"``: INT8 products per modulus for
             complex operands (real operands use one).
+        product_kernel: on the GPU, ``"wgmma"`` reduces each INT8 product modulo its modulus in
+            the kernel's epilogue (:mod:`gemm.ozaki.crt.wgmma`, sm_90 only) and writes one byte
+            per element; ``"cublas"`` writes INT32 products through cuBLAS ``gemmEx`` (any GPU;
+            the cross-check); ``"auto"`` (default) takes wgmma where it runs. The results are
+            identical bit for bit. The CPU ignores it.
     """
 
     name = "int8-crt"
@@ -156,6 +162,9 @@ class Int8CRT(Method):
         "moduli": Option(None, integer(MIN_MODULI, MAX_MODULI, none=True),
                          "number of moduli; takes precedence over bits"),
         "complex_form": Option("2m", choice(*FORMS), "real INT8 products per modulus for complex operands"),
+        "product_kernel": Option("auto", choice(*wgmma.KERNELS),
+                                 "GPU INT8 products: 'wgmma' (fused modular reduction, sm_90), 'cublas' (INT32 out), "
+                                 "'auto' (wgmma where it runs)"),
     }
     description = "Ozaki scheme II (CRT) on INT8 tensor cores: residues, INT8 GEMMs, multi-word reconstruction"
 
@@ -171,8 +180,8 @@ class Int8CRT(Method):
         # with bits= the count depends on the data: size for the largest
         n_mod = opts["moduli"] or MAX_MODULI
         # the larger operand may come as A or as B (the engine's two orientations)
-        return max(_Sizes(int(m), int(n), int(k), form, cplx, n_mod, device).workspace(),
-                   _Sizes(int(n), int(m), int(k), form, cplx, n_mod, device).workspace())
+        return max(_Sizes(x, y, int(k), form, cplx, n_mod, device, fused).workspace()
+                   for x, y in ((int(m), int(n)), (int(n), int(m))) for fused in (False, device == "gpu"))
 
     def _run(self, ops, report, timer, **opts):
         xp = ops.xp
@@ -212,7 +221,8 @@ class Int8CRT(Method):
             else:
                 n = opts["moduli"]
             mods = Moduli.first(n, family)
-        sz = _Sizes(XA.shape[0] * XA.shape[1], XB.shape[0] * XB.shape[1], K, form, cplx, len(mods), device)
+        fused = xp is not np and wgmma.use_fused(xp, opts["product_kernel"])
+        sz = _Sizes(XA.shape[0] * XA.shape[1], XB.shape[0] * XB.shape[1], K, form, cplx, len(mods), device, fused)
         bound = INT32_BOUND if device == "gpu" else F64_BOUND
         if sz.kdot * 128 * 128 >= bound:
             raise ValueError(f"inner dimension too long for exact INT8 products: k={K} gives dot products of "
@@ -237,9 +247,9 @@ class Int8CRT(Method):
                     RA, RB = small, stages.residues(xp, XB, EB, mods.beta, l0, cnt, mods, form, "b", sz.kp)
                     r0, c0, cols = 0, l0, cnt
             with timer.stage("int8_gemm"):
-                P = stages.products(xp, RA, RB, mods, form)
+                P = wgmma.products_r8(xp, RA, RB, mods) if fused else stages.products(xp, RA, RB, mods, form)
             with timer.stage("reconstruct"):
-                stages.reconstruct(xp, P, mods, form, EA, EB, r0, c0, cols, out)
+                (stages.reconstruct_r8 if fused else stages.reconstruct)(xp, P, mods, form, EA, EB, r0, c0, cols, out)
             del P, RA, RB
         with timer.stage("reconstruct"):
             res = stages.to_layout(xp, out, R, NC, out_shape)
@@ -258,6 +268,7 @@ class Int8CRT(Method):
             "beta": mods.beta,
             "int8_products_per_modulus": PRODUCTS[form] if cplx else 1,
             "int8_gemms": len(mods) * sz.parts * nblocks,
+            "product_kernel": None if xp is np else ("wgmma" if fused else "cublas"),
             "blocks": nblocks,
             # |C - C~|_ij <= error_bound * ||a_i|| ||b_j|| + u |C_ij|; native: native_bound * ||a_i|| ||b_j||
             "error_bound": bound_c,

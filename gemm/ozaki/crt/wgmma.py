@@ -40,9 +40,11 @@ def use_fused(cp, kernel: str) -> bool:
     return kernel == "auto" and supported(cp)
 
 
-def _smem_bytes(nc: int, stages: int) -> int:
-    # the stages, the 1024-byte alignment of the swizzle, the TMA pipeline's 2 x stages barriers
-    return stages * (128 + 128 * nc) * 128 + 1024 + 16 * stages
+def _smem_bytes(nc: int, stages: int, load: str) -> int:
+    """The stages and the 1024-byte alignment of the swizzle; with TMA also the pipeline's
+    2 x stages barriers and the epilogue's own staging tile (128 rows of 128 nc + 4 bytes)."""
+    base = stages * (128 + 128 * nc) * 128 + 1024
+    return base + 16 * stages + 128 * (128 * nc + 4) if load == "tma" else base
 
 
 @functools.lru_cache(maxsize=None)
@@ -50,8 +52,15 @@ def _kernel(device_id: int, nc: int, stages: int, load: str):
     mod = compile_module(source(__package__, "crt_wgmma.cu"), ("-std=c++17", f"-DCRT_NC={nc}", f"-DCRT_STAGES={stages}"),
                          "crt_wgmma.cu")
     k = mod.get_function("crt_mod_gemm_tma" if load == "tma" else "crt_mod_gemm")
-    k.max_dynamic_shared_size_bytes = _smem_bytes(nc, stages)
+    k.max_dynamic_shared_size_bytes = _smem_bytes(nc, stages, load)
     return k
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_id: int) -> int:
+    import cupy as cp  # noqa: PLC0415 - optional dependency
+
+    return int(cp.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"])
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,9 +71,11 @@ def _moduli_tables(device_id: int, values: tuple[int, ...]):
             cp.asarray(np.array([1.0 / v for v in values], dtype=np.float32)))
 
 
-def products_r8(cp, RA, RB, mods, nc: int = NC, stages: int = STAGES, load: str = LOAD):
+def products_r8(cp, RA, RB, mods, nc: int = NC, stages: int = STAGES, load: str = LOAD, persistent: bool = True):
     """Residues ``R[i, g, r, c] = (RA[i, g, r] . RB[i, g, c]) mod p_i`` in ``[-128, 127]``:
-    ``(n, G, rows, ldo)`` int8, ``ldo`` the columns rounded up to :data:`OUT_ALIGN`."""
+    ``(n, G, rows, ldo)`` int8, ``ldo`` the columns rounded up to :data:`OUT_ALIGN`.
+
+    ``load="tma"``: one block per SM walks the tiles (``persistent``; else one block a tile)."""
     n, G, rows, kp = RA.shape
     cols = RB.shape[2]
     if kp % KP_ALIGN or RB.shape[3] != kp:
@@ -77,18 +88,20 @@ def products_r8(cp, RA, RB, mods, nc: int = NC, stages: int = STAGES, load: str 
     p_of, inv_of = _moduli_tables(dev, tuple(mods.values))
     bn = 128 * nc
     grid = (-(-cols // bn), -(-rows // 128), n * G)
-    if grid[1] > 65535:
-        raise ValueError(f"{rows} rows exceed one launch ({65535 * 128}); process them in blocks")
     k = _kernel(dev, nc, stages, load)
     if load == "tma":
         Z = n * G
         map_a = tma.words_map(RA.data.ptr, Z, rows, kp // 4, 128)
         map_b = tma.words_map(RB.data.ptr, Z, cols, kp // 4, bn)
-        tma.launch(k, grid, 384, _smem_bytes(nc, stages), (
+        tiles = grid[0] * grid[1] * grid[2]
+        blocks = min(tiles, _sm_count(dev)) if persistent else tiles
+        tma.launch(k, blocks, 384, _smem_bytes(nc, stages, load), (
             map_a, map_b, out, np.int32(rows), np.int32(cols), np.int32(kp), np.int64(rows * ldo), np.int32(ldo),
-            np.int32(G), p_of, inv_of))
+            np.int32(G), p_of, inv_of, np.int32(grid[1]), np.int32(grid[0]), np.int32(tiles)))
     else:
+        if grid[1] > 65535:
+            raise ValueError(f"{rows} rows exceed one launch ({65535 * 128}); process them in blocks")
         k(grid, (256,), (RA, RB, out, np.int32(rows), np.int32(cols), np.int32(kp), np.int64(rows * kp),
                          np.int64(cols * kp), np.int64(rows * ldo), np.int32(ldo), np.int32(G), p_of, inv_of),
-          shared_mem=_smem_bytes(nc, stages))
+          shared_mem=_smem_bytes(nc, stages, load))
     return out
