@@ -502,13 +502,12 @@ struct Words {
     double S0, S1, S2, S3, S4, qsum;
 };
 
-// d: inv_p (the FP64 of Moduli.table) and the W words of M_i (Moduli.digits_m).
-// qsum: the CPU's t * inv_p then + (two roundings, in modulus order). The words: t d_w + S_w is an
-// integer below 2^51 (t < 2^8, d_w < 2^38, at most 20 terms), so one fma is exact and equals the
-// exact product and sum (the CPU's matmul sums the same exact integers).
+// d: inv_p (the FP64 of Moduli.table, unused here) and the W words of M_i (Moduli.digits_m).
+// The words: t d_w + S_w is an integer below 2^51 (t < 2^8, d_w < 2^38, at most 20 terms), so one
+// fma is exact and equals the exact product and sum (the CPU's matmul sums the same exact
+// integers). The quotient q comes from the words in finish (the CPU sums t / p_i instead).
 __device__ __forceinline__ void add_digit(Words& a, float t, const double* __restrict__ d, int W) {
     const double td = (double)t;
-    a.qsum = __dadd_rn(a.qsum, __dmul_rn(td, d[0]));
     a.S0 = __fma_rn(td, d[1], a.S0);
     if (W > 1) a.S1 = __fma_rn(td, d[2], a.S1);
     if (W > 2) a.S2 = __fma_rn(td, d[3], a.S2);
@@ -519,8 +518,19 @@ __device__ __forceinline__ void add_digit(Words& a, float t, const double* __res
 // cpu.finish: subtract q P, carry, sum the words most significant first (TwoSum), round once, scale.
 // The W <= 5 words are scalars (an array indexed at run time would live in local memory); the
 // factors 2^(38 w) are exact, as numpy's ldexp(S_w, 38 w).
-__device__ double finish(Words a, const double* __restrict__ dp, int W, int shift) {
-    const double q = rint(a.qsum);
+// q = rint(S / P) from the two top words: S = C' + q P with |C'| <= P / 4 (moduli.alpha_beta), so
+// q is the one integer within 1/4 of S / P, the CPU's rint(sum t_i / p_i) included; the words
+// below the top two hold under 2^(51 + 38 (W - 2)) (< 2^-25 P), and the three roundings of
+// (S_top 2^(38 (W-1)) + S_next 2^(38 (W-2))) / P add a relative 2^-51 to a ratio below n <= 20:
+// the fraction stays far from 1/2. This saves the CPU's FP64 multiply and add per modulus and
+// part. inv_P: 1 / P rounded to FP64.
+__device__ double finish(Words a, const double* __restrict__ dp, int W, int shift, double inv_P) {
+    const double X1 = 274877906944.0, X2 = 75557863725914323419136.0;  // 2^38, 2^76
+    const double X3 = 2.0769187434139310514121985316880384e34, X4 = 5.708990770823839524233143877797980545530986496e45;
+    const double top = W == 5 ? __dadd_rn(a.S4 * X4, a.S3 * X3)
+                     : (W == 4 ? __dadd_rn(a.S3 * X3, a.S2 * X2)
+                     : (W == 3 ? __dadd_rn(a.S2 * X2, a.S1 * X1) : (W == 2 ? __dadd_rn(a.S1 * X1, a.S0) : a.S0)));
+    const double q = rint(top * inv_P);
     a.S0 = a.S0 - q * dp[0];
     if (W > 1) a.S1 = a.S1 - q * dp[1];
     if (W > 2) a.S2 = a.S2 - q * dp[2];
@@ -530,8 +540,6 @@ __device__ double finish(Words a, const double* __restrict__ dp, int W, int shif
     if (W > 2) carry(a.S1, a.S2);
     if (W > 3) carry(a.S2, a.S3);
     if (W > 4) carry(a.S3, a.S4);
-    const double X1 = 274877906944.0, X2 = 75557863725914323419136.0;  // 2^38, 2^76
-    const double X3 = 2.0769187434139310514121985316880384e34, X4 = 5.708990770823839524233143877797980545530986496e45;
     double hi = W == 5 ? a.S4 * X4 : (W == 4 ? a.S3 * X3 : (W == 3 ? a.S2 * X2 : (W == 2 ? a.S1 * X1 : a.S0)));
     double lo = 0.0;
     if (W >= 5) two_sum_add(hi, lo, a.S3 * X3);
@@ -541,27 +549,47 @@ __device__ double finish(Words a, const double* __restrict__ dp, int W, int shif
     return ldexp(hi + lo, -shift);
 }
 
-template <typename T>
-__device__ __forceinline__ void load_products(const T* __restrict__ P, long long off, long long o1, long long slab,
-                                              int nv, T& v0, T& v1, T& v2) {
-    v0 = P[off];
-    if (nv > 1) v1 = P[off + o1];
-    if (nv > 2) v2 = P[off + 2 * slab];
-}
-
 #define DW (WMAX + 1)  // doubles per modulus in the reconstruction's shared table: inv_p, M_i's words
+#define REC_BC_I32 64  // columns (threads) of a reconstruction block: INT32 products (gpu.REC_COLUMNS)
+#define REC_BC_I8 256  // INT8 residues
 
-// P: (n, G, rows, ldP) INT32 products or INT8 residues of them; a thread per output element of the
-// block; out in its final layout: element (r, c) of the (R, NC) line product at
-// (c / n2) * R * n2 + r * n2 + c % n2 (B stacked: n2 = its last dimension; otherwise n2 = NC).
-// Per modulus and part: the products' residues (prod_residue), t (crt_t, FP32), then the FP64
-// words; the constants come from shared memory.
-template <typename T>
-__device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, int ldP, int n, int form, int cplx,
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// P: (n, G, rows, ldP) INT32 products or INT8 residues of them; a block of BC threads per BC
+// output columns, walking rows blockIdx.y, + gridDim.y, ...; out in its final layout: element
+// (r, c) of the (R, NC) line product at (c / n2) * R * n2 + r * n2 + c % n2 (B stacked: n2 = its
+// last dimension; otherwise n2 = NC).
+// A row's products of every modulus and part (n G planes of BC columns, x2 interleaved in 4m) are
+// copied into shared memory with 16-byte cp.async, the next row's while this one is worked on.
+// Why: read from global memory by each thread, one modulus ahead, every thread waited out a DRAM
+// latency per modulus (a complex d = 10 gate at 28 qubits on an H100: 28 ms for 9 GB of INT8
+// residues). Per modulus and part: the products' residues (prod_residue), t (crt_t, FP32), then
+// the FP64 words; the constants come from shared memory. Dynamic shared memory: 2 n G BC vw
+// values (vw = 2 in 4m, else 1).
+// REC_FORM and REC_W (gpu._reconstruct compiles a module per complex form and word count) make
+// the form's branches and the word count compile-time: the per-modulus work had been a third
+// comparisons and branches on them.
+template <typename T, int BC>
+__device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, int ldP, int n, int form_arg, int cplx,
                                   const float4* __restrict__ ftab, const double* __restrict__ table,
-                                  const double* __restrict__ dm, const double* __restrict__ dp, int W,
+                                  const double* __restrict__ dm, const double* __restrict__ dp, int W_arg,
                                   const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
-                                  long long r0, long long c0, double* __restrict__ out, long long R, long long n2) {
+                                  long long r0, long long c0, double* __restrict__ out, long long R, long long n2,
+                                  double inv_P) {
+#ifdef REC_FORM
+    constexpr int form = REC_FORM, W = REC_W;
+    (void)form_arg;
+    (void)W_arg;
+#else
+    const int form = form_arg, W = W_arg;
+#endif
+    extern __shared__ __align__(16) unsigned char rec_raw[];
     __shared__ float4 fs[MAXN * 2];
     __shared__ double ds[MAXN * DW];
     for (int i = threadIdx.x; i < n * 2; i += blockDim.x) fs[i] = ftab[(i >> 1) * (FT / 4) + (i & 1)];
@@ -569,45 +597,79 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
         const int mi = i / DW, w = i - mi * DW;
         ds[i] = w == 0 ? table[mi * TABLE + 1] : (w <= W ? dm[mi * W + w - 1] : 0.0);
     }
-    __syncthreads();
     const int G = form == F_3M ? 3 : (form == F_2M ? 2 : 1);
-    const long long slab = (long long)rows * ldP;
-    // values per modulus: 1 (real), 2 (4m: columns 2c and 2c + 1; 2m: two slabs) or 3 (3m)
+    // values per modulus: 1 (real), 2 (4m: columns 2c and 2c + 1; 2m: two planes) or 3 (3m)
     const int nv = form == F_REAL ? 1 : (form == F_3M ? 3 : 2);
-    const long long o1 = form == F_4M ? 1 : slab;
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-        const int ea = EA[r0 + r], eb = EB[c0 + c];
-        const int shift = (ea == ZERO_LINE ? 0 : alpha - ea) + (eb == ZERO_LINE ? 0 : beta - eb);
-        const long long base = (long long)r * ldP + (form == F_4M ? 2LL * c : (long long)c);
-        const long long cg = c0 + c, rg = r0 + r;
-        const long long idx = (cg / n2) * R * n2 + rg * n2 + cg % n2;
-        Words wr = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, wi = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-        // the products of modulus i + 1 are loaded before modulus i is worked on
-        T v0, v1 = 0, v2 = 0;
-        load_products(P, base, o1, slab, nv, v0, v1, v2);
-        for (int i = 0; i < n; ++i) {  // every modulus' products read once for Re and Im
-            T w0 = 0, w1 = 0, w2 = 0;
-            if (i + 1 < n) load_products(P, base + (long long)(i + 1) * G * slab, o1, slab, nv, w0, w1, w2);
-            const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, h, s | y, y_re, y_im, 2^16 mod p
-            const float p = f0.x, inv_p = f0.y;
-            float cr, ci;
-            combine(prod_residue(v0, p, inv_p, f1.w), nv > 1 ? prod_residue(v1, p, inv_p, f1.w) : 0.0f,
-                    nv > 2 ? prod_residue(v2, p, inv_p, f1.w) : 0.0f, form, cr, ci);
-            const double* d = ds + i * DW;
-            add_digit(wr, crt_t(cr, form == F_2M ? f1.y : f1.x, p, inv_p, f0.z), d, W);
-            if (cplx) add_digit(wi, crt_t(ci, form == F_2M ? f1.z : f1.x, p, inv_p, f0.z), d, W);
-            v0 = w0;
-            v1 = w1;
-            v2 = w2;
+    const int vw = form == F_4M ? 2 : 1;
+    const long long slab = (long long)rows * ldP;
+    const int planes = n * G, seg = BC * vw;
+    const int cps = seg * (int)sizeof(T) / 16;          // 16-byte chunks of one plane's row segment
+    const int cb = blockIdx.x * BC;
+    const int valid = min(BC, cols - cb) * vw;           // values of a segment that exist
+    T* const buf = reinterpret_cast<T*>(rec_raw);  // two row buffers of planes * seg values
+    // chunks past `valid` stay unread; those read end within the row's padding (ldP is a
+    // multiple of 16 bytes, the block's start a multiple of BC values)
+    auto load_row = [&](T* dst, int r) {
+        const T* src = P + (long long)r * ldP + (long long)cb * vw;
+        for (int i = threadIdx.x; i < planes * cps; i += BC) {
+            const int q = i / cps, e0 = (i - q * cps) * (16 / (int)sizeof(T));
+            if (e0 < valid) cp_async16(dst + q * seg + e0, src + q * slab + e0);
         }
-        if (cplx) {
-            out[2 * idx] = finish(wr, dp, W, shift);
-            out[2 * idx + 1] = finish(wi, dp, W, shift);
+        cp_commit();
+    };
+    const int tx = threadIdx.x, c = cb + tx;
+    const bool live = c < cols;
+    long long cq = 0, cm = 0;
+    int eb = 0;
+    if (live) {
+        const long long cg = c0 + c;
+        cq = cg / n2;  // once per thread: the 64-bit divisions stay out of the row loop
+        cm = cg - cq * n2;
+        eb = EB[cg];
+    }
+    int r = blockIdx.y, which = 0;
+    if (r < rows) load_row(buf, r);
+    for (; r < rows; r += gridDim.y, which ^= 1) {
+        if (r + (int)gridDim.y < rows) {
+            load_row(buf + (which ^ 1) * planes * seg, r + gridDim.y);
+            cp_wait<1>();
         } else {
-            out[idx] = finish(wr, dp, W, shift);
+            cp_wait<0>();
         }
+        __syncthreads();  // (the first time also: the constant tables are in place)
+        if (live) {
+            const T* cur = buf + which * planes * seg;
+            const int ea = EA[r0 + r];
+            const int shift = (ea == ZERO_LINE ? 0 : alpha - ea) + (eb == ZERO_LINE ? 0 : beta - eb);
+            Words wr = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, wi = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            for (int i = 0; i < n; ++i) {  // every modulus' products read once for Re and Im
+                T v0, v1 = 0, v2 = 0;
+                if (vw == 2) {
+                    v0 = cur[i * seg + 2 * tx];
+                    v1 = cur[i * seg + 2 * tx + 1];
+                } else {
+                    v0 = cur[i * G * seg + tx];
+                    if (nv > 1) v1 = cur[(i * G + 1) * seg + tx];
+                    if (nv > 2) v2 = cur[(i * G + 2) * seg + tx];
+                }
+                const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, h, s | y, y_re, y_im, 2^16 mod p
+                const float p = f0.x, inv_p = f0.y;
+                float cr, ci;
+                combine(prod_residue(v0, p, inv_p, f1.w), nv > 1 ? prod_residue(v1, p, inv_p, f1.w) : 0.0f,
+                        nv > 2 ? prod_residue(v2, p, inv_p, f1.w) : 0.0f, form, cr, ci);
+                const double* d = ds + i * DW;
+                add_digit(wr, crt_t(cr, form == F_2M ? f1.y : f1.x, p, inv_p, f0.z), d, W);
+                if (cplx) add_digit(wi, crt_t(ci, form == F_2M ? f1.z : f1.x, p, inv_p, f0.z), d, W);
+            }
+            const long long idx = cq * R * n2 + (r0 + r) * n2 + cm;
+            if (cplx) {
+                out[2 * idx] = finish(wr, dp, W, shift, inv_P);
+                out[2 * idx + 1] = finish(wi, dp, W, shift, inv_P);
+            } else {
+                out[idx] = finish(wr, dp, W, shift, inv_P);
+            }
+        }
+        __syncthreads();  // this row's buffer is refilled by the next iteration's copies
     }
 }
 
@@ -616,9 +678,9 @@ extern "C" __global__ void crt_reconstruct(const int* __restrict__ P, int rows, 
                                            const double* __restrict__ dm, const double* __restrict__ dp, int W,
                                            const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
                                            long long r0, long long c0, double* __restrict__ out, long long R,
-                                           long long n2) {
-    reconstruct_block(P, rows, cols, ldP, n, form, cplx, ftab, table, dm, dp, W, EA, EB, alpha, beta, r0, c0, out, R,
-                      n2);
+                                           long long n2, double inv_P) {
+    reconstruct_block<int, REC_BC_I32>(P, rows, cols, ldP, n, form, cplx, ftab, table, dm, dp, W, EA, EB, alpha, beta,
+                                       r0, c0, out, R, n2, inv_P);
 }
 
 // The same on INT8 residues of the products (gpu.reconstruct_r8): a quarter of the bytes to read.
@@ -627,7 +689,7 @@ extern "C" __global__ void crt_reconstruct_r8(const signed char* __restrict__ P,
                                               const double* __restrict__ table, const double* __restrict__ dm,
                                               const double* __restrict__ dp, int W, const int* __restrict__ EA,
                                               const int* __restrict__ EB, int alpha, int beta, long long r0,
-                                              long long c0, double* __restrict__ out, long long R, long long n2) {
-    reconstruct_block(P, rows, cols, ldP, n, form, cplx, ftab, table, dm, dp, W, EA, EB, alpha, beta, r0, c0, out, R,
-                      n2);
+                                              long long c0, double* __restrict__ out, long long R, long long n2, double inv_P) {
+    reconstruct_block<signed char, REC_BC_I8>(P, rows, cols, ldP, n, form, cplx, ftab, table, dm, dp, W, EA, EB, alpha,
+                                              beta, r0, c0, out, R, n2, inv_P);
 }

@@ -35,9 +35,10 @@ RES_DIGIT, RES_JMAX = 14, 6  # digit bits of a scaled integer and the most digit
 RES_TILE = (16, 128)  # lines x k per residue block (crt.cu RES_TL, RES_TK)
 
 
-def _fn(cp, name):
-    """Kernel ``name`` of ``crt.cu``, compiled once per process and device."""
-    return raw_module(__package__, "crt.cu", ("-std=c++17", "--fmad=false"), cp.cuda.Device().id).get_function(name)
+def _fn(cp, name, defines: tuple[str, ...] = ()):
+    """Kernel ``name`` of ``crt.cu``, compiled once per process, device and set of ``-D`` defines."""
+    opts = ("-std=c++17", "--fmad=false") + tuple(f"-D{d}" for d in defines)
+    return raw_module(__package__, "crt.cu", opts, cp.cuda.Device().id).get_function(name)
 
 
 def _sym(r: int, p: int) -> int:
@@ -162,6 +163,10 @@ def new_output(cp, R, NC, dtype, out_shape):
     return cp.empty(out_shape, dtype=dtype)
 
 
+REC_COLUMNS = {4: 64, 1: 256}  # columns (threads) a reconstruction block: INT32 products, INT8 residues (crt.cu)
+REC_BLOCKS = 132 * 16  # reconstruction blocks a launch aims at (16 per SM of an H100)
+
+
 def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
     n, G, rows, ldP = P.shape
     R, NC = int(E_a.size), int(E_b.size)
@@ -170,12 +175,19 @@ def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out)
         n2 = out.shape[2]  # B stacked: column c = h * L + l
     else:
         n2 = NC
-    threads = int(min(256, -(-cols // 32) * 32))
-    grid = (int(-(-cols // threads)), int(min(rows, 65535)))
-    _fn(cp, kernel)(grid, (threads,), (
+    bc = REC_COLUMNS[P.dtype.itemsize]
+    vw = 2 if form == "4m" else 1
+    smem = 2 * n * G * bc * vw * P.dtype.itemsize  # two row buffers of every plane (crt.cu)
+    gx = -(-cols // bc)
+    # rows per block: enough blocks to fill the device several times over, each walking a few rows
+    # so that its next row's copies overlap this one's work
+    gy = max(1, min(rows, 65535, -(-REC_BLOCKS // gx)))
+    # a module per complex form and word count: both compile-time in the kernel
+    defines = (f"REC_FORM={FORM_CODE[form]}", f"REC_W={mods.words}")
+    _fn(cp, kernel, defines)((gx, gy), (bc,), (
         P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), _i32(FORM_CODE[form]), _i32(form is not None), ftab, table,
         dm, dp, _i32(mods.words), E_a, E_b, _i32(mods.alpha), _i32(mods.beta), _i64(r0), _i64(c0), out, _i64(R),
-        _i64(n2)))
+        _i64(n2), np.float64(1.0 / mods.P)), shared_mem=smem)
 
 
 def reconstruct(cp, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
