@@ -306,9 +306,17 @@ __device__ __forceinline__ void store4(signed char* og, const float (&w)[4], boo
 // 4m stores the Im half at k + K: when K % 4 != 0 those words are unaligned and bytes are stored.
 template <int J>
 __device__ void residues_tile(const double* __restrict__ x, long long s_out, long long s_in, long long s_k,
-                              long long n_in, long long line0, long long nlines, int K, int cplx, int kmajor,
-                              const int* __restrict__ E, int bits, const float4* __restrict__ ftab, int n, int form,
+                              long long n_in, long long line0, long long nlines, int K, int cplx_arg, int kmajor,
+                              const int* __restrict__ E, int bits, const float4* __restrict__ ftab, int n, int form_arg,
                               int role, signed char* __restrict__ out, long long lines_out, int kp) {
+#ifdef REC_FORM  // compile-time form (gpu.residues shares the reconstruction's module)
+    constexpr int form = REC_FORM;
+    constexpr int cplx = REC_FORM != F_REAL;
+    (void)form_arg;
+    (void)cplx_arg;
+#else
+    const int form = form_arg, cplx = cplx_arg;
+#endif
     __shared__ double sv[2 * 4 * RES_PL];
     __shared__ float4 st[MAXN * FT / 4];
     __shared__ long long lb_s[RES_TL];
@@ -576,7 +584,7 @@ __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0
 // the form's branches and the word count compile-time: the per-modulus work had been a third
 // comparisons and branches on them.
 template <typename T, int BC>
-__device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, int ldP, int n, int form_arg, int cplx,
+__device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, int ldP, int n, int form_arg, int cplx_arg,
                                   const float4* __restrict__ ftab, const double* __restrict__ table,
                                   const double* __restrict__ dm, const double* __restrict__ dp, int W_arg,
                                   const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
@@ -584,10 +592,12 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
                                   double inv_P) {
 #ifdef REC_FORM
     constexpr int form = REC_FORM, W = REC_W;
+    constexpr int cplx = REC_FORM != F_REAL;  // a complex form exactly for complex operands
     (void)form_arg;
     (void)W_arg;
+    (void)cplx_arg;
 #else
-    const int form = form_arg, W = W_arg;
+    const int form = form_arg, W = W_arg, cplx = cplx_arg;
 #endif
     extern __shared__ __align__(16) unsigned char rec_raw[];
     __shared__ float4 fs[MAXN * 2];

@@ -35,6 +35,12 @@ RES_DIGIT, RES_JMAX = 14, 6  # digit bits of a scaled integer and the most digit
 RES_TILE = (16, 128)  # lines x k per residue block (crt.cu RES_TL, RES_TK)
 
 
+def _module_defines(mods: Moduli, form) -> tuple[str, ...]:
+    """A module per complex form and word count: both compile-time in the residue and reconstruction
+    kernels (their per-modulus work had been a third comparisons and branches on them)."""
+    return (f"REC_FORM={FORM_CODE[form]}", f"REC_W={mods.words}")
+
+
 def _fn(cp, name, defines: tuple[str, ...] = ()):
     """Kernel ``name`` of ``crt.cu``, compiled once per process, device and set of ``-D`` defines."""
     opts = ("-std=c++17", "--fmad=false") + tuple(f"-D{d}" for d in defines)
@@ -137,7 +143,7 @@ def residues(cp, X, E, bits, line0, nlines, mods: Moduli, form, role, kp):
     K = X.shape[2]
     tl, tk = RES_TILE
     grid = (int(-(-nlines // tl)), int(-(-K // tk)))
-    _fn(cp, f"crt_residues_{residue_digits(bits)}")(grid, (32, 8), (
+    _fn(cp, f"crt_residues_{residue_digits(bits)}", _module_defines(mods, form))(grid, (32, 8), (
         X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(form is not None), _i32(kmajor(X)), E,
         _i32(bits), ftab, _i32(len(mods)), _i32(FORM_CODE[form]), _i32(0 if role == "a" else 1), out,
         _i64(lines_out), _i32(kp)))
@@ -182,9 +188,7 @@ def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out)
     # rows per block: enough blocks to fill the device several times over, each walking a few rows
     # so that its next row's copies overlap this one's work
     gy = max(1, min(rows, 65535, -(-REC_BLOCKS // gx)))
-    # a module per complex form and word count: both compile-time in the kernel
-    defines = (f"REC_FORM={FORM_CODE[form]}", f"REC_W={mods.words}")
-    _fn(cp, kernel, defines)((gx, gy), (bc,), (
+    _fn(cp, kernel, _module_defines(mods, form))((gx, gy), (bc,), (
         P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), _i32(FORM_CODE[form]), _i32(form is not None), ftab, table,
         dm, dp, _i32(mods.words), E_a, E_b, _i32(mods.alpha), _i32(mods.beta), _i64(r0), _i64(c0), out, _i64(R),
         _i64(n2), np.float64(1.0 / mods.P)), shared_mem=smem)
