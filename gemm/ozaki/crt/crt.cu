@@ -621,21 +621,29 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
     // multiple of 16 bytes, the block's start a multiple of BC values)
     auto load_row = [&](T* dst, int r) {
         const T* src = P + (long long)r * ldP + (long long)cb * vw;
-        for (int i = threadIdx.x; i < planes * cps; i += BC) {
+        for (int i = threadIdx.x; i < planes * cps; i += blockDim.x) {
             const int q = i / cps, e0 = (i - q * cps) * (16 / (int)sizeof(T));
             if (e0 < valid) cp_async16(dst + q * seg + e0, src + q * slab + e0);
         }
         cp_commit();
     };
-    const int tx = threadIdx.x, c = cb + tx;
-    const bool live = c < cols;
-    long long cq = 0, cm = 0;
-    int eb = 0;
-    if (live) {
-        const long long cg = c0 + c;
-        cq = cg / n2;  // once per thread: the 64-bit divisions stay out of the row loop
-        cm = cg - cq * n2;
-        eb = EB[cg];
+    // CPT consecutive columns a thread (INT8: 4, their bytes of a plane one 32-bit word, or two
+    // in 4m; INT32: 1): a quarter of the shared-memory reads
+    constexpr int CPT = sizeof(T) == 1 ? 4 : 1;
+    const int tx = threadIdx.x, c1 = cb + CPT * tx;
+    long long cq[CPT], cm[CPT];
+    int eb[CPT];
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) {
+        cq[j] = 0;
+        cm[j] = 0;
+        eb[j] = 0;
+        if (c1 + j < cols) {
+            const long long cg = c0 + c1 + j;
+            cq[j] = cg / n2;  // once per thread: the 64-bit divisions stay out of the row loop
+            cm[j] = cg - cq[j] * n2;
+            eb[j] = EB[cg];
+        }
     }
     int r = blockIdx.y, which = 0;
     if (r < rows) load_row(buf, r);
@@ -647,36 +655,73 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
             cp_wait<0>();
         }
         __syncthreads();  // (the first time also: the constant tables are in place)
-        if (live) {
+        if (c1 < cols) {
             const T* cur = buf + which * planes * seg;
-            const int ea = EA[r0 + r];
-            const int shift = (ea == ZERO_LINE ? 0 : alpha - ea) + (eb == ZERO_LINE ? 0 : beta - eb);
-            Words wr = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, wi = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            Words wr[CPT], wi[CPT];
+#pragma unroll
+            for (int j = 0; j < CPT; ++j) {
+                wr[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+                wi[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            }
             for (int i = 0; i < n; ++i) {  // every modulus' products read once for Re and Im
-                T v0, v1 = 0, v2 = 0;
-                if (vw == 2) {
-                    v0 = cur[i * seg + 2 * tx];
-                    v1 = cur[i * seg + 2 * tx + 1];
-                } else {
-                    v0 = cur[i * G * seg + tx];
-                    if (nv > 1) v1 = cur[(i * G + 1) * seg + tx];
-                    if (nv > 2) v2 = cur[(i * G + 2) * seg + tx];
-                }
                 const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, h, s | y, y_re, y_im, 2^16 mod p
                 const float p = f0.x, inv_p = f0.y;
-                float cr, ci;
-                combine(prod_residue(v0, p, inv_p, f1.w), nv > 1 ? prod_residue(v1, p, inv_p, f1.w) : 0.0f,
-                        nv > 2 ? prod_residue(v2, p, inv_p, f1.w) : 0.0f, form, cr, ci);
                 const double* d = ds + i * DW;
-                add_digit(wr, crt_t(cr, form == F_2M ? f1.y : f1.x, p, inv_p, f0.z), d, W);
-                if (cplx) add_digit(wi, crt_t(ci, form == F_2M ? f1.z : f1.x, p, inv_p, f0.z), d, W);
+                T v[CPT][3];
+                if constexpr (CPT == 4) {  // INT8: bytes of 32-bit words
+                    unsigned w[3] = {0u, 0u, 0u}, w2 = 0u;
+                    if (vw == 2) {
+                        const uint2 q2 = *reinterpret_cast<const uint2*>(cur + i * seg + 2 * CPT * tx);
+                        w[0] = q2.x;
+                        w2 = q2.y;
+                    } else {
+#pragma unroll
+                        for (int g = 0; g < 3; ++g)
+                            if (g < nv) w[g] = *reinterpret_cast<const unsigned*>(cur + (i * G + g) * seg + CPT * tx);
+                    }
+#pragma unroll
+                    for (int j = 0; j < CPT; ++j) {
+                        if (vw == 2) {  // 4m: Re, Im of column j at bytes 2j, 2j + 1 of the pair
+                            const unsigned src = j < 2 ? w[0] : w2;
+                            v[j][0] = (T)(signed char)(src >> (16 * (j & 1)));
+                            v[j][1] = (T)(signed char)(src >> (16 * (j & 1) + 8));
+                            v[j][2] = 0;
+                        } else {
+#pragma unroll
+                            for (int g = 0; g < 3; ++g) v[j][g] = g < nv ? (T)(signed char)(w[g] >> (8 * j)) : (T)0;
+                        }
+                    }
+                } else {
+                    if (vw == 2) {
+                        v[0][0] = cur[i * seg + 2 * tx];
+                        v[0][1] = cur[i * seg + 2 * tx + 1];
+                        v[0][2] = 0;
+                    } else {
+#pragma unroll
+                        for (int g = 0; g < 3; ++g) v[0][g] = g < nv ? cur[(i * G + g) * seg + tx] : (T)0;
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < CPT; ++j) {
+                    float cr, ci;
+                    combine(prod_residue(v[j][0], p, inv_p, f1.w), nv > 1 ? prod_residue(v[j][1], p, inv_p, f1.w) : 0.0f,
+                            nv > 2 ? prod_residue(v[j][2], p, inv_p, f1.w) : 0.0f, form, cr, ci);
+                    add_digit(wr[j], crt_t(cr, form == F_2M ? f1.y : f1.x, p, inv_p, f0.z), d, W);
+                    if (cplx) add_digit(wi[j], crt_t(ci, form == F_2M ? f1.z : f1.x, p, inv_p, f0.z), d, W);
+                }
             }
-            const long long idx = cq * R * n2 + (r0 + r) * n2 + cm;
-            if (cplx) {
-                out[2 * idx] = finish(wr, dp, W, shift, inv_P);
-                out[2 * idx + 1] = finish(wi, dp, W, shift, inv_P);
-            } else {
-                out[idx] = finish(wr, dp, W, shift, inv_P);
+            const int ea = EA[r0 + r];
+#pragma unroll
+            for (int j = 0; j < CPT; ++j) {
+                if (c1 + j >= cols) break;
+                const int shift = (ea == ZERO_LINE ? 0 : alpha - ea) + (eb[j] == ZERO_LINE ? 0 : beta - eb[j]);
+                const long long idx = cq[j] * R * n2 + (r0 + r) * n2 + cm[j];
+                if (cplx) {
+                    out[2 * idx] = finish(wr[j], dp, W, shift, inv_P);
+                    out[2 * idx + 1] = finish(wi[j], dp, W, shift, inv_P);
+                } else {
+                    out[idx] = finish(wr[j], dp, W, shift, inv_P);
+                }
             }
         }
         __syncthreads();  // this row's buffer is refilled by the next iteration's copies

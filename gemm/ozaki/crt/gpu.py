@@ -169,7 +169,7 @@ def new_output(cp, R, NC, dtype, out_shape):
     return cp.empty(out_shape, dtype=dtype)
 
 
-REC_COLUMNS = {4: 64, 1: 256}  # columns (threads) a reconstruction block: INT32 products, INT8 residues (crt.cu)
+REC_COLUMNS = {4: 64, 1: 256}  # columns a reconstruction block: INT32 products, INT8 residues (crt.cu)
 REC_BLOCKS = 132 * 16  # reconstruction blocks a launch aims at (16 per SM of an H100)
 
 
@@ -188,7 +188,8 @@ def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out)
     # rows per block: enough blocks to fill the device several times over, each walking a few rows
     # so that its next row's copies overlap this one's work
     gy = max(1, min(rows, 65535, -(-REC_BLOCKS // gx)))
-    _fn(cp, kernel, _module_defines(mods, form))((gx, gy), (bc,), (
+    threads = bc // (4 if P.dtype.itemsize == 1 else 1)  # INT8: 4 columns a thread (crt.cu)
+    _fn(cp, kernel, _module_defines(mods, form))((gx, gy), (threads,), (
         P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), _i32(FORM_CODE[form]), _i32(form is not None), ftab, table,
         dm, dp, _i32(mods.words), E_a, E_b, _i32(mods.alpha), _i32(mods.beta), _i64(r0), _i64(c0), out, _i64(R),
         _i64(n2), np.float64(1.0 / mods.P)), shared_mem=smem)
