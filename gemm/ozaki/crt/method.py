@@ -30,9 +30,9 @@ residues (``ar br``, ``ai bi``, ``(ar + ai)(br + bi)``: exact, unlike 3M in floa
 (split moduli carry fewer bits) and still does the fewest INT8 products: 34 against 48 and 64 at
 k = 1024, 53 bits. It is the default: on the CPU at equal accuracy (a d = 10 gate, k = 1024)
 2m / 3m / 4m took 3.6 / 3.7 / 4.4 s (one thread 4.5 / 5.4 / 6.8 s); at d = 8, where residues and
-reconstruction outweigh the products, 4m was ahead by 10%. With the unfused GPU path (the INT32
-round trip dominates) 4m was as fast or faster on an H100; the products decide once the
-reduction is fused into the GEMM.
+reconstruction outweigh the products, 4m was ahead by 10%. On the GPU with the fused products
+(28 qubits, H200) 2m is the fastest at d = 10 and 12 (43.3 / 86.7 ms against 4m's 50.5 / 139.8)
+and 4m by 2% at d = 8.
 
 The number of moduli comes from ``bits`` or is given as ``moduli`` (which takes precedence). From
 ``bits`` it is chosen per call from the data, as ``int8-auto`` chooses slices
