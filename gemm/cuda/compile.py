@@ -30,8 +30,17 @@ def source(package: str, name: str) -> str:
     return resources.files(package).joinpath(name).read_text()
 
 
+PIPELINE = "pipeline.cuh"  # cp.async, wgmma, mbarrier and TMA helpers shared by the kernel families
+
+
+def with_headers(text: str, headers: tuple[str, ...] = (PIPELINE,)) -> str:
+    """``text`` after the shared headers of this package (``gemm/cuda/*.cuh``), in order. They are
+    prepended rather than ``#include``d so that a kernel cache keyed by the source text sees them."""
+    return "".join(source(__package__, h) for h in headers) + text
+
+
 @functools.lru_cache(maxsize=None)
-def raw_module(package: str, name: str, options: tuple[str, ...], device_id: int):
+def raw_module(package: str, name: str, options: tuple[str, ...], device_id: int, headers: tuple[str, ...] = ()):
     """A ``cupy.RawModule`` of the source ``name`` in ``package``, built once per process, set of
     options and device.
 
@@ -39,6 +48,7 @@ def raw_module(package: str, name: str, options: tuple[str, ...], device_id: int
         package, name: where the source lives (see :func:`source`).
         options: NVRTC options (compile-time constants go here as ``-D...``, not into the text).
         device_id: the CUDA device the module is loaded on.
+        headers: shared headers of this package to prepend (see :func:`with_headers`).
 
     Returns:
         The module; ``get_function`` compiles it on first use.
@@ -46,4 +56,4 @@ def raw_module(package: str, name: str, options: tuple[str, ...], device_id: int
     import cupy  # noqa: PLC0415 - optional dependency
 
     with cupy.cuda.Device(device_id):
-        return cupy.RawModule(code=source(package, name), options=options)
+        return cupy.RawModule(code=with_headers(source(package, name), headers), options=options)

@@ -28,7 +28,7 @@ import numpy as np
 
 from gemm.cuda import cublas as blas
 from gemm.cuda import tma
-from gemm.cuda.compile import raw_module, source
+from gemm.cuda.compile import PIPELINE, raw_module, source, with_headers
 from gemm.cuda.sm90a import compile_module
 from gemm.tcec import debias as db
 from gemm.tcec.split import FP16_MIN_EXP, LO_SHIFT, pow2
@@ -132,11 +132,17 @@ def _source(name: str = "tcec.cu") -> str:
     return source(__package__, name)
 
 
+def _product_source(*names: str) -> str:
+    """tcec.cu and the wgmma / TMA parts appended to it, after the shared pipeline helpers."""
+    return with_headers(_source() + "".join(_source(n) for n in names))
+
+
 @functools.lru_cache(maxsize=None)
 def _stage_kernels(device_id: int, fmt: str):
     """(range, split) kernels of one format: they depend on nothing else, so one module per
     format serves every scheme, tile and product kernel (compiled without the product)."""
-    mod = raw_module(__package__, "tcec.cu", ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", "-DTCEC_NO_MMA_GEMM"), device_id)
+    mod = raw_module(__package__, "tcec.cu", ("-std=c++17", f"-DFMT={FMT_IDS[fmt]}", "-DTCEC_NO_MMA_GEMM"), device_id,
+                     (PIPELINE,))
     return StageKernels(*(mod.get_function(n) for n in ("tcec_range", "tcec_split", "tcec_range_rows",
                                                          "tcec_split_rows")))
 
@@ -179,7 +185,7 @@ def debias_mode_of(mode: str, wg: bool, k: int) -> str:
 @functools.lru_cache(maxsize=None)
 def _compiled(device_id: int, fmt: str, mode: str, tile: str, debias: bool, chain: int, debias_mode: str):
     opts = _options(fmt, mode, tile, debias, chain, debias_mode)
-    mod = raw_module(__package__, "tcec.cu", opts, device_id)
+    mod = raw_module(__package__, "tcec.cu", opts, device_id, (PIPELINE,))
     gemm_k = mod.get_function("tcec_gemm")
     gemm_k.max_dynamic_shared_size_bytes = smem_bytes(tile, mode)
     return gemm_k
@@ -227,11 +233,11 @@ def _wg_kernel(device_id: int, fmt: str, mode: str, debias: bool, cfg: WgConfig,
         f"-DWG_BN={cfg.bn}", f"-DWG_TMP={cfg.tmp}", f"-DWG_ATOMS={cfg.atoms}", f"-DWG_STAGES={cfg.stages}",
         f"-DWG_CHAIN={cfg.chain}", f"-DWG_NC={cfg.nc if mode != 'plain' else 128}", "-DTCEC_NO_MMA_GEMM")
     if cfg.load == "tma":
-        mod = compile_module(_source() + _source("tcec_wgmma.cu") + _source("tcec_tma.cu"),
+        mod = compile_module(_product_source("tcec_wgmma.cu", "tcec_tma.cu"),
                              opts + ("-DTCEC_NO_WG_CPASYNC",), "tcec_tma.cu")
         k = mod.get_function("tcec_gemm_tma")
     else:
-        mod = compile_module(_source() + _source("tcec_wgmma.cu"), opts, "tcec_wgmma.cu")
+        mod = compile_module(_product_source("tcec_wgmma.cu"), opts, "tcec_wgmma.cu")
         k = mod.get_function("tcec_gemm_wg")
     k.max_dynamic_shared_size_bytes = cfg.smem_bytes
     return k

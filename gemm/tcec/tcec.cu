@@ -78,8 +78,7 @@
 #error "MODE 3 (hybrid) has no correction accumulator in the k loop: DEBIAS 0 or 2"
 #endif
 
-typedef unsigned int u32;
-typedef unsigned short u16;
+typedef unsigned short u16;  // (u32, u64: gemm/cuda/pipeline.cuh)
 typedef long long i64;
 
 // ---------------------------------------------------------------- conversions
@@ -332,13 +331,7 @@ __device__ __forceinline__ void mma_acc(float d[4], const u32 a[4], const u32 b[
 #endif
 }
 
-__device__ __forceinline__ void cp_async16(u32* smem, const u32* gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+// cp_async16, cp_commit, cp_wait: gemm/cuda/pipeline.cuh
 
 // This block's batch and tile, with n fastest (A reused from L2) or m fastest.
 // Tile of this block. raster > 0: column groups of `raster` tiles, each sweeping every row tile

@@ -28,32 +28,7 @@
 #define TMA_RELEASE_LAG 0
 #endif
 
-struct __align__(64) TensorMap {
-    u64 opaque[16];
-};
-
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arm(u32 bar, u32 bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-    u32 done = 0;
-    while (!done) {
-        asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    }
-}
-// A box of the tensor map at (k word c0, row c1, batch c2) into shared memory, completing on bar.
-__device__ __forceinline__ void tma_load(u32 dst, const TensorMap* map, u32 bar, int c0, int c1, int c2) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3, %4}], [%5];\n"
-                 ::"r"(dst), "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
-}
+// TensorMap, mbar_init / mbar_arm / mbar_arrive / mbar_wait, tma_load: gemm/cuda/pipeline.cuh
 
 // Arguments as tcec_gemm_wg, with the workspaces as tensor maps; batch_a / batch_b: whether the
 // operand has a batch of its own (else batch 0 serves every output batch).

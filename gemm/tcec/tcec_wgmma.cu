@@ -80,25 +80,14 @@
 #error "accumulator and temporaries exceed the register file: WG_BN 256 takes WG_TMP 1, or WG_NC 64"
 #endif
 
-typedef unsigned long long u64;
+// sw128_desc, wg_fence / wg_commit / wg_wait, fence_proxy_async: gemm/cuda/pipeline.cuh
 
-// Shared-memory matrix descriptor, K-major operand with 128-byte swizzle: start address >> 4,
-// leading offset unused (1), stride between 8-row groups 1024 bytes, layout type 1 (bits 62-63).
-__device__ __forceinline__ u64 sw128_desc(u32 saddr) {
-    return (u64)((saddr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
-
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 // keeps the compiler from moving reads of wgmma results above the wait (and writes below the issue)
 template <int N>
 __device__ __forceinline__ void pin(float* d) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void add_rn(float* acc, const float* p) {
 #pragma unroll

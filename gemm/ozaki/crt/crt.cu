@@ -561,13 +561,7 @@ __device__ double finish(Words a, const double* __restrict__ dp, int W, int shif
 #define REC_BC_I32 64  // columns (threads) of a reconstruction block: INT32 products (gpu.REC_COLUMNS)
 #define REC_BC_I8 256  // INT8 residues
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+// cp_async16, cp_commit, cp_wait: gemm/cuda/pipeline.cuh (prepended by gpu._fn)
 
 // P: (n, G, rows, ldP) INT32 products or INT8 residues of them; a block of BC threads per BC
 // output columns, walking rows blockIdx.y, + gridDim.y, ...; out in its final layout: element

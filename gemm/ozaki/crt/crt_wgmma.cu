@@ -21,9 +21,6 @@
 // Grid: (column tiles, row tiles, Z): the column tiles of one row tile run together, so A's rows
 // come from HBM once and B (small, every z) stays in L2.
 
-typedef unsigned int u32;
-typedef unsigned long long u64;
-
 #ifndef CRT_NC
 #define CRT_NC 2                       // 128-column chunks per tile: BN = 128 CRT_NC
 #endif
@@ -44,24 +41,8 @@ typedef unsigned long long u64;
 #error "the epilogue's staging tile must fit the pipeline's shared memory"
 #endif
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-// Shared-memory matrix descriptor, K-major operand with 128-byte swizzle: start address >> 4,
-// leading offset unused (1), stride between 8-row groups 1024 bytes, layout type 1 (bits 62-63).
-__device__ __forceinline__ u64 sw128_desc(u32 saddr) {
-    return (u64)((saddr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// cp.async, wgmma fences and descriptors, mbarriers, TMA: gemm/cuda/pipeline.cuh (prepended by
+// wgmma._kernel)
 // keeps the compiler from reading wgmma results above the wait
 __device__ __forceinline__ void pin64(int* d) {
 #pragma unroll
@@ -221,32 +202,6 @@ crt_mod_gemm(const signed char* __restrict__ RA, const signed char* __restrict__
 #define CRT_TMA_THREADS (CRT_THREADS + 128)
 #define CRT_CONSUMER_REGS 232            // 2 x 128 x 232 + 128 x 40 <= 65536
 #define CRT_PRODUCER_REGS 40
-
-struct __align__(64) TensorMap {
-    u64 opaque[16];
-};
-
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arm(u32 bar, u32 bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-    u32 done = 0;
-    while (!done) {
-        asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    }
-}
-__device__ __forceinline__ void tma_load(u32 dst, const TensorMap* map, u32 bar, int c0, int c1, int c2) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3, %4}], [%5];\n"
-                 ::"r"(dst), "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
-}
 
 // map_a: (Z, M, kp / 4) words, box 32 words x 128 rows; map_b: (Z, N, kp / 4), box 32 x BN.
 // Persistent: block b takes tiles b, b + gridDim.x, ... (columns fastest, then rows, then z), and

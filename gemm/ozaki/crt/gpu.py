@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 
 from gemm.cuda import cublas
-from gemm.cuda.compile import raw_module
+from gemm.cuda.compile import PIPELINE, raw_module
 from gemm.ozaki.crt.moduli import MAX_MODULI, PARTS, Moduli, b_lines, dot_length
 from gemm.ozaki.crt.scale import DCAP
 from gemm.ozaki.gpu import kmajor, line_view
@@ -44,7 +44,7 @@ def _module_defines(mods: Moduli, form) -> tuple[str, ...]:
 def _fn(cp, name, defines: tuple[str, ...] = ()):
     """Kernel ``name`` of ``crt.cu``, compiled once per process, device and set of ``-D`` defines."""
     opts = ("-std=c++17", "--fmad=false") + tuple(f"-D{d}" for d in defines)
-    return raw_module(__package__, "crt.cu", opts, cp.cuda.Device().id).get_function(name)
+    return raw_module(__package__, "crt.cu", opts, cp.cuda.Device().id, (PIPELINE,)).get_function(name)
 
 
 def _sym(r: int, p: int) -> int:

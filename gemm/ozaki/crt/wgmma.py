@@ -14,7 +14,7 @@ import functools
 import numpy as np
 
 from gemm.cuda import tma
-from gemm.cuda.compile import source
+from gemm.cuda.compile import source, with_headers
 from gemm.cuda.sm90a import compile_module
 
 KP_ALIGN = 128  # one 128-byte swizzle atom of k per pipeline stage
@@ -49,7 +49,7 @@ def _smem_bytes(nc: int, stages: int, load: str) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _kernel(device_id: int, nc: int, stages: int, load: str):
-    mod = compile_module(source(__package__, "crt_wgmma.cu"), ("-std=c++17", f"-DCRT_NC={nc}", f"-DCRT_STAGES={stages}"),
+    mod = compile_module(with_headers(source(__package__, "crt_wgmma.cu")), ("-std=c++17", f"-DCRT_NC={nc}", f"-DCRT_STAGES={stages}"),
                          "crt_wgmma.cu")
     k = mod.get_function("crt_mod_gemm_tma" if load == "tma" else "crt_mod_gemm")
     k.max_dynamic_shared_size_bytes = _smem_bytes(nc, stages, load)
