@@ -58,16 +58,26 @@ __device__ __forceinline__ void wgmma_s8_n128(int* d, u64 da, u64 db, int scale_
         : "l"(da), "l"(db), "r"(scale_d));
 }
 
-// x mod p as a representative in [-128, 127], exact for |x| < 2^31: the FP32 quotient of x is
-// within 2 of round(x / p) (x rounds to 24 bits, |x| / p < 2^24), so r = x - q p is below 3p in
-// magnitude and exact in int32; the second quotient of that small r is exact to rounding, leaving
-// |r| <= p / 2 (<= 128). Only p = 256 reaches +128, which is -128 modulo 256.
-__device__ __forceinline__ int mod_s8(int x, int p, float inv_p) {
-    int r = x - __float2int_rn(__int2float_rn(x) * inv_p) * p;
-    r -= __float2int_rn(__int2float_rn(r) * inv_p) * p;
-    return r == 128 ? -128 : r;
-}
+#define CRT_MAGIC 12582912.0f  // 1.5 * 2^23: in [2^23, 2^24) the FP32 spacing is 1
 
+// x mod p as a byte (the two's-complement byte of a representative in [-128, 128]; +128 occurs
+// only for p = 256, whose byte 0x80 is -128), exact for |x| < 2^31, with no conversion
+// instruction: I2F and F2I issue at 16 a clock on an SM of Hopper, and four of them an element
+// (the first version) held the epilogue at ~4.5 us a tile, 44% of a d = 10 gate's product time.
+// 1. x = h 2^17 + l with l in [0, 2^17): y = h c17 + l = x (mod p), c17 = 2^17 mod p in the
+//    symmetric range; |h| <= 2^14, so |y| < 2^21 + 2^17 < 2^22;
+// 2. y as FP32 from its bits: 1.5 2^23 + y lies in [2^23, 2^24);
+// 3. q = rint(y / p) by an fma rounded at 1.5 2^23 and r = y - q p, exact, as red_sym in crt.cu
+//    (|y| < 2^23: 1/p rounded to FP32 moves y / p by less than 1/(2p), and for odd p y / p is at
+//    least that far from a half-integer; 1/256 is exact);
+// 4. r's byte from the bits of 1.5 2^23 + r.
+__device__ __forceinline__ unsigned mod_byte(int x, int c17, float p, float inv_p) {
+    const int y = (x >> 17) * c17 + (x & 0x1ffff);
+    const float f = __int_as_float(0x4B400000 + y) - CRT_MAGIC;
+    const float q = __fmaf_rn(f, inv_p, CRT_MAGIC) - CRT_MAGIC;
+    const float r = __fmaf_rn(-q, p, f);
+    return __float_as_uint(r + CRT_MAGIC) & 0xffu;
+}
 
 // Epilogue: the tile's residues into a staged tile in shared memory (free once every warpgroup's
 // products have completed), then out in 16-byte rows. Fragment of m64nNk32 (s32): register
@@ -82,8 +92,9 @@ __device__ __forceinline__ void crt_epilogue(int (&acc)[CRT_NC][64], unsigned ch
                                              int M, int N, int ldo, long long so, int G, const int* __restrict__ p_of,
                                              const float* __restrict__ inv_of, int tm, int tn, int z, int wg, int warp,
                                              int lane, int tid, int named) {
-    const int p = p_of[z / G];
-    const float inv_p = inv_of[z / G];
+    const int mi = z / G;
+    const float p = (float)p_of[2 * mi], inv_p = inv_of[mi];  // p_of: (p, 2^17 mod p) per modulus
+    const int c17 = p_of[2 * mi + 1];
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int ch = 0; ch < CRT_NC; ++ch)
@@ -92,8 +103,8 @@ __device__ __forceinline__ void crt_epilogue(int (&acc)[CRT_NC][64], unsigned ch
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int row = wg * 64 + warp * 16 + g + 8 * h, col = 128 * ch + 8 * j + 2 * t;
-                const int lo = mod_s8(acc[ch][4 * j + 2 * h], p, inv_p) & 0xff;
-                const int hi = mod_s8(acc[ch][4 * j + 2 * h + 1], p, inv_p) & 0xff;
+                const unsigned lo = mod_byte(acc[ch][4 * j + 2 * h], c17, p, inv_p);
+                const unsigned hi = mod_byte(acc[ch][4 * j + 2 * h + 1], c17, p, inv_p);
                 *reinterpret_cast<unsigned short*>(smem + row * CRT_OUT_ROW + col) = (unsigned short)(lo | (hi << 8));
             }
     consumers_sync(named);

@@ -67,7 +67,9 @@ def _sm_count(device_id: int) -> int:
 def _moduli_tables(device_id: int, values: tuple[int, ...]):
     import cupy as cp  # noqa: PLC0415 - optional dependency
 
-    return (cp.asarray(np.array(values, dtype=np.int32)),
+    # per modulus (p, 2^17 mod p in the symmetric range) and 1/p rounded to FP32 (crt_wgmma.cu mod_byte)
+    pc = [(v, (1 << 17) % v - (v if (1 << 17) % v > v // 2 else 0)) for v in values]
+    return (cp.asarray(np.array(pc, dtype=np.int32).reshape(-1)),
             cp.asarray(np.array([1.0 / v for v in values], dtype=np.float32)))
 
 
