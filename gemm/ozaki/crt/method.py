@@ -31,7 +31,7 @@ residues (``ar br``, ``ai bi``, ``(ar + ai)(br + bi)``: exact, unlike 3M in floa
 k = 1024, 53 bits. It is the default: on the CPU at equal accuracy (a d = 10 gate, k = 1024)
 2m / 3m / 4m took 3.6 / 3.7 / 4.4 s (one thread 4.5 / 5.4 / 6.8 s); at d = 8, where residues and
 reconstruction outweigh the products, 4m was ahead by 10%. On the GPU with the fused products
-(28 qubits, H200) 2m is the fastest at d = 10 and 12 (43.3 / 86.7 ms against 4m's 50.5 / 139.8)
+(28 qubits, H200) 2m is the fastest at d = 10 and 12 (41.0 / 83.7 ms against 4m's 49.2 / 136.8)
 and 4m by 2% at d = 8.
 
 The number of moduli comes from ``bits`` or is given as ``moduli`` (which takes precedence). From
