@@ -272,11 +272,15 @@ __device__ __forceinline__ void digits(double v, int shift, float (&d)[J]) {
 // 2^13 + (J - 2) 2^13 127 + 2^14 127 <= 8331264 < 2^23 for J <= 8 (odd p: |c_j| <= 127; p = 256:
 // c_j = 0 for j >= 1), so each fma is exact and red_sym applies.
 template <int J>
-__device__ __forceinline__ float residue(const float (&d)[J], const float (&c)[8], float p, float inv_p) {
+__device__ __forceinline__ float residue_raw(const float (&d)[J], const float (&c)[8]) {
     float x = d[0];
 #pragma unroll
     for (int j = 1; j < J; ++j) x = __fmaf_rn(d[j], c[j], x);
-    return red_sym(x, p, inv_p);
+    return x;
+}
+template <int J>
+__device__ __forceinline__ float residue(const float (&d)[J], const float (&c)[8], float p, float inv_p) {
+    return red_sym(residue_raw<J>(d, c), p, inv_p);
 }
 
 // The INT8 residues of 4 consecutive k at og: one 32-bit store, or (vec false) bytes up to nk.
@@ -392,7 +396,9 @@ __device__ void residues_tile(const double* __restrict__ x, long long s_out, lon
             float rr[4], ri[4];
 #pragma unroll
             for (int m = 0; m < 4; ++m) {
-                rr[m] = residue<J>(dr[m], c, p, inv_p);
+                // 2m reduces rr only inside rr +- s ri (below): unreduced, |rr| <= 8331264 and
+                // |s ri| <= 127 * 128, so the sum stays below 2^23, where red_sym is exact
+                rr[m] = form == F_2M ? residue_raw<J>(dr[m], c) : residue<J>(dr[m], c, p, inv_p);
                 ri[m] = cplx ? residue<J>(di[m], c, p, inv_p) : 0.0f;
             }
             if (form == F_REAL) {
@@ -417,8 +423,9 @@ __device__ void residues_tile(const double* __restrict__ x, long long s_out, lon
                 store4(o + slab, ri, vec, K - k0);
                 store4(o + 2 * slab, w, vec, K - k0);
             } else {
-                // rr +- s ri with |s| <= 127 (split moduli are odd) and |rr|, |ri| <= 127: below 2^14,
-                // exact; the CPU's s in [0, p) is the same class, and the symmetric residue is unique
+                // rr +- s ri with |s| <= 127 (split moduli are odd), |ri| <= 127 and rr unreduced (above):
+                // below 2^23, exact; the CPU's s in [0, p) is the same class, and the symmetric
+                // residue is unique
                 float w1[4], w2[4];
 #pragma unroll
                 for (int m = 0; m < 4; ++m) {
