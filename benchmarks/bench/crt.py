@@ -9,9 +9,14 @@ Every result is checked against ZGEMM before it is timed: elementwise
 Times are CUDA events after one warm-up, median of repeats; the stage breakdown comes from one
 more call's report.
 
+``--kernels auto,cublas`` times each configuration with the fused wgmma products and with cuBLAS's
+INT32 products; ``--cublas-emulation`` adds cuBLAS's own FP64 emulation (EAGER, cuBLAS 12.9+) on
+the same shape, timed in a child process with ``CUBLAS_EMULATE_DOUBLE_PRECISION=1``.
+
 Usage::
 
-    python -m benchmarks.bench.crt --out benchmarks/results/crt_<gpu>.json
+    python -m benchmarks.bench.crt --dims 8,10,12 --kernels auto,cublas --cublas-emulation \
+        --out benchmarks/results/crt_<gpu>.json
 """
 
 from __future__ import annotations
@@ -52,14 +57,19 @@ from benchmarks.gate_timing import event_times
 M, D, reps = (int(x) for x in sys.argv[1:4])
 a = (cp.random.standard_normal((M, D)) + 1j * cp.random.standard_normal((M, D))).astype(cp.complex128)
 b = (cp.random.standard_normal((D, D)) + 1j * cp.random.standard_normal((D, D))).astype(cp.complex128)
+version = cp.cuda.cublas.getVersion(cp.cuda.device.get_cublas_handle())
+if version < 120900:  # older cuBLAS ignores the variables: the time would be plain ZGEMM's
+    print(json.dumps({"error": f"cuBLAS {version} has no FP64 emulation (12.9 or later needed)", "cublas": version}))
+    sys.exit(0)
 ms, all_ms = event_times(cp, lambda: cp.matmul(a, b), reps)
-print(json.dumps({"median_ms": ms, "times_ms": all_ms, "cublas": cp.cuda.cublas.getVersion(cp.cuda.device.get_cublas_handle())}))
+print(json.dumps({"median_ms": ms, "times_ms": all_ms, "cublas": version}))
 """
 
 
 def cublas_emulation_ms(M: int, D: int, repeats: int) -> dict:
     """cuBLAS's FP64 emulation (EAGER) on a ``(M, D) @ (D, D)`` complex128 product, or why not."""
-    env = {**os.environ, **_EMULATION_ENV}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the child imports benchmarks
+    env = {**os.environ, **_EMULATION_ENV, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
     try:
         out = subprocess.run([sys.executable, "-c", _EMULATION_CHILD, str(M), str(D), str(repeats)], env=env,
                              capture_output=True, text=True, timeout=300, check=True)

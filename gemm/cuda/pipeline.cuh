@@ -1,7 +1,7 @@
 // Asynchronous-copy and warpgroup helpers shared by the kernels that stage operands through shared
 // memory: cp.async (sm_80+), and on sm_90a the wgmma fences and descriptors, mbarriers and TMA
 // copies. Prepended to a kernel source by gemm.cuda.compile (raw_module(headers=...) or
-// pipeline_source()); functions a kernel does not call are not emitted, so a source built for
+// with_headers()); functions a kernel does not call are not emitted, so a source built for
 // sm_80 may include it.
 
 typedef unsigned int u32;

@@ -287,3 +287,25 @@ def test_target_not_met_is_reported(rng):
     _, rep = gemm.matmul(a, b, method=CRT, bits=100, return_report=True)
     assert rep.choices["moduli"] == moduli.MAX_MODULI and not rep.choices["target_met"]
     assert "needs more than 20 general moduli" in rep.notes[0]
+
+
+def test_fused_products_check_their_inputs():
+    """products_r8 rejects what its kernel cannot take before it touches the device (checked here
+    with numpy arrays; the kernel itself runs in test_crt_gpu.py)."""
+    from gemm.ozaki.crt import wgmma
+    from gemm.ozaki.crt.moduli import Moduli
+
+    mods = Moduli.first(2, "split")
+    good = np.zeros((2, 2, 8, 128), dtype=np.int8)
+    cases = [
+        ((good, good, mods), {"load": "cp.async"}, r"load='cp.async' is not valid"),
+        ((good.astype(np.int16), good, mods), {}, r"residues must be int8"),
+        ((good, good[:, :1], mods), {}, r"do not agree on \(moduli, parts\)"),
+        ((good, good, Moduli.first(3, "split")), {}, r"do not agree on \(moduli, parts\)"),
+        ((good[..., :96].copy(), good[..., :96].copy(), mods), {}, r"128-byte multiples"),
+        ((good[..., :0].copy(), good[..., :0].copy(), mods), {}, r"128-byte multiples"),
+        ((good[:, :, ::2], good, mods), {}, r"C-contiguous"),
+    ]
+    for args, kw, match in cases:
+        with pytest.raises(ValueError, match=match):
+            wgmma.products_r8(None, *args, **kw)

@@ -9,7 +9,10 @@
 //   integer operations (an H100 issues FP32 at twice the FP64 and INT32 rates, and the FP64 path
 //   took several floor / mod steps per residue), every intermediate an integer below 2^24 and so
 //   exact in FP32 (the bounds are stated at each step);
-// * the only inexact sums, the quotient sum and finish(), repeat the CPU operations in order.
+// * the quotient q of the reconstruction is computed differently (from the two top words, see
+//   finish) but is the same integer: S = C' + q P with |C'| <= P / 4 (moduli.alpha_beta) leaves
+//   one integer within 1/4 of S / P; the final word sum in finish() repeats the CPU's operations
+//   in order.
 //
 // An operand is read through a "line" view: line n = (n / n_in, n % n_in) at element offset
 // (n / n_in) * s_out + (n % n_in) * s_in, element k of the line at + k * s_k (offsets count
@@ -169,7 +172,7 @@ extern "C" __global__ void crt_line_exponents_thread(const double* __restrict__ 
 
 // r = x - p rint(x / p) for an integer x, |x| < 2^23 (exact in FP32).
 // z = fma(x, inv_p, 1.5 * 2^23) rounds the exact x * inv_p once, to an integer (the spacing in
-// [2^23, 2^24) is 1; |x * inv_p| < 2^23 / 53), so q = z - 1.5 * 2^23 = rint(x * inv_p) exactly.
+// [2^23, 2^24) is 1; |x * inv_p| < 2^22 since every modulus exceeds 2), so q = z - 1.5 * 2^23 = rint(x * inv_p) exactly.
 // That is rint(x / p): with 2^(b-1) < p <= 2^b, inv_p is off 1/p by at most 2^(-b-24), so
 // |x * inv_p - x / p| < 2^23 * 2^(-b-24) <= 1 / (2p), while for odd p x / p lies at least 1 / (2p)
 // from every half-integer (x / p - k - 1/2 = (2x - (2k + 1) p) / (2p), an odd numerator): both
@@ -535,7 +538,7 @@ __device__ __forceinline__ void add_digit(Words& a, float t, const double* __res
 // factors 2^(38 w) are exact, as numpy's ldexp(S_w, 38 w).
 // q = rint(S / P) from the two top words: S = C' + q P with |C'| <= P / 4 (moduli.alpha_beta), so
 // q is the one integer within 1/4 of S / P, the CPU's rint(sum t_i / p_i) included; the words
-// below the top two hold under 2^(51 + 38 (W - 2)) (< 2^-25 P), and the three roundings of
+// below the top two hold under 2^(51 + 38 (W - 3)) (< 2^-25 P, as P >= 2^(38 (W - 1))), and the three roundings of
 // (S_top 2^(38 (W-1)) + S_next 2^(38 (W-2))) / P add a relative 2^-51 to a ratio below n <= 20:
 // the fraction stays far from 1/2. This saves the CPU's FP64 multiply and add per modulus and
 // part. inv_P: 1 / P rounded to FP64.

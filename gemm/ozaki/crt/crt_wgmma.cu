@@ -1,6 +1,6 @@
 // INT8 products of the CRT scheme on Hopper's warpgroup tensor-core instructions (wgmma, sm_90a),
-// each reduced modulo its modulus in the epilogue: gemm/ozaki/crt/gpu.py loads this file (built for
-// sm_90a by gemm.cuda.sm90a) for `products_r8`.
+// each reduced modulo its modulus in the epilogue: gemm/ozaki/crt/wgmma.py loads this file (after
+// gemm/cuda/pipeline.cuh, built for sm_90a by gemm.cuda.sm90a) for `products_r8`.
 //
 // Why: with cuBLAS, every modulus' INT32 product goes through global memory (4 bytes an element,
 // 34 products for a complex d = 10 gate: 36 GB at 28 qubits) and is read again by the
@@ -13,13 +13,13 @@
 // int8, K-major (k contiguous), Z = moduli x parts, kp a multiple of 128. Output (Z, M, ldo) int8,
 // element (r, c) = (RA[z, r] . RB[z, c]) mod p_(z / G), a representative in [-128, 127].
 //
-// Block: two warpgroups, 64 rows each of a 128 x BN tile (BN = 128 CRT_NC: one m64n128k32 wgmma
-// per chunk and k-step). A stage is 128 bytes of k (one 128-byte swizzle atom) for the tile's A
-// rows and B lines, loaded by all threads with cp.async (16-byte chunk c of row r lands at chunk
-// c ^ (r % 8), the swizzle the descriptors name); CRT_STAGES slots, CRT_STAGES - 2 loaded ahead
-// (the previous stage's wgmma group is still running while the next is issued).
-// Grid: (column tiles, row tiles, Z): the column tiles of one row tile run together, so A's rows
-// come from HBM once and B (small, every z) stays in L2.
+// Two kernels of the same product: crt_mod_gemm_tma (the default: persistent, TMA-fed, see its
+// comment below) and crt_mod_gemm (loaded by every thread with cp.async). In both, two consumer
+// warpgroups take 64 rows each of a 128 x BN tile (BN = 128 CRT_NC: one m64n128k32 wgmma per chunk
+// and k-step), and a stage is 128 bytes of k (one 128-byte swizzle atom: 16-byte chunk c of row r
+// at chunk c ^ (r % 8), the swizzle the descriptors name) for the tile's A rows and B lines.
+// Tiles go column tiles first, then row tiles, then z: the column tiles of one row tile run
+// together, so A's rows come from HBM once and B (small, every z) stays in L2.
 
 #ifndef CRT_NC
 #define CRT_NC 2                       // 128-column chunks per tile: BN = 128 CRT_NC
@@ -43,6 +43,7 @@
 
 // cp.async, wgmma fences and descriptors, mbarriers, TMA: gemm/cuda/pipeline.cuh (prepended by
 // wgmma._kernel)
+
 // keeps the compiler from reading wgmma results above the wait
 __device__ __forceinline__ void pin64(int* d) {
 #pragma unroll

@@ -4,9 +4,10 @@ to a multiple of 16), batched over the moduli (:func:`gemm.cuda.cublas.gemm_s8_b
 
 The same stage interface as :mod:`gemm.ozaki.crt.cpu`, cupy first; the results are bit-identical:
 residues and the CRT digits are residues of exact integers (unique), computed in ``crt.cu`` with
-exact FP32 / INT32 arithmetic from the constants of :func:`_ftable`, and the inexact steps (the
-quotient sum, the final word sum) repeat the CPU operations in order (``crt.cu`` is built with
-``--fmad=false``). One reconstruction kernel per block of lines reads every modulus' INT32
+exact FP32 / INT32 arithmetic from the constants of :func:`_ftable`; the reconstruction's
+quotient comes from its top words rather than the CPU's sum of t_i / p_i, the same integer because
+``|C'| <= P/4`` (:func:`gemm.ozaki.crt.moduli.alpha_beta`), and the final word sum repeats the CPU
+operations in order (``crt.cu`` is built with ``--fmad=false``). One reconstruction kernel per block of lines reads every modulus' INT32
 products (or, :func:`reconstruct_r8`, INT8 residues of them) and writes the FP64 / complex128
 output once, in its final layout. cupy comes from the caller; nothing here imports it at module
 level.
@@ -208,6 +209,8 @@ def reconstruct_r8(cp, R8, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
     The output is the same bit for bit."""
     if R8.dtype != np.int8 or not R8.flags.c_contiguous:
         raise ValueError(f"reconstruct_r8 needs C-contiguous int8 residues, got {R8.dtype}")
+    if R8.shape[-1] % 16 or R8.data.ptr % 16:  # the kernel copies rows in 16-byte pieces
+        raise ValueError(f"reconstruct_r8 needs rows of a multiple of 16 bytes on a 16-byte boundary, got {R8.shape[-1]}")
     _reconstruct(cp, "crt_reconstruct_r8", R8, mods, form, E_a, E_b, r0, c0, cols, out)
 
 

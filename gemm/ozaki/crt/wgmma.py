@@ -80,7 +80,13 @@ def products_r8(cp, RA, RB, mods, nc: int = NC, stages: int = STAGES, load: str 
     ``load="tma"``: one block per SM walks the tiles (``persistent``; else one block a tile)."""
     n, G, rows, kp = RA.shape
     cols = RB.shape[2]
-    if kp % KP_ALIGN or RB.shape[3] != kp:
+    if load not in LOADS:
+        raise ValueError(f"load={load!r} is not valid; expected one of {', '.join(LOADS)}")
+    if RA.dtype != np.int8 or RB.dtype != np.int8:
+        raise ValueError(f"residues must be int8, got {RA.dtype} and {RB.dtype}")
+    if RB.shape[:2] != (n, G) or len(mods.values) != n:
+        raise ValueError(f"RA {RA.shape}, RB {RB.shape} and {len(mods.values)} moduli do not agree on (moduli, parts)")
+    if kp <= 0 or kp % KP_ALIGN or RB.shape[3] != kp:
         raise ValueError(f"residue lines must be {KP_ALIGN}-byte multiples of one length, got {kp} and {RB.shape[3]}")
     if not (RA.flags.c_contiguous and RB.flags.c_contiguous):
         raise ValueError("residues must be C-contiguous")
