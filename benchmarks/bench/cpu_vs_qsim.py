@@ -126,7 +126,8 @@ def timing(args) -> list[dict]:
                 t0 = time.perf_counter()
                 out = run_stages(psi, plan, block_bytes=args.block_bytes, threads=args.threads)
                 return out, time.perf_counter() - t0
-            info = {"local_qubits": plan.local_qubits, "block_bytes": args.block_bytes, "passes": plan.n_stages,
+            info = {"local_qubits": plan.local_qubits, "passes": plan.n_stages,
+                    "block_bytes": args.block_bytes or DEFAULT_BLOCK_BYTES[np.dtype(dtype).itemsize],
                     "stages_with_swaps": plan.n_swap_passes, "swapped_bits": plan.n_swapped_bits}
             return go, info
 
@@ -184,7 +185,8 @@ def main(argv=None) -> int:
     ap.add_argument("--circuits", default=",".join(CIRCUITS), help=f"any of {', '.join(CIRCUITS)}")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--local", type=int, default=0, help="L of the plans (0: LOCAL per dtype)")
-    ap.add_argument("--block-bytes", type=int, default=DEFAULT_BLOCK_BYTES)
+    ap.add_argument("--block-bytes", type=int, default=None,
+                    help="chunk bytes (default: the executor's per-dtype default, DEFAULT_BLOCK_BYTES)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gate-repeats", type=int, default=1, help="runs of the gate-at-a-time path (0: skip)")
     ap.add_argument("--json", default=None)

@@ -31,13 +31,17 @@ from qsim_tc.engine.storage import PhysicalState
 from qsim_tc.plan.stages import RELABEL, Stage, StagePlan
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
 
-DEFAULT_BLOCK_BYTES = 4 << 20  # the chunk (2^B amplitudes): measured best of 1-16 MiB at 24 qubits on 2 cores
+# The chunk (2^B amplitudes) by itemsize. 24 qubits, 2 cores, against the chunk of 4 MiB in one
+# run: complex128 at 2 MiB QFT 0.99 -> 0.82 s, QuantumVolume 3.29 -> 3.10 s, brickwork(24, 4, 10)
+# 1.85 -> 1.46 s; complex64 at 2 MiB won QFT (0.52 -> 0.46 s) and QV (1.64 -> 1.57 s) but lost
+# brickwork d = 4 (0.81 -> 1.03 s), so it keeps 4 MiB.
+DEFAULT_BLOCK_BYTES = {8: 4 << 20, 16: 2 << 20}
 _MAX_ACC = 1024  # a wide dense gate accumulates two output runs of _MAX_ACC / 2 at once (kernels._dense_any)
 _MAX_RUN_BITS = 12  # the load reads runs of at most 2^12 contiguous amplitudes (its scatter table in L1)
 _THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
-def run_stages(state, plan: StagePlan, *, block_bytes: int = DEFAULT_BLOCK_BYTES, threads: int | None = None):
+def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, threads: int | None = None):
     """Apply ``plan`` to a state.
 
     Args:
@@ -46,7 +50,8 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int = DEFAULT_BLOCK_BYTES
             lazily), or a 1-D numpy complex array in logical order (used as storage and
             overwritten).
         plan: from :func:`~qsim_tc.plan.stages.plan_stages` for a circuit of the state's width.
-        block_bytes: the size of a chunk, 2^B amplitudes (rounded down to a power of two, at
+        block_bytes: the size of a chunk (default: :data:`DEFAULT_BLOCK_BYTES` for the state's
+            itemsize), 2^B amplitudes (rounded down to a power of two, at
             least 2^L, at most the state); its B - L low bits are lanes.
         threads: worker threads over chunks (default: the CPU count, at most 8).
 
@@ -73,6 +78,8 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int = DEFAULT_BLOCK_BYTES
     if phys.n_qubits != plan.n_qubits:
         raise ValueError(f"the plan is for {plan.n_qubits} qubits, the state has {phys.n_qubits}")
     n, big_l, item = plan.n_qubits, plan.local_qubits, phys.data.dtype.itemsize
+    if block_bytes is None:
+        block_bytes = DEFAULT_BLOCK_BYTES.get(item, 4 << 20)
     nbits = min(n, max(big_l, int(max(block_bytes // item, 1)).bit_length() - 1))
     n_threads = min(_THREADS if threads is None else max(1, int(threads)), 1 << (n - nbits))
     real = np.float32 if phys.data.dtype == np.complex64 else np.float64

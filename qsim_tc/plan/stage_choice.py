@@ -26,7 +26,8 @@ from qsim_tc.plan.stages import StagePlan, plan_stages
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify
 
 LOCAL_QUBITS = 12  # 2^12 amplitudes a block: 64 KiB of complex128 in shared memory
-# CPU: L by dtype (the executor's 4 MiB chunks keep 6 lane bits below them), and the widest gate
+# CPU: L by dtype (the executor's chunks, 4 MiB of complex64 and 2 MiB of complex128, keep 6 and 5
+# lane bits below them), and the widest gate
 # its kernels were measured faster than the gate-at-a-time path on. At 24 qubits on 2 cores,
 # fuse="auto" against stages: QuantumVolume 5.31 / 1.72 s (complex64), 7.58 / 2.95 s (complex128);
 # brickwork(24, 4, 10) 1.77 / 1.68 s (complex64) and, since the wide-gate kernel copies its input
