@@ -48,13 +48,13 @@ def _fn(cp, name, defines: tuple[str, ...] = ()):
     return raw_module(__package__, "crt.cu", opts, cp.cuda.Device().id, (PIPELINE,)).get_function(name)
 
 
-def _sym(r: int, p: int) -> int:
+def sym(r: int, p: int) -> int:
     """``r mod p`` in the symmetric range ``[-floor(p/2), ceil(p/2) - 1]`` (as :func:`cpu.sym`)."""
     r %= p
     return r - p if r > (p - 1) // 2 else r
 
 
-def _recip32(p: int) -> np.float32:
+def recip32(p: int) -> np.float32:
     """``1/p`` correctly rounded to float32 (crt.cu's red_sym bound assumes it; going through
     float64 could round twice)."""
     f = np.float32(1.0 / p)
@@ -73,9 +73,9 @@ def _ftable(mods: Moduli) -> np.ndarray:
     out = np.zeros((len(mods), FT), dtype=np.float32)
     for i, p in enumerate(mods.values):
         s, y, y_re, y_im = (int(v) for v in mods.table[i, 3:7])
-        out[i, :8] = (p, _recip32(p), (p - 1) / 2, _sym(s, p), _sym(y, p), _sym(y_re, p), _sym(y_im, p),
-                      _sym(1 << 16, p))
-        out[i, 8:] = [_sym(1 << (RES_DIGIT * j), p) for j in range(8)]
+        out[i, :8] = (p, recip32(p), (p - 1) / 2, sym(s, p), sym(y, p), sym(y_re, p), sym(y_im, p),
+                      sym(1 << 16, p))
+        out[i, 8:] = [sym(1 << (RES_DIGIT * j), p) for j in range(8)]
     return out
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from gemm.cuda import tma
 from gemm.cuda.compile import source, with_headers
 from gemm.cuda.sm90a import compile_module
+from gemm.ozaki.crt.gpu import recip32, sym
 
 KP_ALIGN = 128  # one 128-byte swizzle atom of k per pipeline stage
 OUT_ALIGN = 16  # output rows padded to 16 bytes: the epilogue stores 16 at a time
@@ -67,10 +68,11 @@ def _sm_count(device_id: int) -> int:
 def _moduli_tables(device_id: int, values: tuple[int, ...]):
     import cupy as cp  # noqa: PLC0415 - optional dependency
 
-    # per modulus (p, 2^17 mod p in the symmetric range) and 1/p rounded to FP32 (crt_wgmma.cu mod_byte)
-    pc = [(v, (1 << 17) % v - (v if (1 << 17) % v > v // 2 else 0)) for v in values]
+    # per modulus (p, 2^17 mod p in the symmetric range) and 1/p rounded to FP32 (crt_wgmma.cu
+    # mod_byte), with the helpers that make the residue kernels' constants
+    pc = [(v, sym(1 << 17, v)) for v in values]
     return (cp.asarray(np.array(pc, dtype=np.int32).reshape(-1)),
-            cp.asarray(np.array([1.0 / v for v in values], dtype=np.float32)))
+            cp.asarray(np.array([recip32(v) for v in values], dtype=np.float32)))
 
 
 def products_r8(cp, RA, RB, mods, nc: int = NC, stages: int = STAGES, load: str = LOAD, persistent: bool = True):
