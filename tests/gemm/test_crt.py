@@ -3,6 +3,7 @@ reconstruction, scaling, the complex forms, bad input, stacked operands and bloc
 
 import math
 import re
+import types
 from fractions import Fraction
 from importlib import resources
 
@@ -309,3 +310,68 @@ def test_fused_products_check_their_inputs():
     for args, kw, match in cases:
         with pytest.raises(ValueError, match=match):
             wgmma.products_r8(None, *args, **kw)
+
+
+class _FakeCupy:
+    """Just enough of cupy for the host side of a launch: numpy arrays and a device of ``sms``
+    multiprocessors (id 1000 + sms, apart from any real device in the module caches)."""
+
+    int8 = np.int8
+
+    def __init__(self, sms):
+        dev = types.SimpleNamespace(id=1000 + sms, attributes={"MultiProcessorCount": sms})
+        self.cuda = types.SimpleNamespace(Device=lambda *a: dev)
+
+    asarray = staticmethod(np.asarray)
+
+
+def _kernel_params(name):
+    """``(is_pointer, numpy type)`` of each parameter of the ``extern "C"`` kernel ``name`` of crt.cu."""
+    src = resources.files("gemm.ozaki.crt").joinpath("crt.cu").read_text()
+    sig = re.search(r'extern "C" __global__ void ' + name + r"\((.*?)\)\s*\{", src, re.S).group(1)
+    scalar = {"int": np.int32, "long long": np.int64, "double": np.float64}
+    out = []
+    for p in sig.split(","):
+        p = re.sub(r"\b(const|__restrict__)\b", "", p).split()
+        out.append(("*" in "".join(p), None if "*" in "".join(p) else scalar[" ".join(p[:-1])]))
+    return out
+
+
+@pytest.mark.parametrize("kernel, item", [("crt_reconstruct", 4), ("crt_reconstruct_r8", 1)])
+@pytest.mark.parametrize("sms", [132, 78])
+def test_reconstruct_launch_matches_the_kernel(monkeypatch, kernel, item, sms):
+    """gpu._reconstruct's arguments line up with the kernel's parameters (pointers where it takes
+    pointers, scalars of its widths), and its grid aims at 16 blocks per multiprocessor."""
+    from gemm.ozaki.crt import gpu
+
+    launches = []
+    monkeypatch.setattr(gpu, "_TABLES", {})
+    monkeypatch.setattr(gpu, "_SMS", {})
+    monkeypatch.setattr(gpu, "_fn", lambda cp, name, defines=(): (
+        lambda grid, block, args, shared_mem=0: launches.append((name, defines, grid, block, args))))
+    mods = Moduli.first(9, "split")
+    rows, cols = 5000, 700
+    P = np.zeros((9, 2, rows, 704), dtype=np.int32 if item == 4 else np.int8)
+    out = np.zeros((rows, cols), dtype=np.complex128)
+    gpu._reconstruct(_FakeCupy(sms), kernel, P, mods, "2m", np.zeros(rows, np.int32), np.zeros(cols, np.int32),
+                     0, 0, cols, out)
+    (name, defines, grid, block, args), = launches
+    assert name == kernel and defines == gpu._module_defines(mods, "2m")
+    params = _kernel_params(kernel)
+    assert len(args) == len(params)
+    for a, (ptr, typ) in zip(args, params):
+        assert isinstance(a, np.ndarray) if ptr else type(a) is typ
+    gx = -(-cols // gpu.REC_COLUMNS[item])
+    assert grid == (gx, -(-16 * sms // gx))
+
+
+def test_fused_products_check_the_output_alignment():
+    """products_r8 refuses an output whose rows its 16-byte stores would misalign (cupy's
+    allocations are 256-byte aligned: a guard, checked here with a fake allocation)."""
+    from gemm.ozaki.crt import wgmma
+
+    cp = _FakeCupy(132)
+    cp.empty = lambda shape, dtype: types.SimpleNamespace(shape=shape, data=types.SimpleNamespace(ptr=8))
+    good = np.zeros((2, 2, 8, 128), dtype=np.int8)
+    with pytest.raises(ValueError, match=r"16-byte multiples on a 16-byte boundary"):
+        wgmma.products_r8(cp, good, good, Moduli.first(2, "split"))

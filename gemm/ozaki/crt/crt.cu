@@ -23,7 +23,6 @@
 #define ZERO_LINE (-(1 << 30))     // scale.ZERO_LINE
 #define WMAX 5                     // words of P (moduli.MAX_MODULI * 8 bits / moduli.D)
 #define D_BITS 38                  // moduli.D
-#define TABLE 8                    // doubles per modulus in the constant table (Moduli.table)
 #define MAXN 20                    // moduli.MAX_MODULI
 #define FT 16                      // floats per modulus in the FP32 table (gpu._ftable)
 #define DIGIT 14                   // bits per digit of a scaled integer (gpu.RES_DIGIT)
@@ -196,6 +195,14 @@ __device__ __forceinline__ unsigned pack4(unsigned a, unsigned b, unsigned c, un
     return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
 }
 
+// The residue and reconstruction kernels exist in the modules built with REC_FORM and REC_W
+// (gpu._module_defines: a module per complex form and word count, both compile-time in them); the
+// line exponents' module, built without, has only the kernels above.
+#ifdef REC_FORM
+#ifndef REC_W
+#error "REC_FORM needs REC_W (gpu._module_defines)"
+#endif
+
 // ---------------------------------------------------------------- residues (cpu.residues)
 
 // The scaled integer |t| = trunc(|v| 2^shift) of scale.scaled_integers, as J digits of DIGIT = 14
@@ -313,17 +320,11 @@ __device__ __forceinline__ void store4(signed char* og, const float (&w)[4], boo
 // 4m stores the Im half at k + K: when K % 4 != 0 those words are unaligned and bytes are stored.
 template <int J>
 __device__ void residues_tile(const double* __restrict__ x, long long s_out, long long s_in, long long s_k,
-                              long long n_in, long long line0, long long nlines, int K, int cplx_arg, int kmajor,
-                              const int* __restrict__ E, int bits, const float4* __restrict__ ftab, int n, int form_arg,
-                              int role, signed char* __restrict__ out, long long lines_out, int kp) {
-#ifdef REC_FORM  // compile-time form (gpu.residues shares the reconstruction's module)
-    constexpr int form = REC_FORM;
+                              long long n_in, long long line0, long long nlines, int K, int kmajor,
+                              const int* __restrict__ E, int bits, const float4* __restrict__ ftab, int n, int role,
+                              signed char* __restrict__ out, long long lines_out, int kp) {
+    constexpr int form = REC_FORM;  // (gpu.residues shares the reconstruction's module)
     constexpr int cplx = REC_FORM != F_REAL;
-    (void)form_arg;
-    (void)cplx_arg;
-#else
-    const int form = form_arg, cplx = cplx_arg;
-#endif
     __shared__ double sv[2 * 4 * RES_PL];
     __shared__ float4 st[MAXN * FT / 4];
     __shared__ long long lb_s[RES_TL];
@@ -443,15 +444,17 @@ __device__ void residues_tile(const double* __restrict__ x, long long s_out, lon
 }
 
 // One entry point per digit count J (gpu.residues picks crt_residues_<J>): the digits of a thread's
-// 8 elements stay in registers across the moduli loop.
+// 8 elements stay in registers across the moduli loop. cplx and form are the module's REC_FORM.
 #define CRT_RESIDUES(J)                                                                                              \
     extern "C" __global__ void __launch_bounds__(256) crt_residues_##J(                                              \
         const double* __restrict__ x, long long s_out, long long s_in, long long s_k, long long n_in,                \
         long long line0, long long nlines, int K, int cplx, int kmajor, const int* __restrict__ E, int bits,         \
         const float4* __restrict__ ftab, int n, int form, int role, signed char* __restrict__ out,                   \
         long long lines_out, int kp) {                                                                               \
-        residues_tile<J>(x, s_out, s_in, s_k, n_in, line0, nlines, K, cplx, kmajor, E, bits, ftab, n, form, role,    \
-                         out, lines_out, kp);                                                                        \
+        (void)cplx;                                                                                                  \
+        (void)form;                                                                                                  \
+        residues_tile<J>(x, s_out, s_in, s_k, n_in, line0, nlines, K, kmajor, E, bits, ftab, n, role, out,          \
+                         lines_out, kp);                                                                             \
     }
 CRT_RESIDUES(2)
 CRT_RESIDUES(3)
@@ -517,20 +520,20 @@ __device__ __forceinline__ void two_sum_add(double& hi, double& lo, double x) {
 
 // The CRT words of one part of one element (cpu.crt_digits then the first step of cpu.finish).
 struct Words {
-    double S0, S1, S2, S3, S4, qsum;
+    double S0, S1, S2, S3, S4;
 };
 
-// d: inv_p (the FP64 of Moduli.table, unused here) and the W words of M_i (Moduli.digits_m).
+// d: the W words of M_i (Moduli.digits_m).
 // The words: t d_w + S_w is an integer below 2^51 (t < 2^8, d_w < 2^38, at most 20 terms), so one
 // fma is exact and equals the exact product and sum (the CPU's matmul sums the same exact
 // integers). The quotient q comes from the words in finish (the CPU sums t / p_i instead).
 __device__ __forceinline__ void add_digit(Words& a, float t, const double* __restrict__ d, int W) {
     const double td = (double)t;
-    a.S0 = __fma_rn(td, d[1], a.S0);
-    if (W > 1) a.S1 = __fma_rn(td, d[2], a.S1);
-    if (W > 2) a.S2 = __fma_rn(td, d[3], a.S2);
-    if (W > 3) a.S3 = __fma_rn(td, d[4], a.S3);
-    if (W > 4) a.S4 = __fma_rn(td, d[5], a.S4);
+    a.S0 = __fma_rn(td, d[0], a.S0);
+    if (W > 1) a.S1 = __fma_rn(td, d[1], a.S1);
+    if (W > 2) a.S2 = __fma_rn(td, d[2], a.S2);
+    if (W > 3) a.S3 = __fma_rn(td, d[3], a.S3);
+    if (W > 4) a.S4 = __fma_rn(td, d[4], a.S4);
 }
 
 // cpu.finish: subtract q P, carry, sum the words most significant first (TwoSum), round once, scale.
@@ -567,7 +570,6 @@ __device__ double finish(Words a, const double* __restrict__ dp, int W, int shif
     return ldexp(hi + lo, -shift);
 }
 
-#define DW (WMAX + 1)  // doubles per modulus in the reconstruction's shared table: inv_p, M_i's words
 #define REC_BC_I32 64  // columns (threads) of a reconstruction block: INT32 products (gpu.REC_COLUMNS)
 #define REC_BC_I8 256  // INT8 residues
 
@@ -588,28 +590,23 @@ __device__ double finish(Words a, const double* __restrict__ dp, int W, int shif
 // the form's branches and the word count compile-time: the per-modulus work had been a third
 // comparisons and branches on them.
 template <typename T, int BC>
-__device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, int ldP, int n, int form_arg, int cplx_arg,
-                                  const float4* __restrict__ ftab, const double* __restrict__ table,
-                                  const double* __restrict__ dm, const double* __restrict__ dp, int W_arg,
-                                  const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
-                                  long long r0, long long c0, double* __restrict__ out, long long R, long long n2,
-                                  double inv_P) {
-#ifdef REC_FORM
+__device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, int ldP, int n,
+                                  const float4* __restrict__ ftab, const double* __restrict__ dm,
+                                  const double* __restrict__ dp, const int* __restrict__ EA, const int* __restrict__ EB,
+                                  int alpha, int beta, long long r0, long long c0, double* __restrict__ out,
+                                  long long R, long long n2, double inv_P) {
     constexpr int form = REC_FORM, W = REC_W;
     constexpr int cplx = REC_FORM != F_REAL;  // a complex form exactly for complex operands
-    (void)form_arg;
-    (void)W_arg;
-    (void)cplx_arg;
-#else
-    const int form = form_arg, W = W_arg, cplx = cplx_arg;
-#endif
     extern __shared__ __align__(16) unsigned char rec_raw[];
     __shared__ float4 fs[MAXN * 2];
-    __shared__ double ds[MAXN * DW];
+    // M_i's W words, DS doubles per modulus: an even stride puts each modulus' words on a 16-byte
+    // boundary, so that a pair of words is one 16-byte shared-memory load
+    constexpr int DS = (W + 1) & ~1;
+    __shared__ __align__(16) double ds[MAXN * DS];
     for (int i = threadIdx.x; i < n * 2; i += blockDim.x) fs[i] = ftab[(i >> 1) * (FT / 4) + (i & 1)];
-    for (int i = threadIdx.x; i < n * DW; i += blockDim.x) {
-        const int mi = i / DW, w = i - mi * DW;
-        ds[i] = w == 0 ? table[mi * TABLE + 1] : (w <= W ? dm[mi * W + w - 1] : 0.0);
+    for (int i = threadIdx.x; i < n * DS; i += blockDim.x) {
+        const int mi = i / DS, w = i - mi * DS;
+        ds[i] = w < W ? dm[mi * W + w] : 0.0;
     }
     const int G = form == F_3M ? 3 : (form == F_2M ? 2 : 1);
     // values per modulus: 1 (real), 2 (4m: columns 2c and 2c + 1; 2m: two planes) or 3 (3m)
@@ -664,13 +661,13 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
             Words wr[CPT], wi[CPT];
 #pragma unroll
             for (int j = 0; j < CPT; ++j) {
-                wr[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-                wi[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+                wr[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0};
+                wi[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0};
             }
             for (int i = 0; i < n; ++i) {  // every modulus' products read once for Re and Im
                 const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, h, s | y, y_re, y_im, 2^16 mod p
                 const float p = f0.x, inv_p = f0.y;
-                const double* d = ds + i * DW;
+                const double* d = ds + i * DS;
                 T v[CPT][3];
                 if constexpr (CPT == 4) {  // INT8: bytes of 32-bit words
                     unsigned w[3] = {0u, 0u, 0u}, w2 = 0u;
@@ -732,23 +729,31 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
     }
 }
 
+// form, cplx and W are the module's REC_FORM and REC_W.
 extern "C" __global__ void crt_reconstruct(const int* __restrict__ P, int rows, int cols, int ldP, int n, int form,
-                                           int cplx, const float4* __restrict__ ftab, const double* __restrict__ table,
-                                           const double* __restrict__ dm, const double* __restrict__ dp, int W,
-                                           const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
-                                           long long r0, long long c0, double* __restrict__ out, long long R,
-                                           long long n2, double inv_P) {
-    reconstruct_block<int, REC_BC_I32>(P, rows, cols, ldP, n, form, cplx, ftab, table, dm, dp, W, EA, EB, alpha, beta,
-                                       r0, c0, out, R, n2, inv_P);
+                                           int cplx, const float4* __restrict__ ftab, const double* __restrict__ dm,
+                                           const double* __restrict__ dp, int W, const int* __restrict__ EA,
+                                           const int* __restrict__ EB, int alpha, int beta, long long r0, long long c0,
+                                           double* __restrict__ out, long long R, long long n2, double inv_P) {
+    (void)form;
+    (void)cplx;
+    (void)W;
+    reconstruct_block<int, REC_BC_I32>(P, rows, cols, ldP, n, ftab, dm, dp, EA, EB, alpha, beta, r0, c0, out, R, n2,
+                                       inv_P);
 }
 
 // The same on INT8 residues of the products (gpu.reconstruct_r8): a quarter of the bytes to read.
 extern "C" __global__ void crt_reconstruct_r8(const signed char* __restrict__ P, int rows, int cols, int ldP, int n,
                                               int form, int cplx, const float4* __restrict__ ftab,
-                                              const double* __restrict__ table, const double* __restrict__ dm,
-                                              const double* __restrict__ dp, int W, const int* __restrict__ EA,
-                                              const int* __restrict__ EB, int alpha, int beta, long long r0,
-                                              long long c0, double* __restrict__ out, long long R, long long n2, double inv_P) {
-    reconstruct_block<signed char, REC_BC_I8>(P, rows, cols, ldP, n, form, cplx, ftab, table, dm, dp, W, EA, EB, alpha,
-                                              beta, r0, c0, out, R, n2, inv_P);
+                                              const double* __restrict__ dm, const double* __restrict__ dp, int W,
+                                              const int* __restrict__ EA, const int* __restrict__ EB, int alpha,
+                                              int beta, long long r0, long long c0, double* __restrict__ out,
+                                              long long R, long long n2, double inv_P) {
+    (void)form;
+    (void)cplx;
+    (void)W;
+    reconstruct_block<signed char, REC_BC_I8>(P, rows, cols, ldP, n, ftab, dm, dp, EA, EB, alpha, beta, r0, c0, out, R,
+                                              n2, inv_P);
 }
+
+#endif  // REC_FORM

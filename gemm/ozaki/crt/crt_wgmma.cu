@@ -116,10 +116,14 @@ __device__ __forceinline__ void crt_epilogue(int (&acc)[CRT_NC][64], unsigned ch
         const int col = tn * CRT_BN + c;
         if (row >= M || col >= N) continue;
         const unsigned char* s = smem + r * CRT_OUT_ROW + c;
-        if (col + 16 <= N) {   // ldo and the tile's columns are multiples of 16: aligned in global memory
+        // ldo, so and the tile's columns are multiples of 16 (wgmma.products_r8 checks ldo and out's
+        // alignment): aligned in global memory
+        if (col + 16 <= N) {
             const unsigned* w = reinterpret_cast<const unsigned*>(s);   // 4-byte aligned in the staging tile
             *reinterpret_cast<int4*>(o + row * ldo + col) = make_int4(w[0], w[1], w[2], w[3]);
         } else {
+            // a row's last piece when N % 16 != 0 (N = 200: columns 192..199): only its columns below
+            // N are stored, the padding [N, ldo) stays as allocated
             for (int e = 0; e < N - col; ++e) o[row * ldo + col + e] = (signed char)s[e];
         }
     }

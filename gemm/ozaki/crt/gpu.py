@@ -38,7 +38,8 @@ RES_TILE = (16, 128)  # lines x k per residue block (crt.cu RES_TL, RES_TK)
 
 def _module_defines(mods: Moduli, form) -> tuple[str, ...]:
     """A module per complex form and word count: both compile-time in the residue and reconstruction
-    kernels (their per-modulus work had been a third comparisons and branches on them)."""
+    kernels (their per-modulus work had been a third comparisons and branches on them), which only
+    such a module holds; the line exponents' module, built without defines, has those kernels alone."""
     return (f"REC_FORM={FORM_CODE[form]}", f"REC_W={mods.words}")
 
 
@@ -81,13 +82,12 @@ def _ftable(mods: Moduli) -> np.ndarray:
 
 def _tables(cp, mods: Moduli):
     """The moduli constants on the current device (uploaded once per moduli set and device):
-    ``(table, digits_m, digits_p, ftable)``."""
+    ``(digits_m, digits_p, ftable)``."""
     key = (mods.values, mods.family, cp.cuda.Device().id)
     if key not in _TABLES:
         if len(mods) > MAX_MODULI:
             raise ValueError(f"at most {MAX_MODULI} moduli (crt.cu MAXN), got {len(mods)}")
-        _TABLES[key] = (cp.asarray(mods.table), cp.asarray(mods.digits_m), cp.asarray(mods.digits_p),
-                        cp.asarray(_ftable(mods)))
+        _TABLES[key] = (cp.asarray(mods.digits_m), cp.asarray(mods.digits_p), cp.asarray(_ftable(mods)))
     return _TABLES[key]
 
 
@@ -139,7 +139,7 @@ def residues(cp, X, E, bits, line0, nlines, mods: Moduli, form, role, kp):
         out[..., kdot:] = 0
     if kp % 4:
         raise ValueError(f"residue lines must be multiples of 4 bytes, got {kp}")  # the kernel's 32-bit stores
-    ftab = _tables(cp, mods)[3]
+    ftab = _tables(cp, mods)[2]
     so, si, sk, n_in = line_view(X)
     K = X.shape[2]
     tl, tk = RES_TILE
@@ -171,13 +171,23 @@ def new_output(cp, R, NC, dtype, out_shape):
 
 
 REC_COLUMNS = {4: 64, 1: 256}  # columns a reconstruction block: INT32 products, INT8 residues (crt.cu)
-REC_BLOCKS = 132 * 16  # reconstruction blocks a launch aims at (16 per SM of an H100)
+REC_BLOCKS_PER_SM = 16  # reconstruction blocks a launch aims at, per multiprocessor of the device
+_SMS: dict = {}
+
+
+def _sm_count(cp) -> int:
+    """Multiprocessors of the current device (read once per device: ``Device.attributes`` queries
+    every attribute)."""
+    dev = cp.cuda.Device()
+    if dev.id not in _SMS:
+        _SMS[dev.id] = int(dev.attributes["MultiProcessorCount"])
+    return _SMS[dev.id]
 
 
 def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
     n, G, rows, ldP = P.shape
     R, NC = int(E_a.size), int(E_b.size)
-    table, dm, dp, ftab = _tables(cp, mods)
+    dm, dp, ftab = _tables(cp, mods)
     if out.ndim == 3 and out.shape[1] == R and out.shape[0] * out.shape[2] == NC:
         n2 = out.shape[2]  # B stacked: column c = h * L + l
     else:
@@ -188,12 +198,12 @@ def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out)
     gx = -(-cols // bc)
     # rows per block: enough blocks to fill the device several times over, each walking a few rows
     # so that its next row's copies overlap this one's work
-    gy = max(1, min(rows, 65535, -(-REC_BLOCKS // gx)))
+    gy = max(1, min(rows, 65535, -(-(REC_BLOCKS_PER_SM * _sm_count(cp)) // gx)))
     threads = bc // (4 if P.dtype.itemsize == 1 else 1)  # INT8: 4 columns a thread (crt.cu)
     _fn(cp, kernel, _module_defines(mods, form))((gx, gy), (threads,), (
-        P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), _i32(FORM_CODE[form]), _i32(form is not None), ftab, table,
-        dm, dp, _i32(mods.words), E_a, E_b, _i32(mods.alpha), _i32(mods.beta), _i64(r0), _i64(c0), out, _i64(R),
-        _i64(n2), np.float64(1.0 / mods.P)), shared_mem=smem)
+        P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), _i32(FORM_CODE[form]), _i32(form is not None), ftab, dm, dp,
+        _i32(mods.words), E_a, E_b, _i32(mods.alpha), _i32(mods.beta), _i64(r0), _i64(c0), out, _i64(R), _i64(n2),
+        np.float64(1.0 / mods.P)), shared_mem=smem)
 
 
 def reconstruct(cp, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):

@@ -94,6 +94,10 @@ def products_r8(cp, RA, RB, mods, nc: int = NC, stages: int = STAGES, load: str 
         raise ValueError("residues must be C-contiguous")
     ldo = -(-cols // OUT_ALIGN) * OUT_ALIGN
     out = cp.empty((n, G, rows, ldo), dtype=cp.int8)
+    # the epilogue's 16-byte stores need every row's start (out's base, z * rows * ldo, row * ldo)
+    # on 16 bytes: ldo a multiple of 16, and the allocation's alignment (cupy's pool: 256 bytes)
+    if ldo % OUT_ALIGN or out.data.ptr % OUT_ALIGN:
+        raise ValueError(f"the product's rows must be {OUT_ALIGN}-byte multiples on a {OUT_ALIGN}-byte boundary")
     dev = cp.cuda.Device().id
     p_of, inv_of = _moduli_tables(dev, tuple(mods.values))
     bn = 128 * nc
