@@ -105,13 +105,14 @@ def test_non_unit_diagonal_is_refused():
                          [(1, 1, 0, 5, 0), (4, 4, 2, 30, 1), (6, 3, 1, 60, 2), (9, 6, 0, 80, 3), (10, 7, 3, 80, 4),
                           (12, 8, 4, 120, 5), (14, 10, 2, 150, 6), (16, 12, 5, 150, 7), (16, 11, 1, 150, 8),
                           (18, 13, 3, 100, 9)])
-def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_low, n_gates, seed):
+@pytest.mark.parametrize("fused", [False, True])
+def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_low, n_gates, seed, fused):
     from qsim_tc.engine.stage_kernel import max_dense, run_program
 
     width = min(local - keep_low, max_dense(dtype))
     c = random_circuit(n, n_gates, seed, max_width=width)
     psi = random_state(n, seed, dtype)
-    prog = build_program(plan_stages(c, local, keep_low=keep_low), keep_low)
+    prog = build_program(plan_stages(c, local, keep_low=keep_low), keep_low, fuse_qubits=width if fused else 0)
     data = cp.asarray(psi)
     run_program(data, prog)
     got = data.get()
