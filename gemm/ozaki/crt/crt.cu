@@ -444,15 +444,13 @@ __device__ void residues_tile(const double* __restrict__ x, long long s_out, lon
 }
 
 // One entry point per digit count J (gpu.residues picks crt_residues_<J>): the digits of a thread's
-// 8 elements stay in registers across the moduli loop. cplx and form are the module's REC_FORM.
+// 8 elements stay in registers across the moduli loop; the form is the module's REC_FORM.
 #define CRT_RESIDUES(J)                                                                                              \
     extern "C" __global__ void __launch_bounds__(256) crt_residues_##J(                                              \
         const double* __restrict__ x, long long s_out, long long s_in, long long s_k, long long n_in,                \
-        long long line0, long long nlines, int K, int cplx, int kmajor, const int* __restrict__ E, int bits,         \
-        const float4* __restrict__ ftab, int n, int form, int role, signed char* __restrict__ out,                   \
-        long long lines_out, int kp) {                                                                               \
-        (void)cplx;                                                                                                  \
-        (void)form;                                                                                                  \
+        long long line0, long long nlines, int K, int kmajor, const int* __restrict__ E, int bits,                   \
+        const float4* __restrict__ ftab, int n, int role, signed char* __restrict__ out, long long lines_out,        \
+        int kp) {                                                                                                    \
         residues_tile<J>(x, s_out, s_in, s_k, n_in, line0, nlines, K, kmajor, E, bits, ftab, n, role, out,          \
                          lines_out, kp);                                                                             \
     }
@@ -730,28 +728,22 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
 }
 
 // form, cplx and W are the module's REC_FORM and REC_W.
-extern "C" __global__ void crt_reconstruct(const int* __restrict__ P, int rows, int cols, int ldP, int n, int form,
-                                           int cplx, const float4* __restrict__ ftab, const double* __restrict__ dm,
-                                           const double* __restrict__ dp, int W, const int* __restrict__ EA,
+extern "C" __global__ void crt_reconstruct(const int* __restrict__ P, int rows, int cols, int ldP, int n,
+                                           const float4* __restrict__ ftab, const double* __restrict__ dm,
+                                           const double* __restrict__ dp, const int* __restrict__ EA,
                                            const int* __restrict__ EB, int alpha, int beta, long long r0, long long c0,
                                            double* __restrict__ out, long long R, long long n2, double inv_P) {
-    (void)form;
-    (void)cplx;
-    (void)W;
     reconstruct_block<int, REC_BC_I32>(P, rows, cols, ldP, n, ftab, dm, dp, EA, EB, alpha, beta, r0, c0, out, R, n2,
                                        inv_P);
 }
 
 // The same on INT8 residues of the products (gpu.reconstruct_r8): a quarter of the bytes to read.
 extern "C" __global__ void crt_reconstruct_r8(const signed char* __restrict__ P, int rows, int cols, int ldP, int n,
-                                              int form, int cplx, const float4* __restrict__ ftab,
-                                              const double* __restrict__ dm, const double* __restrict__ dp, int W,
-                                              const int* __restrict__ EA, const int* __restrict__ EB, int alpha,
-                                              int beta, long long r0, long long c0, double* __restrict__ out,
-                                              long long R, long long n2, double inv_P) {
-    (void)form;
-    (void)cplx;
-    (void)W;
+                                              const float4* __restrict__ ftab, const double* __restrict__ dm,
+                                              const double* __restrict__ dp, const int* __restrict__ EA,
+                                              const int* __restrict__ EB, int alpha, int beta, long long r0,
+                                              long long c0, double* __restrict__ out, long long R, long long n2,
+                                              double inv_P) {
     reconstruct_block<signed char, REC_BC_I8>(P, rows, cols, ldP, n, ftab, dm, dp, EA, EB, alpha, beta, r0, c0, out, R,
                                               n2, inv_P);
 }

@@ -145,9 +145,8 @@ def residues(cp, X, E, bits, line0, nlines, mods: Moduli, form, role, kp):
     tl, tk = RES_TILE
     grid = (int(-(-nlines // tl)), int(-(-K // tk)))
     _fn(cp, f"crt_residues_{residue_digits(bits)}", _module_defines(mods, form))(grid, (32, 8), (
-        X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(form is not None), _i32(kmajor(X)), E,
-        _i32(bits), ftab, _i32(len(mods)), _i32(FORM_CODE[form]), _i32(0 if role == "a" else 1), out,
-        _i64(lines_out), _i32(kp)))
+        X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(kmajor(X)), E, _i32(bits), ftab,
+        _i32(len(mods)), _i32(0 if role == "a" else 1), out, _i64(lines_out), _i32(kp)))
     return out
 
 
@@ -201,9 +200,8 @@ def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out)
     gy = max(1, min(rows, 65535, -(-(REC_BLOCKS_PER_SM * _sm_count(cp)) // gx)))
     threads = bc // (4 if P.dtype.itemsize == 1 else 1)  # INT8: 4 columns a thread (crt.cu)
     _fn(cp, kernel, _module_defines(mods, form))((gx, gy), (threads,), (
-        P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), _i32(FORM_CODE[form]), _i32(form is not None), ftab, dm, dp,
-        _i32(mods.words), E_a, E_b, _i32(mods.alpha), _i32(mods.beta), _i64(r0), _i64(c0), out, _i64(R), _i64(n2),
-        np.float64(1.0 / mods.P)), shared_mem=smem)
+        P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), ftab, dm, dp, E_a, E_b, _i32(mods.alpha), _i32(mods.beta),
+        _i64(r0), _i64(c0), out, _i64(R), _i64(n2), np.float64(1.0 / mods.P)), shared_mem=smem)
 
 
 def reconstruct(cp, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
