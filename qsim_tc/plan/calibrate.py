@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +46,7 @@ from circuits.haar import haar_unitary
 from qsim_tc import memory
 from qsim_tc.engine.apply import MAX_BATCHES, MIN_BATCHED_L
 from qsim_tc.errors import InsufficientMemoryError
-from qsim_tc.plan.costs import PLACEMENTS, CostRow, CostTable, CostTableError, shipped_names, shipped_table
+from qsim_tc.plan.costs import ANY, PLACEMENTS, CostRow, CostTable, CostTableError, shipped_names, shipped_table
 from qsim_tc.plan.select import auto_candidates, check_precision, qualifying_methods
 from qsim_tc.progress import is_emulated
 from qsim_tc.state import StateVector
@@ -194,12 +196,89 @@ def table_for(device, precision: str | None = None, *, calibrate_missing="auto",
         say(f"no cost table for {key.get('gpu', dev.name)} ({', '.join(missing)} precision); calibrating "
             f"once (about {AUTO_BUDGET_S:.0f} s), stored in {cache_path(key)}")
         fresh = calibrate(dev, precisions=tuple(missing), budget_s=AUTO_BUDGET_S)
+        # the brief budget leaves widths (and whole methods) unmeasured: read them from the
+        # nearest shipped table, scaled by what was measured, rather than 4x per qubit above d = 1
+        ref = nearest_shipped(key)
+        same_model = ref.origin.split(":")[-1].upper() in str(key.get("gpu", "")).upper()
+        fresh = complete(fresh, ref, precisions=tuple(missing) if same_model else ())
         table = merge(table, fresh) if table is not None else fresh
         table = table.with_origin(f"cache:{store(table)}")
     if table is None:
         return nearest_shipped(key)
     _MEMO[memo] = table
     return table
+
+
+def complete(table: CostTable, ref: CostTable, *, precisions=("double", "single")) -> CostTable:
+    """``table`` with the widths and methods it did not measure read from ``ref``, scaled.
+
+    A brief calibration (:data:`AUTO_BUDGET_S`) can run out after a method's first width: on an
+    H100 with no cache, ``native`` got d = 1 only, fusion read d = 2-12 as 4x per qubit above
+    it, and gate-at-a-time QFT-28 took 1140 ms instead of 265 (QuantumVolume(28) 1095 against
+    311). Here each row (method, dtype, placement) takes every width of ``ref``'s matching row
+    that it lacks, times the geometric mean of ``own / ref`` over the widths it measured: the
+    device's speed relative to ``ref``'s, as far as it was seen. A method of ``precisions`` with no
+    row at all takes ``ref``'s rows scaled by the ratio of the same dtype's native rows (1 when
+    none was measured); pass ``precisions=()`` where ``ref`` was measured on another GPU model,
+    whose emulated methods may not run alike. Filled widths stay out of ``measured`` and the
+    row's ``source`` says so; an added row keeps ``ref``'s widths as its ``measured`` ones and
+    says in ``source`` that it was not measured here.
+
+    Args:
+        table: the measured table.
+        ref: the table to borrow from (the shipped table of the nearest device).
+        precisions: whose auto candidates may be added as whole rows.
+
+    Returns:
+        A new table (``table`` itself when nothing was missing).
+    """
+    ref_name = ref.origin.split(":", 1)[-1] if ref.origin else "reference"
+    rows: list[CostRow] = []
+    ratios: dict[str, list[float]] = {}  # dtype -> log ratios of the native rows
+
+    def ref_row(r: CostRow) -> CostRow | None:
+        same = [x for x in ref.rows if x.backend == r.backend and x.dtype == r.dtype and x.device == r.device]
+        return next((x for x in same if x.placement == r.placement), None) or next(
+            (x for x in same if x.placement == ANY), None)
+
+    def ref_ms(x: CostRow, d: int, n: int) -> float:
+        return x.ms[d] * 2.0 ** (n - x.n_qubits)
+
+    changed = False
+    for r in table.rows:
+        x = ref_row(r)
+        seen = [d for d in (r.measured or tuple(r.ms)) if x is not None and d in x.ms and d in r.ms]
+        if not seen:
+            rows.append(r)
+            continue
+        logs = [math.log(r.ms[d] / ref_ms(x, d, r.n_qubits)) for d in seen]
+        if gemm.get_method(r.backend).direct_small_gates:
+            ratios.setdefault(r.dtype, []).extend(logs)
+        scale = math.exp(sum(logs) / len(logs))
+        fill = {d: scale * ref_ms(x, d, r.n_qubits) for d in x.ms if d not in r.ms}
+        if not fill:
+            rows.append(r)
+            continue
+        changed = True
+        rows.append(replace(r, ms=dict(sorted({**r.ms, **fill}.items())), measured=tuple(r.measured or sorted(r.ms)),
+                            source=f"{r.source}; widths {_span(fill)} from the {ref_name} table x {scale:.3g}"))
+    have = {r.backend for r in table.rows}
+    wanted = {m for p in precisions for m in auto_candidates(check_precision(p))}
+    for x in ref.rows:
+        if x.backend in have or x.backend not in wanted or x.device != table.key.get("device", x.device):
+            continue
+        logs = ratios.get(x.dtype, [])
+        scale = math.exp(sum(logs) / len(logs)) if logs else 1.0
+        n = max((r.n_qubits for r in table.rows if r.dtype == x.dtype), default=x.n_qubits)
+        changed = True
+        rows.append(replace(x, n_qubits=n, ms={d: scale * ref_ms(x, d, n) for d in x.ms},
+                            source=f"not measured: the {ref_name} table x {scale:.3g} ({x.source})"))
+    return replace(table, rows=tuple(rows)) if changed else table
+
+
+def _span(ds) -> str:
+    ds = sorted(ds)
+    return f"{ds[0]}-{ds[-1]}" if len(ds) > 2 and ds[-1] - ds[0] == len(ds) - 1 else ",".join(map(str, ds))
 
 
 def _may_calibrate(dev, calibrate_missing) -> bool:

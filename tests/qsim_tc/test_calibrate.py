@@ -98,6 +98,60 @@ def test_corrupt_file_says_so_and_recalibrates(cache):
         cal.load_cached(cal.device_key(dev))
 
 
+def _row(backend, dtype, placement, ms, n=28, measured=None):
+    from qsim_tc.plan.costs import CostRow
+
+    return CostRow("gpu", dtype, backend, n, dict(ms), placement=placement, source="test",
+                   measured=tuple(sorted(ms)) if measured is None else measured)
+
+
+def test_complete_borrows_the_unmeasured_widths_and_methods_scaled():
+    ref = CostTable({"device": "gpu"}, (
+        _row("native", "complex128", "bottom", {1: 3.0, 2: 3.0, 4: 4.0, 8: 10.0, 12: 160.0}),
+        _row("native", "complex128", "middle", {1: 4.0, 12: 200.0}),
+        _row("int8-crt", "complex128", "bottom", {8: 30.0, 10: 40.0}),
+        _row("native32", "complex64", "bottom", {1: 1.5, 12: 80.0})), origin="shipped:h100")
+    # measured at 27 qubits (half the state of ref's 28), d = 1 and 2, twice as slow as ref
+    fresh = CostTable({"device": "gpu"}, (
+        _row("native", "complex128", "bottom", {1: 3.0, 2: 3.0}, n=27),
+        _row("native", "complex128", "top", {1: 5.0}, n=27)), origin="measured")
+    out = cal.complete(fresh, ref, precisions=("double",))
+    bottom = next(r for r in out.rows if r.backend == "native" and r.placement == "bottom")
+    assert bottom.measured == (1, 2) and bottom.ms[1] == 3.0
+    assert bottom.ms[4] == pytest.approx(4.0) and bottom.ms[12] == pytest.approx(160.0)  # x 2 x 2^-1
+    assert "widths 4,8,12 from the h100 table x 2" in bottom.source
+    assert bottom.gate_ms(12) == pytest.approx(160.0 + bottom.overhead_ms)  # was 3 * 4^10 before
+    # a placement that ref lacks (top) has no reference row: left as measured
+    top = next(r for r in out.rows if r.placement == "top")
+    assert top.ms == {1: 5.0}
+    # int8-crt (a double candidate) was not measured: ref's rows, scaled by native's ratio
+    crt = [r for r in out.rows if r.backend == "int8-crt"]
+    assert len(crt) == 1 and crt[0].n_qubits == 27 and crt[0].ms == {8: pytest.approx(30.0), 10: pytest.approx(40.0)}
+    assert crt[0].source.startswith("not measured: the h100 table x 2")
+    # native32 is not a double candidate; precisions=() adds no method (another GPU model's table)
+    assert "native32" not in out.methods()
+    assert cal.complete(fresh, ref, precisions=()).methods() == ["native"]
+    # nothing missing: the same table back
+    assert cal.complete(out, ref, precisions=("double",)) is out
+
+
+def test_brief_calibration_is_completed_from_the_shipped_table(cache, monkeypatch):
+    """The first-use calibration (calibrate_missing) that measured d = 1 only gets the other
+    widths from the shipped table, not 4x per qubit above d = 1."""
+    dev = gemm.resolve_device("cpu")
+    orig = cal.calibrate
+    monkeypatch.setattr(cal, "calibrate", lambda device, **kw: orig(
+        device, methods=["native"], n_qubits=8, max_gate_qubits=1, repeats=1, budget_s=3.0,
+        precisions=kw.get("precisions", ("double",))))
+    table = cal.table_for(dev, "double", calibrate_missing=True, message=lambda text: None)
+    shipped = shipped_table("cpu")
+    for r in table.rows:
+        ref = shipped.row("native", r.placement)
+        assert r.measured == (1,) and set(r.ms) == {1} | set(ref.ms), r
+        assert r.gate_ms(10) < r.gate_ms(1) * 4.0 ** 9 / 10  # read from the table, not 4x per qubit
+    assert table.origin.startswith("cache:") and cal.load_cached(table.key).rows == table.rows
+
+
 def test_calibrate_argument_errors():
     with pytest.raises(ValueError, match="placements must be some of bottom, middle, top, scattered"):
         cal.calibrate("cpu", placements=("left",))
