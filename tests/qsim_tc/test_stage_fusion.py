@@ -1,0 +1,94 @@
+"""Gate fusion inside a stage (qsim_tc.plan.stage_fusion) and the CPU executor that uses it."""
+
+import numpy as np
+import pytest
+from test_stages import gate_at_a_time, random_circuit, random_state
+
+from circuits import Circuit, Gate
+from circuits.haar import haar_unitary
+from qsim_tc.engine.stages_cpu import FUSE_COST, run_stages
+from qsim_tc.plan.stage_fusion import fuse_plan, fuse_stage
+from qsim_tc.plan.stages import RELABEL, plan_stages
+from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
+
+TOL = {np.complex128: 1e-13, np.complex64: 1e-5}
+WIDEST = (1.0, 1.0, 1.0, 1.0)  # every width costs the same: fuse as wide as 4 qubits allow
+NARROW = (1.0, 1.0, 3.0, 10.0)  # 3 and 4 qubits too dear: fuse to 2 at most
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("cost", [WIDEST, NARROW, None, ()], ids=["widest", "narrow", "default", "off"])
+@pytest.mark.parametrize(("n", "local", "block_bits"), [(6, 4, 6), (9, 5, 8), (11, 6, 9)])
+def test_fused_stages_equal_gate_at_a_time(dtype, cost, n, local, block_bits):
+    """Every gate kind on scattered, repeated qubits (controls local, in lanes and above the chunk)."""
+    for seed in range(2):
+        c = random_circuit(n, 70, seed=31 * n + seed, max_width=min(local, 4))
+        psi = random_state(n, seed, dtype)
+        plan = plan_stages(c, local)
+        out = run_stages(psi.copy(), plan, block_bytes=psi.itemsize << block_bits, fuse_cost=cost)
+        np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=TOL[dtype])
+
+
+def _brick(n, depth, seed):
+    rng = np.random.default_rng(seed)
+    c = Circuit(n)
+    for layer in range(depth):
+        for q in range(layer % 2, n - 1, 2):
+            c.append(Gate(haar_unitary(4, rng), (q, q + 1), "u2", check_unitary=False))
+    return c
+
+
+def test_runs_fuse_by_cost_and_keep_the_stage():
+    c = _brick(6, 4, seed=1)
+    plan = plan_stages(c, 6)
+    (stage,) = plan.stages
+    wide = fuse_stage(stage, 6, WIDEST)
+    assert wide.swaps == stage.swaps and wide.layout == stage.layout
+    assert len(wide.ops) < len(stage.ops) and max(len(op.positions) for op in wide.ops) == 4
+    assert all(list(op.positions) == sorted(op.positions) for op in wide.ops if len(op.positions) > 2)
+    # two-qubit ops cost as much as one-qubit ones here, wider ones far more: nothing to merge
+    assert fuse_stage(stage, 6, NARROW) is stage
+    assert fuse_stage(stage, 6, (1.0,)) is stage and fuse_stage(stage, 6, ()) is stage
+    again = fuse_plan(plan, WIDEST).stages[0]
+    assert fuse_plan(plan, ()) is plan
+    assert [(op.gate, op.kind, op.positions) for op in again.ops] == [(op.gate, op.kind, op.positions) for op in wide.ops]
+
+
+def test_diagonals_global_bits_and_relabels_end_or_pass_runs():
+    """A diagonal gate or a gate with a global qubit ends a run (order kept without a dependency
+    analysis); a relabel passes through; a lone controlled gate keeps its structure."""
+    n, local = 6, 4
+    rng = np.random.default_rng(3)
+    u = lambda: haar_unitary(4, rng)  # noqa: E731
+    cx = np.eye(4)[[0, 3, 2, 1]]  # control qubit 0 (matrix bit 0), target qubit 1
+    swap = np.eye(4)[[0, 2, 1, 3]]
+    c = Circuit(n)
+    for g in [Gate(u(), (0, 1)), Gate(u(), (1, 2)),  # a run: fused
+              Gate(np.diag(np.exp(1j * rng.uniform(0, 6, 4))), (1, 5)),  # a diagonal ends it
+              Gate(cx, (2, 3)),  # a run of one: kept as it is
+              Gate(cx, (5, 3)),  # a control above L: ends the run
+              Gate(u(), (0, 2)), Gate(swap, (4, 5)), Gate(u(), (2, 3))]:  # a relabel inside a run
+        c.append(g)
+    plan = plan_stages(c, local)
+    assert plan.n_stages == 1
+    (stage,) = plan.stages
+    fused = fuse_stage(stage, local, WIDEST)
+    kinds = [op.kind for op in fused.ops]
+    assert kinds == ["dense", DIAGONAL, CONTROLLED, CONTROLLED, RELABEL, "dense"], kinds
+    assert fused.ops[2] is stage.ops[3] and fused.ops[3] is stage.ops[4]
+    assert fused.ops[0].positions == tuple(sorted(stage.ops[0].positions + stage.ops[1].positions[1:]))
+    psi = random_state(n, 5)
+    out = run_stages(psi.copy(), plan, fuse_cost=WIDEST)
+    np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+def test_default_costs_make_qv_like_runs_cheaper():
+    """The executor's default costs fuse 2-qubit gates that share qubits (as QuantumVolume's
+    layers do) into fewer, wider ops."""
+    for item, cost in FUSE_COST.items():
+        assert len(cost) == 4 and all(a < b for a, b in zip(cost, cost[1:])), item
+    c = _brick(8, 6, seed=2)
+    plan = plan_stages(c, 8)
+    for cost in FUSE_COST.values():
+        fused = fuse_plan(plan, cost)
+        assert sum(len(s.ops) for s in fused.stages) < sum(len(s.ops) for s in plan.stages)
