@@ -103,11 +103,11 @@ def check_plan(c: Circuit, plan) -> None:
 @settings(derandomize=True, max_examples=60, deadline=None)
 @given(n=st.integers(1, 9), n_gates=st.integers(0, 40), seed=st.integers(0, 10**6),
        local=st.integers(1, 11), block_bytes=st.sampled_from([32, 256, 4096, 1 << 20]),
-       threads=st.sampled_from([1, 2]))
-def test_random_circuits_equal_gate_at_a_time_complex128(n, n_gates, seed, local, block_bytes, threads):
+       threads=st.sampled_from([1, 2]), seeds=st.sampled_from([0, 1, 16]))
+def test_random_circuits_equal_gate_at_a_time_complex128(n, n_gates, seed, local, block_bytes, threads, seeds):
     c = random_circuit(n, n_gates, seed, max_width=local)
     psi = random_state(n, seed)
-    plan = plan_stages(c, local)
+    plan = plan_stages(c, local, seeds=seeds)
     check_plan(c, plan)
     out = run_stages(psi.copy(), plan, block_bytes=block_bytes, threads=threads)
     np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
@@ -189,6 +189,26 @@ def test_stage_counts_are_small_for_brickwork():
     plan = plan_stages(c, 10)
     check_plan(c, plan)
     assert plan.n_stages <= 4  # 12 layers of 2-qubit bricks, light cone 6 qubits a side per stage
+
+
+def test_grown_local_sets_cut_the_stages_of_brickwork_and_random_pairs():
+    """Step 2's candidates grown from blocked gates (seeds) against the circuit-order walk alone,
+    with and without kept low bits (which no swap may touch)."""
+    bw = brickwork(28, 2, 20, seed=1)
+    walk, grown = plan_stages(bw, 12, seeds=0), plan_stages(bw, 12)
+    check_plan(bw, grown)
+    assert walk.n_stages == 21 and grown.n_stages <= 10
+    rng = np.random.default_rng(7)
+    qv = Circuit(20)
+    for _layer in range(20):  # QuantumVolume's shape: a random pairing of the qubits per layer
+        perm = rng.permutation(20)
+        for a, b in zip(perm[::2], perm[1::2]):
+            qv.append(Gate(haar_unitary(4, rng), (int(a), int(b)), "su4", check_unitary=False))
+    for keep in (0, 3):
+        walk, grown = plan_stages(qv, 10, seeds=0, keep_low=keep), plan_stages(qv, 10, keep_low=keep)
+        check_plan(qv, grown)
+        assert grown.n_stages < 0.85 * walk.n_stages, (keep, grown.n_stages, walk.n_stages)
+        assert all(p >= keep for s in grown.stages for p, _ in s.swaps)
 
 
 def test_errors_name_the_argument():
