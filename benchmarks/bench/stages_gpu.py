@@ -24,7 +24,7 @@ from qsim_tc import Simulator
 from qsim_tc.engine.permute import permute_bits
 from qsim_tc.engine.stage_kernel import max_dense, run_program
 from qsim_tc.engine.stage_program import build_program
-from qsim_tc.plan.stages import plan_stages
+from qsim_tc.plan.stages import DEFAULT_SEEDS, plan_stages
 
 CIRCUITS = {"qft": "qft", "qv": "qv", "bw2": "brickwork2"}
 
@@ -47,14 +47,16 @@ def main(argv=None) -> int:
     p.add_argument("--qubits", type=int, default=28)
     p.add_argument("--circuits", default="qft,qv,bw2")
     p.add_argument("--dtypes", default="complex128,complex64")
-    p.add_argument("--configs", default="12:3", help="comma list of L:C (default 12:3)")
+    p.add_argument("--configs", default="12:3", help="comma list of L:C or L:C:S, S the planner's seeds "
+                   "(default 12:3, S = plan_stages' default)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     import cupy as cp  # noqa: PLC0415
 
     n = args.qubits
-    configs = [tuple(int(x) for x in c.split(":")) for c in args.configs.split(",")]
+    configs = [tuple(int(x) for x in c.split(":")) + ((DEFAULT_SEEDS,) if c.count(":") == 1 else ())
+               for c in args.configs.split(",")]
     rows = []
     for dname in args.dtypes.split(","):
         dtype = np.dtype(dname)
@@ -72,19 +74,20 @@ def main(argv=None) -> int:
             decision = default.stage_decision.to_dict() if default.stage_decision is not None else None
             print(f"  {cname}: gate-at-a-time {t_gate * 1e3:.1f} ms, default Simulator() {t_default * 1e3:.1f} ms "
                   f"({decision['why'] if decision else 'no stage decision'})", flush=True)
-            for big_l, keep in configs:
+            for big_l, keep, seeds in configs:
                 row = {"circuit": desc, "dtype": dname, "n_qubits": n, "local_qubits": big_l, "keep_low": keep,
+                       "seeds": seeds,
                        "gate_at_a_time_s": t_gate, "default_s": t_default, "default_decision": decision,
                        "pass_floor_s": floor}
                 try:
                     t_plan = time.perf_counter()
-                    plan = plan_stages(circ, big_l, keep_low=keep)
+                    plan = plan_stages(circ, big_l, keep_low=keep, seeds=seeds)
                     prog = build_program(plan, keep, fuse_qubits=max_dense(dtype))
                     row["plan_s"] = time.perf_counter() - t_plan
                 except ValueError as exc:
                     row["error"] = str(exc)
                     rows.append(row)
-                    print(f"  {cname} L={big_l} C={keep}: {exc}", flush=True)
+                    print(f"  {cname} L={big_l} C={keep} S={seeds}: {exc}", flush=True)
                     continue
 
                 def run():
@@ -102,17 +105,18 @@ def main(argv=None) -> int:
                 row.update({"stages": plan.n_stages, "ops": prog.n_ops, "stage_s": t_stage - t_reset,
                             "max_abs_diff": diff, "passes_equiv": (t_stage - t_reset) / floor})
                 rows.append(row)
-                print(f"  {cname} L={big_l} C={keep}: {plan.n_stages} stages, {prog.n_ops} ops, stage "
+                print(f"  {cname} L={big_l} C={keep} S={seeds}: {plan.n_stages} stages, {prog.n_ops} ops, stage "
                       f"{row['stage_s'] * 1e3:.1f} ms vs gate-at-a-time {t_gate * 1e3:.1f} ms "
                       f"(x{t_gate / row['stage_s']:.1f}; {row['passes_equiv']:.1f} passes' worth), diff {diff:.1e}",
                       flush=True)
         state = None  # free it before the next dtype
-    print(f"\n{'circuit':30s} {'dtype':10s} {'L:C':6s} {'stages':>6s} {'ops':>4s} {'stage ms':>9s} {'gate ms':>8s} "
+    print(f"\n{'circuit':30s} {'dtype':10s} {'L:C:S':8s} {'stages':>6s} {'ops':>4s} {'stage ms':>9s} {'gate ms':>8s} "
           f"{'default':>8s} {'floor':>6s}")
     for r in rows:
         if "error" in r:
             continue
-        print(f"{r['circuit'][:30]:30s} {r['dtype']:10s} {r['local_qubits']}:{r['keep_low']:<4d} {r['stages']:6d} "
+        print(f"{r['circuit'][:30]:30s} {r['dtype']:10s} {r['local_qubits']}:{r['keep_low']}:{r['seeds']:<3d} "
+              f"{r['stages']:6d} "
               f"{r['ops']:4d} {r['stage_s'] * 1e3:9.1f} {r['gate_at_a_time_s'] * 1e3:8.1f} {r['default_s'] * 1e3:8.1f} "
               f"{r['pass_floor_s'] * 1e3:6.2f}")
     if args.json:

@@ -25,7 +25,11 @@ from circuits import Circuit
 from qsim_tc.plan.stages import StagePlan, plan_stages
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify
 
-LOCAL_QUBITS = 12  # 2^12 amplitudes a block: 64 KiB of complex128 in shared memory
+# L by itemsize: a block's chunk of 2^L amplitudes is 64 KiB of shared memory either way. On an
+# H200 (28 qubits, benchmarks/results/stages_gpu_planner_h200.json) complex64 at L = 13 against 12:
+# QFT 77 / 87 ms, QuantumVolume 201 / 244, brickwork(28, 2, 20) 104 / 119; complex128 at L = 13
+# (128 KiB, one block an SM) was 1.6-2.1x slower than at 12
+LOCAL_QUBITS = {16: 12, 8: 13}
 # CPU: L by dtype (the executor's chunks, 4 MiB of complex64 and 2 MiB of complex128, keep 6 and 5
 # lane bits below them), and the widest gate
 # its kernels were measured faster than the gate-at-a-time path on. At 24 qubits on 2 cores,
@@ -77,7 +81,7 @@ def mixing_width(structure) -> int:
 
 
 def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, itemsize: int = 16,
-           local_qubits: int = LOCAL_QUBITS, keep_low: int = KEEP_LOW) -> StageDecision:
+           local_qubits: int | None = None, keep_low: int = KEEP_LOW) -> StageDecision:
     """Plan ``circuit`` as stages if every gate fits, and compare the model with ``gate_ms``.
 
     Args:
@@ -87,12 +91,13 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
         pass_ms: one pass over the state on this device.
         gate_ms: the predicted time of the gate-at-a-time path.
         itemsize: bytes of an amplitude (16 complex128, 8 complex64).
-        local_qubits, keep_low: the stage shape (L, C); C shrinks for gates that need more of L.
+        local_qubits, keep_low: the stage shape (L, C; L by default :data:`LOCAL_QUBITS` of
+            ``itemsize``); C shrinks for gates that need more of L.
     """
     from qsim_tc.engine.stage_program import OP_DENSE, W_K, W_PCOUNT, W_TYPE, build_program  # noqa: PLC0415
 
     n = circuit.n_qubits
-    big_l = min(local_qubits, n)
+    big_l = min(LOCAL_QUBITS.get(itemsize, 12) if local_qubits is None else local_qubits, n)
     structures = [classify(g.matrix) for g in circuit.gates]
     if any(s.kind == DIAGONAL and np.abs(np.abs(s.diagonal) - 1.0).max() > 1e-9 for s in structures):
         return StageDecision(False, "a diagonal gate has entries of modulus other than 1 (the stage kernel "

@@ -25,6 +25,15 @@ def test_the_model_decides_by_predicted_time():
     assert fast.to_dict()["stages"] == fast.plan.n_stages
 
 
+def test_local_qubits_follow_the_precision():
+    """A block's chunk is 64 KiB either way: 2^12 complex128 or 2^13 complex64 amplitudes."""
+    c = random_circuit(16, 60, seed=2, max_width=3)
+    wide = stage_choice.decide(c, max_dense=4, pass_ms=1.0, gate_ms=1e6, itemsize=8)
+    narrow = stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=1e6, itemsize=16)
+    assert (wide.plan.local_qubits, narrow.plan.local_qubits) == (13, 12)
+    assert stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=1e6, local_qubits=10).plan.local_qubits == 10
+
+
 def test_plan_option_is_checked():
     with pytest.raises(ValueError, match="plan must be"):
         Simulator("native", device="cpu", plan="yes")
