@@ -14,7 +14,9 @@
 // share cache lines in L2 when a low storage bit is not local.
 //
 // Compile-time constants: REAL (double or float), MAX_K (widest dense op here), MAX_DENSE (the
-// record's width, stage_program.MAX_DENSE), MAX_GROUPS, THREADS.
+// record's width, stage_program.MAX_DENSE), MAX_GROUPS, THREADS, MIN_BLOCKS (the blocks an SM
+// the registers must allow), PRE_MAX_K (1 or 2: the widest op that applies its pre-phase as it
+// loads).
 
 typedef REAL real;
 struct cplx { real x, y; };
@@ -45,24 +47,32 @@ __device__ __forceinline__ cplx cfma(cplx a, cplx b, cplx acc) {  // acc + a * b
 }
 
 // A block's view of a run of phase groups (stage_program.py): per group, whether its fixed bits
-// meet its condition, its local condition, its constant (fixed linear bits included) and its
-// local linear part tabulated over local bits 0..5 (lo) and 6..L-1 (hi).
+// meet its condition, its local condition, and exp(2 pi i * its linear part) tabulated over local
+// bits 0..5 (lo, the group's constant folded in) and 6..L-1 (hi). An amplitude's factor is the
+// product of lo * hi over the groups whose condition it meets: two table reads and complex
+// products, where a sum of turns took 64-bit integer adds and a double sincospi an amplitude.
+// On an H200 at 28 qubits: complex64 QFT 76.7 -> 46.2 ms, QuantumVolume 200 -> 171, brickwork
+// 103 -> 93; complex128 QFT 75.7 -> 72.4, but its dense ops lost 8% (brickwork 166 -> 180, QV
+// 264 -> 286; not understood: no spills, same 80 registers and three blocks an SM).
 struct Phases {
     int n;  // groups (0: none)
     int per, lo_n;
     const int* active;
     const int* cond;
-    const unsigned long long* c0;
-    const unsigned long long* tab;
+    const cplx* tab;
 
-    __device__ __forceinline__ unsigned long long turns(int i) const {
-        unsigned long long acc = 0;
+    // f = the amplitude's phase factor; false where no group applies (f untouched)
+    __device__ __forceinline__ bool factor(int i, cplx& f) const {
+        bool any = false;
         for (int g = 0; g < n; ++g) {
             const int c = cond[g];
-            if (active[g] && (i & c) == c)
-                acc += c0[g] + tab[g * per + (i & (lo_n - 1))] + tab[g * per + lo_n + (i >> SPLIT)];
+            if (active[g] && (i & c) == c) {
+                const cplx t = cmul(tab[g * per + (i & (lo_n - 1))], tab[g * per + lo_n + (i >> SPLIT)]);
+                f = any ? cmul(f, t) : t;
+                any = true;
+            }
         }
-        return acc;
+        return any;
     }
 };
 
@@ -72,7 +82,10 @@ struct Phases {
 // the record (tabulated on the host).
 __device__ __forceinline__ cplx phase_of(unsigned long long turns);
 
-template <int K>
+// PRE: the op carries a pre-phase, applied as the amplitudes load (up to PRE_MAX_K targets; wider
+// ops take it in a sweep of their own: with it inside, the register bound of MIN_BLOCKS made the
+// kernel spill).
+template <int K, bool PRE>
 __device__ __forceinline__ void dense(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
                                       const Phases& pre) {
     int ts[K], off[1 << K];
@@ -93,10 +106,8 @@ __device__ __forceinline__ void dense(cplx* sm, int L, const long long* rec, int
 #pragma unroll
         for (int j = 0; j < (1 << K); ++j) {
             v[j] = sm[base + off[j]];
-            if (pre.n) {
-                const unsigned long long t = pre.turns(base + off[j]);
-                if (t) v[j] = cmul(v[j], phase_of(t));
-            }
+            cplx f;
+            if (PRE && pre.factor(base + off[j], f)) v[j] = cmul(v[j], f);
         }
 #pragma unroll
         for (int r = 0; r < (1 << K); ++r) {
@@ -117,10 +128,11 @@ __device__ __forceinline__ cplx phase_of(unsigned long long turns) {
 }
 
 // Fills the block's Phases for ``ng`` groups at ``grp`` (ends with __syncthreads, also when
-// ng = 0, so that whatever the caller staged before it is visible).
+// ng = 0, so that whatever the caller staged before it is visible). The tables are made from
+// exact 64-bit turns, one sincospi an entry.
 __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int L, long long xblk,
                                  const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
-                                 int* s_active, int* s_cond, unsigned long long* s_const, unsigned long long* s_tab) {
+                                 int* s_active, int* s_cond, unsigned long long* s_const, cplx* s_tab) {
     const long long lmask_all = (1LL << L) - 1;
     const int lo_n = 1 << min(SPLIT, L), hi_n = 1 << max(L - SPLIT, 0), per = lo_n + hi_n;
     if (threadIdx.x < ng) {
@@ -133,23 +145,24 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
         s_cond[threadIdx.x] = (int)(cond & lmask_all);
         s_const[threadIdx.x] = c0;
     }
+    __syncthreads();
     for (int e = threadIdx.x; e < ng * per; e += blockDim.x) {  // the local linear parts, tabulated
         const int g = e / per, v = e % per;
         const bool lo = v < lo_n;
         const int bits = lo ? v : (v - lo_n) << SPLIT;
         const long long* gr = grp + g * 4;
-        unsigned long long acc = 0;
+        unsigned long long acc = lo ? s_const[g] : 0;  // the constant rides in the lo table
         for (int t = (int)gr[2]; t < (int)(gr[2] + gr[3]); ++t) {
             const int p = coef_slot[t];
             if (p < L && (lo ? p < SPLIT : p >= SPLIT) && ((bits >> p) & 1)) acc += coef_turn[t];
         }
-        s_tab[g * per + v] = acc;
+        s_tab[g * per + v] = phase_of(acc);
     }
     __syncthreads();
-    return Phases{ng, per, lo_n, s_active, s_cond, s_const, s_tab};
+    return Phases{ng, per, lo_n, s_active, s_cond, s_tab};
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restrict__ slot_bits,
              const int* __restrict__ gslot, const int* __restrict__ gbit, const long long* __restrict__ ops,
              int n_ops, const cplx* __restrict__ mats, const long long* __restrict__ groups,
@@ -161,9 +174,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     long long* t2 = t1 + (1 << h1);
     // [4^MAX_K], after an even number of table entries (16-byte aligned for the vector loads)
     cplx* s_mat = reinterpret_cast<cplx*>(t2 + (1 << h2) + (h2 == 0 ? 1 : 0));
-    const int lo_n = 1 << min(SPLIT, L), hi_n = 1 << max(L - SPLIT, 0);
-    unsigned long long* s_tab = reinterpret_cast<unsigned long long*>(s_mat + (1 << (2 * MAX_K)));
-    // [MAX_GROUPS][lo_n + hi_n]
+    cplx* s_tab = s_mat + (1 << (2 * MAX_K));  // [MAX_GROUPS][lo_n + hi_n] of prepare_phases
     __shared__ int s_active[MAX_GROUPS], s_cond[MAX_GROUPS];
     __shared__ unsigned long long s_const[MAX_GROUPS];
 
@@ -205,20 +216,34 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)rec[W_PCOUNT], L, xblk, coef_slot,
                                               coef_turn, s_active, s_cond, s_const, s_tab);
             const int lmask = (int)(cmask & lmask_all);
-            switch (k) {
-                case 1: dense<1>(sm, L, rec, lmask, s_mat, pre); break;
-                case 2: dense<2>(sm, L, rec, lmask, s_mat, pre); break;
-                case 3: dense<3>(sm, L, rec, lmask, s_mat, pre); break;
-#if MAX_K >= 4
-                case 4: dense<4>(sm, L, rec, lmask, s_mat, pre); break;
+            if (pre.n && k <= PRE_MAX_K) {
+                if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
+#if PRE_MAX_K >= 2
+                else dense<2, true>(sm, L, rec, lmask, s_mat, pre);
 #endif
+            } else {
+                if (pre.n) {  // wider ops take their pre-phase in a sweep of its own (registers)
+                    for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
+                        cplx f;
+                        if ((i & lmask) == lmask && pre.factor(i, f)) sm[i] = cmul(sm[i], f);
+                    }
+                    __syncthreads();
+                }
+                switch (k) {
+                    case 1: dense<1, false>(sm, L, rec, lmask, s_mat, pre); break;
+                    case 2: dense<2, false>(sm, L, rec, lmask, s_mat, pre); break;
+                    case 3: dense<3, false>(sm, L, rec, lmask, s_mat, pre); break;
+#if MAX_K >= 4
+                    case 4: dense<4, false>(sm, L, rec, lmask, s_mat, pre); break;
+#endif
+                }
             }
         } else {  // OP_PHASE
             const Phases ph = prepare_phases(groups + rec[W_DATA] * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
                                              coef_turn, s_active, s_cond, s_const, s_tab);
             for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
-                const unsigned long long t = ph.turns(i);
-                if (t) sm[i] = cmul(sm[i], phase_of(t));
+                cplx f;
+                if (ph.factor(i, f)) sm[i] = cmul(sm[i], f);
             }
         }
         __syncthreads();

@@ -14,6 +14,14 @@ THREADS = 256
 # the widest dense op per precision: complex128 at 4 targets needs 128 registers a thread (two
 # blocks an SM), at 3 it needs 80 (three blocks); complex64 fits 4 in 128
 MAX_DENSE_GPU = {8: 4, 16: 3}
+# blocks an SM the registers must allow (__launch_bounds__): shared memory admits three blocks of
+# 2^12 complex128 or 2^13 complex64 amplitudes (about 74 KiB each), and the phase-factor tables
+# took the kernel past the 85 registers a thread of three 256-thread blocks (107-109 unbounded;
+# 80 with a 48-byte spill)
+MIN_BLOCKS = {8: 3, 16: 3}
+# the widest dense op that applies its pre-phase as it loads its amplitudes (wider: a sweep of its
+# own); complex128 at 2 spilled under the 80-register bound
+PRE_MAX_K = {8: 2, 16: 1}
 
 
 def max_dense(dtype) -> int:
@@ -23,12 +31,12 @@ def max_dense(dtype) -> int:
 
 def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
     """Dynamic shared memory of one block: the chunk, the offset tables, one dense op's matrix
-    and the phase groups' tables."""
+    and the phase groups' tables (phase factors in the state's precision)."""
     h1 = min(6, local_qubits - keep_low)
     h2 = local_qubits - keep_low - h1
     offsets = 8 * ((1 << h1) + (1 << h2) + (h2 == 0))  # padded to keep the matrix 16-byte aligned
     matrix = itemsize << (2 * MAX_DENSE_GPU[itemsize])
-    tables = 8 * MAX_GROUPS * ((1 << min(6, local_qubits)) + (1 << max(local_qubits - 6, 0)))
+    tables = itemsize * MAX_GROUPS * ((1 << min(6, local_qubits)) + (1 << max(local_qubits - 6, 0)))
     return (itemsize << local_qubits) + offsets + matrix + tables
 
 
@@ -36,7 +44,8 @@ def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
 def _kernel(device_id: int, itemsize: int):
     real = "double" if itemsize == 16 else "float"
     options = (f"-DREAL={real}", f"-DMAX_K={MAX_DENSE_GPU[itemsize]}", f"-DMAX_DENSE={MAX_DENSE}",
-               f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", "-std=c++17")
+               f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", f"-DMIN_BLOCKS={MIN_BLOCKS[itemsize]}",
+               f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", "-std=c++17")
     return raw_module(__package__, "stage_kernel.cu", options, device_id).get_function("stage_kernel")
 
 

@@ -47,7 +47,9 @@ from qsim_tc.plan.stages import RELABEL, StagePlan
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, controlled_matrix
 
 MAX_DENSE = 5  # the widest dense op: 2^5 amplitudes a thread
-MAX_GROUPS = 8  # phase groups per op (the kernel keeps a block's group tables in shared memory)
+# phase groups per op: the kernel keeps a block's group tables (complex phase factors) in shared
+# memory, 2 KiB a group in complex128 at L = 12; 4 keep a block under a third of an SM's 228 KiB
+MAX_GROUPS = 4
 UNIT_TOLERANCE = 1e-9  # |abs(z) - 1| allowed for a diagonal entry
 OP_DENSE, OP_PHASE = 1, 2
 # int64 words of one op record: type, k, cmask, data offset, count, the phase groups applied
