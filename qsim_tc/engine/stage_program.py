@@ -43,8 +43,9 @@ import numpy as np
 
 from circuits import Circuit, Gate
 from circuits.fusion import fuse
+from qsim_tc.plan.stage_fusion import full_matrix
 from qsim_tc.plan.stages import RELABEL, StagePlan
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, controlled_matrix
+from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
 
 MAX_DENSE = 5  # the widest dense op: 2^5 amplitudes a thread
 # phase groups per op: the kernel keeps a block's group tables (complex phase factors) in shared
@@ -270,18 +271,11 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[l
             flush_local()  # a fixed control, or a pending diagonal run (it becomes a pre-phase)
             emit_dense(targets, cmask, s.target_matrix)
             continue
-        local.append((targets, cmask, s.target_matrix, Gate(_full_matrix(s), tuple(op.positions), "g",
+        local.append((targets, cmask, s.target_matrix, Gate(full_matrix(s), tuple(op.positions), "g",
                                                             check_unitary=False)))
     flush_local()
     flush_phases()
     return records
-
-
-def _full_matrix(s) -> np.ndarray:
-    """The 2^d matrix of a gate structure in its own bit order (controlled gates rebuilt)."""
-    if s.kind != CONTROLLED:
-        return np.asarray(s.target_matrix, dtype=np.complex128)
-    return controlled_matrix(s, range(s.n_bits))
 
 
 def _record(kind: int, *, k: int = 0, cmask: int = 0, data: int = 0, count: int = 0, targets=()) -> list[int]:
