@@ -20,14 +20,15 @@ Two kinds of op, both in the slot index space (bit p of an index is slot p):
   diagonal with entries exp(2 pi i phi_v) becomes at most 2^d terms by the Moebius transform of
   its phases over subsets of its bits (a controlled phase is one term); terms of consecutive
   diagonal gates with the same mask add. Turns are 64-bit fixed-point fractions of a full turn, so
-  the sum is exact modulo one turn and one ``sincospi`` per amplitude and op gives the phase:
-  no rounding accumulates over the hundreds of controlled phases of a QFT stage.
+  the sums are exact modulo one turn: no rounding accumulates over the hundreds of controlled
+  phases of a QFT stage.
 
   The terms go to the kernel as *groups*: a term's mask is split into a condition (all bits but
   one) and one linear bit, and the terms of equal condition form a group whose phase is
   ``[x contains cond] * (const + sum of coef_p over the set linear bits p)``. The kernel tabulates
-  each group's linear part over the local bits (two tables of 2^6 and 2^(L-6) entries per block),
-  so an amplitude pays two table reads per group instead of a test per term. The linear bit of a
+  each group's phase factor exp(2 pi i * linear part) over the local bits (two tables of 2^6 and
+  2^(L-6) entries per block, each entry one ``sincospi`` of an exact turn sum, the constant in
+  the first), so an amplitude pays two table reads and a complex product per group. The linear bit of a
   term is its bit shared by the fewest other terms: the run of controlled phases after a QFT's
   Hadamard (all sharing the Hadamard's qubit) is one group.
 

@@ -28,7 +28,7 @@ from circuits.circuit import Circuit
 from circuits.fusion import block_matrix, plan
 from circuits.gate import Gate
 from qsim_tc.plan.stages import RELABEL, Stage, StageOp, StagePlan
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
+from qsim_tc.plan.structure import CONTROLLED, DENSE, DIAGONAL, PERMUTATION, classify, controlled_matrix
 
 
 def full_matrix(s) -> np.ndarray:
@@ -114,6 +114,6 @@ def _fused(run: list[StageOp], local_qubits: int, cost: tuple[float, ...]) -> li
             continue
         slots = tuple(sorted(blk.qubits))
         s = classify(block_matrix([mini.gates[i] for i in blk.gates], slots))
-        kind = "dense" if s.kind == "permutation" and s.qubit_swap is not None else s.kind
+        kind = DENSE if s.kind == PERMUTATION and s.qubit_swap is not None else s.kind  # never a relabel
         ops.append(StageOp(run[blk.gates[0]].gate, kind, slots, s))
     return ops

@@ -417,20 +417,9 @@ def _grow(dag: _Dag, gates, kinds, needed, pinned, big_l: int, seed: int, ready,
     circuit-order walk fills the set with one layer's gates across the whole width."""
     alias = list(range(n))
     chosen = set(pinned) | set(needed[seed])
-    taken = {seed}
     waiting: dict[int, int] = {}
     open_ = [i for i in ready if i != seed]
-
-    def release(i):
-        for s in dag.succs[i]:
-            if s >= stop or dag.done[s]:
-                continue
-            left = waiting.get(s, sum(not dag.done[p] for p in dag.preds[s])) - 1
-            waiting[s] = left
-            if left == 0:
-                open_.append(s)
-
-    release(seed)
+    open_ += _released(dag, seed, stop, waiting)
     while open_:
         pick, cost = -1, big_l + 1
         for i in open_:
@@ -441,11 +430,10 @@ def _grow(dag: _Dag, gates, kinds, needed, pinned, big_l: int, seed: int, ready,
             break
         open_.remove(pick)
         chosen |= {alias[q] for q in needed[pick]}
-        taken.add(pick)
         if kinds[pick] == RELABEL:
             a, b = gates[pick].qubits
             alias[a], alias[b] = alias[b], alias[a]
-        release(pick)
+        open_ += _released(dag, pick, stop, waiting)
     return chosen
 
 
@@ -457,14 +445,23 @@ def _closure(dag: _Dag, needed, chosen, ready, stop: int) -> int:
     while todo:
         i = todo.pop()
         count += 1
-        for s in dag.succs[i]:
-            if s >= stop or dag.done[s]:
-                continue
-            left = waiting.get(s, sum(not dag.done[p] for p in dag.preds[s])) - 1
-            waiting[s] = left
-            if left == 0 and needed[s] <= chosen:
-                todo.append(s)
+        todo += [s for s in _released(dag, i, stop, waiting) if needed[s] <= chosen]
     return count
+
+
+def _released(dag: _Dag, i: int, stop: int, waiting: dict[int, int]) -> list[int]:
+    """The successors of gate i (below ``stop``, not applied) whose last missing predecessor was
+    i, as if i were applied; ``waiting`` keeps the counts of a simulation that does not touch
+    ``dag`` (a successor's first visit counts its predecessors not applied)."""
+    out = []
+    for s in dag.succs[i]:
+        if s >= stop or dag.done[s]:
+            continue
+        left = waiting.get(s, sum(not dag.done[p] for p in dag.preds[s])) - 1
+        waiting[s] = left
+        if left == 0:
+            out.append(s)
+    return out
 
 
 def _next_use(dag: _Dag, gates, needed, start: int, stop: int, n: int) -> list[int]:
