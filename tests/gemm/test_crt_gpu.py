@@ -149,3 +149,31 @@ def test_product_kernel_wgmma_needs_sm90(cp, rng):
     else:
         with pytest.raises(ValueError, match="product_kernel='wgmma' needs an sm_90 GPU"):
             gemm.matmul(a, a[:32].T, method=CRT, product_kernel="wgmma")
+
+
+@pytest.mark.parametrize("K, cplx", [(100, True), (256, False), (512, False), (1000, True), (1024, True),
+                                     (4096, True), (8192, False)])
+def test_gpu_line_exponents_match_cpu(cp, rng, K, cplx):
+    """Norm exponents, NaN/Inf counts and depth histograms of the GPU kernels (warp, and block per
+    line from 512 doubles a line) against scale.line_exponents, with zero lines, a NaN line,
+    a spread of exponents and a line of subnormals."""
+    from gemm.ozaki.crt import cpu
+
+    a = _gen(rng, (37, K), cplx, 4.0)
+    a[3] = 0
+    a[5, : K // 2] = 0
+    a[7] *= 2.0 ** -1060  # subnormals
+    a[9] *= 2.0 ** 900
+    b = _gen(rng, (K, 6), cplx, 1.0)  # B's lines: strided columns (thread per line)
+    X = method._as_lines(cp.asarray(a), "a")
+    XB = method._as_lines(cp.asarray(b), "b")
+    ea, eb, (bad_a, bad_b, ha, hb) = gpu.line_exponents(cp, X, XB, cplx, True)
+    ea_c, eb_c, (bad_ac, bad_bc, ha_c, hb_c) = cpu.line_exponents(np, method._as_lines(a, "a"),
+                                                                  method._as_lines(b, "b"), cplx, True)
+    assert (bad_a, bad_b) == (bad_ac, bad_bc) == (0, 0)
+    assert np.array_equal(cp.asnumpy(ea), np.asarray(ea_c)) and np.array_equal(cp.asnumpy(eb), np.asarray(eb_c))
+    assert np.array_equal(ha, ha_c) and np.array_equal(hb, hb_c) and ha.sum() > 0
+    a[11, K // 3] = np.inf
+    a[12, 1] = np.nan
+    _, _, (bad_a, _, _, _) = gpu.line_exponents(cp, method._as_lines(cp.asarray(a), "a"), XB, cplx, True)
+    assert bad_a == 2

@@ -59,6 +59,20 @@ __device__ __forceinline__ void wgmma_s8_n128(int* d, u64 da, u64 db, int scale_
         : "l"(da), "l"(db), "r"(scale_d));
 }
 
+// One m64n256k32 product into two 64-register halves (columns 0..127 in d0, 128..255 in d1: the
+// n256 fragment's register 4j + e is column 8j + 2t + (e & 1), so its first 64 registers are the
+// n128 fragment of the first 128 columns). Why: two n128 instructions read the A tile from shared
+// memory twice; one n256 reads it once (shared-memory reads of the operands per product: 10 KB
+// instead of 12 KB).
+__device__ __forceinline__ void wgmma_s8_n256(int* d0, int* d1, u64 da, u64 db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p;\n}\n"
+        : "+r"(d0[0]), "+r"(d0[1]), "+r"(d0[2]), "+r"(d0[3]), "+r"(d0[4]), "+r"(d0[5]), "+r"(d0[6]), "+r"(d0[7]), "+r"(d0[8]), "+r"(d0[9]), "+r"(d0[10]), "+r"(d0[11]), "+r"(d0[12]), "+r"(d0[13]), "+r"(d0[14]), "+r"(d0[15]), "+r"(d0[16]), "+r"(d0[17]), "+r"(d0[18]), "+r"(d0[19]), "+r"(d0[20]), "+r"(d0[21]), "+r"(d0[22]), "+r"(d0[23]), "+r"(d0[24]), "+r"(d0[25]), "+r"(d0[26]), "+r"(d0[27]), "+r"(d0[28]), "+r"(d0[29]), "+r"(d0[30]), "+r"(d0[31]), "+r"(d0[32]), "+r"(d0[33]), "+r"(d0[34]), "+r"(d0[35]), "+r"(d0[36]), "+r"(d0[37]), "+r"(d0[38]), "+r"(d0[39]), "+r"(d0[40]), "+r"(d0[41]), "+r"(d0[42]), "+r"(d0[43]), "+r"(d0[44]), "+r"(d0[45]), "+r"(d0[46]), "+r"(d0[47]), "+r"(d0[48]), "+r"(d0[49]), "+r"(d0[50]), "+r"(d0[51]), "+r"(d0[52]), "+r"(d0[53]), "+r"(d0[54]), "+r"(d0[55]), "+r"(d0[56]), "+r"(d0[57]), "+r"(d0[58]), "+r"(d0[59]), "+r"(d0[60]), "+r"(d0[61]), "+r"(d0[62]), "+r"(d0[63]), "+r"(d1[0]), "+r"(d1[1]), "+r"(d1[2]), "+r"(d1[3]), "+r"(d1[4]), "+r"(d1[5]), "+r"(d1[6]), "+r"(d1[7]), "+r"(d1[8]), "+r"(d1[9]), "+r"(d1[10]), "+r"(d1[11]), "+r"(d1[12]), "+r"(d1[13]), "+r"(d1[14]), "+r"(d1[15]), "+r"(d1[16]), "+r"(d1[17]), "+r"(d1[18]), "+r"(d1[19]), "+r"(d1[20]), "+r"(d1[21]), "+r"(d1[22]), "+r"(d1[23]), "+r"(d1[24]), "+r"(d1[25]), "+r"(d1[26]), "+r"(d1[27]), "+r"(d1[28]), "+r"(d1[29]), "+r"(d1[30]), "+r"(d1[31]), "+r"(d1[32]), "+r"(d1[33]), "+r"(d1[34]), "+r"(d1[35]), "+r"(d1[36]), "+r"(d1[37]), "+r"(d1[38]), "+r"(d1[39]), "+r"(d1[40]), "+r"(d1[41]), "+r"(d1[42]), "+r"(d1[43]), "+r"(d1[44]), "+r"(d1[45]), "+r"(d1[46]), "+r"(d1[47]), "+r"(d1[48]), "+r"(d1[49]), "+r"(d1[50]), "+r"(d1[51]), "+r"(d1[52]), "+r"(d1[53]), "+r"(d1[54]), "+r"(d1[55]), "+r"(d1[56]), "+r"(d1[57]), "+r"(d1[58]), "+r"(d1[59]), "+r"(d1[60]), "+r"(d1[61]), "+r"(d1[62]), "+r"(d1[63])
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
 #define CRT_MAGIC 12582912.0f  // 1.5 * 2^23: in [2^23, 2^24) the FP32 spacing is 1
 
 // x mod p as a byte (the two's-complement byte of a representative in [-128, 128]; +128 occurs
@@ -134,11 +148,17 @@ __device__ __forceinline__ void crt_epilogue(int (&acc)[CRT_NC][64], unsigned ch
 __device__ __forceinline__ void crt_stage_products(int (&acc)[CRT_NC][64], u32 stage, int wg, bool first) {
     wg_fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
+    for (int ks = 0; ks < 4; ++ks) {
+#if CRT_NC == 2
+        wgmma_s8_n256(acc[0], acc[1], sw128_desc(stage + wg * 64 * 128) + 2 * ks,
+                      sw128_desc(stage + CRT_BM * 128) + 2 * ks, (!first || ks > 0) ? 1 : 0);
+#else
 #pragma unroll
         for (int ch = 0; ch < CRT_NC; ++ch)
             wgmma_s8_n128(acc[ch], sw128_desc(stage + wg * 64 * 128) + 2 * ks,
                           sw128_desc(stage + (CRT_BM + 128 * ch) * 128) + 2 * ks, (!first || ks > 0) ? 1 : 0);
+#endif
+    }
     wg_commit();
 }
 

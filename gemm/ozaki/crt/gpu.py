@@ -100,6 +100,20 @@ def residue_digits(bits: int) -> int:
     return J
 
 
+LB_THREADS, LB_PER = 256, (2, 4, 8, 16, 32)  # crt.cu's block-per-line kernels: threads, values a thread
+LB_COPY_BYTES = 64 << 20  # strided operands up to this size are copied K-major for the block kernel
+
+
+def _block_per(X, cplx) -> int:
+    """Values a thread for the block-per-line exponent kernel, or 0 where a line is not contiguous
+    or has fewer than 512 or more than 8192 doubles (the warp kernel takes those)."""
+    so, si, sk, n_in = (int(v) for v in line_view(X))
+    n = X.shape[2] * (2 if cplx else 1)
+    if sk != 1 or not LB_THREADS * LB_PER[0] <= n <= LB_THREADS * LB_PER[-1]:
+        return 0
+    return next(p for p in LB_PER if p * LB_THREADS >= n)
+
+
 def line_exponents(cp, XA, XB, cplx, want_hist):
     """Norm exponents of A's rows and B's columns, NaN/Inf counts and depth histograms, with one
     small host read.
@@ -116,7 +130,20 @@ def line_exponents(cp, XA, XB, cplx, want_hist):
         so, si, sk, n_in = line_view(X)
         args = (X, so, si, sk, n_in, _i64(nlines), _i32(X.shape[2]), _i32(cplx), _i32(want_hist), E,
                 stats[i * NSTAT:(i + 1) * NSTAT])
-        if kmajor(X):
+        per = _block_per(X, cplx)
+        if not per and not kmajor(X) and X.nbytes <= LB_COPY_BYTES:
+            # strided lines (B's columns): a K-major copy for the block kernel, since the thread
+            # kernel gives the 1024 columns of a d = 10 gate four blocks of 256 threads
+            Xc = cp.ascontiguousarray(X)
+            per = _block_per(Xc, cplx)
+            if per:
+                X = Xc
+                so, si, sk, n_in = line_view(X)
+        if per:
+            _fn(cp, f"crt_line_exponents_block_{per}")((int(min(nlines, 8192)),), (LB_THREADS,), (
+                X, so, si, n_in, _i64(nlines), _i32(X.shape[2]), _i32(cplx), _i32(want_hist), E,
+                stats[i * NSTAT:(i + 1) * NSTAT]))
+        elif kmajor(X):
             _fn(cp, "crt_line_exponents_warp")((int(min(-(-nlines // 8), 8192)),), (256,), args)
         else:
             _fn(cp, "crt_line_exponents_thread")((int(min(-(-nlines // 256), 8192)),), (256,), args)
