@@ -680,6 +680,16 @@ __device__ __forceinline__ void two_sum_add(double& hi, double& lo, double x) {
     hi = s;
 }
 
+// (double)x for the exact small integers here, as one conversion. Why inline PTX: cupy builds
+// RawModules with -ftz=true appended, and under it the compiler wraps a C++ float-to-double cast
+// in a flushing multiply by 1 (the conversion instruction does not flush), two instructions where
+// one does; no value here is subnormal.
+__device__ __forceinline__ double f2d(float x) {
+    double d;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(d) : "f"(x));
+    return d;
+}
+
 // The CRT words of one part of one element (cpu.crt_digits then the first step of cpu.finish).
 struct Words {
     double S0, S1, S2, S3, S4;
@@ -690,7 +700,7 @@ struct Words {
 // fma is exact and equals the exact product and sum (the CPU's matmul sums the same exact
 // integers). The quotient q comes from the words in finish (the CPU sums t / p_i instead).
 __device__ __forceinline__ void add_digit(Words& a, float t, const double* __restrict__ d, int W) {
-    const double td = (double)t;
+    const double td = f2d(t);
     a.S0 = __fma_rn(td, d[0], a.S0);
     if (W > 1) a.S1 = __fma_rn(td, d[1], a.S1);
     if (W > 2) a.S2 = __fma_rn(td, d[2], a.S2);
@@ -827,6 +837,10 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
                 wr[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0};
                 wi[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0};
             }
+            // two moduli an iteration: their chains (shared-memory read, FP32 steps, conversion,
+            // FP64 words) are independent, and with two warps a block the loads and conversions
+            // of one modulus otherwise stalled the next
+#pragma unroll 2
             for (int i = 0; i < n; ++i) {  // every modulus' products read once for Re and Im
                 const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, h, s | y, y_re, y_im, 2^16 mod p
                 const float p = f0.x, inv_p = f0.y;
