@@ -4,7 +4,8 @@ For QFT-N (H on every qubit first), QuantumVolume(N, seed=7) and brickwork(N, 4,
 as ``benchmarks.bench.auto.build`` builds them, at --qubits (default 24):
 
   staged      ``run_stages`` on a complex64 (native32) and a complex128 (native) state, the plan
-              made with L = --local (default: per dtype, see LOCAL) and chunks of --block-bytes
+              made as the Simulator makes it (``stage_choice.decide_cpu``) or with L = --local, and
+              chunks of --block-bytes
   gate        ``Simulator(backend, device="cpu", fuse="auto", plan=None)`` (gate by gate, fused as the
               cost table says), native32
               and native (--gate-repeats runs, 0 skips them)
@@ -35,14 +36,12 @@ from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from qsim_tc import Simulator
 from qsim_tc.engine.stages_cpu import DEFAULT_BLOCK_BYTES, run_stages
-from qsim_tc.plan.stage_choice import CPU_LOCAL_QUBITS
+from qsim_tc.plan.stage_choice import decide_cpu
 from qsim_tc.plan.stages import plan_stages
 from qsim_tc.plan.structure import classify
 
 MODULE = "benchmarks.bench.cpu_vs_qsim"
 CIRCUITS = ("qft", "qv", "brickwork4")
-# L per dtype: the Simulator's (measured on the 2-core EPYC over L = 11-14 and chunks of 1-16 MiB)
-LOCAL = {np.complex64: CPU_LOCAL_QUBITS[8], np.complex128: CPU_LOCAL_QUBITS[16]}
 
 
 def to_cirq(c):
@@ -117,8 +116,9 @@ def timing(args) -> list[dict]:
         print(f"{desc}: {len(c)} gates {kinds}", flush=True)
 
         def staged(dtype, c=c):
-            big_l = args.local or LOCAL[dtype]
-            plan = plan_stages(c, big_l)
+            # the Simulator's plan (stage_choice.decide_cpu: its L, or complex64's wider one where
+            # that saves stages) unless --local fixes L
+            plan = plan_stages(c, args.local) if args.local else decide_cpu(c, np.dtype(dtype).itemsize, always=True).plan
 
             def go():
                 psi = np.zeros(1 << args.qubits, dtype)
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     ap.add_argument("--qubits", type=int, default=24)
     ap.add_argument("--circuits", default=",".join(CIRCUITS), help=f"any of {', '.join(CIRCUITS)}")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--local", type=int, default=0, help="L of the plans (0: LOCAL per dtype)")
+    ap.add_argument("--local", type=int, default=0, help="L of the plans (0: the Simulator's choice)")
     ap.add_argument("--block-bytes", type=int, default=None,
                     help="chunk bytes (default: the executor's per-dtype default, DEFAULT_BLOCK_BYTES)")
     ap.add_argument("--repeats", type=int, default=3)
@@ -201,7 +201,7 @@ def main(argv=None) -> int:
         pass
     payload["timing"] = timing(args)
     payload["options"] = {"threads": args.threads, "block_bytes": args.block_bytes, "local": args.local or
-                          {np.dtype(k).name: v for k, v in LOCAL.items()}, "repeats": args.repeats,
+                          "stage_choice.decide_cpu", "repeats": args.repeats,
                           "gate_repeats": args.gate_repeats}
     if args.json:
         write_results(args.json, payload, module=MODULE, argv=argv)

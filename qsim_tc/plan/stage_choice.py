@@ -37,6 +37,17 @@ LOCAL_QUBITS = {16: 12, 8: 13}
 # brickwork(24, 4, 10) 1.77 / 1.68 s (complex64) and, since the wide-gate kernel copies its input
 # runs to a padded block, 2.81 / 2.15 s (complex128; 2.87 / 2.99 s before)
 CPU_LOCAL_QUBITS = {8: 13, 16: 12}
+# complex64 also plans with L = 15 (4 lane bits: one AVX-512 vector of float32 a run) and takes that
+# plan where it has at most CPU_WIDE_FRACTION of the stages: fewer passes, each gate's runs
+# shorter. 2 cores (Xeon, 2 MiB L2 a core), complex64, L = 13 / 15: QuantumVolume 22 qubits 16 / 12
+# stages 0.341 / 0.279 s, 24 qubits 19 / 15 stages 1.49 / 1.29 s, 25 qubits 2.91 / 2.68 s; random
+# pairings (tests' _random_pairs) 22 qubits 16 / 14 stages 0.332 / 0.312 s, 24 qubits 19 / 16 1.45 /
+# 1.36 s; QFT-24 and brickwork(24, 4, 10) (3 and 6 stages either way) 0.52 / 0.61 and 0.70 / 0.73
+# s, so they keep 13. complex128 gained nothing from a wider L (QV-24: 22 / 19 / 18 stages at L =
+# 12 / 13 / 14, 2.49 / 2.55 / 2.68 s at 2 MiB chunks; 2.70 / 2.57 s at L = 13 / 14 in 4 MiB).
+CPU_WIDE_LOCAL_QUBITS = {8: 15}
+CPU_WIDE_FRACTION = 0.9
+CPU_WIDE_MIN_QUBITS = 19  # below, the 4 MiB chunk is the whole state and L = 15 would leave < 4 lane bits
 CPU_MAX_WIDTH = {8: 4, 16: 4}
 KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
 OP_PASSES = {1: 0.24, 2: 0.24, 3: 0.28, 4: 0.4, "phase": 0.28}  # dense ops by width, and phase ops
@@ -136,5 +147,10 @@ def decide_cpu(circuit: Circuit, itemsize: int, *, always: bool = False) -> Stag
     if widest > limit:
         return StageDecision(False, f"a gate mixes {widest} qubits; stages run on the CPU up to {limit}")
     plan = plan_stages(circuit, big_l, structures=structures)
-    return StageDecision(True, f"{plan.n_stages} stages of {big_l} local qubits (CPU: every gate mixes at most "
-                               f"{limit} qubits)", plan)
+    wide = CPU_WIDE_LOCAL_QUBITS.get(itemsize, big_l)
+    if wide > big_l and n >= CPU_WIDE_MIN_QUBITS and plan.n_stages > 1:
+        alt = plan_stages(circuit, wide, structures=structures)
+        if alt.n_stages <= CPU_WIDE_FRACTION * plan.n_stages:
+            plan = alt
+    return StageDecision(True, f"{plan.n_stages} stages of {plan.local_qubits} local qubits (CPU: every gate mixes "
+                               f"at most {limit} qubits)", plan)

@@ -34,6 +34,46 @@ def test_local_qubits_follow_the_precision():
     assert stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=1e6, local_qubits=10).plan.local_qubits == 10
 
 
+def _random_pairs(n, depth, seed):
+    """QuantumVolume-like layers: a Haar 2-qubit gate on each pair of a random pairing."""
+    rng = np.random.default_rng(seed)
+    c = Circuit(n)
+    for _ in range(depth):
+        perm = rng.permutation(n)
+        for a, b in zip(perm[0::2], perm[1::2]):
+            c.append(Gate(haar_unitary(4, rng), (int(a), int(b)), "u2"))
+    return c
+
+
+def test_cpu_complex64_takes_the_wider_local_set_where_it_saves_stages():
+    """complex64 plans with L = 15 as well and takes it only for >= 10% fewer stages: random
+    pairings (QuantumVolume-like) do; a brickwork of nearest neighbours does not; complex128 and
+    states below CPU_WIDE_MIN_QUBITS keep their L."""
+    qv = _random_pairs(22, 22, seed=4)
+    d64 = stage_choice.decide_cpu(qv, 8)
+    base = stage_choice.plan_stages(qv, stage_choice.CPU_LOCAL_QUBITS[8])
+    assert d64.plan.local_qubits == 15 and d64.plan.n_stages <= stage_choice.CPU_WIDE_FRACTION * base.n_stages
+    assert "of 15 local qubits" in d64.why
+    assert stage_choice.decide_cpu(qv, 16).plan.local_qubits == stage_choice.CPU_LOCAL_QUBITS[16]
+    small = _random_pairs(stage_choice.CPU_WIDE_MIN_QUBITS - 1, 10, seed=5)
+    assert stage_choice.decide_cpu(small, 8).plan.local_qubits == stage_choice.CPU_LOCAL_QUBITS[8]
+    bw = Circuit(22)
+    rng = np.random.default_rng(6)
+    for layer in range(10):
+        for a in range(layer % 2, 21, 2):
+            bw.append(Gate(haar_unitary(4, rng), (a, a + 1), "u2"))
+    assert stage_choice.decide_cpu(bw, 8).plan.local_qubits == stage_choice.CPU_LOCAL_QUBITS[8]
+
+
+def test_cpu_wide_local_set_matches_the_gate_path():
+    """A 20-qubit complex64 run on the wide plan (4 lane bits) equals the gate-at-a-time path."""
+    c = _random_pairs(20, 8, seed=7)
+    assert stage_choice.decide_cpu(c, 8).plan.local_qubits == 15
+    staged = Simulator("native32", device="cpu").run(c).state.to_numpy()
+    gate = Simulator("native32", device="cpu", plan=None).run(c).state.to_numpy()
+    assert np.abs(staged - gate).max() < 2e-6
+
+
 def test_plan_option_is_checked():
     with pytest.raises(ValueError, match="plan must be"):
         Simulator("native", device="cpu", plan="yes")
