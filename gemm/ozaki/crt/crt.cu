@@ -65,6 +65,17 @@ __device__ __forceinline__ void hist_add(unsigned int* sh_hist, int key) {
     if (key >= 0 && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sh_hist[key], (unsigned)__popc(peers));
 }
 
+// A block's shared histogram: cleared at the start (a barrier must follow before its first use),
+// added to the operand's totals (stats[1 ..]) at the end, after a barrier.
+__device__ __forceinline__ void hist_clear(unsigned int* sh_hist) {
+    for (int i = threadIdx.x; i <= DCAP; i += blockDim.x) sh_hist[i] = 0;
+}
+__device__ __forceinline__ void hist_flush(const unsigned int* sh_hist, int want_hist, unsigned long long* stats) {
+    if (want_hist)
+        for (int i = threadIdx.x; i <= DCAP; i += blockDim.x)
+            if (sh_hist[i]) atomicAdd(&stats[1 + i], (unsigned long long)sh_hist[i]);
+}
+
 // One line's E by `width` cooperating threads (a warp, or one thread); every thread ends with E.
 template <int WIDTH>
 __device__ void line_exponent(const double* __restrict__ x, long long line, int K, int cplx, long long s_out,
@@ -134,23 +145,30 @@ __device__ void line_exponent(const double* __restrict__ x, long long line, int 
     }
 }
 
-// stats: [0] NaN/Inf count, [1 .. DCAP + 1] depth histogram. K-major lines: a warp per line.
+// WIDTH cooperating threads per line (a warp, or one thread), the block's lines in turn.
+// stats: [0] NaN/Inf count, [1 .. DCAP + 1] depth histogram.
+template <int WIDTH>
+__device__ void line_exponents_lines(const double* __restrict__ x, long long s_out, long long s_in, long long s_k,
+                                     long long n_in, long long nlines, int K, int cplx, int want_hist,
+                                     int* __restrict__ E, unsigned long long* __restrict__ stats) {
+    __shared__ unsigned int sh_hist[DCAP + 1];
+    hist_clear(sh_hist);
+    __syncthreads();
+    const int lane = threadIdx.x % WIDTH;
+    const long long step = (long long)gridDim.x * (blockDim.x / WIDTH);
+    for (long long line = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / WIDTH; line < nlines; line += step) {
+        line_exponent<WIDTH>(x, line, K, cplx, s_out, s_in, s_k, n_in, lane, want_hist, sh_hist, &stats[0], &E[line]);
+    }
+    __syncthreads();
+    hist_flush(sh_hist, want_hist, stats);
+}
+
+// K-major lines: a warp per line.
 extern "C" __global__ void crt_line_exponents_warp(const double* __restrict__ x, long long s_out, long long s_in,
                                                    long long s_k, long long n_in, long long nlines, int K, int cplx,
                                                    int want_hist, int* __restrict__ E,
                                                    unsigned long long* __restrict__ stats) {
-    __shared__ unsigned int sh_hist[DCAP + 1];
-    for (int i = threadIdx.x; i <= DCAP; i += blockDim.x) sh_hist[i] = 0;
-    __syncthreads();
-    const int lane = threadIdx.x & 31;
-    const long long warps = (long long)gridDim.x * (blockDim.x / 32);
-    for (long long line = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; line < nlines; line += warps) {
-        line_exponent<32>(x, line, K, cplx, s_out, s_in, s_k, n_in, lane, want_hist, sh_hist, &stats[0], &E[line]);
-    }
-    __syncthreads();
-    if (want_hist)
-        for (int i = threadIdx.x; i <= DCAP; i += blockDim.x)
-            if (sh_hist[i]) atomicAdd(&stats[1 + i], (unsigned long long)sh_hist[i]);
+    line_exponents_lines<32>(x, s_out, s_in, s_k, n_in, nlines, K, cplx, want_hist, E, stats);
 }
 
 // Lines whose elements are strided (adjacent lines adjacent in memory): a thread per line.
@@ -158,17 +176,7 @@ extern "C" __global__ void crt_line_exponents_thread(const double* __restrict__ 
                                                      long long s_k, long long n_in, long long nlines, int K, int cplx,
                                                      int want_hist, int* __restrict__ E,
                                                      unsigned long long* __restrict__ stats) {
-    __shared__ unsigned int sh_hist[DCAP + 1];
-    for (int i = threadIdx.x; i <= DCAP; i += blockDim.x) sh_hist[i] = 0;
-    __syncthreads();
-    const long long threads = (long long)gridDim.x * blockDim.x;
-    for (long long line = blockIdx.x * (long long)blockDim.x + threadIdx.x; line < nlines; line += threads) {
-        line_exponent<1>(x, line, K, cplx, s_out, s_in, s_k, n_in, 0, want_hist, sh_hist, &stats[0], &E[line]);
-    }
-    __syncthreads();
-    if (want_hist)
-        for (int i = threadIdx.x; i <= DCAP; i += blockDim.x)
-            if (sh_hist[i]) atomicAdd(&stats[1 + i], (unsigned long long)sh_hist[i]);
+    line_exponents_lines<1>(x, s_out, s_in, s_k, n_in, nlines, K, cplx, want_hist, E, stats);
 }
 
 // Contiguous lines (K-major, unit k stride): a block of LB_THREADS per line, each thread holding
@@ -213,7 +221,7 @@ __device__ void line_exponents_block(const double* __restrict__ x, long long s_o
     __shared__ unsigned long long s_sig[LB_WARPS];
     const unsigned full = 0xffffffffu;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (int i = tid; i <= DCAP; i += LB_THREADS) sh_hist[i] = 0;
+    hist_clear(sh_hist);
     const int nv = cplx ? 2 : 1;
     const int n = K * nv;  // doubles of a line
     double v[PER], nx[PER];
@@ -288,9 +296,7 @@ __device__ void line_exponents_block(const double* __restrict__ x, long long s_o
         }
     }
     __syncthreads();
-    if (want_hist)
-        for (int i = tid; i <= DCAP; i += LB_THREADS)
-            if (sh_hist[i]) atomicAdd(&stats[1 + i], (unsigned long long)sh_hist[i]);
+    hist_flush(sh_hist, want_hist, stats);
 }
 
 // One entry point per PER (gpu.line_exponents picks the smallest with PER * LB_THREADS >= the
