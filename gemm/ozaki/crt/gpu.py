@@ -106,7 +106,7 @@ LB_COPY_BYTES = 64 << 20  # strided operands up to this size are copied K-major 
 
 def _block_per(X, cplx) -> int:
     """Values a thread for the block-per-line exponent kernel, or 0 where a line is not contiguous
-    or has fewer than 512 or more than 8192 doubles (the warp kernel takes those)."""
+    or has fewer than 512 or more than 8192 doubles (the warp or thread kernel takes those)."""
     so, si, sk, n_in = (int(v) for v in line_view(X))
     n = X.shape[2] * (2 if cplx else 1)
     if sk != 1 or not LB_THREADS * LB_PER[0] <= n <= LB_THREADS * LB_PER[-1]:
