@@ -462,8 +462,9 @@ def random_amplitudes(state: StateVector, seed: int, chunk: int = 1 << 22) -> No
     and from |0...0> the first gates timed (the emulated widths come first) multiply operands
     that are nearly all zero lines, unlike any state in use. (A calibration on the H200 from
     |0...0> read int8-auto at 2.6-7 ms for d = 8-10 at 28 qubits and int8-crt at 106-118 ms,
-    where benchmarks on dense states take 70-150 and 32-38 ms; how much of that the zero lines
-    explain is not yet measured on a GPU.) Real and imaginary parts are standard normal
+    where benchmarks on dense states take 70-150 and 32-38 ms. On the CPU path the zero state
+    changes neither int8-auto's slices nor int8-crt's moduli, so the zero lines may not explain
+    the GPU figures; that is still open.) Real and imaginary parts are standard normal
     (``chunk`` of them drawn at a time, so no state-sized temporary).
     """
     data = state.data()
