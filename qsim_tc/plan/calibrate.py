@@ -384,7 +384,6 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
             spent[m] += time.perf_counter() - t0
         names = [m for m in names if m not in skipped]
         state = StateVector(n, dtype=dtype, device=dev)
-        random_amplitudes(state, int(rng.integers(1 << 31)))
         unitaries = {}
         orders = {m: _width_order(gemm.get_method(m), max_d) for m in names}
         # the methods in the state's own arithmetic first, all their widths, then the emulated
@@ -453,29 +452,6 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
                       note=("skipped: " + "; ".join(f"{k} ({v})" for k, v in skipped.items())) if skipped else "",
                       elapsed_s=elapsed)
     return table
-
-
-def random_amplitudes(state: StateVector, seed: int, chunk: int = 1 << 22) -> None:
-    """Overwrite ``state`` with random amplitudes of norm about 1, chunk by chunk on its device.
-
-    Why: an emulated method's cost can depend on the data (slices, moduli, all-zero lines),
-    and from |0...0> the first gates timed (the emulated widths come first) multiply operands
-    that are nearly all zero lines, unlike any state in use. (A calibration on the H200 from
-    |0...0> read int8-auto at 2.6-7 ms for d = 8-10 at 28 qubits and int8-crt at 106-118 ms,
-    where benchmarks on dense states take 70-150 and 32-38 ms. On the CPU path the zero state
-    changes neither int8-auto's slices nor int8-crt's moduli, so the zero lines may not explain
-    the GPU figures; that is still open.) Real and imaginary parts are standard normal
-    (``chunk`` of them drawn at a time, so no state-sized temporary).
-    """
-    data = state.data()
-    xp = state.xp
-    real = np.float32 if data.dtype == np.complex64 else np.float64
-    flat = data.view(real)
-    rs = xp.random.RandomState(seed)
-    for s in range(0, flat.size, chunk):
-        e = min(s + chunk, flat.size)
-        flat[s:e] = rs.standard_normal(e - s).astype(real, copy=False)
-    data *= real(1.0 / math.sqrt(flat.size))
 
 
 def _cheap(times_by_placement: dict) -> bool:

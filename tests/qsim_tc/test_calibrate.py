@@ -277,19 +277,3 @@ def test_cpu_calibration_leaves_the_emulated_methods_out_unless_named():
     named = cal.calibrate("cpu", methods=["native32", "tc-auto"], n_qubits=8, max_gate_qubits=3, repeats=1,
                           budget_s=5.0)
     assert "tc-auto" in named.methods()
-
-
-@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
-def test_calibration_state_is_dense_and_normalized(dtype):
-    """The calibration times gates on random amplitudes (an emulated method's cost depends on the
-    data): every amplitude nonzero, norm 1 to sampling accuracy, the same for the same seed."""
-    from qsim_tc.state import StateVector
-
-    st = StateVector(12, dtype=dtype, device="cpu")
-    cal.random_amplitudes(st, 5, chunk=1000)
-    a = st.to_numpy()
-    assert np.count_nonzero(a) == a.size and abs(np.linalg.norm(a) - 1) < 0.05
-    assert a.real.std() > 0 and a.imag.std() > 0
-    st2 = StateVector(12, dtype=dtype, device="cpu")
-    cal.random_amplitudes(st2, 5, chunk=1000)
-    assert np.array_equal(st2.to_numpy(), a)
