@@ -76,6 +76,16 @@ __device__ __forceinline__ void hist_flush(const unsigned int* sh_hist, int want
             if (sh_hist[i]) atomicAdd(&stats[1 + i], (unsigned long long)sh_hist[i]);
 }
 
+// m = ceil(|v| 2^(4 - e)) of scale.line_exponents for a nonzero finite v with frexp exponent e:
+// for a normal v, |v| = f 2^(e - 53) with the 53-bit significand f, so m = ceil(f / 2^49) from
+// integers; subnormals take the FP64 path (the same value).
+__device__ __forceinline__ unsigned long long mant4(double v, int e) {
+    const unsigned long long b = (unsigned long long)__double_as_longlong(v);
+    if (((b >> 52) & 0x7ff) == 0) return (unsigned long long)ceil(ldexp(fabs(v), 4 - e));
+    const unsigned long long f = (b & 0xFFFFFFFFFFFFFull) | (1ull << 52);
+    return (f + ((1ull << 49) - 1)) >> 49;
+}
+
 // One line's E by `width` cooperating threads (a warp, or one thread); every thread ends with E.
 template <int WIDTH>
 __device__ void line_exponent(const double* __restrict__ x, long long line, int K, int cplx, long long s_out,
@@ -122,7 +132,7 @@ __device__ void line_exponent(const double* __restrict__ x, long long line, int 
             const int e = frexp_exp(v);
             const int g = e - emax + G_SHIFT;
             if (g >= 0) {
-                const unsigned long long m = (unsigned long long)ceil(ldexp(fabs(v), 4 - e));
+                const unsigned long long m = mant4(v, e);
                 sigma += (m * m) << (2 * g);
             } else {
                 sigma += 64ull;
@@ -198,16 +208,6 @@ __device__ __forceinline__ void load_line(const double* __restrict__ x, long lon
         const int idx = threadIdx.x + LB_THREADS * j;
         v[j] = idx < n ? xl[idx] : 0.0;
     }
-}
-
-// m = ceil(|v| 2^(4 - e)) of scale.line_exponents for a nonzero finite v with frexp exponent e:
-// for a normal v, |v| = f 2^(e - 53) with the 53-bit significand f, so m = ceil(f / 2^49) from
-// integers; subnormals take the FP64 path (the same value).
-__device__ __forceinline__ unsigned long long mant4(double v, int e) {
-    const unsigned long long b = (unsigned long long)__double_as_longlong(v);
-    if (((b >> 52) & 0x7ff) == 0) return (unsigned long long)ceil(ldexp(fabs(v), 4 - e));
-    const unsigned long long f = (b & 0xFFFFFFFFFFFFFull) | (1ull << 52);
-    return (f + ((1ull << 49) - 1)) >> 49;
 }
 
 template <int PER>
