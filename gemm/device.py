@@ -98,6 +98,19 @@ def same_module(a, b) -> bool:
     return type(a).__module__.split(".")[0] == type(b).__module__.split(".")[0]
 
 
+_SMS: dict[int, int] = {}
+
+
+def sm_count(cp) -> int:
+    """Multiprocessors of ``cp``'s current CUDA device, read once per device and process: launch
+    grids are sized by it, and ``Device.attributes`` queries every attribute, too slow for a launch.
+    ``cp`` is the cupy module (or a stand-in with ``cuda.Device``)."""
+    dev = cp.cuda.Device()
+    if dev.id not in _SMS:
+        _SMS[dev.id] = int(dev.attributes["MultiProcessorCount"])
+    return _SMS[dev.id]
+
+
 def synchronize(xp: ModuleType) -> None:
     """Wait for queued device work (no-op on the CPU)."""
     if xp is not np:

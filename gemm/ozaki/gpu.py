@@ -18,6 +18,7 @@ import numpy as np
 
 from gemm.cuda import cublas
 from gemm.cuda.compile import raw_module
+from gemm.device import sm_count
 from gemm.ozaki.plan import SMAX
 
 NSTAT = SMAX + 2  # per operand: [non-finite, nonzero, loss sums s = 1..SMAX]
@@ -125,7 +126,7 @@ def new_output(cp, plan, out_shape):
 def accumulate(cp, P, plan, eA, eB, r0, c0, rows, colsp, out):
     """Fused FP64 accumulation and rescaling of one block into the output (its final layout)."""
     total = rows * colsp
-    blocks = int(min(-(-total // 256), 132 * 64))
+    blocks = int(min(-(-total // 256), sm_count(cp) * 64))
     if out.ndim == 3 and out.shape[1] == plan.R and out.shape[0] * out.shape[2] == plan.NC:
         n2 = out.shape[2]  # B stacked: column c = h * L + l
     else:

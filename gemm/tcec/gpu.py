@@ -30,6 +30,7 @@ from gemm.cuda import cublas as blas
 from gemm.cuda import tma
 from gemm.cuda.compile import PIPELINE, raw_module, source, with_headers
 from gemm.cuda.sm90a import compile_module
+from gemm.device import sm_count
 from gemm.tcec import debias as db
 from gemm.tcec.split import FP16_MIN_EXP, LO_SHIFT, pow2
 
@@ -163,8 +164,7 @@ def rows_contiguous(op: "Operand") -> bool:
 
 
 def _grid_stride_blocks(cp, n_threads: int) -> int:
-    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    return int(max(1, min(-(-n_threads // 256), sms * 16)))
+    return int(max(1, min(-(-n_threads // 256), sm_count(cp) * 16)))
 
 
 def mma_kernel(device_id: int, fmt: str, mode: str, tile: str, debias: bool = True, debias_mode: str = "epilogue"):

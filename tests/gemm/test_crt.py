@@ -346,7 +346,7 @@ def test_reconstruct_launch_matches_the_kernel(monkeypatch, kernel, item, sms):
 
     launches = []
     monkeypatch.setattr(gpu, "_TABLES", {})
-    monkeypatch.setattr(gpu, "_SMS", {})
+    monkeypatch.setattr(gemm.device, "_SMS", {})
     monkeypatch.setattr(gpu, "_fn", lambda cp, name, defines=(): (
         lambda grid, block, args, shared_mem=0: launches.append((name, defines, grid, block, args))))
     mods = Moduli.first(9, "split")

@@ -7,10 +7,10 @@ residues and the CRT digits are residues of exact integers (unique), computed in
 exact FP32 / INT32 arithmetic from the constants of :func:`_ftable`; the reconstruction's
 quotient comes from its top words rather than the CPU's sum of t_i / p_i, the same integer because
 ``|C'| <= P/4`` (:func:`gemm.ozaki.crt.moduli.alpha_beta`), and the final word sum repeats the CPU
-operations in order (``crt.cu`` is built with ``--fmad=false``). One reconstruction kernel per block of lines reads every modulus' INT32
-products (or, :func:`reconstruct_r8`, INT8 residues of them) and writes the FP64 / complex128
-output once, in its final layout. cupy comes from the caller; nothing here imports it at module
-level.
+operations in order (``crt.cu`` is built with ``--fmad=false``). One reconstruction kernel per
+block of lines reads every modulus' INT32 products (or, :func:`reconstruct_r8`, INT8 residues of
+them) and writes the FP64 / complex128 output once, in its final layout. cupy comes from the
+caller; nothing here imports it at module level.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from gemm.cuda import cublas
 from gemm.cuda.compile import PIPELINE, raw_module
+from gemm.device import sm_count
 from gemm.ozaki.crt.moduli import MAX_MODULI, PARTS, Moduli, b_lines, dot_length
 from gemm.ozaki.crt.scale import DCAP
 from gemm.ozaki.gpu import kmajor, line_view
@@ -198,16 +199,6 @@ def new_output(cp, R, NC, dtype, out_shape):
 
 REC_COLUMNS = {4: 64, 1: 256}  # columns a reconstruction block: INT32 products, INT8 residues (crt.cu)
 REC_BLOCKS_PER_SM = 16  # reconstruction blocks a launch aims at, per multiprocessor of the device
-_SMS: dict = {}
-
-
-def _sm_count(cp) -> int:
-    """Multiprocessors of the current device (read once per device: ``Device.attributes`` queries
-    every attribute)."""
-    dev = cp.cuda.Device()
-    if dev.id not in _SMS:
-        _SMS[dev.id] = int(dev.attributes["MultiProcessorCount"])
-    return _SMS[dev.id]
 
 
 def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
@@ -224,7 +215,7 @@ def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out)
     gx = -(-cols // bc)
     # rows per block: enough blocks to fill the device several times over, each walking a few rows
     # so that its next row's copies overlap this one's work
-    gy = max(1, min(rows, 65535, -(-(REC_BLOCKS_PER_SM * _sm_count(cp)) // gx)))
+    gy = max(1, min(rows, 65535, -(-(REC_BLOCKS_PER_SM * sm_count(cp)) // gx)))
     threads = bc // (4 if P.dtype.itemsize == 1 else 1)  # INT8: 4 columns a thread (crt.cu)
     _fn(cp, kernel, _module_defines(mods, form))((gx, gy), (threads,), (
         P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), ftab, dm, dp, E_a, E_b, _i32(mods.alpha), _i32(mods.beta),
@@ -245,7 +236,8 @@ def reconstruct_r8(cp, R8, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
     if R8.dtype != np.int8 or not R8.flags.c_contiguous:
         raise ValueError(f"reconstruct_r8 needs C-contiguous int8 residues, got {R8.dtype}")
     if R8.shape[-1] % 16 or R8.data.ptr % 16:  # the kernel copies rows in 16-byte pieces
-        raise ValueError(f"reconstruct_r8 needs rows of a multiple of 16 bytes on a 16-byte boundary, got {R8.shape[-1]}")
+        raise ValueError(f"reconstruct_r8 needs rows of a multiple of 16 bytes on a 16-byte boundary, "
+                         f"got {R8.shape[-1]}")
     _reconstruct(cp, "crt_reconstruct_r8", R8, mods, form, E_a, E_b, r0, c0, cols, out)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from gemm.cuda import tma
 from gemm.cuda.compile import source, with_headers
 from gemm.cuda.sm90a import compile_module
+from gemm.device import sm_count
 from gemm.ozaki.crt.gpu import recip32, sym
 
 KP_ALIGN = 128  # one 128-byte swizzle atom of k per pipeline stage
@@ -50,18 +51,11 @@ def _smem_bytes(nc: int, stages: int, load: str) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _kernel(device_id: int, nc: int, stages: int, load: str):
-    mod = compile_module(with_headers(source(__package__, "crt_wgmma.cu")), ("-std=c++17", f"-DCRT_NC={nc}", f"-DCRT_STAGES={stages}"),
-                         "crt_wgmma.cu")
+    mod = compile_module(with_headers(source(__package__, "crt_wgmma.cu")),
+                         ("-std=c++17", f"-DCRT_NC={nc}", f"-DCRT_STAGES={stages}"), "crt_wgmma.cu")
     k = mod.get_function("crt_mod_gemm_tma" if load == "tma" else "crt_mod_gemm")
     k.max_dynamic_shared_size_bytes = _smem_bytes(nc, stages, load)
     return k
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_id: int) -> int:
-    import cupy as cp  # noqa: PLC0415 - optional dependency
-
-    return int(cp.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"])
 
 
 @functools.lru_cache(maxsize=None)
@@ -108,7 +102,7 @@ def products_r8(cp, RA, RB, mods, nc: int = NC, stages: int = STAGES, load: str 
         map_a = tma.words_map(RA.data.ptr, Z, rows, kp // 4, 128)
         map_b = tma.words_map(RB.data.ptr, Z, cols, kp // 4, bn)
         tiles = grid[0] * grid[1] * grid[2]
-        blocks = min(tiles, _sm_count(dev)) if persistent else tiles
+        blocks = min(tiles, sm_count(cp)) if persistent else tiles
         tma.launch(k, blocks, 384, _smem_bytes(nc, stages, load), (
             map_a, map_b, out, np.int32(rows), np.int32(cols), np.int32(kp), np.int64(rows * ldo), np.int32(ldo),
             np.int32(G), p_of, inv_of, np.int32(grid[1]), np.int32(grid[0]), np.int32(tiles)))

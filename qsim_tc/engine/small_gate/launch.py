@@ -13,6 +13,7 @@ from importlib import resources
 
 import numpy as np
 
+from gemm.device import sm_count
 from qsim_tc.engine.small_gate.layout import (
     dmma_pipe_shared_bytes,
     dmma_shared_bytes,
@@ -86,17 +87,10 @@ def _kernel(device_id: int, name: str):
     raise ValueError(f"{name} is not compiled (see DIRECT, CONFIG, TILED_VARIANTS, STAGED_VARIANTS, DMMA_COMPILED)")
 
 
-@functools.lru_cache(maxsize=None)
-def _sms_of(device_id: int) -> int:
-    import cupy  # noqa: PLC0415
-
-    return cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
-
-
 def _sms() -> int:
     import cupy  # noqa: PLC0415
 
-    return _sms_of(cupy.cuda.Device().id)
+    return sm_count(cupy)
 
 
 def launch_blocks(blocks_needed: int, blocks_per_sm: int) -> int:
