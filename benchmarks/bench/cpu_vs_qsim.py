@@ -118,7 +118,10 @@ def timing(args) -> list[dict]:
         def staged(dtype, c=c):
             # the Simulator's plan (stage_choice.decide_cpu: its L, or complex64's wider one where
             # that saves stages) unless --local fixes L
-            plan = plan_stages(c, args.local) if args.local else decide_cpu(c, np.dtype(dtype).itemsize, always=True).plan
+            if args.local:
+                plan = plan_stages(c, args.local)
+            else:
+                plan = decide_cpu(c, np.dtype(dtype).itemsize, always=True).plan
 
             def go():
                 psi = np.zeros(1 << args.qubits, dtype)

@@ -47,7 +47,7 @@ CPU_LOCAL_QUBITS = {8: 13, 16: 12}
 # 12 / 13 / 14, 2.49 / 2.55 / 2.68 s at 2 MiB chunks; 2.70 / 2.57 s at L = 13 / 14 in 4 MiB).
 CPU_WIDE_LOCAL_QUBITS = {8: 15}
 CPU_WIDE_FRACTION = 0.9
-CPU_WIDE_MIN_QUBITS = 19  # below, the 4 MiB chunk is the whole state and L = 15 would leave < 4 lane bits
+CPU_WIDE_LANE_BITS = 4  # the wider plan needs this many lane bits below its L (one vector of float32)
 CPU_MAX_WIDTH = {8: 4, 16: 4}
 KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
 OP_PASSES = {1: 0.24, 2: 0.24, 3: 0.28, 4: 0.4, "phase": 0.28}  # dense ops by width, and phase ops
@@ -148,7 +148,8 @@ def decide_cpu(circuit: Circuit, itemsize: int, *, always: bool = False) -> Stag
         return StageDecision(False, f"a gate mixes {widest} qubits; stages run on the CPU up to {limit}")
     plan = plan_stages(circuit, big_l, structures=structures)
     wide = CPU_WIDE_LOCAL_QUBITS.get(itemsize, big_l)
-    if wide > big_l and n >= CPU_WIDE_MIN_QUBITS and plan.n_stages > 1:
+    # (a state narrower than L + lanes is one chunk, whose lanes are fewer than the vector)
+    if wide > big_l and n >= wide + CPU_WIDE_LANE_BITS and plan.n_stages > 1:
         alt = plan_stages(circuit, wide, structures=structures)
         if alt.n_stages <= CPU_WIDE_FRACTION * plan.n_stages:
             plan = alt

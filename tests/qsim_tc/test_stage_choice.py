@@ -48,14 +48,14 @@ def _random_pairs(n, depth, seed):
 def test_cpu_complex64_takes_the_wider_local_set_where_it_saves_stages():
     """complex64 plans with L = 15 as well and takes it only for >= 10% fewer stages: random
     pairings (QuantumVolume-like) do; a brickwork of nearest neighbours does not; complex128 and
-    states below CPU_WIDE_MIN_QUBITS keep their L."""
+    states too narrow for L = 15 and its lane bits keep their L."""
     qv = _random_pairs(22, 22, seed=4)
     d64 = stage_choice.decide_cpu(qv, 8)
     base = stage_choice.plan_stages(qv, stage_choice.CPU_LOCAL_QUBITS[8])
     assert d64.plan.local_qubits == 15 and d64.plan.n_stages <= stage_choice.CPU_WIDE_FRACTION * base.n_stages
     assert "of 15 local qubits" in d64.why
     assert stage_choice.decide_cpu(qv, 16).plan.local_qubits == stage_choice.CPU_LOCAL_QUBITS[16]
-    small = _random_pairs(stage_choice.CPU_WIDE_MIN_QUBITS - 1, 10, seed=5)
+    small = _random_pairs(stage_choice.CPU_WIDE_LOCAL_QUBITS[8] + stage_choice.CPU_WIDE_LANE_BITS - 1, 10, seed=5)
     assert stage_choice.decide_cpu(small, 8).plan.local_qubits == stage_choice.CPU_LOCAL_QUBITS[8]
     bw = Circuit(22)
     rng = np.random.default_rng(6)
