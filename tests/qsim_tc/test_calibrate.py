@@ -3,6 +3,7 @@ the CLI subcommands around it."""
 
 import json
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -277,3 +278,37 @@ def test_cpu_calibration_leaves_the_emulated_methods_out_unless_named():
     named = cal.calibrate("cpu", methods=["native32", "tc-auto"], n_qubits=8, max_gate_qubits=3, repeats=1,
                           budget_s=5.0)
     assert "tc-auto" in named.methods()
+
+
+class _ScriptedState:
+    """A stand-in state whose gates take the scripted times (ms), one per apply."""
+
+    def __init__(self, times):
+        self.times = list(times)
+        self.applied = 0
+
+    def data(self):
+        return None
+
+    def apply(self, u, qubits, method, check_unitary):
+        t = self.times[self.applied]
+        self.applied += 1
+        return SimpleNamespace(time_ms=t)
+
+
+def test_a_slow_gate_gets_a_second_run_and_the_faster_counts():
+    # warm-up, then a run that compiled a kernel variant (3.5 s) and the gate's own time: one run
+    # kept the compilation, and as int8-crt's overhead it went into every width of its row
+    rng = np.random.default_rng(0)
+    st = _ScriptedState([4000.0, 3500.0, 60.0, 61.0])
+    assert cal._time_gate(st, "m", np.eye(2), [0], 3, warm=True, rng=rng) == 60.0
+    assert st.applied == 3
+    fast = _ScriptedState([5.0, 1.0, 3.0, 2.0])
+    assert cal._time_gate(fast, "m", np.eye(2), [0], 3, warm=True, rng=rng) == 2.0  # the median of 3
+
+
+def test_the_overhead_is_the_fastest_of_five_runs(monkeypatch):
+    st = _ScriptedState([900.0, 3500.0, 3.0, 1.0, 2.0, 1.5, 4.0])
+    monkeypatch.setattr(cal, "StateVector", lambda *a, **k: st)
+    assert cal._overhead("m", gemm.resolve_device("cpu"), np.complex128, np.random.default_rng(0)) == 1.0
+    assert st.applied == 7  # the warm-up, then five timings: 3500 ms is slow, so it took a second run
