@@ -19,6 +19,7 @@ configuration warms up (kernels, plans) and is not counted.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 
@@ -40,7 +41,8 @@ def build(name: str, n: int):
     """(circuit, description) of a circuit name of :data:`CIRCUITS` at n qubits."""
     if name.startswith("brickwork"):
         d = int(name[len("brickwork"):])
-        return brickwork(n, d, BRICKWORK[d], seed=1), f"brickwork({n}, {d}, {BRICKWORK[d]})"
+        depth = BRICKWORK.get(d, 4)  # other widths (brickwork12: where int8-crt wins) at depth 4
+        return brickwork(n, d, depth, seed=1), f"brickwork({n}, {d}, {depth})"
     if name == "qft":
         c, src = qft_circuit(n)
         return prepend_hadamards(c), f"QFT-{n} after H ({src})"
@@ -137,8 +139,9 @@ def main(argv=None) -> int:
     args.methods = [m for m in args.methods.split(",") if m] if args.methods else None
     args.fuse = [f for f in args.fuse.split(",") if f]
     for c in args.circuits:
-        if c not in CIRCUITS:
-            raise SystemExit(f"--circuits: unknown {c!r}; known: {', '.join(CIRCUITS)}")
+        if c not in CIRCUITS and not re.fullmatch(r"brickwork([1-9][0-9]?)", c):
+            raise SystemExit(f"--circuits: unknown {c!r}; known: {', '.join(CIRCUITS)}, or brickworkD for another "
+                             "gate width D (depth 4)")
     precisions = [x for x in args.precision.split(",") if x]
     dev = gemm.resolve_device(args.device)
     args.device = dev.name

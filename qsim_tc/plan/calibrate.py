@@ -445,7 +445,8 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
                 ms = {d: max(t - oh, 0.05 * t) for d, t in sorted(by_d.items())}
                 rows.append(CostRow(dev.name, str(np.dtype(dtype)), m, n, ms, machine=machine,
                                     source=f"qsim-tc calibrate {time.strftime('%Y-%m-%d')}, median of {repeats}",
-                                    overhead_ms=oh, placement=placement, measured=tuple(sorted(by_d))))
+                                    kernel_max_d=_kernel_max_d(m, dev, dtype), overhead_ms=oh, placement=placement,
+                                    measured=tuple(sorted(by_d))))
     if not rows:
         raise ValueError(f"no method could be measured on {dev.name}: {skipped or 'none qualifies'}")
     elapsed = time.perf_counter() - t_start
@@ -453,6 +454,15 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
                       note=("skipped: " + "; ".join(f"{k} ({v})" for k, v in skipped.items())) if skipped else "",
                       elapsed_s=elapsed)
     return table
+
+
+def _kernel_max_d(method: str, dev, dtype) -> int:
+    """The widths up to which ``method``'s measured costs come from the GPU small-gate kernels
+    (0: none), which a stand-in row for a method without them drops (:func:`costs.lookup`)."""
+    if not dev.is_gpu or not gemm.get_method(method).direct_small_gates:
+        return 0
+    from qsim_tc.engine.small_gate import DMMA_DEFAULT_D, KERNEL_MAX_D  # noqa: PLC0415 - GPU engine only
+    return max(KERNEL_MAX_D, *DMMA_DEFAULT_D) if np.dtype(dtype).itemsize == 16 else KERNEL_MAX_D
 
 
 def _cheap(times_by_placement: dict) -> bool:

@@ -236,9 +236,11 @@ def lookup(backend: str, device: str, dtype: str, table: CostTable | None = None
     row = table.row(backend)
     if row is not None and row.device == device:
         return row, ""
-    same = [r for r in rows if r.dtype == dtype and r.placement == ANY] or [r for r in rows if r.dtype == dtype] \
-        or rows
-    row = next((r for r in same if r.backend.startswith("native")), same[0])
+    # the dtype's native row, placement-independent where there is one (a measured table has one
+    # per placement and may keep an older placement-independent row of another method beside them)
+    same = [r for r in rows if r.dtype == dtype] or rows
+    native = sorted((r for r in same if r.backend.startswith("native")), key=lambda r: r.placement != ANY)
+    row = native[0] if native else same[0]
     note = f"no cost row for {backend!r} on {device}; using {row.backend!r} ({row.dtype})"
     if row.kernel_max_d:
         row = replace(row, ms={d: v for d, v in row.ms.items() if d > row.kernel_max_d}, kernel_max_d=0)
