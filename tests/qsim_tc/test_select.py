@@ -311,3 +311,14 @@ def test_choice_counts_the_next_block_where_layouts_differ():
     assert ch.method == "tc-auto" and ch.predicted_ms == pytest.approx(10.5)  # its own cost only
     assert "with the next block" in ch.reason
     assert sel.choose(8, 10, "middle", then={"native32": (8, "top"), "tc-auto": (8, "top")}).method == "native32"
+
+
+def test_shipped_h200_table_takes_int8_crt_where_it_wins():
+    # measured on an H200: int8-crt 110-120 ms at d = 12 against native's 195-214, and native is
+    # cheaper at d <= 8 (the table of an overhead-inflated calibration had never chosen int8-crt)
+    from qsim_tc.plan.costs import shipped_table  # noqa: PLC0415
+
+    sel = Selector(shipped_table("h200"), "double")
+    for placement in ("bottom", "middle", "top", "scattered"):
+        assert sel.choose(12, 28, placement).method == "int8-crt"
+        assert sel.choose(8, 28, placement).method in ("native", "native3m")
