@@ -316,8 +316,6 @@ def test_choice_counts_the_next_block_where_layouts_differ():
 def test_shipped_h200_table_takes_int8_crt_where_it_wins():
     # measured on an H200: int8-crt 110-120 ms at d = 12 against native's 195-214, and native is
     # cheaper at d <= 8 (the table of an overhead-inflated calibration had never chosen int8-crt)
-    from qsim_tc.plan.costs import shipped_table  # noqa: PLC0415
-
     sel = Selector(shipped_table("h200"), "double")
     for placement in ("bottom", "middle", "top", "scattered"):
         assert sel.choose(12, 28, placement).method == "int8-crt"
