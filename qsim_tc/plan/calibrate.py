@@ -461,8 +461,8 @@ def _kernel_max_d(method: str, dev, dtype) -> int:
     (0: none), which a stand-in row for a method without them drops (:func:`costs.lookup`)."""
     if not dev.is_gpu or not gemm.get_method(method).direct_small_gates:
         return 0
-    from qsim_tc.engine.small_gate import DMMA_DEFAULT_D, KERNEL_MAX_D  # noqa: PLC0415 - GPU engine only
-    return max(KERNEL_MAX_D, *DMMA_DEFAULT_D) if np.dtype(dtype).itemsize == 16 else KERNEL_MAX_D
+    from qsim_tc.engine.small_gate.policy import default_kernel_max_d  # noqa: PLC0415 - GPU engine only
+    return default_kernel_max_d(np.dtype(dtype).itemsize)
 
 
 def _cheap(times_by_placement: dict) -> bool:

@@ -57,3 +57,14 @@ def test_stand_in_row_drops_kernel_widths():
     stand_in, note = lookup("tf32tf32", "gpu", "complex128")
     assert stand_in.kernel_max_d == 0 and min(stand_in.ms) > 6 and "without its small-gate kernel widths" in note
     assert np.isfinite(stand_in.gate_ms(1, 20))
+
+
+def test_shipped_gpu_rows_name_the_kernel_widths_of_the_policy():
+    # a measured native row owes its narrow widths to the small-gate kernels; a stand-in drops them
+    from qsim_tc.engine.small_gate.policy import default_kernel_max_d  # noqa: PLC0415
+    from qsim_tc.plan.costs import shipped_table  # noqa: PLC0415
+
+    for name in ("h100", "h200"):
+        for r in shipped_table(name).rows:
+            if r.backend.startswith("native") and r.measured:
+                assert r.kernel_max_d == default_kernel_max_d(np.dtype(r.dtype).itemsize), (name, r.backend)

@@ -61,6 +61,13 @@ def select(method, device, want, n_qubits: int, positions, itemsize: int):
     return chosen
 
 
+def default_kernel_max_d(itemsize: int) -> int:
+    """The widest gate that :func:`_default_kernel` gives a kernel at every placement: the DMMA
+    kernel's widths for complex128, the CUDA-core kernels' for complex64 (whose d = 5 kernel
+    serves spread targets only). The cost tables' ``kernel_max_d``."""
+    return max(KERNEL_MAX_D, *DMMA_DEFAULT_D) if itemsize == 16 else KERNEL_MAX_D
+
+
 def _default_kernel(d: int, n_qubits: int, positions, itemsize: int):
     """The measured default policy for a gate the kernels can serve; None where a GEMM is faster."""
     if d in DMMA_DEFAULT_D and fits_dmma(positions, itemsize):
