@@ -66,17 +66,31 @@ def test_moduli_pairwise_coprime_and_int8(family):
         assert all(p % 2 == 1 and pow(moduli.sqrt_minus_one(p), 2, p) == p - 1 for p in mods)
 
 
-def test_moduli_constants_and_words():
-    m = Moduli.first(20, "general")
+@pytest.mark.parametrize("family", ["general", "split"])
+def test_moduli_constants_and_words(family):
+    m = Moduli.first(20, family)
     assert m.P == math.prod(m.values) and 2 ** m.p_bits <= m.P < 2 ** (m.p_bits + 1)
     assert 2 ** (m.alpha + m.beta) <= m.P // 4
-    for i, p in enumerate(m.values):
-        M = m.P // p
-        assert sum(int(d) << (moduli.D * w) for w, d in enumerate(m.digits_m[i])) == M
-        assert (M * int(m.table[i, 4])) % p == 1
-    assert sum(int(d) << (moduli.D * w) for w, d in enumerate(m.digits_p)) == m.P
-    # every word sum stays exact in float64
-    assert len(m.values) * 255 * (2 ** moduli.D) + len(m.values) * 2 ** moduli.D < 2 ** 52
+    value = lambda words: sum(int(d) << (moduli.D * w) for w, d in enumerate(words))  # noqa: E731
+    assert value(m.digits_p) == m.P and float(m.inv_P) == 1.0 / m.P
+    forms = [None, "4m", "3m"] + (["2m"] if family == "split" else [])
+    for form in forms:
+        wts = m.weights(form)
+        assert wts.shape == (2, len(m.values), m.words) and (wts >= 0).all() and (wts < 2 ** moduli.D).all()
+        for part in (0, 1):
+            for i, p in enumerate(m.values):
+                w = value(wts[part, i])
+                assert 0 <= w < m.P and all(w % q == 0 for j, q in enumerate(m.values) if j != i)
+                if form != "2m":
+                    assert w % p == 1  # the weight of residue i: 1 modulo p_i, 0 modulo the others
+                else:  # Re = (u1 + u2) / 2 and Im = (u1 - u2) / (2 s)
+                    s = moduli.sqrt_minus_one(p)
+                    assert (2 * w) % p == 1 if part == 0 else (2 * s * w) % p == 1
+    if family == "general":
+        with pytest.raises(ValueError, match="split"):
+            m.weights("2m")
+    # every word sum, less q P_w, stays exact in float64 (|c_i| <= 384, |q| <= 20 * 384)
+    assert 2 * len(m.values) * 384 * 2 ** moduli.D < 2 ** 52
 
 
 def test_kernel_constants_match_python():
@@ -93,19 +107,29 @@ def test_kernel_constants_match_python():
 
 @pytest.mark.parametrize("n, family", [(2, "general"), (9, "split"), (16, "general"), (20, "general"), (20, "split")])
 def test_reconstruction_is_exact(rng, n, family):
-    """finish() against Python integers: C' from its residues, near 0, near +-P/4 and random."""
+    """finish() against Python integers: C' from its residues, near 0, near +-P/4 and random; and
+    the same bits whichever representatives (|c_i| <= 384) of the residues come in."""
     mods = Moduli.first(n, family)
     lim = mods.P // 4
     vals = [0, 1, -1, lim, -lim, lim - 1, -lim + 1, 2 ** 53 + 1, -(2 ** 60) - 3]
     vals += [int(v) for v in rng.integers(-2 ** 62, 2 ** 62, 20)]
     vals += [int.from_bytes(rng.bytes(24), "little") % (2 * lim + 1) - lim for _ in range(40)]
+    # a carry tie: C' = 2^37 (mod 2^38) leaves a balanced digit of -2^37 whichever quotient came
+    vals += [2 ** 37, -(2 ** 37), 3 * 2 ** 37 + 2 ** 76, -(2 ** 75) + 2 ** 37]
     vals = [v for v in vals if abs(v) <= lim]
-    T = np.array([[(v * int(mods.table[i, 4])) % p for i, p in enumerate(mods.values)] for v in vals], dtype=float)
-    qsum = np.zeros(len(vals))
-    for i in range(n):
-        qsum += T[:, i] * mods.table[i, 1]
-    got = cpu.finish(T[:, None, :], qsum[:, None], mods, np.zeros((len(vals), 1), dtype=np.int64))[:, 0]
-    assert [float(Fraction(v)) for v in vals] == got.tolist()
+    want = [float(Fraction(v)) for v in vals]
+    shift = np.zeros((len(vals), 1), dtype=np.int64)
+    wts = mods.weights(None)[0]
+    canon = np.array([[cpu.sym(np.float64(v % p), p) for p in mods.values] for v in vals])
+    got = cpu.finish(canon[:, None, :], wts, mods, shift)[:, 0]
+    assert want == got.tolist()
+    for _ in range(3):  # other representatives: r + k p within [-384, 384]
+        reps = [[int(c) + p * int(rng.integers(-((384 + int(c)) // p), (384 - int(c)) // p + 1))
+                 for c, p in zip(row, mods.values)] for row in canon]
+        C = np.array(reps, dtype=np.float64)
+        assert np.abs(C).max() <= 384
+        again = cpu.finish(C[:, None, :], wts, mods, shift)[:, 0]
+        assert np.array_equal(again.view(np.int64), got.view(np.int64))
 
 
 def test_residues_exact(rng):
@@ -328,7 +352,8 @@ class _FakeCupy:
 def _kernel_params(name):
     """``(is_pointer, numpy type)`` of each parameter of the ``extern "C"`` kernel ``name`` of crt.cu."""
     src = resources.files("gemm.ozaki.crt").joinpath("crt.cu").read_text()
-    sig = re.search(r'extern "C" __global__ void ' + name + r"\((.*?)\)\s*\{", src, re.S).group(1)
+    sig = re.search(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?' + name + r"\((.*?)\)\s*\{", src,
+                    re.S).group(1)
     scalar = {"int": np.int32, "long long": np.int64, "double": np.float64}
     out = []
     for p in sig.split(","):

@@ -111,52 +111,59 @@ def products(xp, RA, RB, mods: Moduli, form):
     return np.matmul(RA, RB.transpose(0, 1, 3, 2))
 
 
-def combine(P, i, form, part):
-    """The integer (not yet reduced) Re (``part`` 0) or Im (1) of modulus i from its products."""
+def product_residues(P, mods: Moduli):
+    """The products reduced to the symmetric range modulo their moduli: float64, P's shape
+    ``(n, G, rows, cols')``, every value in ``[-128, 127]``."""
+    U = np.empty_like(P)
+    for i, p in enumerate(mods.table[:, 0]):  # a modulus at a time: mod's temporaries stay small
+        U[i] = sym(mod(P[i], p, 1.0 / p), p)
+    return U
+
+
+def combine(U, i, form, part):
+    """Re (``part`` 0) or Im (1) of modulus i from its products' residues ``U[i]`` (not reduced
+    again: magnitudes at most 384, as :meth:`Moduli.weights` assumes)."""
     if form is None:
-        return P[i, 0]
+        return U[i, 0]
     if form == "4m":
-        return P[i, 0][:, part::2]
+        return U[i, 0][:, part::2]
     if form == "3m":
-        return P[i, 0] - P[i, 1] if part == 0 else P[i, 2] - P[i, 0] - P[i, 1]
-    return P[i, 0] + P[i, 1] if part == 0 else P[i, 0] - P[i, 1]
+        return U[i, 0] - U[i, 1] if part == 0 else U[i, 2] - U[i, 0] - U[i, 1]
+    return U[i, 0] + U[i, 1] if part == 0 else U[i, 0] - U[i, 1]
 
 
-def crt_digits(P, mods: Moduli, form, part):
-    """``t_i = (c_i y_i) mod p_i`` for every modulus: float64 ``(rows, cols, n)``, and the
-    quotient sum ``sum_i t_i / p_i`` accumulated in modulus order (as the GPU does)."""
-    rows = P.shape[2]
-    cols = P.shape[3] // 2 if form == "4m" else P.shape[3]
-    T = np.empty((rows, cols, len(mods)))
-    qsum = np.zeros((rows, cols))
-    for i in range(len(mods)):
-        p, inv_p = mods.table[i, :2]
-        y = mods.table[i, 5 + part] if form == "2m" else mods.table[i, 4]
-        t = mod(mod(combine(P, i, form, part), p, inv_p) * y, p, inv_p)
-        T[:, :, i] = t
-        qsum += t * inv_p
-    return T, qsum
+def crt_values(U, form, part):
+    """``c_i`` of every modulus for one part: float64 ``(rows, cols, n)``."""
+    return np.stack([combine(U, i, form, part) for i in range(U.shape[0])], axis=-1)
 
 
-def finish(T, qsum, mods: Moduli, shift):
-    """``C' = sum_i t_i M_i - q P`` rounded once to float64, times ``2^-shift``.
+def finish(C, weights, mods: Moduli, shift):
+    """``C' = sum_i c_i w_i - q P`` rounded once to float64, times ``2^-shift``.
 
-    1. Words: ``S_w = sum_i t_i m_iw - q P_w`` with ``q = rint(qsum)`` (exact: every term is an
-       integer and the sums stay below 2^51).
-    2. Carries, least significant word first: ``c = rint(S_w 2^-D)``, ``S_w -= c 2^D``,
-       ``S_(w+1) += c`` (exact), so every word but the top one lies in ``[-2^(D-1), 2^(D-1)]``.
-       With balanced digits the leading nonzero word fixes the magnitude: no cancellation is
-       left for the floating-point sum.
+    1. Words: ``S_w = sum_i c_i w_iw`` (exact: products and sums are integers below 2^51), and
+       ``q`` the integer nearest ``S / P``, estimated from the top two words (those below add
+       less than 2^-24 to the ratio, ``P >= 2^(D (W - 1))``; ``|S / P - q| = |C'| / P <= 1/4``
+       leaves no doubt); ``S_w -= q P_w``, exact.
+    2. Carries, least significant word first: ``c = floor(S_w 2^-D + 1/2)``, ``S_w -= c 2^D``,
+       ``S_(w+1) += c`` (exact), so every word but the top one lies in ``[-2^(D-1), 2^(D-1))``.
+       These balanced digits of ``C'`` are unique (ties carry upwards), so they do not depend on
+       which representatives ``c_i`` the products gave, and with the leading nonzero word fixing
+       the magnitude no cancellation is left for the floating-point sum.
     3. ``C' = sum_w S_w 2^(Dw)`` most significant first with TwoSum into ``(hi, lo)``: the top
        two words (76 bits) are exact, every lower word adds at most 2^-105 of the partial sum,
        and ``hi + lo`` is the one rounding (error <= u |C'| (1 + 2^-100)).
     4. ``ldexp(., -shift)`` is exact unless the result is subnormal.
+
+    The GPU kernel ``crt_reconstruct`` computes the same words and repeats steps 2-4 operation
+    by operation (its quotient is computed differently but is the same integer).
     """
     W = mods.words
-    q = np.rint(qsum)
-    S = T @ mods.digits_m - q[..., None] * mods.digits_p
+    S = C @ weights
+    top = S[..., W - 1] if W == 1 else np.ldexp(S[..., W - 1], D * (W - 1)) + np.ldexp(S[..., W - 2], D * (W - 2))
+    q = np.rint(top * mods.inv_P)
+    S -= q[..., None] * mods.digits_p
     for w in range(W - 1):
-        c = np.rint(S[..., w] * 2.0 ** -D)
+        c = np.floor(S[..., w] * 2.0 ** -D + 0.5)
         S[..., w] -= c * 2.0 ** D
         S[..., w + 1] += c
     hi = np.ldexp(S[..., W - 1], D * (W - 1))
@@ -180,13 +187,15 @@ def reconstruct(xp, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
     rows = P.shape[2]
     shift = (scale.shifts(E_a[r0:r0 + rows], mods.alpha)[:, None]
              + scale.shifts(E_b[c0:c0 + cols], mods.beta)[None, :])
-    re = finish(*crt_digits(P, mods, form, 0), mods, shift)
+    U = product_residues(P, mods)
+    wts = mods.weights(form)
+    re = finish(crt_values(U, form, 0), wts[0], mods, shift)
     blk = out[r0:r0 + rows, c0:c0 + cols]
     if form is None:
         blk[...] = re
     else:
         blk.real = re
-        blk.imag = finish(*crt_digits(P, mods, form, 1), mods, shift)
+        blk.imag = finish(crt_values(U, form, 1), wts[1], mods, shift)
 
 
 def to_layout(xp, C, R, NC, out_shape):

@@ -614,7 +614,7 @@ CRT_RESIDUES(4)
 CRT_RESIDUES(5)
 CRT_RESIDUES(6)
 
-// ---------------------------------------------------------------- reconstruction (cpu.crt_digits + cpu.finish)
+// ---------------------------------------------------------------- reconstruction (cpu.reconstruct)
 
 // A product's residue, a representative in [-128, 128] as an exact FP32 integer.
 // INT32 product v (|v| < 2^31): v = a 2^16 + b with a = v >> 16 in [-2^15, 2^15) and b = v & 0xffff
@@ -626,47 +626,63 @@ __device__ __forceinline__ float prod_residue(int v, float p, float inv_p, float
     return red_sym(__fmaf_rn(a, c16, b), p, inv_p);
 }
 
-// Byte b of w, an INT8 residue of a product (crt_wgmma.cu: a representative in [-128, 127]), as
-// an exact FP32 integer: with its top bit flipped the byte is u = v + 128 in [0, 255], and one
-// byte permute puts it under the bits of 1.5 * 2^23 (0x4B4000uu = 1.5 * 2^23 + u); less the
-// constant that is v. (Extracting, sign-extending and adding to the bits took three integer
-// operations a byte.)
-__device__ __forceinline__ float byte_residue(unsigned w, int b) {
-    const unsigned f = __byte_perm(w ^ 0x80808080u, 0x4B400000u, 0x7640u + (unsigned)b);
-    return __fadd_rn(__uint_as_float(f), -(MAGIC + 128.0f));
+// A residue as its biased byte b = u + 128: for INT8 residues of products (crt_wgmma.cu: a
+// representative u in [-128, 127]) byte j of w with its top bit flipped, in [0, 255] (one byte
+// permute, zero-extended); for INT32 products through prod_residue (u in [-128, 128]), in [0, 256],
+// from the bits 0x4B400000 + u of the exact 1.5 * 2^23 + u.
+__device__ __forceinline__ int biased_byte(unsigned w_flipped, int j) {
+    return (int)__byte_perm(w_flipped, 0u, 0x4440u + (unsigned)j);
+}
+__device__ __forceinline__ int biased_prod(int v, float p, float inv_p, float c16) {
+    return __float_as_int(__fadd_rn(prod_residue(v, p, inv_p, c16), MAGIC)) - (0x4B400000 - 128);
 }
 
-// The (not reduced) Re (part 0) and Im of one modulus from its products' residues u_g (cpu.combine
-// on representatives of the same classes): magnitudes at most 3 * 128, exact.
-__device__ __forceinline__ void combine(float u0, float u1, float u2, int form, float& cr, float& ci) {
-    if (form == F_REAL || form == F_4M) {
-        cr = u0;
-        ci = u1;
-    } else if (form == F_3M) {
-        cr = __fadd_rn(u0, -u1);
-        ci = __fadd_rn(__fadd_rn(u2, -u0), -u1);
+// Re (vr) and Im (vi) of one modulus from its products' biased residues b_g (cpu.combine on
+// representatives of the same classes) as non-negative integers, Re = vr - REC_OFF_R and
+// Im = vi - REC_OFF_I: magnitudes at most 384, the forms' sums and differences in integer
+// arithmetic (b_g in [0, 256] keeps every vr, vi in [0, 768]).
+#if REC_FORM == F_3M
+#define REC_OFF_R 256  // u0 - u1 = b0 - b1
+#define REC_OFF_I 384  // u2 - u0 - u1 = b2 - b0 - b1 + 128
+#elif REC_FORM == F_2M
+#define REC_OFF_R 256  // u0 + u1 = b0 + b1 - 256
+#define REC_OFF_I 256  // u0 - u1 = b0 - b1
+#else
+#define REC_OFF_R 128  // u0 = b0
+#define REC_OFF_I 128  // u1 = b1
+#endif
+__device__ __forceinline__ void combine(int b0, int b1, int b2, int& vr, int& vi) {
+    if (REC_FORM == F_3M) {
+        vr = b0 - b1 + 256;
+        vi = b2 - b0 - b1 + 512;
+    } else if (REC_FORM == F_2M) {
+        vr = b0 + b1;
+        vi = b0 - b1 + 256;
     } else {
-        cr = __fadd_rn(u0, u1);
-        ci = __fadd_rn(u0, -u1);
+        vr = b0;
+        vi = b1;
     }
 }
 
-// t = (c y) mod p in [0, p), cpu.crt_digits' mod(mod(c) y) (unique). x = c y is exact (|c| <= 384,
-// |y| <= 128 in the symmetric range: |x| < 2^16). q = rint((x - h) / p) by red_sym's argument on
-// x - h, h = (p - 1) / 2: for odd p x - h is an integer and x - h - q p is in [-h, h]; for p = 256,
-// h = 127.5, (x - h) / 256 is exact and never a half-integer, and x - h - q p is in
-// [-127.5, 127.5]. Either way t = x - q p is in [0, p - 1] (exact, as in red_sym).
-__device__ __forceinline__ float crt_t(float c, float y, float p, float inv_p, float h) {
-    const float x = __fmul_rn(c, y);
-    const float q = __fadd_rn(__fmaf_rn(__fadd_rn(x, -h), inv_p, MAGIC), -MAGIC);
-    return __fmaf_rn(-q, p, x);
+// v - off as a double for a non-negative integer v < 2^31: the bits (0x43300000, v) are the double
+// 2^52 + v, and one exact subtraction leaves v - off. Why: the conversion instructions (I2F.F64,
+// cvt.f64.f32) issue at a quarter of the FP64 rate on sm_80 / sm_90.
+template <int OFF>
+__device__ __forceinline__ double int_double(int v) {
+    return __dadd_rn(__hiloint2double(0x43300000, v), -(4503599627370496.0 + OFF));  // 2^52 + OFF
 }
 
-// Every operation exact (a power-of-two scaling, integers below 2^53), so the fma is the CPU's
-// multiply and subtract to the bit (this file is built with --fmad=false; exact steps are fused
-// by hand, one instruction instead of two).
+// rint(x) for |x| < 2^51 as (x + 1.5 * 2^52) - 1.5 * 2^52, where the double spacing is 1 and the
+// addition rounds to nearest even as rint does; floor(x) the same with the addition rounded down.
+// Why: FRND.F64 issues at a quarter of the FP64 add rate.
+#define RINT_MAGIC 6755399441055744.0  // 1.5 * 2^52
+
+// The balanced carry of cpu.finish: c = floor(lo 2^-38 + 1/2) (lo + 2^37 is exact, and the fma
+// rounds the exact quotient once, down), lo -= c 2^38, hi += c. Every operation is exact (a
+// power-of-two scaling, integers below 2^53), so it is the CPU's to the bit.
 __device__ __forceinline__ void carry(double& lo_word, double& hi_word) {
-    const double c = rint(lo_word * (1.0 / 274877906944.0));  // 2^-38
+    const double c = __dadd_rn(__fma_rd(__dadd_rn(lo_word, 137438953472.0), 1.0 / 274877906944.0, RINT_MAGIC),
+                               -RINT_MAGIC);  // 2^37, 2^-38
     lo_word = __fma_rn(-c, 274877906944.0, lo_word);
     hi_word = hi_word + c;
 }
@@ -686,51 +702,39 @@ __device__ __forceinline__ void two_sum_add(double& hi, double& lo, double x) {
     hi = s;
 }
 
-// (double)x for the exact small integers here, as one conversion. Why inline PTX: cupy builds
-// RawModules with -ftz=true appended, and under it the compiler wraps a C++ float-to-double cast
-// in a flushing multiply by 1 (the conversion instruction does not flush), two instructions where
-// one does; no value here is subnormal.
-__device__ __forceinline__ double f2d(float x) {
-    double d;
-    asm("cvt.f64.f32 %0, %1;" : "=d"(d) : "f"(x));
-    return d;
-}
-
-// The CRT words of one part of one element (cpu.crt_digits then the first step of cpu.finish).
+// The CRT words of one part of one element (cpu.finish's S).
 struct Words {
     double S0, S1, S2, S3, S4;
 };
 
-// d: the W words of M_i (Moduli.digits_m).
-// The words: t d_w + S_w is an integer below 2^51 (t < 2^8, d_w < 2^38, at most 20 terms), so one
-// fma is exact and equals the exact product and sum (the CPU's matmul sums the same exact
-// integers). The quotient q comes from the words in finish (the CPU sums t / p_i instead).
-__device__ __forceinline__ void add_digit(Words& a, float t, const double* __restrict__ d, int W) {
-    const double td = f2d(t);
-    a.S0 = __fma_rn(td, d[0], a.S0);
-    if (W > 1) a.S1 = __fma_rn(td, d[1], a.S1);
-    if (W > 2) a.S2 = __fma_rn(td, d[2], a.S2);
-    if (W > 3) a.S3 = __fma_rn(td, d[3], a.S3);
-    if (W > 4) a.S4 = __fma_rn(td, d[4], a.S4);
+// c: one residue's Re or Im (|c| <= 384); d: the W words of its CRT weight (Moduli.weights).
+// The words: c d_w + S_w is an integer below 2^51 (d_w < 2^38, at most 20 terms), so one fma is
+// exact and equals the exact product and sum (the CPU's matmul sums the same exact integers).
+__device__ __forceinline__ void add_digit(Words& a, double c, const double* __restrict__ d, int W) {
+    a.S0 = __fma_rn(c, d[0], a.S0);
+    if (W > 1) a.S1 = __fma_rn(c, d[1], a.S1);
+    if (W > 2) a.S2 = __fma_rn(c, d[2], a.S2);
+    if (W > 3) a.S3 = __fma_rn(c, d[3], a.S3);
+    if (W > 4) a.S4 = __fma_rn(c, d[4], a.S4);
 }
 
 // cpu.finish: subtract q P, carry, sum the words most significant first (TwoSum), round once, scale.
 // The W <= 5 words are scalars (an array indexed at run time would live in local memory); the
 // factors 2^(38 w) are exact, as numpy's ldexp(S_w, 38 w).
-// q = rint(S / P) from the two top words: S = C' + q P with |C'| <= P / 4 (moduli.alpha_beta), so
-// q is the one integer within 1/4 of S / P, the CPU's rint(sum t_i / p_i) included; the words
-// below the top two hold under 2^(51 + 38 (W - 3)) (< 2^-25 P, as P >= 2^(38 (W - 1))), and the three roundings of
-// (S_top 2^(38 (W-1)) + S_next 2^(38 (W-2))) / P add a relative 2^-51 to a ratio below n <= 20:
-// the fraction stays far from 1/2. This saves the CPU's FP64 multiply and add per modulus and
-// part. inv_P: 1 / P rounded to FP64.
+// q = rint(S / P) from the two top words, as on the CPU: S = C' + q P with |C'| <= P / 4
+// (moduli.alpha_beta), so q is the one integer within 1/4 of S / P; the words below the top two
+// hold under 2^(52 + 38 (W - 3)) (< 2^-24 P, as P >= 2^(38 (W - 1))), and the roundings of
+// (S_top 2^(38 (W-1)) + S_next 2^(38 (W-2))) / P add a relative 2^-51 to a ratio below 20 * 384:
+// the fraction stays far from 1/2. (The rounding of the exact quotient here and the CPU's rint of
+// its rounding give the same integer.) inv_P: 1 / P rounded to FP64.
 __device__ double finish(Words a, const double* __restrict__ dp, int W, int shift, double inv_P) {
     const double X1 = 274877906944.0, X2 = 75557863725914323419136.0;  // 2^38, 2^76
     const double X3 = 2.0769187434139310514121985316880384e34, X4 = 5.708990770823839524233143877797980545530986496e45;
     const double top = W == 5 ? __dadd_rn(a.S4 * X4, a.S3 * X3)
                      : (W == 4 ? __dadd_rn(a.S3 * X3, a.S2 * X2)
                      : (W == 3 ? __dadd_rn(a.S2 * X2, a.S1 * X1) : (W == 2 ? __dadd_rn(a.S1 * X1, a.S0) : a.S0)));
-    const double q = rint(top * inv_P);
-    // |q| <= n and words of P below 2^38: each q P_w and S_w - q P_w exact, one fma each
+    const double q = __dadd_rn(__fma_rn(top, inv_P, RINT_MAGIC), -RINT_MAGIC);
+    // |q| <= 20 * 384 and words of P below 2^38: each q P_w and S_w - q P_w exact, one fma each
     a.S0 = __fma_rn(-q, dp[0], a.S0);
     if (W > 1) a.S1 = __fma_rn(-q, dp[1], a.S1);
     if (W > 2) a.S2 = __fma_rn(-q, dp[2], a.S2);
@@ -751,6 +755,20 @@ __device__ double finish(Words a, const double* __restrict__ dp, int W, int shif
 
 #define REC_BC_I32 64  // columns (threads) of a reconstruction block: INT32 products (gpu.REC_COLUMNS)
 #define REC_BC_I8 256  // INT8 residues
+// INT8 columns a thread (gpu.REC_CPT): 2 or 4, and the blocks per multiprocessor the INT8 kernel's
+// registers must allow (launch bounds). On an H200 (a complex d = 10 gate, 28 qubits) the
+// reconstruction took 8.3 ms with 2 columns and 6 blocks of 128 threads (77 registers), 8.6-8.9 ms
+// with 4 columns and 8 or 1 blocks of 64 (128-130 registers): it is bound by neither occupancy
+// nor memory, but by the FP64 pipe and issue (benchmarks/results/crt_reconstruct_variants_h200.json).
+#ifndef REC_CPT
+#define REC_CPT 2
+#endif
+#if REC_CPT != 2 && REC_CPT != 4
+#error "REC_CPT must be 2 or 4"
+#endif
+#ifndef REC_MINB
+#define REC_MINB (REC_CPT == 2 ? 6 : 1)
+#endif
 
 // cp_async16, cp_commit, cp_wait: gemm/cuda/pipeline.cuh (prepended by gpu._fn)
 
@@ -762,15 +780,16 @@ __device__ double finish(Words a, const double* __restrict__ dp, int W, int shif
 // copied into shared memory with 16-byte cp.async, the next row's while this one is worked on.
 // Why: read from global memory by each thread, one modulus ahead, every thread waited out a DRAM
 // latency per modulus (a complex d = 10 gate at 28 qubits on an H100: 28 ms for 9 GB of INT8
-// residues). Per modulus and part: the products' residues (prod_residue), t (crt_t, FP32), then
-// the FP64 words; the constants come from shared memory. Dynamic shared memory: 2 n G BC vw
-// values (vw = 2 in 4m, else 1).
+// residues). Per modulus: the products' residues as biased bytes, the form's Re and Im in integer
+// arithmetic, two exact conversions, then the FP64 words against the CRT weights (Moduli.weights,
+// with y_i folded in: no reduction per modulus); the constants come from shared memory. Dynamic
+// shared memory: 2 n G BC vw values (vw = 2 in 4m, else 1).
 // REC_FORM and REC_W (gpu._reconstruct compiles a module per complex form and word count) make
 // the form's branches and the word count compile-time: the per-modulus work had been a third
 // comparisons and branches on them.
 template <typename T, int BC>
 __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, int ldP, int n,
-                                  const float4* __restrict__ ftab, const double* __restrict__ dm,
+                                  const float4* __restrict__ ftab, const double* __restrict__ wt,
                                   const double* __restrict__ dp, const int* __restrict__ EA, const int* __restrict__ EB,
                                   int alpha, int beta, long long r0, long long c0, double* __restrict__ out,
                                   long long R, long long n2, double inv_P) {
@@ -778,14 +797,15 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
     constexpr int cplx = REC_FORM != F_REAL;  // a complex form exactly for complex operands
     extern __shared__ __align__(16) unsigned char rec_raw[];
     __shared__ float4 fs[MAXN * 2];
-    // M_i's W words, DS doubles per modulus: an even stride puts each modulus' words on a 16-byte
-    // boundary, so that a pair of words is one 16-byte shared-memory load
+    // the W words of the Re and Im weights (wt: (2, n, W)), 2 DS doubles per modulus (Re's DS,
+    // then Im's): an even stride puts each set of words on a 16-byte boundary, so that a pair of
+    // words is one 16-byte shared-memory load
     constexpr int DS = (W + 1) & ~1;
-    __shared__ __align__(16) double ds[MAXN * DS];
+    __shared__ __align__(16) double ds[MAXN * 2 * DS];
     for (int i = threadIdx.x; i < n * 2; i += blockDim.x) fs[i] = ftab[(i >> 1) * (FT / 4) + (i & 1)];
-    for (int i = threadIdx.x; i < n * DS; i += blockDim.x) {
-        const int mi = i / DS, w = i - mi * DS;
-        ds[i] = w < W ? dm[mi * W + w] : 0.0;
+    for (int i = threadIdx.x; i < n * 2 * DS; i += blockDim.x) {
+        const int mi = i / (2 * DS), part = (i / DS) & 1, w = i % DS;
+        ds[i] = w < W ? wt[(part * n + mi) * W + w] : 0.0;
     }
     const int G = form == F_3M ? 3 : (form == F_2M ? 2 : 1);
     // values per modulus: 1 (real), 2 (4m: columns 2c and 2c + 1; 2m: two planes) or 3 (3m)
@@ -807,9 +827,9 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
         }
         cp_commit();
     };
-    // CPT consecutive columns a thread (INT8: 4, their bytes of a plane one 32-bit word, or two
-    // in 4m; INT32: 1): a quarter of the shared-memory reads
-    constexpr int CPT = sizeof(T) == 1 ? 4 : 1;
+    // CPT consecutive columns a thread (INT8: REC_CPT, their bytes of a plane one 16- or 32-bit word,
+    // twice that in 4m; INT32: 1): a quarter or half of the shared-memory reads
+    constexpr int CPT = sizeof(T) == 1 ? REC_CPT : 1;
     const int tx = threadIdx.x, c1 = cb + CPT * tx;
     long long cq[CPT], cm[CPT];
     int eb[CPT];
@@ -843,36 +863,42 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
                 wr[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0};
                 wi[j] = Words{0.0, 0.0, 0.0, 0.0, 0.0};
             }
-            // two moduli an iteration: their chains (shared-memory read, FP32 steps, conversion,
+            // two moduli an iteration: their chains (shared-memory read, integer steps, conversion,
             // FP64 words) are independent, and with two warps a block the loads and conversions
             // of one modulus otherwise stalled the next
 #pragma unroll 2
             for (int i = 0; i < n; ++i) {  // every modulus' products read once for Re and Im
-                const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, h, s | y, y_re, y_im, 2^16 mod p
-                const float p = f0.x, inv_p = f0.y;
-                const double* d = ds + i * DS;
-                float u[CPT][3];  // the products' residues, exact FP32 integers
-                if constexpr (CPT == 4) {  // INT8: bytes of 32-bit words
+                const double* dr = ds + i * 2 * DS;
+                const double* di = dr + DS;
+                int b[CPT][3];  // the products' residues, biased (biased_byte, biased_prod)
+                if constexpr (sizeof(T) == 1) {  // INT8: CPT bytes of a plane (x2 interleaved in 4m)
+                    // every byte's top bit flipped (biased_byte); w2: 4m's second word when CPT = 4
                     unsigned w[3] = {0u, 0u, 0u}, w2 = 0u;
-                    if (vw == 2) {
-                        const uint2 q2 = *reinterpret_cast<const uint2*>(cur + i * seg + 2 * CPT * tx);
-                        w[0] = q2.x;
-                        w2 = q2.y;
-                    } else {
+                    const T* at = cur + CPT * vw * tx;
+                    if constexpr (CPT * vw == 8) {
+                        const uint2 q2 = *reinterpret_cast<const uint2*>(at + i * seg);
+                        w[0] = q2.x ^ 0x80808080u;
+                        w2 = q2.y ^ 0x80808080u;
+                    } else if constexpr (CPT * vw == 4) {
 #pragma unroll
                         for (int g = 0; g < 3; ++g)
-                            if (g < nv) w[g] = *reinterpret_cast<const unsigned*>(cur + (i * G + g) * seg + CPT * tx);
+                            if (g < nv / vw) w[g] = *reinterpret_cast<const unsigned*>(at + (i * G + g) * seg) ^ 0x80808080u;
+                    } else {  // CPT = 2: two bytes a plane
+#pragma unroll
+                        for (int g = 0; g < 3; ++g)
+                            if (g < nv)
+                                w[g] = (unsigned)*reinterpret_cast<const unsigned short*>(at + (i * G + g) * seg) ^ 0x8080u;
                     }
 #pragma unroll
                     for (int j = 0; j < CPT; ++j) {
                         if (vw == 2) {  // 4m: Re, Im of column j at bytes 2j, 2j + 1 of the pair
                             const unsigned src = j < 2 ? w[0] : w2;
-                            u[j][0] = byte_residue(src, 2 * (j & 1));
-                            u[j][1] = byte_residue(src, 2 * (j & 1) + 1);
-                            u[j][2] = 0.0f;
+                            b[j][0] = biased_byte(src, 2 * (j & 1));
+                            b[j][1] = biased_byte(src, 2 * (j & 1) + 1);
+                            b[j][2] = 0;
                         } else {
 #pragma unroll
-                            for (int g = 0; g < 3; ++g) u[j][g] = g < nv ? byte_residue(w[g], j) : 0.0f;
+                            for (int g = 0; g < 3; ++g) b[j][g] = g < nv ? biased_byte(w[g], j) : 0;
                         }
                     }
                 } else {
@@ -885,15 +911,16 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
 #pragma unroll
                         for (int g = 0; g < 3; ++g) v[g] = g < nv ? cur[(i * G + g) * seg + tx] : (T)0;
                     }
+                    const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, h, s | y, y_re, y_im, 2^16 mod p
 #pragma unroll
-                    for (int g = 0; g < 3; ++g) u[0][g] = g < nv ? prod_residue(v[g], p, inv_p, f1.w) : 0.0f;
+                    for (int g = 0; g < 3; ++g) b[0][g] = g < nv ? biased_prod(v[g], f0.x, f0.y, f1.w) : 0;
                 }
 #pragma unroll
                 for (int j = 0; j < CPT; ++j) {
-                    float cr, ci;
-                    combine(u[j][0], u[j][1], u[j][2], form, cr, ci);
-                    add_digit(wr[j], crt_t(cr, form == F_2M ? f1.y : f1.x, p, inv_p, f0.z), d, W);
-                    if (cplx) add_digit(wi[j], crt_t(ci, form == F_2M ? f1.z : f1.x, p, inv_p, f0.z), d, W);
+                    int vr, vi;
+                    combine(b[j][0], b[j][1], b[j][2], vr, vi);
+                    add_digit(wr[j], int_double<REC_OFF_R>(vr), dr, W);
+                    if (cplx) add_digit(wi[j], int_double<REC_OFF_I>(vi), di, W);
                 }
             }
             const int ea = EA[r0 + r];
@@ -916,22 +943,22 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
 
 // form, cplx and W are the module's REC_FORM and REC_W.
 extern "C" __global__ void crt_reconstruct(const int* __restrict__ P, int rows, int cols, int ldP, int n,
-                                           const float4* __restrict__ ftab, const double* __restrict__ dm,
+                                           const float4* __restrict__ ftab, const double* __restrict__ wt,
                                            const double* __restrict__ dp, const int* __restrict__ EA,
                                            const int* __restrict__ EB, int alpha, int beta, long long r0, long long c0,
                                            double* __restrict__ out, long long R, long long n2, double inv_P) {
-    reconstruct_block<int, REC_BC_I32>(P, rows, cols, ldP, n, ftab, dm, dp, EA, EB, alpha, beta, r0, c0, out, R, n2,
+    reconstruct_block<int, REC_BC_I32>(P, rows, cols, ldP, n, ftab, wt, dp, EA, EB, alpha, beta, r0, c0, out, R, n2,
                                        inv_P);
 }
 
 // The same on INT8 residues of the products (gpu.reconstruct_r8): a quarter of the bytes to read.
-extern "C" __global__ void crt_reconstruct_r8(const signed char* __restrict__ P, int rows, int cols, int ldP, int n,
-                                              const float4* __restrict__ ftab, const double* __restrict__ dm,
+extern "C" __global__ void __launch_bounds__(REC_BC_I8 / REC_CPT, REC_MINB) crt_reconstruct_r8(const signed char* __restrict__ P, int rows, int cols, int ldP, int n,
+                                              const float4* __restrict__ ftab, const double* __restrict__ wt,
                                               const double* __restrict__ dp, const int* __restrict__ EA,
                                               const int* __restrict__ EB, int alpha, int beta, long long r0,
                                               long long c0, double* __restrict__ out, long long R, long long n2,
                                               double inv_P) {
-    reconstruct_block<signed char, REC_BC_I8>(P, rows, cols, ldP, n, ftab, dm, dp, EA, EB, alpha, beta, r0, c0, out, R,
+    reconstruct_block<signed char, REC_BC_I8>(P, rows, cols, ldP, n, ftab, wt, dp, EA, EB, alpha, beta, r0, c0, out, R,
                                               n2, inv_P);
 }
 

@@ -3,11 +3,11 @@
 to a multiple of 16), batched over the moduli (:func:`gemm.cuda.cublas.gemm_s8_batched`).
 
 The same stage interface as :mod:`gemm.ozaki.crt.cpu`, cupy first; the results are bit-identical:
-residues and the CRT digits are residues of exact integers (unique), computed in ``crt.cu`` with
-exact FP32 / INT32 arithmetic from the constants of :func:`_ftable`; the reconstruction's
-quotient comes from its top words rather than the CPU's sum of t_i / p_i, the same integer because
-``|C'| <= P/4`` (:func:`gemm.ozaki.crt.moduli.alpha_beta`), and the final word sum repeats the CPU
-operations in order (``crt.cu`` is built with ``--fmad=false``). One reconstruction kernel per
+residues are residues of exact integers (unique), computed in ``crt.cu`` with exact FP32 / INT32
+arithmetic from the constants of :func:`_ftable`; the reconstruction's words are exact integer sums
+that, once the quotient is taken off and the carries balance them, are the unique digits of the
+exact product (whichever representatives of the products' residues came in), and the final word
+sum repeats the CPU operations in order (``crt.cu`` is built with ``--fmad=false``). One reconstruction kernel per
 block of lines reads every modulus' INT32 products (or, :func:`reconstruct_r8`, INT8 residues of
 them) and writes the FP64 / complex128 output once, in its final layout. cupy comes from the
 caller; nothing here imports it at module level.
@@ -41,7 +41,7 @@ def _module_defines(mods: Moduli, form) -> tuple[str, ...]:
     """A module per complex form and word count: both compile-time in the residue and reconstruction
     kernels (their per-modulus work had been a third comparisons and branches on them), which only
     such a module holds; the line exponents' module, built without defines, has those kernels alone."""
-    return (f"REC_FORM={FORM_CODE[form]}", f"REC_W={mods.words}")
+    return (f"REC_FORM={FORM_CODE[form]}", f"REC_W={mods.words}", f"REC_CPT={REC_CPT}")
 
 
 def _fn(cp, name, defines: tuple[str, ...] = ()):
@@ -81,14 +81,15 @@ def _ftable(mods: Moduli) -> np.ndarray:
     return out
 
 
-def _tables(cp, mods: Moduli):
-    """The moduli constants on the current device (uploaded once per moduli set and device):
-    ``(digits_m, digits_p, ftable)``."""
-    key = (mods.values, mods.family, cp.cuda.Device().id)
+def _tables(cp, mods: Moduli, form):
+    """The moduli constants on the current device (uploaded once per moduli set, form and device):
+    ``(weights, digits_p, ftable)``, the weights' words of ``form`` (:meth:`Moduli.weights`)."""
+    key = (mods.values, mods.family, form if form == "2m" else None, cp.cuda.Device().id)
     if key not in _TABLES:
         if len(mods) > MAX_MODULI:
             raise ValueError(f"at most {MAX_MODULI} moduli (crt.cu MAXN), got {len(mods)}")
-        _TABLES[key] = (cp.asarray(mods.digits_m), cp.asarray(mods.digits_p), cp.asarray(_ftable(mods)))
+        _TABLES[key] = (cp.asarray(np.ascontiguousarray(mods.weights(form))), cp.asarray(mods.digits_p),
+                        cp.asarray(_ftable(mods)))
     return _TABLES[key]
 
 
@@ -167,7 +168,7 @@ def residues(cp, X, E, bits, line0, nlines, mods: Moduli, form, role, kp):
         out[..., kdot:] = 0
     if kp % 4:
         raise ValueError(f"residue lines must be multiples of 4 bytes, got {kp}")  # the kernel's 32-bit stores
-    ftab = _tables(cp, mods)[2]
+    ftab = _tables(cp, mods, form)[2]
     so, si, sk, n_in = line_view(X)
     K = X.shape[2]
     tl, tk = RES_TILE
@@ -198,13 +199,14 @@ def new_output(cp, R, NC, dtype, out_shape):
 
 
 REC_COLUMNS = {4: 64, 1: 256}  # columns a reconstruction block: INT32 products, INT8 residues (crt.cu)
+REC_CPT = 2  # INT8 output columns a reconstruction thread (crt.cu REC_CPT: 2 or 4)
 REC_BLOCKS_PER_SM = 16  # reconstruction blocks a launch aims at, per multiprocessor of the device
 
 
 def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
     n, G, rows, ldP = P.shape
     R, NC = int(E_a.size), int(E_b.size)
-    dm, dp, ftab = _tables(cp, mods)
+    wt, dp, ftab = _tables(cp, mods, form)
     if out.ndim == 3 and out.shape[1] == R and out.shape[0] * out.shape[2] == NC:
         n2 = out.shape[2]  # B stacked: column c = h * L + l
     else:
@@ -216,10 +218,10 @@ def _reconstruct(cp, kernel, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out)
     # rows per block: enough blocks to fill the device several times over, each walking a few rows
     # so that its next row's copies overlap this one's work
     gy = max(1, min(rows, 65535, -(-(REC_BLOCKS_PER_SM * sm_count(cp)) // gx)))
-    threads = bc // (4 if P.dtype.itemsize == 1 else 1)  # INT8: 4 columns a thread (crt.cu)
+    threads = bc // (REC_CPT if P.dtype.itemsize == 1 else 1)  # INT8: REC_CPT columns a thread (crt.cu)
     _fn(cp, kernel, _module_defines(mods, form))((gx, gy), (threads,), (
-        P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), ftab, dm, dp, E_a, E_b, _i32(mods.alpha), _i32(mods.beta),
-        _i64(r0), _i64(c0), out, _i64(R), _i64(n2), np.float64(1.0 / mods.P)), shared_mem=smem)
+        P, _i32(rows), _i32(cols), _i32(ldP), _i32(n), ftab, wt, dp, E_a, E_b, _i32(mods.alpha), _i32(mods.beta),
+        _i64(r0), _i64(c0), out, _i64(R), _i64(n2), np.float64(mods.inv_P)), shared_mem=smem)
 
 
 def reconstruct(cp, P, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):

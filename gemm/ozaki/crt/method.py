@@ -121,8 +121,9 @@ class _Sizes:
             res = n * g * self.bl * self.kp * self.item_res
             prod = n * g * self.R * self.bl * self.item_prod
             elems = self.R
-        # the CPU reconstruction holds the digits t_i and a few words per output element
-        temp = elems * (self.n + 12) * 8 * (2 if self.cplx else 1) if self.device == "cpu" else 0
+        # the CPU reconstruction holds the products' residues (up to 3 n per complex element), one
+        # part's c_i and a few words per output element
+        temp = elems * ((4 if self.cplx else 2) * self.n + 12) * 8 if self.device == "cpu" else 0
         return res + prod + temp
 
     def block_lines(self) -> int:

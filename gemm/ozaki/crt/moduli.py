@@ -16,10 +16,14 @@ range ``[-floor(p/2), ceil(p/2) - 1]``, at most 128 in magnitude):
 
 Reconstruction constants (:class:`Moduli`): with ``P = prod p_i``, ``M_i = P / p_i`` and
 ``y_i = M_i^-1 mod p_i``, the product ``C'`` (an integer with ``|C'| <= P/4``, see
-:mod:`gemm.ozaki.crt.scale`) is ``C' = sum_i t_i M_i - q P`` with ``t_i = (c_i y_i) mod p_i`` and
-``q = rint(sum_i t_i / p_i)``. ``M_i`` and ``P`` reach 2^160, so they are kept as ``W`` words of
-``D = 38`` bits (exact doubles): every word sum ``sum_i t_i m_iw - q P_w`` stays below
-``20 * 2^8 * 2^38 < 2^51`` and is exact in float64.
+:mod:`gemm.ozaki.crt.scale`) is ``C' = sum_i c_i w_i - q P`` for residues ``c_i`` of ``C'``
+modulo ``p_i`` (any representatives, ``|c_i| <= 384``) and the weights ``w_i = (M_i y_i) mod P``:
+``w_i`` is 1 modulo ``p_i`` and 0 modulo every other modulus. ``q`` is the one integer within 1/4
+of ``sum_i c_i w_i / P``. ``w_i`` and ``P`` reach 2^160, so they are kept as ``W`` words of
+``D = 38`` bits (exact doubles): every word sum ``sum_i c_i w_iw - q P_w`` stays below
+``2 * 20 * 384 * 2^38 < 2^52`` and is exact in float64. (Folding ``y_i`` into the weights saves
+the reduction ``t_i = (c_i y_i) mod p_i`` per modulus and element that the textbook form needs;
+the 2m form's factors ``1/2`` and ``1/(2s)`` fold in the same way, :meth:`Moduli.weights`.)
 """
 
 from __future__ import annotations
@@ -158,8 +162,10 @@ class Moduli:
         table: float64 ``(n, 8)`` per modulus: ``p, 1/p, 2^40 mod p, s (sqrt(-1), split only),
             y, y/2, y/(2s)`` (the CRT multiplier, and for split moduli folded with the 2m form's
             ``Re = (u1 + u2)/2`` and ``Im = (u1 - u2)/(2s)``), 0.
-        digits_m: float64 ``(n, W)``: the D-bit words of ``M_i``, least significant first.
-        digits_p: float64 ``(W,)``: the words of ``P``.
+        digits_p: float64 ``(W,)``: the D-bit words of ``P``, least significant first.
+        inv_P: ``1/P`` rounded to float64.
+
+    :meth:`weights` gives the words of the CRT weights per complex form.
     """
 
     values: tuple[int, ...]
@@ -170,8 +176,9 @@ class Moduli:
     beta: int = field(init=False)
     words: int = field(init=False)
     table: np.ndarray = field(init=False, repr=False)
-    digits_m: np.ndarray = field(init=False, repr=False)
     digits_p: np.ndarray = field(init=False, repr=False)
+    inv_P: float = field(init=False, repr=False)
+    _weights: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         P = math.prod(self.values)
@@ -183,9 +190,8 @@ class Moduli:
         set_(self, "beta", b)
         W = -(-P.bit_length() // D)
         set_(self, "words", W)
-        mask = (1 << D) - 1
         table = np.zeros((len(self.values), 8), dtype=np.float64)
-        dm = np.zeros((len(self.values), W), dtype=np.float64)
+        wy, wre, wim = [], [], []
         for i, p in enumerate(self.values):
             M = P // p
             y = pow(M % p, -1, p)
@@ -193,10 +199,35 @@ class Moduli:
             y_re = y * pow(2, -1, p) % p if s else 0
             y_im = y * pow(2 * s, -1, p) % p if s else 0
             table[i, :7] = (p, 1.0 / p, pow(2, 40, p), s, y, y_re, y_im)
-            dm[i] = [(M >> (D * w)) & mask for w in range(W)]
+            wy.append(M * y % P)
+            wre.append(M * y_re % P)
+            wim.append(M * y_im % P)
         set_(self, "table", table)
-        set_(self, "digits_m", dm)
-        set_(self, "digits_p", np.array([(P >> (D * w)) & mask for w in range(W)], dtype=np.float64))
+        set_(self, "digits_p", _words(P, W))
+        set_(self, "inv_P", 1.0 / P)
+        ws = {"y": np.stack([_words(v, W) for v in wy])}
+        if self.family == "split":
+            ws["2m"] = np.stack([np.stack([_words(v, W) for v in wre]), np.stack([_words(v, W) for v in wim])])
+        set_(self, "_weights", ws)
+
+    def weights(self, form: str | None) -> np.ndarray:
+        """The D-bit words of the CRT weights of ``form``: float64 ``(2, n, W)``, Re (or real) then
+        Im, least significant word first.
+
+        ``w_i = (M_i y_i) mod P`` for the real, 4m and 3m forms (Re and Im alike); for 2m, whose
+        products give ``u1 = (Re + s Im) mod p`` and ``u2 = (Re - s Im) mod p``, Re is
+        ``(u1 + u2) / 2`` and Im is ``(u1 - u2) / (2s)``: the weights ``(M_i y_i / 2) mod P`` and
+        ``(M_i y_i / (2 s_i)) mod P`` take ``u1 + u2`` and ``u1 - u2`` as they are.
+
+        Raises:
+            ValueError: the 2m form on a set that is not of split moduli.
+        """
+        if form == "2m":
+            if "2m" not in self._weights:
+                raise ValueError(f"the 2m form needs split moduli, got the {self.family} family")
+            return self._weights["2m"]
+        w = self._weights["y"]
+        return np.stack([w, w])
 
     @classmethod
     def first(cls, count: int, family: str) -> Moduli:
@@ -219,6 +250,12 @@ class Moduli:
 
     def __eq__(self, other):
         return isinstance(other, Moduli) and (self.values, self.family) == (other.values, other.family)
+
+
+def _words(v: int, W: int) -> np.ndarray:
+    """The ``W`` words of ``D`` bits of the non-negative integer ``v``, least significant first."""
+    mask = (1 << D) - 1
+    return np.array([(v >> (D * w)) & mask for w in range(W)], dtype=np.float64)
 
 
 # form -> INT8 operand parts (and products) per modulus; None is a real product
