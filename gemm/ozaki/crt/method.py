@@ -12,8 +12,10 @@ The pipeline reads top to bottom as stages, each timed in the report:
    complex form (:mod:`gemm.ozaki.crt.moduli`).
 3. **int8_gemm**: per modulus one INT8 GEMM per part, exact in INT32 (``k' * 128^2 < 2^31``;
    on the CPU float64 BLAS, exact while ``k' * 128^2 < 2^53``).
-4. **reconstruct**: per output element, ``t_i = (c_i y_i) mod p_i``, ``C' = sum t_i M_i - q P``
-   in 38-bit words (exact), carries, one rounding, times ``2^-(sA + sB)``.
+4. **reconstruct**: per output element, ``C' = sum c_i w_i - q P`` in 38-bit words (exact) from
+   the products' residues ``c_i`` and the CRT weights ``w_i = (M_i y_i) mod P``
+   (:meth:`gemm.ozaki.crt.moduli.Moduli.weights`), balanced carries, one rounding, times
+   ``2^-(sA + sB)``.
 
 Error: the only errors are the truncation of A and B to integers and the final rounding (plus at
 most 2^-100 relative from the word sum): ``|C - C~|_ij <= c ||a_i|| ||b_j|| + u |C_ij|`` with
