@@ -4,15 +4,15 @@
 // gemm/ozaki/crt/cpu.py and scale.py:
 //
 // * the line exponents repeat the integer computation of scale.line_exponents;
-// * residues and the CRT digits t_i are residues of exact integers, unique in their canonical
-//   range, so any exact method gives the CPU's values; here they are FP32 arithmetic with a few
-//   integer operations (an H100 issues FP32 at twice the FP64 and INT32 rates, and the FP64 path
-//   took several floor / mod steps per residue), every intermediate an integer below 2^24 and so
-//   exact in FP32 (the bounds are stated at each step);
-// * the quotient q of the reconstruction is computed differently (from the two top words, see
-//   finish) but is the same integer: S = C' + q P with |C'| <= P / 4 (moduli.alpha_beta) leaves
-//   one integer within 1/4 of S / P; the final word sum in finish() repeats the CPU's operations
-//   in order.
+// * residues are residues of exact integers, unique in their canonical range, so any exact method
+//   gives the CPU's values; here they are FP32 arithmetic with a few integer operations (an H100
+//   issues FP32 at twice the FP64 and INT32 rates, and the FP64 path took several floor / mod
+//   steps per residue), every intermediate an integer below 2^24 and so exact in FP32 (the bounds
+//   are stated at each step);
+// * the reconstruction's words are exact integer sums; the products' residues may be other
+//   representatives than the CPU's (and its quotient q is rounded differently), but once q P is
+//   taken off and the carries balance them the words are the unique digits of the exact product
+//   C', and the final word sum in finish() repeats the CPU's operations in order.
 //
 // An operand is read through a "line" view: line n = (n / n_in, n % n_in) at element offset
 // (n / n_in) * s_out + (n % n_in) * s_in, element k of the line at + k * s_k (offsets count
