@@ -320,8 +320,8 @@ CRT_LINE_BLOCK(32)
 
 // The FP32 table (gpu._ftable), FT floats per modulus p, every residue in the symmetric range
 // (magnitude <= p/2 <= 128, exact in FP32):
-//   [0] p   [1] inv_p = 1/p rounded to FP32   [2] h = (p - 1) / 2   [3] s, s^2 = -1 (split; else 0)
-//   [4] y   [5] y_re   [6] y_im (Moduli.table's)   [7] 2^16 mod p   [8 + j] 2^(14 j) mod p, j = 0..7
+//   [0] p   [1] inv_p = 1/p rounded to FP32   [3] s, s^2 = -1 (split; else 0)   [7] 2^16 mod p
+//   [8 + j] 2^(14 j) mod p, j = 0..7   ([2], [4] - [6] unused, 0)
 
 // r = x - p rint(x / p) for an integer x, |x| < 2^23 (exact in FP32).
 // z = fma(x, inv_p, 1.5 * 2^23) rounds the exact x * inv_p once, to an integer (the spacing in
@@ -911,7 +911,7 @@ __device__ void reconstruct_block(const T* __restrict__ P, int rows, int cols, i
 #pragma unroll
                         for (int g = 0; g < 3; ++g) v[g] = g < nv ? cur[(i * G + g) * seg + tx] : (T)0;
                     }
-                    const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, h, s | y, y_re, y_im, 2^16 mod p
+                    const float4 f0 = fs[2 * i], f1 = fs[2 * i + 1];  // p, inv_p, -, s | -, -, -, 2^16 mod p
 #pragma unroll
                     for (int g = 0; g < 3; ++g) b[0][g] = g < nv ? biased_prod(v[g], f0.x, f0.y, f1.w) : 0;
                 }

@@ -67,16 +67,15 @@ def recip32(p: int) -> np.float32:
 def _ftable(mods: Moduli) -> np.ndarray:
     """The FP32 constants of ``crt.cu``'s residue and reconstruction kernels: float32 ``(n, FT)``.
 
-    Per modulus p: ``p, 1/p (rounded to float32), (p - 1)/2, s, y, y_re, y_im, 2^16 mod p,
-    2^(14 j) mod p for j = 0..7`` with ``s, y, y_re, y_im`` from :attr:`Moduli.table` and every
-    residue in the symmetric range (magnitude <= 128): exact small integers in float32 (and 127.5
-    for p = 256), the bounds ``crt.cu`` states rest on these magnitudes.
+    Per modulus p: ``p, 1/p (rounded to float32), 0, s, 0, 0, 0, 2^16 mod p, 2^(14 j) mod p for
+    j = 0..7`` with ``s`` from :attr:`Moduli.table` and every residue in the symmetric range
+    (magnitude <= 128): exact small integers in float32, the bounds ``crt.cu`` states rest on these
+    magnitudes. (Slots 2 and 4-6 held the reconstruction's multipliers, now folded into
+    :meth:`Moduli.weights`; they stay so that the kernels' float4 reads keep their places.)
     """
     out = np.zeros((len(mods), FT), dtype=np.float32)
     for i, p in enumerate(mods.values):
-        s, y, y_re, y_im = (int(v) for v in mods.table[i, 3:7])
-        out[i, :8] = (p, recip32(p), (p - 1) / 2, sym(s, p), sym(y, p), sym(y_re, p), sym(y_im, p),
-                      sym(1 << 16, p))
+        out[i, :8] = (p, recip32(p), 0, sym(int(mods.table[i, 3]), p), 0, 0, 0, sym(1 << 16, p))
         out[i, 8:] = [sym(1 << (RES_DIGIT * j), p) for j in range(8)]
     return out
 

@@ -159,9 +159,8 @@ class Moduli:
         p_bits: ``floor(log2 P)``.
         alpha, beta: bits kept for A's rows and B's columns (:func:`alpha_beta`).
         words: ``W``, the number of D-bit words of P.
-        table: float64 ``(n, 8)`` per modulus: ``p, 1/p, 2^40 mod p, s (sqrt(-1), split only),
-            y, y/2, y/(2s)`` (the CRT multiplier, and for split moduli folded with the 2m form's
-            ``Re = (u1 + u2)/2`` and ``Im = (u1 - u2)/(2s)``), 0.
+        table: float64 ``(n, 4)`` per modulus: ``p, 1/p, 2^40 mod p, s`` (sqrt(-1), split only;
+            else 0). The CRT multipliers live in :meth:`weights`.
         digits_p: float64 ``(W,)``: the D-bit words of ``P``, least significant first.
         inv_P: ``1/P`` rounded to float64.
 
@@ -190,7 +189,7 @@ class Moduli:
         set_(self, "beta", b)
         W = -(-P.bit_length() // D)
         set_(self, "words", W)
-        table = np.zeros((len(self.values), 8), dtype=np.float64)
+        table = np.zeros((len(self.values), 4), dtype=np.float64)
         wy, wre, wim = [], [], []
         for i, p in enumerate(self.values):
             M = P // p
@@ -198,14 +197,15 @@ class Moduli:
             s = sqrt_minus_one(p) if self.family == "split" else 0
             y_re = y * pow(2, -1, p) % p if s else 0
             y_im = y * pow(2 * s, -1, p) % p if s else 0
-            table[i, :7] = (p, 1.0 / p, pow(2, 40, p), s, y, y_re, y_im)
+            table[i] = (p, 1.0 / p, pow(2, 40, p), s)
             wy.append(M * y % P)
             wre.append(M * y_re % P)
             wim.append(M * y_im % P)
         set_(self, "table", table)
         set_(self, "digits_p", _words(P, W))
         set_(self, "inv_P", 1.0 / P)
-        ws = {"y": np.stack([_words(v, W) for v in wy])}
+        wy_words = np.stack([_words(v, W) for v in wy])
+        ws = {"y": np.stack([wy_words, wy_words])}
         if self.family == "split":
             ws["2m"] = np.stack([np.stack([_words(v, W) for v in wre]), np.stack([_words(v, W) for v in wim])])
         set_(self, "_weights", ws)
@@ -226,8 +226,7 @@ class Moduli:
             if "2m" not in self._weights:
                 raise ValueError(f"the 2m form needs split moduli, got the {self.family} family")
             return self._weights["2m"]
-        w = self._weights["y"]
-        return np.stack([w, w])
+        return self._weights["y"]
 
     @classmethod
     def first(cls, count: int, family: str) -> Moduli:
