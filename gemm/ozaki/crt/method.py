@@ -45,8 +45,8 @@ spread of the exponents). At ``bits = 53`` that keeps the error at or below a na
 at k = 1024 complex it takes 16-17 moduli for flat data and up to 20 for phi = 4.
 
 The larger operand is processed in blocks of lines so that its residues and the INT32 products
-of every modulus stay within :func:`block_budget` (on the GPU 1/16 of the output, at least
-64 MiB, at most 1 GiB); the smaller operand's residues are computed once per call.
+of every modulus stay within :func:`block_budget` (on the GPU 1/2 of the output, at least
+64 MiB, at most 2 GiB; on the CPU 1/16, 16-256 MiB); the smaller operand's residues are computed once per call.
 """
 
 from __future__ import annotations
@@ -76,14 +76,20 @@ from gemm.ozaki.crt.moduli import (
 )
 
 BITS_RANGE = (8, 100)
-BLOCK_BYTES = {"cpu": (16 << 20, 256 << 20), "gpu": (64 << 20, 1 << 30)}  # (floor, cap) of a block's workspace
+BLOCK_BYTES = {"cpu": (16 << 20, 256 << 20), "gpu": (64 << 20, 2 << 30)}  # (floor, cap) of a block's workspace
+# The share of the output a block's workspace may take. On the GPU each block is three kernels
+# (residues, products, reconstruction), each ending in a partial wave, plus their launches and
+# host work: at 1/16 (about 70 blocks for a 28-qubit d = 10 gate) brickwork(28, 10, 4) took
+# 305-307 ms against 292 at 1/2 (9 blocks), 297-300 at 1/4 and at one block (H200,
+# `crt_blocks_h200.json`); the whole output would add state-sized memory for no gain.
+BLOCK_FRACTION = {"cpu": 16, "gpu": 2}
 
 
 def block_budget(device: str, out_bytes: int) -> int:
-    """Workspace bytes one block of the larger operand may use: 1/16 of the output, within the
-    device's (floor, cap) in :data:`BLOCK_BYTES`."""
+    """Workspace bytes one block of the larger operand may use: a share of the output
+    (:data:`BLOCK_FRACTION`) within the device's (floor, cap) in :data:`BLOCK_BYTES`."""
     lo, hi = BLOCK_BYTES[device]
-    return int(min(hi, max(lo, out_bytes // 16)))
+    return int(min(hi, max(lo, out_bytes // BLOCK_FRACTION[device])))
 
 
 def _as_lines(x, role: str):
