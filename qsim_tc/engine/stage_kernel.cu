@@ -16,7 +16,8 @@
 // Compile-time constants: REAL (double or float), MAX_K (widest dense op here), MAX_DENSE (the
 // record's width, stage_program.MAX_DENSE), MAX_GROUPS, THREADS, MIN_BLOCKS (the blocks an SM
 // the registers must allow), PRE_MAX_K (1 or 2: the widest op that applies its pre-phase as it
-// loads).
+// loads), STAGE_MMA (1: complex128 dense ops of 2 and 3 qubits on the FP64 tensor cores, with the
+// chunk swizzled in shared memory; 0: FMA loops, no swizzle).
 
 typedef REAL real;
 struct cplx { real x, y; };
@@ -33,7 +34,26 @@ struct cplx { real x, y; };
 #define W_PCOUNT 6
 #define W_SORTED 7
 #define W_OFFS (W_SORTED + MAX_DENSE)
-#define OP_WORDS (W_OFFS + (1 << MAX_DENSE))
+#define W_MMA (W_OFFS + (1 << MAX_DENSE))
+#define W_G (W_MMA + 1)
+#define W_HOLES (W_G + 3)
+#define OP_WORDS (W_HOLES + 6)
+
+#ifndef STAGE_MMA
+#define STAGE_MMA 0
+#endif
+// Where local index i lives in shared memory. With STAGE_MMA the low three bits (the 16-byte slot
+// among the eight of a 128-byte bank row) are XORed with a fold of the higher bits, three at a
+// time: flipping index bit t moves an amplitude's bank slot by bit t % 3, so eight amplitudes
+// whose indices differ in three bits of distinct residues mod 3 fill all 32 banks. The host picks
+// each tensor-core op's lane layout so (stage_program._mma_layout).
+__device__ __forceinline__ int swz(int i) {
+#if STAGE_MMA
+    return i ^ (((i >> 3) ^ (i >> 6) ^ (i >> 9) ^ (i >> 12) ^ (i >> 15)) & 7);
+#else
+    return i;
+#endif
+}
 #define SPLIT 6  // a phase group's tables: local bits 0..5, and 6..L-1
 
 __device__ __forceinline__ cplx cmul(cplx a, cplx b) {
@@ -105,7 +125,7 @@ __device__ __forceinline__ void dense(cplx* sm, int L, const long long* rec, int
         cplx v[1 << K];
 #pragma unroll
         for (int j = 0; j < (1 << K); ++j) {
-            v[j] = sm[base + off[j]];
+            v[j] = sm[swz(base + off[j])];
             cplx f;
             if (PRE && pre.factor(base + off[j], f)) v[j] = cmul(v[j], f);
         }
@@ -114,10 +134,96 @@ __device__ __forceinline__ void dense(cplx* sm, int L, const long long* rec, int
             cplx acc = {0, 0};
 #pragma unroll
             for (int c = 0; c < (1 << K); ++c) acc = cfma(mat[r * (1 << K) + c], v[c], acc);
-            sm[base + off[r]] = acc;
+            sm[swz(base + off[r])] = acc;
         }
     }
 }
+
+#if STAGE_MMA
+// D = A B + C on one m8n8k4 FP64 tensor-core tile (A 8x4 row-major: a lane holds A[lane / 4][lane % 4];
+// B 4x8: B[lane % 4][lane / 4]; C, D 8x8: [lane / 4][2 (lane % 4) + {0, 1}]).
+__device__ __forceinline__ void mma884(double a, double b, double& d0, double& d1) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                 : "+d"(d0), "+d"(d1)
+                 : "d"(a), "d"(b));
+}
+
+// A dense op of K = 2 or 3 targets on the tensor cores. The complex product out = M in of each
+// group is the real one [Re out; Im out] = [[Re M, -Im M], [Im M, Re M]] [Re in; Im in], and a
+// warp takes eight groups at a time as the eight columns of B: lane (r, c) = (lane / 4, lane % 4)
+// loads amplitude c (and c + 4) of group r, and ends holding output amplitude r of groups 2c and
+// 2c + 1 (K = 3: real and imaginary parts in the two row tiles; K = 2: the imaginary parts sit
+// 16 lanes away and one shuffle pairs them). The group bits G0 (varies within a quarter-warp's
+// loads) and G1, G2 (within its stores) and the target order come from the host
+// (stage_program._mma_layout), so that a quarter-warp's eight 16-byte accesses meet the swizzle
+// in eight distinct bank slots. Every lane reads its amplitudes before the warp's mma, and writes
+// after it: the in-place update is safe within a warp, and warps own disjoint groups.
+template <int K, bool PRE>
+__device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
+                                          const Phases& pre) {
+    const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
+    const int g0 = (int)rec[W_G], g1 = (int)rec[W_G + 1], g2 = (int)rec[W_G + 2];
+    int holes[K + 3];
+#pragma unroll
+    for (int m = 0; m < K + 3; ++m) holes[m] = (int)rec[W_HOLES + m];
+    const int off_c = (int)rec[W_OFFS + c];
+    const int off_c4 = K == 3 ? (int)rec[W_OFFS + 4 + c] : 0;
+    int off_out;
+    double a0[K == 3 ? 4 : 2], a1[K == 3 ? 4 : 1];
+    if (K == 3) {
+        const cplx m0 = mat[r * 8 + c], m1 = mat[r * 8 + 4 + c];
+        a0[0] = m0.x; a0[1] = m1.x; a0[2] = -m0.y; a0[3] = -m1.y;  // rows Re out r
+        a1[0] = m0.y; a1[1] = m1.y; a1[2] = m0.x; a1[3] = m1.x;    // rows Im out r
+        off_out = (int)rec[W_OFFS + r];
+    } else {
+        const cplx m = mat[(r & 3) * 4 + c];
+        a0[0] = r < 4 ? m.x : m.y;  // row r: Re out r (r < 4) or Im out r - 4
+        a0[1] = r < 4 ? -m.y : m.x;
+        off_out = (int)rec[W_OFFS + (r & 3)];
+    }
+    const int tiles = 1 << (L - K - 3);
+    // (two tiles a step, their loads issued together, measured 2-4% slower on an H200)
+    for (int t = threadIdx.x >> 5; t < tiles; t += blockDim.x >> 5) {
+        int rest = t;
+#pragma unroll
+        for (int m = 0; m < K + 3; ++m) {  // a zero bit at each target and group bit, lowest first
+            const int h = holes[m];
+            rest = ((rest >> h) << (h + 1)) | (rest & ((1 << h) - 1));
+        }
+        const int bl = rest | ((r & 1) << g0) | (((r >> 1) & 1) << g1) | ((r >> 2) << g2);
+        cplx x0 = sm[swz(bl + off_c)];
+        if (PRE) {
+            cplx f;
+            if (pre.factor(bl + off_c, f)) x0 = cmul(x0, f);
+        }
+        double d0 = 0, d1 = 0;
+        if (K == 3) {
+            const cplx x1 = sm[swz(bl + off_c4)];
+            double e0 = 0, e1 = 0;
+            mma884(a0[0], x0.x, d0, d1);
+            mma884(a1[0], x0.x, e0, e1);
+            mma884(a0[1], x1.x, d0, d1);
+            mma884(a1[1], x1.x, e0, e1);
+            mma884(a0[2], x0.y, d0, d1);
+            mma884(a1[2], x0.y, e0, e1);
+            mma884(a0[3], x1.y, d0, d1);
+            mma884(a1[3], x1.y, e0, e1);
+            const int b0 = rest | ((c & 1) << g1) | ((c >> 1) << g2);  // group 2c
+            if ((b0 & lmask) == lmask) sm[swz(b0 + off_out)] = cplx{d0, e0};
+            const int b1 = b0 | (1 << g0);
+            if ((b1 & lmask) == lmask) sm[swz(b1 + off_out)] = cplx{d1, e1};
+        } else {
+            mma884(a0[0], x0.x, d0, d1);
+            mma884(a0[1], x0.y, d0, d1);
+            const bool top = lane < 16;  // rows Re out r; the partner lane + 16 holds Im out r
+            const double recv = __shfl_xor_sync(0xffffffffu, top ? d1 : d0, 16);
+            const int n = 2 * c + (top ? 0 : 1);
+            const int b = rest | ((n & 1) << g0) | (((n >> 1) & 1) << g1) | ((n >> 2) << g2);
+            if ((b & lmask) == lmask) sm[swz(b + off_out)] = top ? cplx{d0, recv} : cplx{recv, d1};
+        }
+    }
+}
+#endif
 
 __device__ __forceinline__ cplx phase_of(unsigned long long turns) {
     // turns / 2^64 of a full turn = turns / 2^63 half turns
@@ -198,7 +304,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     const int low = (1 << C) - 1, m1 = (1 << h1) - 1;
 #pragma unroll 8
     for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-        sm[i] = state[base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low)];
+        sm[swz(i)] = state[base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low)];
     __syncthreads();
 
     const long long lmask_all = (1LL << L) - 1;
@@ -211,24 +317,45 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             if ((xblk & gmask) != gmask) continue;  // a fixed control is 0: the same for the whole block
             const int k = (int)rec[W_K];
             const cplx* mat = mats + rec[W_DATA];
+            const int lmask = (int)(cmask & lmask_all);
+#if STAGE_MMA
+            // a tensor-core op without a pre-phase: each lane reads its matrix entries itself
+            // (read-only, cached), so the op needs no staging and no barrier before it (QV-28
+            // 272 -> 262 ms, brickwork(28, 2, 20) 151 -> 144 on an H200)
+            if (rec[W_MMA] && rec[W_PCOUNT] == 0 && (k == 2 || k == 3)) {
+                const Phases none{0, 0, 1, nullptr, nullptr, nullptr};
+                if (k == 2) dense_mma<2, false>(sm, L, rec, lmask, mat, none);
+                else dense_mma<3, false>(sm, L, rec, lmask, mat, none);
+                __syncthreads();
+                continue;
+            }
+#endif
             for (int e = threadIdx.x; e < (1 << (2 * k)); e += blockDim.x) s_mat[e] = mat[e];
             // the diagonal run before this op, applied as the op loads its amplitudes
             const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)rec[W_PCOUNT], L, xblk, coef_slot,
                                               coef_turn, s_active, s_cond, s_const, s_tab);
-            const int lmask = (int)(cmask & lmask_all);
+            const bool mma = STAGE_MMA && rec[W_MMA];
             if (pre.n && k <= PRE_MAX_K) {
                 if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
 #if PRE_MAX_K >= 2
+#if STAGE_MMA
+                else if (mma) dense_mma<2, true>(sm, L, rec, lmask, s_mat, pre);
+#endif
                 else dense<2, true>(sm, L, rec, lmask, s_mat, pre);
 #endif
             } else {
                 if (pre.n) {  // wider ops take their pre-phase in a sweep of its own (registers)
                     for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
                         cplx f;
-                        if ((i & lmask) == lmask && pre.factor(i, f)) sm[i] = cmul(sm[i], f);
+                        if ((i & lmask) == lmask && pre.factor(i, f)) sm[swz(i)] = cmul(sm[swz(i)], f);
                     }
                     __syncthreads();
                 }
+#if STAGE_MMA
+                if (mma && k == 2) dense_mma<2, false>(sm, L, rec, lmask, s_mat, pre);
+                else if (mma && k == 3) dense_mma<3, false>(sm, L, rec, lmask, s_mat, pre);
+                else
+#endif
                 switch (k) {
                     case 1: dense<1, false>(sm, L, rec, lmask, s_mat, pre); break;
                     case 2: dense<2, false>(sm, L, rec, lmask, s_mat, pre); break;
@@ -243,12 +370,12 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
                                              coef_turn, s_active, s_cond, s_const, s_tab);
             for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
                 cplx f;
-                if (ph.factor(i, f)) sm[i] = cmul(sm[i], f);
+                if (ph.factor(i, f)) sm[swz(i)] = cmul(sm[swz(i)], f);
             }
         }
         __syncthreads();
     }
 #pragma unroll 8
     for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-        state[base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low)] = sm[i];
+        state[base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low)] = sm[swz(i)];
 }

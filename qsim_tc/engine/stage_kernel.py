@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from gemm.cuda.compile import raw_module
-from qsim_tc.engine.stage_program import MAX_DENSE, MAX_GROUPS, StageProgram
+from qsim_tc.engine.stage_program import MAX_DENSE, MAX_GROUPS, W_MMA, StageProgram
 
 THREADS = 256
 # the widest dense op per precision: complex128 at 4 targets needs 128 registers a thread (two
@@ -22,6 +22,12 @@ MIN_BLOCKS = {8: 3, 16: 3}
 # the widest dense op that applies its pre-phase as it loads its amplitudes (wider: a sweep of its
 # own); complex128 at 2 spilled under the 80-register bound
 PRE_MAX_K = {8: 2, 16: 1}
+# complex128 dense ops of 2 and 3 qubits on the FP64 tensor cores (mma m8n8k4), the chunk
+# swizzled in shared memory against bank conflicts (stage_kernel.cu dense_mma), in the stages
+# that have such ops. H200, 28 qubits (stage_mma_h200.json): QuantumVolume 293 -> 262 ms,
+# brickwork(28, 2, 20) 183 -> 144; the swizzle alone would cost QFT's one-qubit stages 2-4%,
+# so stages without such ops keep the plain kernel
+MMA_GPU = {8: False, 16: True}
 
 
 def max_dense(dtype) -> int:
@@ -41,11 +47,11 @@ def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(device_id: int, itemsize: int):
+def _kernel(device_id: int, itemsize: int, mma: bool = False):
     real = "double" if itemsize == 16 else "float"
     options = (f"-DREAL={real}", f"-DMAX_K={MAX_DENSE_GPU[itemsize]}", f"-DMAX_DENSE={MAX_DENSE}",
                f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", f"-DMIN_BLOCKS={MIN_BLOCKS[itemsize]}",
-               f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", "-std=c++17")
+               f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", f"-DSTAGE_MMA={int(mma)}", "-std=c++17")
     return raw_module(__package__, "stage_kernel.cu", options, device_id).get_function("stage_kernel")
 
 
@@ -70,7 +76,9 @@ def run_stage(data, program: StageProgram, index: int, pools) -> None:
     gbit = slot_bits[big_l:][order].astype(np.int32)
     item = data.dtype.itemsize
     shared = shared_bytes(big_l, c, item)
-    kern = _kernel(data.device.id, item)
+    mma = (MMA_GPU.get(item, False) and int(data.device.compute_capability) >= 80  # FP64 mma: sm_80+
+           and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any()))
+    kern = _kernel(data.device.id, item, mma)
     # the attribute belongs to the function, shared by every L: set it for this launch
     kern.max_dynamic_shared_size_bytes = shared
     mats, groups, coef_slots, coef_turns = pools

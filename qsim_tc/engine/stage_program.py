@@ -55,11 +55,17 @@ MAX_GROUPS = 4
 UNIT_TOLERANCE = 1e-9  # |abs(z) - 1| allowed for a diagonal entry
 OP_DENSE, OP_PHASE = 1, 2
 # int64 words of one op record: type, k, cmask, data offset, count, the phase groups applied
-# first (a dense op's pre-phase: offset, count), sorted targets [MAX_DENSE], then the 2^k offsets
-# of a group's amplitudes (matrix index order) [2^MAX_DENSE]
-OP_WORDS = 7 + MAX_DENSE + (1 << MAX_DENSE)
+# first (a dense op's pre-phase: offset, count), sorted targets [MAX_DENSE], the 2^k offsets
+# of a group's amplitudes (matrix index order) [2^MAX_DENSE], then the tensor-core layout of a
+# 2- or 3-qubit op (:func:`_mma_layout`): a flag, the group bits G0, G1, G2 [3] and the sorted
+# targets and group bits [6]
 W_TYPE, W_K, W_CMASK, W_DATA, W_COUNT, W_PDATA, W_PCOUNT, W_SORTED = 0, 1, 2, 3, 4, 5, 6, 7
 W_OFFS = W_SORTED + MAX_DENSE
+W_MMA = W_OFFS + (1 << MAX_DENSE)
+W_G = W_MMA + 1
+W_HOLES = W_G + 3
+OP_WORDS = W_HOLES + 6
+MMA_K = (2, 3)  # the dense ops the complex128 kernel runs on its FP64 tensor cores
 _TURN = 1 << 64
 
 
@@ -216,12 +222,22 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[l
             raise ValueError(f"a dense op mixes {k} qubits; the stage kernel applies at most {MAX_DENSE}")
         if max(targets) >= big_l:
             raise ValueError(f"a dense op has a target on global slot {max(targets)} (L = {big_l})")
+        mma = _mma_layout(targets, big_l)
+        if mma is not None:
+            order, _ = mma
+            matrix = _reorder(matrix, order)
+            targets = [targets[m] for m in order]
         items = _groups(run)
         # a controlled op skips the amplitudes whose controls are 0: they would miss the phases
         pre = items if len(items) <= MAX_GROUPS and not cmask else []
         if not pre:
             flush_phases()
         rec = _record(OP_DENSE, k=k, cmask=cmask, data=pools.add_matrix(matrix), targets=targets)
+        if mma is not None:
+            gbits = mma[1]
+            rec[W_MMA] = 1
+            rec[W_G:W_G + 3] = gbits
+            rec[W_HOLES:W_HOLES + k + 3] = sorted(list(targets) + list(gbits))
         if pre:
             rec[W_PDATA], rec[W_PCOUNT] = pools.add_groups(pre), len(pre)
             run.clear()
@@ -289,6 +305,54 @@ def _record(kind: int, *, k: int = 0, cmask: int = 0, data: int = 0, count: int 
     for j in range(1 << k if targets else 0):
         rec[W_OFFS + j] = sum(1 << t for m, t in enumerate(targets) if j >> m & 1)
     return rec
+
+
+def _mma_layout(targets, big_l: int):
+    """The tensor-core layout of a dense op on ``targets`` (complex128 kernel, ``dense_mma``), or
+    None where the kernel keeps its FMA loop (other widths, or fewer than k + 3 local slots).
+
+    The kernel's shared memory moves an amplitude's 16-byte bank slot by bit ``t % 3`` when index
+    bit t flips (``swz`` in ``stage_kernel.cu``). A quarter-warp loads eight amplitudes that
+    differ in the op's first two targets and group bit G0, and stores eight that differ in its
+    first target and group bits G1, G2: where those three bits have distinct residues mod 3 the
+    eight land in eight distinct slots (no bank conflict). Returns ``(order, (G0, G1, G2))``:
+    the target order to use (indices into ``targets``; the matrix follows it, :func:`_reorder`)
+    and three local non-target slots.
+    """
+    k = len(targets)
+    if k not in MMA_K or big_l < k + 3:
+        return None
+    order = list(range(k))
+    pairs = [(a, b) for a in range(k) for b in range(k) if a != b and targets[a] % 3 != targets[b] % 3]
+    if pairs:
+        a, b = pairs[0]
+        order = [a, b] + [m for m in range(k) if m not in (a, b)]
+    ta, tb = targets[order[0]], targets[order[1]]
+    free = [p for p in range(big_l) if p not in targets]
+
+    def take(residue, used):
+        for p in free:
+            if p not in used and (residue is None or p % 3 == residue):
+                return p
+        return next(p for p in free if p not in used)
+
+    rest = [q for q in range(3) if q != ta % 3]
+    g1 = take(rest[0], ())
+    g2 = take(rest[1], (g1,))
+    third = [q for q in range(3) if q not in (ta % 3, tb % 3)]
+    g0 = take(third[0] if third else None, (g1, g2))
+    return order, (g0, g1, g2)
+
+
+def _reorder(matrix: np.ndarray, order) -> np.ndarray:
+    """``matrix`` on targets taken in ``order``: bit m of the new index is bit ``order[m]`` of
+    the old one."""
+    k = len(order)
+    idx = np.arange(1 << k)
+    old = np.zeros(1 << k, dtype=np.int64)
+    for m, o in enumerate(order):
+        old |= ((idx >> m) & 1) << o
+    return matrix[np.ix_(old, old)]
 
 
 def _groups(terms: dict[int, int]) -> list[tuple[int, int, list[tuple[int, int]]]]:

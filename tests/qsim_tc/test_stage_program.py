@@ -121,3 +121,34 @@ def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_
     np.testing.assert_allclose(got, want, rtol=0, atol=atol)
     logical = to_logical(got, prog.final_phys) * np.exp(1j * prog.global_phase)
     np.testing.assert_allclose(logical, gate_at_a_time(c, psi), rtol=0, atol=atol)
+
+
+def _bank_slot(i: int) -> int:
+    """The 16-byte bank slot of local index i in the complex128 kernel's swizzled chunk (swz)."""
+    return (i ^ ((i >> 3) ^ (i >> 6) ^ (i >> 9) ^ (i >> 12) ^ (i >> 15))) & 7
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_tensor_core_layout_spreads_quarter_warps_over_the_banks(k):
+    """Every target set of a 12-slot chunk: the group bits are free local slots, a quarter-warp's
+    stores always hit eight distinct bank slots, and its loads do wherever two targets differ
+    mod 3 (else at most two to a slot)."""
+    from itertools import combinations
+
+    from qsim_tc.engine.stage_program import _mma_layout
+
+    assert _mma_layout([0, 1], 4) is None and _mma_layout([0], 12) is None
+    for targets in combinations(range(12), k):
+        order, (g0, g1, g2) = _mma_layout(list(targets), 12)
+        ts = [targets[m] for m in order]
+        assert sorted(order) == list(range(k))
+        assert len({g0, g1, g2}) == 3 and not {g0, g1, g2} & set(ts) and max(g0, g1, g2) < 12
+        off = [sum(1 << t for m, t in enumerate(ts) if j >> m & 1) for j in range(1 << k)]
+        for rest in (0, 0b101101010000 & ~sum(1 << p for p in (*ts, g0, g1, g2))):
+            loads = [_bank_slot(rest | (lane >> 2 & 1) << g0 | off[lane & 3]) for lane in range(8)]
+            stores = [_bank_slot(rest | (c & 1) << g1 | (c >> 1) << g2 | off[r]) for r in range(2) for c in range(4)]
+            assert len(set(stores)) == 8
+            if len({t % 3 for t in ts}) > 1:
+                assert len(set(loads)) == 8, (targets, order)
+            else:
+                assert max(loads.count(v) for v in loads) <= 2
