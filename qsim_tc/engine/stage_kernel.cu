@@ -158,9 +158,10 @@ __device__ __forceinline__ void mma884(double a, double b, double& d0, double& d
 // (stage_program._mma_layout), so that a quarter-warp's eight 16-byte accesses meet the swizzle
 // in eight distinct bank slots. Every lane reads its amplitudes before the warp's mma, and writes
 // after it: the in-place update is safe within a warp, and warps own disjoint groups.
-template <int K, bool PRE>
-__device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
-                                          const Phases& pre) {
+// No pre-phase form: complex128 applies the pre-phase of an op wider than PRE_MAX_K (1) in a sweep
+// of its own first; were PRE_MAX_K raised, 2-qubit ops with one would take the FMA loop.
+template <int K>
+__device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat) {
     const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
     const int g0 = (int)rec[W_G], g1 = (int)rec[W_G + 1], g2 = (int)rec[W_G + 2];
     int holes[K + 3];
@@ -191,11 +192,7 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
             rest = ((rest >> h) << (h + 1)) | (rest & ((1 << h) - 1));
         }
         const int bl = rest | ((r & 1) << g0) | (((r >> 1) & 1) << g1) | ((r >> 2) << g2);
-        cplx x0 = sm[swz(bl + off_c)];
-        if (PRE) {
-            cplx f;
-            if (pre.factor(bl + off_c, f)) x0 = cmul(x0, f);
-        }
+        const cplx x0 = sm[swz(bl + off_c)];
         double d0 = 0, d1 = 0;
         if (K == 3) {
             const cplx x1 = sm[swz(bl + off_c4)];
@@ -323,9 +320,8 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             // (read-only, cached), so the op needs no staging and no barrier before it (QV-28
             // 272 -> 262 ms, brickwork(28, 2, 20) 151 -> 144 on an H200)
             if (rec[W_MMA] && rec[W_PCOUNT] == 0 && (k == 2 || k == 3)) {
-                const Phases none{0, 0, 1, nullptr, nullptr, nullptr};
-                if (k == 2) dense_mma<2, false>(sm, L, rec, lmask, mat, none);
-                else dense_mma<3, false>(sm, L, rec, lmask, mat, none);
+                if (k == 2) dense_mma<2>(sm, L, rec, lmask, mat);
+                else dense_mma<3>(sm, L, rec, lmask, mat);
                 __syncthreads();
                 continue;
             }
@@ -338,9 +334,6 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             if (pre.n && k <= PRE_MAX_K) {
                 if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
 #if PRE_MAX_K >= 2
-#if STAGE_MMA
-                else if (mma) dense_mma<2, true>(sm, L, rec, lmask, s_mat, pre);
-#endif
                 else dense<2, true>(sm, L, rec, lmask, s_mat, pre);
 #endif
             } else {
@@ -352,8 +345,8 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
                     __syncthreads();
                 }
 #if STAGE_MMA
-                if (mma && k == 2) dense_mma<2, false>(sm, L, rec, lmask, s_mat, pre);
-                else if (mma && k == 3) dense_mma<3, false>(sm, L, rec, lmask, s_mat, pre);
+                if (mma && k == 2) dense_mma<2>(sm, L, rec, lmask, s_mat);
+                else if (mma && k == 3) dense_mma<3>(sm, L, rec, lmask, s_mat);
                 else
 #endif
                 switch (k) {
