@@ -44,7 +44,8 @@ import numpy as np
 
 from circuits import Circuit, Gate
 from circuits.fusion import fuse
-from qsim_tc.plan.stage_fusion import full_matrix
+from qsim_tc.plan.stage_choice import op_passes
+from qsim_tc.plan.stage_fusion import commuting_blocks, full_matrix
 from qsim_tc.plan.stages import RELABEL, StagePlan
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
 
@@ -171,7 +172,7 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0) -> St
             if p < keep_low or g < keep_low:
                 raise ValueError(f"the plan swaps slot {min(p, g)}, one of the {keep_low} kept low bits")
             slot_bits[p], slot_bits[g] = slot_bits[g], slot_bits[p]
-        records = _stage_records(stage, big_l, fuse_qubits, pools)
+        records = _stage_records(_blocked(stage, big_l, fuse_qubits), big_l, fuse_qubits, pools)
         ops = np.array(records, dtype=np.int64).reshape(-1, OP_WORDS)
         stages.append(StageCode(np.array(slot_bits, dtype=np.int32), ops, stage.n_gates))
     final_phys = [0] * n
@@ -182,6 +183,20 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0) -> St
                         np.array(pools.groups or [[0, 0, 0, 0]], dtype=np.int64).reshape(-1, 4),
                         np.array(pools.coef_slots or [0], dtype=np.int32),
                         np.array(pools.coef_turns or [0], dtype=np.uint64), tuple(final_phys), plan.global_phase)
+
+
+def _blocked(stage, big_l: int, fuse_qubits: int):
+    """``stage``, or its :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` form where the stage
+    model prices that form's ops lower (it wins where diagonal runs split the gates: QFT; the
+    convex fusion of the plain form wins on dense 2-qubit layers: quantum volume)."""
+    if fuse_qubits <= 1:
+        return stage
+    alt = commuting_blocks(stage, big_l, min(fuse_qubits, MAX_DENSE))
+    if alt.ops == stage.ops:
+        return stage
+    price = [op_passes(np.array(_stage_records(s, big_l, fuse_qubits, _Pools()), dtype=np.int64).reshape(-1, OP_WORDS))
+             for s in (stage, alt)]
+    return alt if price[1] < price[0] else stage
 
 
 class _Pools:

@@ -91,6 +91,19 @@ def mixing_width(structure) -> int:
     return structure.n_bits
 
 
+def op_passes(records) -> float:
+    """The stage model's time of a stage's op records (``StageCode.ops``), in complex128 passes."""
+    from qsim_tc.engine.stage_program import OP_DENSE, W_K, W_PCOUNT, W_TYPE  # noqa: PLC0415
+
+    total = 0.0
+    for rec in records:
+        dense = rec[W_TYPE] == OP_DENSE
+        total += OP_PASSES[int(rec[W_K])] if dense else OP_PASSES["phase"]
+        if dense and rec[W_PCOUNT]:
+            total += PRE_PHASE_PASSES
+    return total
+
+
 def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, itemsize: int = 16,
            local_qubits: int | None = None, keep_low: int = KEEP_LOW) -> StageDecision:
     """Plan ``circuit`` as stages if every gate fits, and compare the model with ``gate_ms``.
@@ -105,7 +118,7 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
         local_qubits, keep_low: the stage shape (L, C; L by default :data:`LOCAL_QUBITS` of
             ``itemsize``); C shrinks for gates that need more of L.
     """
-    from qsim_tc.engine.stage_program import OP_DENSE, W_K, W_PCOUNT, W_TYPE, build_program  # noqa: PLC0415
+    from qsim_tc.engine.stage_program import build_program  # noqa: PLC0415
 
     n = circuit.n_qubits
     big_l = min(LOCAL_QUBITS.get(itemsize, 12) if local_qubits is None else local_qubits, n)
@@ -121,13 +134,7 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
     plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep)
     program = build_program(plan, keep, fuse_qubits=max_dense)
     op_scale = 16 / itemsize  # an op costs about the same time at either precision
-    passes = STAGE_PASSES * plan.n_stages
-    for stage in program.stages:
-        for rec in stage.ops:
-            dense = rec[W_TYPE] == OP_DENSE
-            passes += op_scale * (OP_PASSES[int(rec[W_K])] if dense else OP_PASSES["phase"])
-            if dense and rec[W_PCOUNT]:
-                passes += op_scale * PRE_PHASE_PASSES
+    passes = STAGE_PASSES * plan.n_stages + op_scale * sum(op_passes(stage.ops) for stage in program.stages)
     predicted = passes * pass_ms
     use = predicted < gate_ms
     why = (f"{plan.n_stages} stages, {program.n_ops} ops: predicted {predicted:.3g} ms against {gate_ms:.3g} ms "

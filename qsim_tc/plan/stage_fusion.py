@@ -117,3 +117,88 @@ def _fused(run: list[StageOp], local_qubits: int, cost: tuple[float, ...]) -> li
         kind = DENSE if s.kind == PERMUTATION and s.qubit_swap is not None else s.kind  # never a relabel
         ops.append(StageOp(run[blk.gates[0]].gate, kind, slots, s))
     return ops
+
+
+def commuting_blocks(stage: Stage, local_qubits: int, width: int) -> Stage:
+    """``stage`` with its local gates grouped into dense blocks of at most ``width`` qubits,
+    moving diagonal gates past the gates they commute with.
+
+    :func:`fuse_stage` fuses runs between diagonal gates. A QFT stage has a diagonal run after
+    every Hadamard, so its Hadamards stay one-qubit ops there, each a sweep over the chunk. Here a
+    diagonal gate waits (it commutes with every other diagonal and with every gate it shares no
+    qubit with) until a gate that shares a qubit with it comes: it is then multiplied into the open
+    block where its qubits fit (they meet the block's), or applied before the block where it
+    shares no qubit with the block (a pre-phase), else the block is closed and it is applied
+    before the next one. Disjoint gates share a block while it has room: three Hadamards become
+    one 3-qubit op, which the complex128 stage kernel runs on its tensor cores.
+
+    One block is open at a time, in circuit order; a gate that does not fit closes it. Gates with
+    a global qubit or control, or wider than ``width``, are not blocked; diagonal gates that
+    nothing follows in the stage end it, in one run.
+
+    Args:
+        stage: a stage of a :class:`~qsim_tc.plan.stages.StagePlan`.
+        local_qubits: the plan's L.
+        width: the widest block (>= 1).
+
+    Returns:
+        A :class:`~qsim_tc.plan.stages.Stage` with the same swaps and layout that applies the same
+        unitary. A block of one gate keeps its op; a block of several is one op of kind
+        ``"dense"`` (or what :func:`~qsim_tc.plan.structure.classify` finds its matrix to be) on
+        its sorted slots, named by its first gate. Relabels keep their place among the emitted ops.
+    """
+    out: list[StageOp] = []
+    waiting: list[StageOp] = []  # diagonal gates not applied yet (after the open block)
+    pre: list[StageOp] = []  # diagonal gates applied before the open block
+    block: list[StageOp] = []
+    qubits: set[int] = set()
+
+    def close() -> None:
+        out.extend(pre)
+        pre.clear()
+        if len(block) == 1:
+            out.append(block[0])
+        elif block:
+            slots = tuple(sorted(qubits))
+            gates = [Gate(full_matrix(op.structure), op.positions, "g", check_unitary=False) for op in block]
+            s = classify(block_matrix(gates, slots))
+            kind = DENSE if s.kind == PERMUTATION and s.qubit_swap is not None else s.kind  # never a relabel
+            first = next(op for op in block if op.kind != DIAGONAL)
+            out.append(StageOp(first.gate, kind, slots, s))
+        block.clear()
+        qubits.clear()
+
+    for op in stage.ops:
+        if op.kind == RELABEL:
+            out.append(op)
+            continue
+        if op.kind == DIAGONAL:
+            waiting.append(op)
+            continue
+        mine = set(op.positions)
+        touch = [d for d in waiting if mine & set(d.positions)]
+        waiting[:] = [d for d in waiting if not mine & set(d.positions)]
+        if len(mine) > width or max(mine) >= local_qubits:
+            close()
+            out.extend(touch)
+            out.append(op)
+            continue
+        inside = [d for d in touch if qubits & set(d.positions)]
+        grown = qubits | mine | {p for d in inside for p in d.positions}
+        if block and len(grown) <= width and max(grown) < local_qubits:
+            pre.extend(d for d in touch if not qubits & set(d.positions))  # commute with the block
+            block.extend(inside)
+            qubits.update(grown)
+        else:
+            close()
+            grown = mine | {p for d in touch for p in d.positions}
+            if len(grown) <= width and max(grown) < local_qubits:
+                block.extend(touch)
+                qubits.update(grown)
+            else:
+                pre.extend(touch)
+                qubits.update(mine)
+        block.append(op)
+    close()
+    out.extend(waiting)
+    return replace(stage, ops=tuple(out))

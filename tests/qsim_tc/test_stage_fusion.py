@@ -6,9 +6,11 @@ from test_stages import gate_at_a_time, random_circuit, random_state
 
 from circuits import Circuit, Gate
 from circuits.haar import haar_unitary
+from qsim_tc.engine.stage_program import build_program, emulate
 from qsim_tc.engine.stages_cpu import FUSE_COST, run_stages
-from qsim_tc.plan.stage_fusion import fuse_plan, fuse_stage
+from qsim_tc.plan.stage_fusion import commuting_blocks, fuse_plan, fuse_stage
 from qsim_tc.plan.stages import RELABEL, plan_stages
+from test_stage_program import to_logical
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
 
 TOL = {np.complex128: 1e-13, np.complex64: 1e-5}
@@ -92,3 +94,56 @@ def test_default_costs_make_qv_like_runs_cheaper():
     for cost in FUSE_COST.values():
         fused = fuse_plan(plan, cost)
         assert sum(len(s.ops) for s in fused.stages) < sum(len(s.ops) for s in plan.stages)
+
+
+def _diagonal_heavy(n, n_gates, seed):
+    """Random gates of every kind, half of them diagonal (phases, controlled phases, CCZ-like)."""
+    rng = np.random.default_rng(seed)
+    c = random_circuit(n, n_gates, seed, max_width=3)
+    out = Circuit(n)
+    for g in c.gates:
+        out.append(g)
+        if rng.random() < 0.5:
+            width = int(rng.integers(1, 4))
+            qubits = tuple(int(q) for q in rng.choice(n, size=width, replace=False))
+            out.append(Gate(np.diag(np.exp(1j * rng.uniform(0, 6, 1 << width))), qubits, "diag"))
+    return out
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 4])
+@pytest.mark.parametrize(("n", "local", "keep_low"), [(5, 5, 0), (8, 5, 2), (10, 7, 3)])
+def test_commuting_blocks_apply_the_same_unitary(width, n, local, keep_low):
+    """Every stage regrouped (diagonals moved past the gates they commute with, absorbed into
+    blocks or applied before them), run through the stage program's interpreter."""
+    for seed in range(3):
+        c = _diagonal_heavy(n, 60, seed=100 * n + seed)
+        plan = plan_stages(c, local, keep_low=keep_low)
+        blocked = type(plan)(**{**plan.__dict__, "stages": tuple(commuting_blocks(s, local, width)
+                                                                 for s in plan.stages)})
+        for s, b in zip(plan.stages, blocked.stages):
+            assert b.swaps == s.swaps and b.layout == s.layout and b.end_layout == s.end_layout
+            assert all(len(op.positions) <= width for op in b.ops if not any(op is o for o in s.ops))
+        prog = build_program(blocked, keep_low)
+        psi = random_state(n, seed)
+        out = to_logical(emulate(prog, psi.copy()), prog.final_phys) * np.exp(1j * prog.global_phase)
+        np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+def test_commuting_blocks_merge_a_qfts_hadamards_across_its_phases():
+    """QFT: a diagonal run follows every Hadamard, so runs between diagonals are single gates.
+    Moving the phases lets three Hadamards (and the phases among them) form one 3-qubit op."""
+    pytest.importorskip("qiskit")
+    from benchmarks.bench.qiskit_circuits import qft_circuit
+
+    c, _ = qft_circuit(12)
+    plan = plan_stages(c, 12)
+    (stage,) = plan.stages
+    hadamards = sum(op.kind not in (DIAGONAL, RELABEL) for op in stage.ops)
+    blocked = commuting_blocks(stage, 12, 3)
+    mixing = [op for op in blocked.ops if op.kind not in (DIAGONAL, RELABEL)]
+    assert len(mixing) <= -(-hadamards // 3) + 1 and max(len(op.positions) for op in mixing) == 3
+    plain, fused = build_program(plan, 0), build_program(plan, 0, fuse_qubits=3)
+    assert fused.n_ops <= 0.5 * plain.n_ops
+    psi = random_state(12, 4)
+    np.testing.assert_allclose(to_logical(emulate(fused, psi.copy()), fused.final_phys),
+                               to_logical(emulate(plain, psi.copy()), plain.final_phys), rtol=0, atol=1e-13)
