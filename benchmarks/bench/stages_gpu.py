@@ -22,7 +22,7 @@ from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from qsim_tc import Simulator
 from qsim_tc.engine.permute import permute_bits
-from qsim_tc.engine.stage_kernel import max_dense, run_program
+from qsim_tc.engine.stage_kernel import block_qubits, max_dense, run_program
 from qsim_tc.engine.stage_program import build_program
 from qsim_tc.plan.stages import DEFAULT_SEEDS, plan_stages
 
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
                 try:
                     t_plan = time.perf_counter()
                     plan = plan_stages(circ, big_l, keep_low=keep, seeds=seeds)
-                    prog = build_program(plan, keep, fuse_qubits=max_dense(dtype))
+                    prog = build_program(plan, keep, fuse_qubits=max_dense(dtype), block_qubits=block_qubits(dtype))
                     row["plan_s"] = time.perf_counter() - t_plan
                 except ValueError as exc:
                     row["error"] = str(exc)

@@ -158,10 +158,11 @@ __device__ __forceinline__ void mma884(double a, double b, double& d0, double& d
 // (stage_program._mma_layout), so that a quarter-warp's eight 16-byte accesses meet the swizzle
 // in eight distinct bank slots. Every lane reads its amplitudes before the warp's mma, and writes
 // after it: the in-place update is safe within a warp, and warps own disjoint groups.
-// No pre-phase form: complex128 applies the pre-phase of an op wider than PRE_MAX_K (1) in a sweep
-// of its own first; were PRE_MAX_K raised, 2-qubit ops with one would take the FMA loop.
-template <int K>
-__device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat) {
+// PRE: the op's pre-phase is applied to each amplitude as its lane loads it (a lane loads every
+// amplitude of the chunk the op touches once), not in a sweep of its own.
+template <int K, bool PRE>
+__device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
+                                         const Phases& pre) {
     const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
     const int g0 = (int)rec[W_G], g1 = (int)rec[W_G + 1], g2 = (int)rec[W_G + 2];
     int holes[K + 3];
@@ -192,10 +193,12 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
             rest = ((rest >> h) << (h + 1)) | (rest & ((1 << h) - 1));
         }
         const int bl = rest | ((r & 1) << g0) | (((r >> 1) & 1) << g1) | ((r >> 2) << g2);
-        const cplx x0 = sm[swz(bl + off_c)];
+        cplx x0 = sm[swz(bl + off_c)], f;
+        if (PRE && pre.factor(bl + off_c, f)) x0 = cmul(x0, f);
         double d0 = 0, d1 = 0;
         if (K == 3) {
-            const cplx x1 = sm[swz(bl + off_c4)];
+            cplx x1 = sm[swz(bl + off_c4)];
+            if (PRE && pre.factor(bl + off_c4, f)) x1 = cmul(x1, f);
             double e0 = 0, e1 = 0;
             mma884(a0[0], x0.x, d0, d1);
             mma884(a1[0], x0.x, e0, e1);
@@ -232,9 +235,11 @@ __device__ __forceinline__ cplx phase_of(unsigned long long turns) {
 
 // Fills the block's Phases for ``ng`` groups at ``grp`` (ends with __syncthreads, also when
 // ng = 0, so that whatever the caller staged before it is visible). The tables are made from
-// exact 64-bit turns, one sincospi an entry.
+// exact 64-bit turns, one sincospi an entry. A coefficient counts only where the block's fixed
+// bits hold its gate (coef_gate: a mask of global slots).
 __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int L, long long xblk,
                                  const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
+                                 const long long* __restrict__ coef_gate,
                                  int* s_active, int* s_cond, unsigned long long* s_const, cplx* s_tab) {
     const long long lmask_all = (1LL << L) - 1;
     const int lo_n = 1 << min(SPLIT, L), hi_n = 1 << max(L - SPLIT, 0), per = lo_n + hi_n;
@@ -243,7 +248,8 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
         const long long cond = gr[0], gcond = cond & ~lmask_all;
         unsigned long long c0 = (unsigned long long)gr[1];
         for (int t = (int)gr[2]; t < (int)(gr[2] + gr[3]); ++t)  // linear bits among the fixed ones
-            if (coef_slot[t] >= L && ((xblk >> coef_slot[t]) & 1)) c0 += coef_turn[t];
+            if (coef_slot[t] >= L && ((xblk >> coef_slot[t]) & 1) && (xblk & coef_gate[t]) == coef_gate[t])
+                c0 += coef_turn[t];
         s_active[threadIdx.x] = (xblk & gcond) == gcond;
         s_cond[threadIdx.x] = (int)(cond & lmask_all);
         s_const[threadIdx.x] = c0;
@@ -257,7 +263,8 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
         unsigned long long acc = lo ? s_const[g] : 0;  // the constant rides in the lo table
         for (int t = (int)gr[2]; t < (int)(gr[2] + gr[3]); ++t) {
             const int p = coef_slot[t];
-            if (p < L && (lo ? p < SPLIT : p >= SPLIT) && ((bits >> p) & 1)) acc += coef_turn[t];
+            if (p < L && (lo ? p < SPLIT : p >= SPLIT) && ((bits >> p) & 1) && (xblk & coef_gate[t]) == coef_gate[t])
+                acc += coef_turn[t];
         }
         s_tab[g * per + v] = phase_of(acc);
     }
@@ -269,7 +276,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restrict__ slot_bits,
              const int* __restrict__ gslot, const int* __restrict__ gbit, const long long* __restrict__ ops,
              int n_ops, const cplx* __restrict__ mats, const long long* __restrict__ groups,
-             const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn) {
+             const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
+             const long long* __restrict__ coef_gate) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     cplx* sm = reinterpret_cast<cplx*>(smem_raw);
     const int h1 = min(6, L - C), h2 = L - C - h1;
@@ -320,8 +328,9 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             // (read-only, cached), so the op needs no staging and no barrier before it (QV-28
             // 272 -> 262 ms, brickwork(28, 2, 20) 151 -> 144 on an H200)
             if (rec[W_MMA] && rec[W_PCOUNT] == 0 && (k == 2 || k == 3)) {
-                if (k == 2) dense_mma<2>(sm, L, rec, lmask, mat);
-                else dense_mma<3>(sm, L, rec, lmask, mat);
+                const Phases none{0};
+                if (k == 2) dense_mma<2, false>(sm, L, rec, lmask, mat, none);
+                else dense_mma<3, false>(sm, L, rec, lmask, mat, none);
                 __syncthreads();
                 continue;
             }
@@ -329,8 +338,14 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             for (int e = threadIdx.x; e < (1 << (2 * k)); e += blockDim.x) s_mat[e] = mat[e];
             // the diagonal run before this op, applied as the op loads its amplitudes
             const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)rec[W_PCOUNT], L, xblk, coef_slot,
-                                              coef_turn, s_active, s_cond, s_const, s_tab);
+                                              coef_turn, coef_gate, s_active, s_cond, s_const, s_tab);
             const bool mma = STAGE_MMA && rec[W_MMA];
+#if STAGE_MMA
+            if (mma && pre.n && (k == 2 || k == 3)) {  // the pre-phase as the lanes load
+                if (k == 2) dense_mma<2, true>(sm, L, rec, lmask, s_mat, pre);
+                else dense_mma<3, true>(sm, L, rec, lmask, s_mat, pre);
+            } else
+#endif
             if (pre.n && k <= PRE_MAX_K) {
                 if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
 #if PRE_MAX_K >= 2
@@ -345,8 +360,8 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
                     __syncthreads();
                 }
 #if STAGE_MMA
-                if (mma && k == 2) dense_mma<2>(sm, L, rec, lmask, s_mat);
-                else if (mma && k == 3) dense_mma<3>(sm, L, rec, lmask, s_mat);
+                if (mma && k == 2) dense_mma<2, false>(sm, L, rec, lmask, s_mat, pre);
+                else if (mma && k == 3) dense_mma<3, false>(sm, L, rec, lmask, s_mat, pre);
                 else
 #endif
                 switch (k) {
@@ -360,7 +375,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             }
         } else {  // OP_PHASE
             const Phases ph = prepare_phases(groups + rec[W_DATA] * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
-                                             coef_turn, s_active, s_cond, s_const, s_tab);
+                                             coef_turn, coef_gate, s_active, s_cond, s_const, s_tab);
             for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
                 cplx f;
                 if (ph.factor(i, f)) sm[swz(i)] = cmul(sm[swz(i)], f);

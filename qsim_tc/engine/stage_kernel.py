@@ -30,6 +30,18 @@ PRE_MAX_K = {8: 2, 16: 1}
 MMA_GPU = {8: False, 16: True}
 
 
+# the widest block of the stage program's commuting blocks (stage_program.build_program): the
+# complex128 tensor-core ops take 3 qubits at the cost of 1; complex64's FMA loops cost more per
+# target. H200, 28 qubits, QFT (blocks_ab_h200.json): complex128 72.4 ms unblocked, 62.7 at
+# width 2, 49.7 at 3; complex64 46.4 unblocked, 38.1 at 2, 39.8 at 3, 41.1 at 4
+BLOCK_QUBITS = {8: 2, 16: 3}
+
+
+def block_qubits(dtype) -> int:
+    """The widest commuting block of the stage program for a state of ``dtype``."""
+    return BLOCK_QUBITS[np.dtype(dtype).itemsize]
+
+
 def max_dense(dtype) -> int:
     """The widest dense op the stage kernel applies for a state of ``dtype``."""
     return MAX_DENSE_GPU[np.dtype(dtype).itemsize]
@@ -56,11 +68,13 @@ def _kernel(device_id: int, itemsize: int, mma: bool = False):
 
 
 def upload(program: StageProgram, dtype):
-    """The program's constant pools on the device: (matrices in the state's precision, masks, turns)."""
+    """The program's constant pools on the device: (matrices in the state's precision, groups,
+    coefficient slots, turns and gates)."""
     import cupy  # noqa: PLC0415 - optional dependency
 
     mats = cupy.asarray(program.matrices.astype(np.complex64 if np.dtype(dtype) == np.complex64 else np.complex128))
-    return mats, cupy.asarray(program.groups), cupy.asarray(program.coef_slots), cupy.asarray(program.coef_turns)
+    return (mats, cupy.asarray(program.groups), cupy.asarray(program.coef_slots), cupy.asarray(program.coef_turns),
+            cupy.asarray(program.coef_gates))
 
 
 def run_stage(data, program: StageProgram, index: int, pools) -> None:
@@ -81,11 +95,12 @@ def run_stage(data, program: StageProgram, index: int, pools) -> None:
     kern = _kernel(data.device.id, item, mma)
     # the attribute belongs to the function, shared by every L: set it for this launch
     kern.max_dynamic_shared_size_bytes = shared
-    mats, groups, coef_slots, coef_turns = pools
+    mats, groups, coef_slots, coef_turns, coef_gates = pools
     ops = cupy.asarray(stage.ops.reshape(-1) if stage.ops.size else np.zeros(1, np.int64))
     kern((1 << (n - big_l),), (THREADS,),
          (data, np.int32(n), np.int32(big_l), np.int32(c), cupy.asarray(slot_bits), cupy.asarray(gslot),
-          cupy.asarray(gbit), ops, np.int32(len(stage.ops)), mats, groups, coef_slots, coef_turns),
+          cupy.asarray(gbit), ops, np.int32(len(stage.ops)), mats, groups, coef_slots, coef_turns,
+          coef_gates),
          shared_mem=shared)
 
 

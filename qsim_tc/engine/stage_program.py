@@ -23,14 +23,19 @@ Two kinds of op, both in the slot index space (bit p of an index is slot p):
   the sums are exact modulo one turn: no rounding accumulates over the hundreds of controlled
   phases of a QFT stage.
 
-  The terms go to the kernel as *groups*: a term's mask is split into a condition (all bits but
-  one) and one linear bit, and the terms of equal condition form a group whose phase is
-  ``[x contains cond] * (const + sum of coef_p over the set linear bits p)``. The kernel tabulates
+  The terms go to the kernel as *groups*: a term's local bits are split into a condition (all
+  but one) and one linear bit, its global bits (fixed per block) into a *gate* of its
+  coefficient, and the terms of equal condition form a group whose phase is
+  ``[x contains cond] * (const + sum of coef_p over the set linear bits p whose gates are set)``.
+  A term with one local bit needs no condition: every phase between a local and a global qubit
+  lands in the one group of empty condition. The kernel tabulates
   each group's phase factor exp(2 pi i * linear part) over the local bits (two tables of 2^6 and
   2^(L-6) entries per block, each entry one ``sincospi`` of an exact turn sum, the constant in
-  the first), so an amplitude pays two table reads and a complex product per group. The linear bit of a
-  term is its bit shared by the fewest other terms: the run of controlled phases after a QFT's
-  Hadamard (all sharing the Hadamard's qubit) is one group.
+  the first), so an amplitude pays two table reads and a complex product per group. Conditions
+  are chosen to make few groups: for the terms of two local bits (controlled phases) greedily,
+  the bit that most of them share first (a vertex cover), so the run of controlled phases after
+  a QFT's Hadamard (all sharing the Hadamard's qubit) is one group; a term of three or more
+  local bits takes as linear bit its bit shared by the fewest other terms.
 
 Diagonal entries must have modulus 1 to within :data:`UNIT_TOLERANCE` (a unitary's do); the
 phase form keeps their angle only.
@@ -97,6 +102,7 @@ class StageProgram:
             count of its linear coefficients (a phase op's groups start at its data offset).
         coef_slots: int32, the slot of each linear coefficient.
         coef_turns: uint64, its turn.
+        coef_gates: int64, its gate: the global slots (a mask) that must all be 1 for it to count.
         final_phys: the storage layout after the program: storage bit s holds logical qubit
             ``final_phys[s]``.
         global_phase: radians, applied once after the last stage.
@@ -110,6 +116,7 @@ class StageProgram:
     groups: np.ndarray
     coef_slots: np.ndarray
     coef_turns: np.ndarray
+    coef_gates: np.ndarray
     final_phys: tuple[int, ...]
     global_phase: float
 
@@ -150,20 +157,25 @@ def diagonal_terms(diagonal: np.ndarray, positions) -> dict[int, int]:
     return out
 
 
-def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0) -> StageProgram:
+def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
+                  block_qubits: int | None = None) -> StageProgram:
     """Translate ``plan`` (made with ``keep_low`` kept low bits) into the kernel's program.
 
     Within a stage, consecutive dense gates on local slots are fused into blocks of at most
     ``fuse_qubits`` qubits (:func:`circuits.fusion.fuse`; 0: no fusion), which halves the passes
     over shared memory of a brickwork or quantum-volume stage; and a run of diagonal gates that
     directly precedes a dense op becomes that op's *pre-phase* (applied to the amplitudes as the
-    op loads them), which saves the run its own pass over shared memory.
+    op loads them), which saves the run its own pass over shared memory. Where the stage model
+    (:func:`~qsim_tc.plan.stage_choice.op_passes`) prices it lower, a stage is first regrouped by
+    :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` into blocks of at most ``block_qubits``
+    (default: ``fuse_qubits``) qubits.
 
     Raises:
         ValueError: a dense op wider than :data:`MAX_DENSE`, a dense op on a global slot, or a
             diagonal entry of modulus other than 1.
     """
     n, big_l = plan.n_qubits, plan.local_qubits
+    width = min(fuse_qubits if block_qubits is None else block_qubits, MAX_DENSE)
     slot_bits = list(range(n))
     pools = _Pools()
     stages = []
@@ -172,7 +184,7 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0) -> St
             if p < keep_low or g < keep_low:
                 raise ValueError(f"the plan swaps slot {min(p, g)}, one of the {keep_low} kept low bits")
             slot_bits[p], slot_bits[g] = slot_bits[g], slot_bits[p]
-        records = _stage_records(_blocked(stage, big_l, fuse_qubits), big_l, fuse_qubits, pools)
+        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width), big_l, fuse_qubits, pools)
         ops = np.array(records, dtype=np.int64).reshape(-1, OP_WORDS)
         stages.append(StageCode(np.array(slot_bits, dtype=np.int32), ops, stage.n_gates))
     final_phys = [0] * n
@@ -182,16 +194,17 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0) -> St
                         np.concatenate(pools.mats) if pools.mats else np.zeros(1, np.complex128),
                         np.array(pools.groups or [[0, 0, 0, 0]], dtype=np.int64).reshape(-1, 4),
                         np.array(pools.coef_slots or [0], dtype=np.int32),
-                        np.array(pools.coef_turns or [0], dtype=np.uint64), tuple(final_phys), plan.global_phase)
+                        np.array(pools.coef_turns or [0], dtype=np.uint64),
+                        np.array(pools.coef_gates or [0], dtype=np.int64), tuple(final_phys), plan.global_phase)
 
 
-def _blocked(stage, big_l: int, fuse_qubits: int):
+def _blocked(stage, big_l: int, fuse_qubits: int, width: int):
     """``stage``, or its :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` form where the stage
     model prices that form's ops lower (it wins where diagonal runs split the gates: QFT; the
     convex fusion of the plain form wins on dense 2-qubit layers: quantum volume)."""
-    if fuse_qubits <= 1:
+    if fuse_qubits <= 1 or width <= 1:
         return stage
-    alt = commuting_blocks(stage, big_l, min(fuse_qubits, MAX_DENSE))
+    alt = commuting_blocks(stage, big_l, width)
     if alt.ops == stage.ops:
         return stage
     price = [op_passes(np.array(_stage_records(s, big_l, fuse_qubits, _Pools()), dtype=np.int64).reshape(-1, OP_WORDS))
@@ -208,6 +221,7 @@ class _Pools:
         self.groups: list[list[int]] = []
         self.coef_slots: list[int] = []
         self.coef_turns: list[int] = []
+        self.coef_gates: list[int] = []
 
     def add_matrix(self, m: np.ndarray) -> int:
         off = self.mat_off
@@ -219,9 +233,10 @@ class _Pools:
         off = len(self.groups)
         for cond, const, coefs in part:
             self.groups.append([_signed(cond), _signed(const), len(self.coef_slots), len(coefs)])
-            for slot, turn in coefs:
+            for (slot, gate), turn in coefs:
                 self.coef_slots.append(slot)
                 self.coef_turns.append(turn)
+                self.coef_gates.append(_signed(gate))
         return off
 
 
@@ -242,11 +257,11 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[l
             order, _ = mma
             matrix = _reorder(matrix, order)
             targets = [targets[m] for m in order]
-        items = _groups(run)
+        items = _groups(run, big_l)
         # a controlled op skips the amplitudes whose controls are 0: they would miss the phases
-        pre = items if len(items) <= MAX_GROUPS and not cmask else []
-        if not pre:
-            flush_phases()
+        # (more groups than an op takes: the first ones go in phase ops of their own)
+        pre = [] if cmask else items[max(len(items) - MAX_GROUPS, 0):]
+        flush_phases(items[:len(items) - len(pre)])
         rec = _record(OP_DENSE, k=k, cmask=cmask, data=pools.add_matrix(matrix), targets=targets)
         if mma is not None:
             gbits = mma[1]
@@ -255,11 +270,12 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[l
             rec[W_HOLES:W_HOLES + k + 3] = sorted(list(targets) + list(gbits))
         if pre:
             rec[W_PDATA], rec[W_PCOUNT] = pools.add_groups(pre), len(pre)
-            run.clear()
+        run.clear()
         records.append(rec)
 
-    def flush_phases():
-        items = _groups(run)
+    def flush_phases(items=None):
+        if items is None:
+            items = _groups(run, big_l)
         for start in range(0, len(items), MAX_GROUPS):
             part = items[start:start + MAX_GROUPS]
             records.append(_record(OP_PHASE, data=pools.add_groups(part), count=len(part)))
@@ -370,27 +386,58 @@ def _reorder(matrix: np.ndarray, order) -> np.ndarray:
     return matrix[np.ix_(old, old)]
 
 
-def _groups(terms: dict[int, int]) -> list[tuple[int, int, list[tuple[int, int]]]]:
-    """The terms {mask: turn} as groups (condition, constant turn, [(linear slot, turn)]).
+def _groups(terms: dict[int, int], big_l: int) -> list[tuple[int, int, list[tuple[tuple[int, int], int]]]]:
+    """The terms {mask: turn} as groups (local condition, constant turn, [((linear slot, gate), turn)]).
 
-    A term's linear bit is its bit that the fewest multi-bit terms share (ties: the higher
-    slot), the rest of its mask its condition."""
+    A term's global bits (slots >= ``big_l``) become the gate of its coefficient; of its local
+    bits, one is linear and the rest its condition. Terms of two local bits take as condition,
+    greedily, the bit that most of the terms not yet placed share (a small vertex cover: few
+    groups); wider ones their bit that the fewest multi-bit terms share as the linear one (ties:
+    the higher slot). A term with no local bit is a coefficient of one of its global bits.
+    """
+    lmask = (1 << big_l) - 1
     share: dict[int, int] = {}
     for m in terms:
-        if m & (m - 1):
-            for p in _bits(m):
+        if m & lmask & (m & lmask) - 1:
+            for p in _bits(m & lmask):
                 share[p] = share.get(p, 0) + 1
     by_cond: dict[int, list] = {}
+
+    def add(cond: int, lin: int, gate: int, t: int) -> None:
+        g = by_cond.setdefault(cond, [0, {}])
+        g[1][(lin, gate)] = (g[1].get((lin, gate), 0) + t) % _TURN
+
+    pairs = []
     for m, t in terms.items():
         if not t:
             continue
+        local, glob = m & lmask, m & ~lmask
         if m == 0:
             g = by_cond.setdefault(0, [0, {}])
             g[0] = (g[0] + t) % _TURN
-            continue
-        lin = min(_bits(m), key=lambda p: (share.get(p, 0), -p))
-        g = by_cond.setdefault(m & ~(1 << lin), [0, {}])
-        g[1][lin] = (g[1].get(lin, 0) + t) % _TURN
+        elif local == 0:
+            lin = _bits(glob)[-1]
+            add(0, lin, glob & ~(1 << lin), t)
+        elif local & (local - 1) == 0:
+            add(0, local.bit_length() - 1, glob, t)
+        elif bin(local).count("1") == 2:
+            pairs.append((local, glob, t))
+        else:
+            lin = min(_bits(local), key=lambda p: (share.get(p, 0), -p))
+            add(local & ~(1 << lin), lin, glob, t)
+    while pairs:  # greedy vertex cover of the two-bit terms
+        degree: dict[int, int] = {}
+        for local, _, _ in pairs:
+            for p in _bits(local):
+                degree[p] = degree.get(p, 0) + 1
+        cond = max(degree, key=lambda p: (degree[p], -p))
+        rest = []
+        for local, glob, t in pairs:
+            if local >> cond & 1:
+                add(1 << cond, (local & ~(1 << cond)).bit_length() - 1, glob, t)
+            else:
+                rest.append((local, glob, t))
+        pairs = rest
     return [(cond, const, sorted(coefs.items())) for cond, (const, coefs) in sorted(by_cond.items())]
 
 
@@ -439,8 +486,10 @@ def _phases(program: StageProgram, v: np.ndarray, x: np.ndarray, first: int, cou
     acc = np.zeros(x.size, dtype=np.uint64)
     for cond, const, off, cnt in program.groups[first:first + count]:
         part = np.full(x.size, np.uint64(int(const) % _TURN))
-        for p, turn in zip(program.coef_slots[off:off + cnt], program.coef_turns[off:off + cnt]):
-            part[(x >> int(p)) & 1 == 1] += turn  # wraps modulo 2^64, as the kernel's sums do
+        for p, turn, gate in zip(program.coef_slots[off:off + cnt], program.coef_turns[off:off + cnt],
+                                 program.coef_gates[off:off + cnt]):
+            on = ((x >> int(p)) & 1 == 1) & ((x & gate) == gate)
+            part[on] += turn  # wraps modulo 2^64, as the kernel's sums do
         hit = (x & cond) == cond
         acc[hit] += part[hit]
     v *= np.exp(2j * np.pi * (acc.view(np.int64) / 2.0**64))

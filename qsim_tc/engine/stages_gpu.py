@@ -4,7 +4,7 @@ becomes the program's final storage layout (no amplitude moves for the plan's sw
 
 from __future__ import annotations
 
-from qsim_tc.engine.stage_kernel import max_dense, run_stage, upload
+from qsim_tc.engine.stage_kernel import block_qubits, max_dense, run_stage, upload
 from qsim_tc.engine.stage_program import build_program
 from qsim_tc.engine.storage import PhysicalState
 from qsim_tc.plan.stages import StagePlan
@@ -15,7 +15,7 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
     """Apply ``plan`` (made from the state's current layout) to ``phys``; return the stages run.
 
     ``fuse_qubits``: the in-stage fusion width (default: the kernel's widest dense op for the
-    state's dtype); ``program``: the plan's program when already built (with that width);
+    state's dtype; the commuting blocks' width is the kernel's ``block_qubits``); ``program``: the plan's program when already built (with that width);
     ``on_stage(done, total)``: called after each stage is launched.
 
     The global phase is left to the caller. A launch that fails after the first stage leaves a
@@ -34,7 +34,8 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
     if program is None:
         if fuse_qubits is None:
             fuse_qubits = max_dense(phys.data.dtype)
-        program = build_program(plan, _kept_low_bits(plan), fuse_qubits=fuse_qubits)
+        program = build_program(plan, _kept_low_bits(plan), fuse_qubits=fuse_qubits,
+                                block_qubits=block_qubits(phys.data.dtype))
     pools = upload(program, phys.data.dtype)
     for i in range(len(program.stages)):
         try:

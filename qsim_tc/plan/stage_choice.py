@@ -105,7 +105,7 @@ def op_passes(records) -> float:
 
 
 def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, itemsize: int = 16,
-           local_qubits: int | None = None, keep_low: int = KEEP_LOW) -> StageDecision:
+           local_qubits: int | None = None, keep_low: int = KEEP_LOW, block_qubits: int | None = None) -> StageDecision:
     """Plan ``circuit`` as stages if every gate fits, and compare the model with ``gate_ms``.
 
     Args:
@@ -117,6 +117,7 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
         itemsize: bytes of an amplitude (16 complex128, 8 complex64).
         local_qubits, keep_low: the stage shape (L, C; L by default :data:`LOCAL_QUBITS` of
             ``itemsize``); C shrinks for gates that need more of L.
+        block_qubits: the width of the program's commuting blocks (default: ``max_dense``).
     """
     from qsim_tc.engine.stage_program import build_program  # noqa: PLC0415
 
@@ -132,7 +133,7 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
                                     f"{min(max_dense, big_l)}", gate_ms=gate_ms)
     keep = max(0, min(keep_low, big_l - max(widest, 1)))
     plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep)
-    program = build_program(plan, keep, fuse_qubits=max_dense)
+    program = build_program(plan, keep, fuse_qubits=max_dense, block_qubits=block_qubits)
     op_scale = 16 / itemsize  # an op costs about the same time at either precision
     passes = STAGE_PASSES * plan.n_stages + op_scale * sum(op_passes(stage.ops) for stage in program.stages)
     predicted = passes * pass_ms
