@@ -158,11 +158,11 @@ __device__ __forceinline__ void mma884(double a, double b, double& d0, double& d
 // (stage_program._mma_layout), so that a quarter-warp's eight 16-byte accesses meet the swizzle
 // in eight distinct bank slots. Every lane reads its amplitudes before the warp's mma, and writes
 // after it: the in-place update is safe within a warp, and warps own disjoint groups.
-// PRE: the op's pre-phase is applied to each amplitude as its lane loads it (a lane loads every
-// amplitude of the chunk the op touches once), not in a sweep of its own.
-template <int K, bool PRE>
-__device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
-                                         const Phases& pre) {
+// No pre-phase form: an op's pre-phase is applied in a sweep of its own first. Applied as the
+// lanes load (tried on an H200, pre_ab_h200.json), it gained nothing on QFT-28 (51.0 ms both
+// ways) and its 20-byte spill under the 80-register bound cost QuantumVolume 262.7 -> 266.7 ms.
+template <int K>
+__device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat) {
     const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
     const int g0 = (int)rec[W_G], g1 = (int)rec[W_G + 1], g2 = (int)rec[W_G + 2];
     int holes[K + 3];
@@ -193,12 +193,10 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
             rest = ((rest >> h) << (h + 1)) | (rest & ((1 << h) - 1));
         }
         const int bl = rest | ((r & 1) << g0) | (((r >> 1) & 1) << g1) | ((r >> 2) << g2);
-        cplx x0 = sm[swz(bl + off_c)], f;
-        if (PRE && pre.factor(bl + off_c, f)) x0 = cmul(x0, f);
+        const cplx x0 = sm[swz(bl + off_c)];
         double d0 = 0, d1 = 0;
         if (K == 3) {
-            cplx x1 = sm[swz(bl + off_c4)];
-            if (PRE && pre.factor(bl + off_c4, f)) x1 = cmul(x1, f);
+            const cplx x1 = sm[swz(bl + off_c4)];
             double e0 = 0, e1 = 0;
             mma884(a0[0], x0.x, d0, d1);
             mma884(a1[0], x0.x, e0, e1);
@@ -328,9 +326,8 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             // (read-only, cached), so the op needs no staging and no barrier before it (QV-28
             // 272 -> 262 ms, brickwork(28, 2, 20) 151 -> 144 on an H200)
             if (rec[W_MMA] && rec[W_PCOUNT] == 0 && (k == 2 || k == 3)) {
-                const Phases none{0};
-                if (k == 2) dense_mma<2, false>(sm, L, rec, lmask, mat, none);
-                else dense_mma<3, false>(sm, L, rec, lmask, mat, none);
+                if (k == 2) dense_mma<2>(sm, L, rec, lmask, mat);
+                else dense_mma<3>(sm, L, rec, lmask, mat);
                 __syncthreads();
                 continue;
             }
@@ -340,12 +337,6 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)rec[W_PCOUNT], L, xblk, coef_slot,
                                               coef_turn, coef_gate, s_active, s_cond, s_const, s_tab);
             const bool mma = STAGE_MMA && rec[W_MMA];
-#if STAGE_MMA
-            if (mma && pre.n && (k == 2 || k == 3)) {  // the pre-phase as the lanes load
-                if (k == 2) dense_mma<2, true>(sm, L, rec, lmask, s_mat, pre);
-                else dense_mma<3, true>(sm, L, rec, lmask, s_mat, pre);
-            } else
-#endif
             if (pre.n && k <= PRE_MAX_K) {
                 if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
 #if PRE_MAX_K >= 2
@@ -360,8 +351,8 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
                     __syncthreads();
                 }
 #if STAGE_MMA
-                if (mma && k == 2) dense_mma<2, false>(sm, L, rec, lmask, s_mat, pre);
-                else if (mma && k == 3) dense_mma<3, false>(sm, L, rec, lmask, s_mat, pre);
+                if (mma && k == 2) dense_mma<2>(sm, L, rec, lmask, s_mat);
+                else if (mma && k == 3) dense_mma<3>(sm, L, rec, lmask, s_mat);
                 else
 #endif
                 switch (k) {

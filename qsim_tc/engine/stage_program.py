@@ -393,7 +393,10 @@ def _groups(terms: dict[int, int], big_l: int) -> list[tuple[int, int, list[tupl
     bits, one is linear and the rest its condition. Terms of two local bits take as condition,
     greedily, the bit that most of the terms not yet placed share (a small vertex cover: few
     groups); wider ones their bit that the fewest multi-bit terms share as the linear one (ties:
-    the higher slot). A term with no local bit is a coefficient of one of its global bits.
+    the higher slot). A term of one local bit joins the group conditioned on that bit where the
+    cover made one (its linear bit then a global one, a constant per block: no group more), else
+    the group of empty condition, gated; a term with no local bit is a coefficient of one of its
+    global bits there.
     """
     lmask = (1 << big_l) - 1
     share: dict[int, int] = {}
@@ -407,19 +410,22 @@ def _groups(terms: dict[int, int], big_l: int) -> list[tuple[int, int, list[tupl
         g = by_cond.setdefault(cond, [0, {}])
         g[1][(lin, gate)] = (g[1].get((lin, gate), 0) + t) % _TURN
 
-    pairs = []
+    def const(cond: int, t: int) -> None:
+        g = by_cond.setdefault(cond, [0, {}])
+        g[0] = (g[0] + t) % _TURN
+
+    pairs, singles = [], []
     for m, t in terms.items():
         if not t:
             continue
         local, glob = m & lmask, m & ~lmask
         if m == 0:
-            g = by_cond.setdefault(0, [0, {}])
-            g[0] = (g[0] + t) % _TURN
+            const(0, t)
         elif local == 0:
             lin = _bits(glob)[-1]
             add(0, lin, glob & ~(1 << lin), t)
         elif local & (local - 1) == 0:
-            add(0, local.bit_length() - 1, glob, t)
+            singles.append((local, glob, t))
         elif bin(local).count("1") == 2:
             pairs.append((local, glob, t))
         else:
@@ -438,6 +444,14 @@ def _groups(terms: dict[int, int], big_l: int) -> list[tuple[int, int, list[tupl
             else:
                 rest.append((local, glob, t))
         pairs = rest
+    for local, glob, t in singles:
+        if local not in by_cond:
+            add(0, local.bit_length() - 1, glob, t)
+        elif glob:
+            lin = _bits(glob)[-1]
+            add(local, lin, glob & ~(1 << lin), t)
+        else:
+            const(local, t)
     return [(cond, const, sorted(coefs.items())) for cond, (const, coefs) in sorted(by_cond.items())]
 
 
