@@ -55,6 +55,7 @@ __device__ __forceinline__ int swz(int i) {
 #endif
 }
 #define SPLIT 6  // a phase group's tables: local bits 0..5, and 6..L-1
+#define LMAX 16  // the widest chunk (stage_kernel.py refuses more local qubits)
 
 __device__ __forceinline__ cplx cmul(cplx a, cplx b) {
     return {a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x};
@@ -234,36 +235,43 @@ __device__ __forceinline__ cplx phase_of(unsigned long long turns) {
 // Fills the block's Phases for ``ng`` groups at ``grp`` (ends with __syncthreads, also when
 // ng = 0, so that whatever the caller staged before it is visible). The tables are made from
 // exact 64-bit turns, one sincospi an entry. A coefficient counts only where the block's fixed
-// bits hold its gate (coef_gate: a mask of global slots).
+// bits hold its gate (coef_gate: a mask of global slots). The coefficients are first summed per
+// group and local bit (s_eff) by all threads at once, so a table entry adds at most six sums: a
+// group of a QFT stage holds a hundred coefficients, which one thread a group (for the constant)
+// and every entry (for its bits) had walked through serially, about 2 ms an op at 28 qubits.
 __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int L, long long xblk,
                                  const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
-                                 const long long* __restrict__ coef_gate,
-                                 int* s_active, int* s_cond, unsigned long long* s_const, cplx* s_tab) {
+                                 const long long* __restrict__ coef_gate, int* s_active, int* s_cond,
+                                 unsigned long long* s_const, unsigned long long* s_eff, cplx* s_tab) {
     const long long lmask_all = (1LL << L) - 1;
     const int lo_n = 1 << min(SPLIT, L), hi_n = 1 << max(L - SPLIT, 0), per = lo_n + hi_n;
+    for (int e = threadIdx.x; e < ng * LMAX; e += blockDim.x) s_eff[e] = 0;
     if (threadIdx.x < ng) {
         const long long* gr = grp + threadIdx.x * 4;
         const long long cond = gr[0], gcond = cond & ~lmask_all;
-        unsigned long long c0 = (unsigned long long)gr[1];
-        for (int t = (int)gr[2]; t < (int)(gr[2] + gr[3]); ++t)  // linear bits among the fixed ones
-            if (coef_slot[t] >= L && ((xblk >> coef_slot[t]) & 1) && (xblk & coef_gate[t]) == coef_gate[t])
-                c0 += coef_turn[t];
         s_active[threadIdx.x] = (xblk & gcond) == gcond;
         s_cond[threadIdx.x] = (int)(cond & lmask_all);
-        s_const[threadIdx.x] = c0;
+        s_const[threadIdx.x] = (unsigned long long)gr[1];
+    }
+    __syncthreads();
+    for (int g = 0; g < ng; ++g) {
+        const long long* gr = grp + g * 4;
+        for (int t = (int)gr[2] + threadIdx.x; t < (int)(gr[2] + gr[3]); t += blockDim.x) {
+            const int p = coef_slot[t];
+            const long long gate = coef_gate[t];
+            if ((xblk & gate) != gate) continue;
+            if (p < L) atomicAdd(&s_eff[g * LMAX + p], coef_turn[t]);
+            else if ((xblk >> p) & 1) atomicAdd(&s_const[g], coef_turn[t]);  // a fixed linear bit
+        }
     }
     __syncthreads();
     for (int e = threadIdx.x; e < ng * per; e += blockDim.x) {  // the local linear parts, tabulated
         const int g = e / per, v = e % per;
         const bool lo = v < lo_n;
-        const int bits = lo ? v : (v - lo_n) << SPLIT;
-        const long long* gr = grp + g * 4;
+        const unsigned long long* eff = s_eff + g * LMAX + (lo ? 0 : SPLIT);
         unsigned long long acc = lo ? s_const[g] : 0;  // the constant rides in the lo table
-        for (int t = (int)gr[2]; t < (int)(gr[2] + gr[3]); ++t) {
-            const int p = coef_slot[t];
-            if (p < L && (lo ? p < SPLIT : p >= SPLIT) && ((bits >> p) & 1) && (xblk & coef_gate[t]) == coef_gate[t])
-                acc += coef_turn[t];
-        }
+        for (int b = lo ? v : v - lo_n, p = 0; b; b >>= 1, ++p)
+            if (b & 1) acc += eff[p];
         s_tab[g * per + v] = phase_of(acc);
     }
     __syncthreads();
@@ -285,7 +293,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     cplx* s_mat = reinterpret_cast<cplx*>(t2 + (1 << h2) + (h2 == 0 ? 1 : 0));
     cplx* s_tab = s_mat + (1 << (2 * MAX_K));  // [MAX_GROUPS][lo_n + hi_n] of prepare_phases
     __shared__ int s_active[MAX_GROUPS], s_cond[MAX_GROUPS];
-    __shared__ unsigned long long s_const[MAX_GROUPS];
+    __shared__ unsigned long long s_const[MAX_GROUPS], s_eff[MAX_GROUPS * LMAX];
 
     const long long b = blockIdx.x;
     long long base = 0, xblk = 0;  // storage offset and slot index of the block's fixed bits
@@ -335,7 +343,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             for (int e = threadIdx.x; e < (1 << (2 * k)); e += blockDim.x) s_mat[e] = mat[e];
             // the diagonal run before this op, applied as the op loads its amplitudes
             const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)rec[W_PCOUNT], L, xblk, coef_slot,
-                                              coef_turn, coef_gate, s_active, s_cond, s_const, s_tab);
+                                              coef_turn, coef_gate, s_active, s_cond, s_const, s_eff, s_tab);
             const bool mma = STAGE_MMA && rec[W_MMA];
             if (pre.n && k <= PRE_MAX_K) {
                 if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
@@ -366,7 +374,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             }
         } else {  // OP_PHASE
             const Phases ph = prepare_phases(groups + rec[W_DATA] * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
-                                             coef_turn, coef_gate, s_active, s_cond, s_const, s_tab);
+                                             coef_turn, coef_gate, s_active, s_cond, s_const, s_eff, s_tab);
             for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
                 cplx f;
                 if (ph.factor(i, f)) sm[swz(i)] = cmul(sm[swz(i)], f);

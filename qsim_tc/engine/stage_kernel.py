@@ -11,6 +11,7 @@ from gemm.cuda.compile import raw_module
 from qsim_tc.engine.stage_program import MAX_DENSE, MAX_GROUPS, W_MMA, StageProgram
 
 THREADS = 256
+MAX_LOCAL = 16  # the kernel's LMAX: per-bit phase sums of a chunk of at most 2^16 amplitudes
 # the widest dense op per precision: complex128 at 4 targets needs 128 registers a thread (two
 # blocks an SM), at 3 it needs 80 (three blocks); complex64 fits 4 in 128
 MAX_DENSE_GPU = {8: 4, 16: 3}
@@ -83,6 +84,8 @@ def run_stage(data, program: StageProgram, index: int, pools) -> None:
     import cupy  # noqa: PLC0415
 
     n, big_l, c = program.n_qubits, program.local_qubits, program.keep_low
+    if big_l > MAX_LOCAL:
+        raise ValueError(f"the stage kernel takes at most {MAX_LOCAL} local qubits, the program has {big_l}")
     stage = program.stages[index]
     slot_bits = stage.slot_bits
     order = np.argsort(slot_bits[big_l:], kind="stable")
