@@ -54,7 +54,6 @@ __device__ __forceinline__ int swz(int i) {
     return i;
 #endif
 }
-#define SPLIT 6  // a phase group's tables: local bits 0..5, and 6..L-1
 #define LMAX 16  // the widest chunk (stage_kernel.py refuses more local qubits)
 
 __device__ __forceinline__ cplx cmul(cplx a, cplx b) {
@@ -67,33 +66,37 @@ __device__ __forceinline__ cplx cfma(cplx a, cplx b, cplx acc) {  // acc + a * b
     return acc;
 }
 
-// A block's view of a run of phase groups (stage_program.py): per group, whether its fixed bits
-// meet its condition, its local condition, and exp(2 pi i * its linear part) tabulated over local
-// bits 0..5 (lo, the group's constant folded in) and 6..L-1 (hi). An amplitude's factor is the
-// product of lo * hi over the groups whose condition it meets: two table reads and complex
-// products, where a sum of turns took 64-bit integer adds and a double sincospi an amplitude.
-// On an H200 at 28 qubits: complex64 QFT 76.7 -> 46.2 ms, QuantumVolume 200 -> 171, brickwork
-// 103 -> 93; complex128 QFT 75.7 -> 72.4, but its dense ops lost 8% (brickwork 166 -> 180, QV
-// 264 -> 286; not understood: no spills, same 80 registers and three blocks an SM).
-struct Phases {
-    int n;  // groups (0: none)
-    int per, lo_n;
-    const int* active;
-    const int* cond;
-    const cplx* tab;
+// The bits of x at the set bits of m, packed from bit 0 up (a software pext).
+__device__ __forceinline__ int gather_bits(int x, int m) {
+    int r = 0;
+    for (int j = 0; m; ++j, m &= m - 1) r |= ((x >> (__ffs(m) - 1)) & 1) << j;
+    return r;
+}
 
-    // f = the amplitude's phase factor; false where no group applies (f untouched)
+// A block's view of a run of phase groups (stage_program.py), as two tables. The run's phase is
+// sum over groups g with cond_g in x of (const_g + sum of coef_p over set bits p of x). Split the
+// local bits at s: the part of each group's linear sum on bits below s (with the constant) is a
+// function of x's bits below s and of the condition bits at or above s (C_hi), tabulated as F;
+// the part on bits at or above s, of those bits and the condition bits below s (C_lo), as G. An
+// amplitude's factor is F[.] * G[.]: two table reads and one complex product whatever the number
+// of groups (each group a pair of tables and a product had cost a QFT stage's pre-phase about
+// 120 instructions an amplitude at three groups, ncu on an H200). The block picks the s that
+// makes the tables smallest. Condition bits that every group has are tested instead (need), so a
+// lone group of any condition fits; the host keeps each run's tables within
+// stage_program.phase_table_entries (the s_tab the launch allots).
+struct Phases {
+    int n;  // live groups (0: none)
+    int need;  // the condition bits every live group has: no factor where one is 0
+    int s, c_lo, c_hi, f_n, L;  // split, other condition bits below / at or above it, F's entries, L
+    const cplx* tab;  // F [f_n], then G
+
+    // f = the amplitude's phase factor; false where none applies (f untouched)
     __device__ __forceinline__ bool factor(int i, cplx& f) const {
-        bool any = false;
-        for (int g = 0; g < n; ++g) {
-            const int c = cond[g];
-            if (active[g] && (i & c) == c) {
-                const cplx t = cmul(tab[g * per + (i & (lo_n - 1))], tab[g * per + lo_n + (i >> SPLIT)]);
-                f = any ? cmul(f, t) : t;
-                any = true;
-            }
-        }
-        return any;
+        if (n == 0 || (i & need) != need) return false;
+        const int fi = (i & ((1 << s) - 1)) | (gather_bits(i, c_hi) << s);
+        const int gi = (i >> s) | (gather_bits(i, c_lo) << (L - s));
+        f = cmul(tab[fi], tab[f_n + gi]);
+        return true;
     }
 };
 
@@ -232,25 +235,30 @@ __device__ __forceinline__ cplx phase_of(unsigned long long turns) {
     return cplx{(real)cd, (real)sd};
 }
 
+// The entries of the tables F and G (struct Phases) at split s for condition bits cond.
+__device__ __forceinline__ int table_entries(int L, int s, int cond) {
+    return (1 << (s + __popc(cond >> s))) + (1 << (L - s + __popc(cond & ((1 << s) - 1))));
+}
+
 // Fills the block's Phases for ``ng`` groups at ``grp`` (ends with __syncthreads, also when
 // ng = 0, so that whatever the caller staged before it is visible). The tables are made from
 // exact 64-bit turns, one sincospi an entry. A coefficient counts only where the block's fixed
-// bits hold its gate (coef_gate: a mask of global slots). The coefficients are first summed per
-// group and local bit (s_eff) by all threads at once, so a table entry adds at most six sums: a
-// group of a QFT stage holds a hundred coefficients, which one thread a group (for the constant)
-// and every entry (for its bits) had walked through serially, about 2 ms an op at 28 qubits.
+// bits hold its gate (coef_gate: a mask of global slots); a group whose fixed bits miss its
+// condition is dropped. The coefficients are first summed per group and local bit (s_eff) by
+// all threads at once, so an entry adds at most L sums: a group of a QFT stage holds a hundred
+// coefficients, which one thread a group (for the constant) and every entry (for its bits) had
+// walked through serially, about 2 ms an op at 28 qubits.
 __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int L, long long xblk,
                                  const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
-                                 const long long* __restrict__ coef_gate, int* s_active, int* s_cond,
+                                 const long long* __restrict__ coef_gate, int* s_cond,
                                  unsigned long long* s_const, unsigned long long* s_eff, cplx* s_tab) {
     const long long lmask_all = (1LL << L) - 1;
-    const int lo_n = 1 << min(SPLIT, L), hi_n = 1 << max(L - SPLIT, 0), per = lo_n + hi_n;
     for (int e = threadIdx.x; e < ng * LMAX; e += blockDim.x) s_eff[e] = 0;
     if (threadIdx.x < ng) {
         const long long* gr = grp + threadIdx.x * 4;
         const long long cond = gr[0], gcond = cond & ~lmask_all;
-        s_active[threadIdx.x] = (xblk & gcond) == gcond;
-        s_cond[threadIdx.x] = (int)(cond & lmask_all);
+        // -1: the fixed bits miss the condition (no local index meets it)
+        s_cond[threadIdx.x] = (xblk & gcond) == gcond ? (int)(cond & lmask_all) : -1;
         s_const[threadIdx.x] = (unsigned long long)gr[1];
     }
     __syncthreads();
@@ -265,17 +273,39 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
         }
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < ng * per; e += blockDim.x) {  // the local linear parts, tabulated
-        const int g = e / per, v = e % per;
-        const bool lo = v < lo_n;
-        const unsigned long long* eff = s_eff + g * LMAX + (lo ? 0 : SPLIT);
-        unsigned long long acc = lo ? s_const[g] : 0;  // the constant rides in the lo table
-        for (int b = lo ? v : v - lo_n, p = 0; b; b >>= 1, ++p)
-            if (b & 1) acc += eff[p];
-        s_tab[g * per + v] = phase_of(acc);
+    int need = -1, cond = 0, live = 0;  // the bits all live conditions share, the others' union
+    for (int g = 0; g < ng; ++g)
+        if (s_cond[g] >= 0) need &= s_cond[g], ++live;
+    for (int g = 0; g < ng; ++g)
+        if (s_cond[g] >= 0) cond |= s_cond[g] & ~need;
+    int s = 0;
+    for (int t = 1; t <= L; ++t)
+        if (table_entries(L, t, cond) < table_entries(L, s, cond)) s = t;
+    const int c_lo = cond & ((1 << s) - 1), c_hi = cond & ~((1 << s) - 1);
+    const int f_n = 1 << (s + __popc(c_hi)), n_all = f_n + (1 << (L - s + __popc(c_lo)));
+    for (int e = threadIdx.x; e < n_all * (live > 0); e += blockDim.x) {
+        const bool in_f = e < f_n;
+        int x;  // the local index bits the entry fixes (its part, and the condition bits of the other)
+        if (in_f) {
+            x = e & ((1 << s) - 1);
+            for (int j = 0, m = c_hi, h = e >> s; m; ++j, m &= m - 1) x |= ((h >> j) & 1) << (__ffs(m) - 1);
+        } else {
+            const int v = e - f_n;
+            x = (v & ((1 << (L - s)) - 1)) << s;
+            for (int j = 0, m = c_lo, h = v >> (L - s); m; ++j, m &= m - 1) x |= ((h >> j) & 1) << (__ffs(m) - 1);
+        }
+        const int part = in_f ? (1 << s) - 1 : ~((1 << s) - 1);  // the linear bits this table holds
+        unsigned long long acc = 0;
+        for (int g = 0; g < ng; ++g) {
+            const int c = s_cond[g] & ~need;  // (need: tested per amplitude)
+            if (s_cond[g] < 0 || (x & c) != c) continue;
+            if (in_f) acc += s_const[g];
+            for (int m = x & part & ((1 << L) - 1); m; m &= m - 1) acc += s_eff[g * LMAX + __ffs(m) - 1];
+        }
+        s_tab[e] = phase_of(acc);
     }
     __syncthreads();
-    return Phases{ng, per, lo_n, s_active, s_cond, s_tab};
+    return Phases{live, need, s, c_lo, c_hi, f_n, L, s_tab};
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -291,8 +321,8 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     long long* t2 = t1 + (1 << h1);
     // [4^MAX_K], after an even number of table entries (16-byte aligned for the vector loads)
     cplx* s_mat = reinterpret_cast<cplx*>(t2 + (1 << h2) + (h2 == 0 ? 1 : 0));
-    cplx* s_tab = s_mat + (1 << (2 * MAX_K));  // [MAX_GROUPS][lo_n + hi_n] of prepare_phases
-    __shared__ int s_active[MAX_GROUPS], s_cond[MAX_GROUPS];
+    cplx* s_tab = s_mat + (1 << (2 * MAX_K));  // the phase tables F, G of prepare_phases
+    __shared__ int s_cond[MAX_GROUPS];
     __shared__ unsigned long long s_const[MAX_GROUPS], s_eff[MAX_GROUPS * LMAX];
 
     const long long b = blockIdx.x;
@@ -343,7 +373,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             for (int e = threadIdx.x; e < (1 << (2 * k)); e += blockDim.x) s_mat[e] = mat[e];
             // the diagonal run before this op, applied as the op loads its amplitudes
             const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)rec[W_PCOUNT], L, xblk, coef_slot,
-                                              coef_turn, coef_gate, s_active, s_cond, s_const, s_eff, s_tab);
+                                              coef_turn, coef_gate, s_cond, s_const, s_eff, s_tab);
             const bool mma = STAGE_MMA && rec[W_MMA];
             if (pre.n && k <= PRE_MAX_K) {
                 if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
@@ -374,7 +404,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             }
         } else {  // OP_PHASE
             const Phases ph = prepare_phases(groups + rec[W_DATA] * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
-                                             coef_turn, coef_gate, s_active, s_cond, s_const, s_eff, s_tab);
+                                             coef_turn, coef_gate, s_cond, s_const, s_eff, s_tab);
             for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
                 cplx f;
                 if (ph.factor(i, f)) sm[swz(i)] = cmul(sm[swz(i)], f);

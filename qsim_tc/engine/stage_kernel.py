@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from gemm.cuda.compile import raw_module
-from qsim_tc.engine.stage_program import MAX_DENSE, MAX_GROUPS, W_MMA, StageProgram
+from qsim_tc.engine.stage_program import MAX_DENSE, MAX_GROUPS, W_MMA, StageProgram, phase_table_entries
 
 THREADS = 256
 MAX_LOCAL = 16  # the kernel's LMAX: per-bit phase sums of a chunk of at most 2^16 amplitudes
@@ -55,7 +55,7 @@ def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
     h2 = local_qubits - keep_low - h1
     offsets = 8 * ((1 << h1) + (1 << h2) + (h2 == 0))  # padded to keep the matrix 16-byte aligned
     matrix = itemsize << (2 * MAX_DENSE_GPU[itemsize])
-    tables = itemsize * MAX_GROUPS * ((1 << min(6, local_qubits)) + (1 << max(local_qubits - 6, 0)))
+    tables = itemsize * phase_table_entries(local_qubits)
     return (itemsize << local_qubits) + offsets + matrix + tables
 
 

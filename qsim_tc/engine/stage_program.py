@@ -28,14 +28,17 @@ Two kinds of op, both in the slot index space (bit p of an index is slot p):
   coefficient, and the terms of equal condition form a group whose phase is
   ``[x contains cond] * (const + sum of coef_p over the set linear bits p whose gates are set)``.
   A term with one local bit needs no condition: every phase between a local and a global qubit
-  lands in the one group of empty condition. The kernel tabulates
-  each group's phase factor exp(2 pi i * linear part) over the local bits (two tables of 2^6 and
-  2^(L-6) entries per block, each entry one ``sincospi`` of an exact turn sum, the constant in
-  the first), so an amplitude pays two table reads and a complex product per group. Conditions
-  are chosen to make few groups: for the terms of two local bits (controlled phases) greedily,
-  the bit that most of them share first (a vertex cover), so the run of controlled phases after
-  a QFT's Hadamard (all sharing the Hadamard's qubit) is one group; a term of three or more
-  local bits takes as linear bit its bit shared by the fewest other terms.
+  lands in the one group of empty condition. The kernel tabulates a whole run of groups in two
+  tables per block, F over the local bits below a split s and the condition bits above it, G
+  over the bits from s up and the condition bits below it (each entry one ``sincospi`` of an
+  exact turn sum), so an amplitude pays two table reads and one complex product whatever the
+  number of groups; condition bits that every group of the run has are tested per amplitude
+  instead. A run is cut so that its tables fit :func:`phase_table_entries` (a lone group always
+  does). Conditions are chosen to make few groups and few condition bits: for the terms of two
+  local bits (controlled phases) greedily, the bit that most of them share first (a vertex
+  cover), so the run of controlled phases after a QFT's Hadamard (all sharing the Hadamard's
+  qubit) is one group; a term of three or more local bits takes as linear bit its bit shared by
+  the fewest other terms.
 
 Diagonal entries must have modulus 1 to within :data:`UNIT_TOLERANCE` (a unitary's do); the
 phase form keeps their angle only.
@@ -257,11 +260,11 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[l
             order, _ = mma
             matrix = _reorder(matrix, order)
             targets = [targets[m] for m in order]
-        items = _groups(run, big_l)
+        chunks = _chunks(_groups(run, big_l), big_l)
         # a controlled op skips the amplitudes whose controls are 0: they would miss the phases
-        # (more groups than an op takes: the first ones go in phase ops of their own)
-        pre = [] if cmask else items[max(len(items) - MAX_GROUPS, 0):]
-        flush_phases(items[:len(items) - len(pre)])
+        # (more groups than one op's tables take: the first ones go in phase ops of their own)
+        pre = [] if cmask or not chunks else chunks.pop()
+        flush_phases(chunks)
         rec = _record(OP_DENSE, k=k, cmask=cmask, data=pools.add_matrix(matrix), targets=targets)
         if mma is not None:
             gbits = mma[1]
@@ -273,11 +276,10 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[l
         run.clear()
         records.append(rec)
 
-    def flush_phases(items=None):
-        if items is None:
-            items = _groups(run, big_l)
-        for start in range(0, len(items), MAX_GROUPS):
-            part = items[start:start + MAX_GROUPS]
+    def flush_phases(chunks=None):
+        if chunks is None:
+            chunks = _chunks(_groups(run, big_l), big_l)
+        for part in chunks:
             records.append(_record(OP_PHASE, data=pools.add_groups(part), count=len(part)))
         run.clear()
 
@@ -453,6 +455,38 @@ def _groups(terms: dict[int, int], big_l: int) -> list[tuple[int, int, list[tupl
         else:
             const(local, t)
     return [(cond, const, sorted(coefs.items())) for cond, (const, coefs) in sorted(by_cond.items())]
+
+
+def phase_table_entries(local_qubits: int) -> int:
+    """The entries of one block's phase tables (F and G of ``prepare_phases`` in the kernel)."""
+    return MAX_GROUPS * ((1 << min(6, local_qubits)) + (1 << max(local_qubits - 6, 0)))
+
+
+def table_size(conds, local_qubits: int) -> int:
+    """The entries the kernel's tables F and G take for groups of these local conditions: the
+    bits all share are tested per amplitude, the others index the tables, split at the s that
+    makes them smallest (``prepare_phases`` in ``stage_kernel.cu`` picks the same)."""
+    need = -1
+    for c in conds:
+        need &= c
+    other = 0
+    for c in conds:
+        other |= c & ~need
+    return min((1 << (s + bin(other >> s).count("1"))) + (1 << (local_qubits - s + bin(other & ((1 << s) - 1)).count("1")))
+               for s in range(local_qubits + 1))
+
+
+def _chunks(items, big_l: int) -> list[list]:
+    """Groups in runs of at most :data:`MAX_GROUPS` whose tables fit :func:`phase_table_entries`
+    (a lone group always does: its condition is tested, not tabulated), in order."""
+    cap = phase_table_entries(big_l)
+    out: list[list] = []
+    for item in items:
+        if out and len(out[-1]) < MAX_GROUPS and table_size([c for c, _, _ in out[-1]] + [item[0]], big_l) <= cap:
+            out[-1].append(item)
+        else:
+            out.append([item])
+    return out
 
 
 def _bits(m: int) -> list[int]:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_stages import gate_at_a_time, random_circuit, random_state
 
-from circuits import Circuit
+from circuits import Circuit, Gate
 from qsim_tc.engine.permute import permute_bits
 from qsim_tc.engine.stage_program import (
     MAX_DENSE,
@@ -152,3 +152,64 @@ def test_tensor_core_layout_spreads_quarter_warps_over_the_banks(k):
                 assert len(set(loads)) == 8, (targets, order)
             else:
                 assert max(loads.count(v) for v in loads) <= 2
+
+
+def _phase_heavy(n: int, seed: int) -> Circuit:
+    """Hadamards, controlled phases on every pair, and wide diagonals (a 7-qubit random diagonal
+    and a 9-qubit multi-controlled phase): phase terms of up to 9 bits, conditions that no table
+    of the kernel holds unless tested per amplitude."""
+    rng = np.random.default_rng(seed)
+    c = Circuit(n)
+    for _ in range(3):
+        for q in range(n):
+            c.append(Gate(np.array([[1, 1], [1, -1]]) / np.sqrt(2), (q,), "h"))
+            for r in rng.choice(n, size=min(4, n - 1), replace=False):
+                if r != q:
+                    c.append(Gate(np.diag([1, 1, 1, np.exp(1j * rng.uniform(0, 6))]), (q, int(r)), "cp"))
+        wide = tuple(int(q) for q in rng.choice(n, size=min(7, n), replace=False))
+        c.append(Gate(np.diag(np.exp(1j * rng.uniform(0, 6, 1 << len(wide)))), wide, "diag"))
+        mcp = np.ones(1 << min(9, n), dtype=np.complex128)
+        mcp[-1] = np.exp(0.7j)
+        c.append(Gate(np.diag(mcp), tuple(int(q) for q in rng.choice(n, size=min(9, n), replace=False)), "mcp"))
+    return c
+
+
+def test_phase_runs_are_cut_to_the_kernels_tables():
+    """Every phase op's groups fit the block's tables (a lone group always: its condition is
+    tested per amplitude), and the program still equals the gate-at-a-time path."""
+    from qsim_tc.engine.stage_program import OP_DENSE, OP_PHASE, W_DATA, W_PDATA, phase_table_entries, table_size
+
+    c = _phase_heavy(12, seed=2)
+    too_wide = 0
+    for local, fuse_qubits in [(8, 0), (10, 3), (12, 3)]:
+        prog = build_program(plan_stages(c, local, keep_low=2), 2, fuse_qubits=fuse_qubits)
+        untested = 0  # the most table entries a run would need were no condition tested
+        for s in prog.stages:
+            for r in s.ops:
+                first, count = (int(r[W_DATA]), int(r[W_COUNT])) if r[W_TYPE] == OP_PHASE else (int(r[W_PDATA]), int(r[W_PCOUNT]))
+                if r[W_TYPE] == OP_DENSE and not count:
+                    continue
+                conds = [int(g[0]) for g in prog.groups[first:first + count]]
+                untested = max(untested, table_size(conds + [0], local))
+                assert table_size(conds, local) <= phase_table_entries(local)
+        too_wide += untested > phase_table_entries(local)
+        psi = random_state(12, 3)
+        got = to_logical(emulate(prog, psi.copy()), prog.final_phys) * np.exp(1j * prog.global_phase)
+        np.testing.assert_allclose(got, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+    assert too_wide >= 2  # runs whose conditions no table holds unless tested per amplitude
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize(("n", "local", "keep_low", "fuse_qubits"), [(12, 8, 2, 0), (14, 10, 3, 3), (16, 12, 3, 3)])
+def test_kernel_applies_phase_runs_of_any_condition(cp, dtype, n, local, keep_low, fuse_qubits):
+    from qsim_tc.engine.stage_kernel import block_qubits, run_program
+
+    c = _phase_heavy(n, seed=n)
+    psi = random_state(n, n, dtype)
+    prog = build_program(plan_stages(c, local, keep_low=keep_low), keep_low, fuse_qubits=fuse_qubits,
+                         block_qubits=block_qubits(dtype))
+    data = cp.asarray(psi)
+    run_program(data, prog)
+    atol = 1e-13 if dtype == np.complex128 else 2e-6
+    np.testing.assert_allclose(data.get(), emulate(prog, psi.astype(np.complex128)), rtol=0, atol=atol)
