@@ -77,7 +77,8 @@ __device__ __forceinline__ int gather_bits(int x, int m) {
 // sum over groups g with cond_g in x of (const_g + sum of coef_p over set bits p of x). Split the
 // local bits at s: the part of each group's linear sum on bits below s (with the constant) is a
 // function of x's bits below s and of the condition bits at or above s (C_hi), tabulated as F;
-// the part on bits at or above s, of those bits and the condition bits below s (C_lo), as G. An
+// the part on bits at or above s, of the condition bits below s (C_lo, low index bits) and those
+// bits, as G. An
 // amplitude's factor is F[.] * G[.]: two table reads and one complex product whatever the number
 // of groups (each group a pair of tables and a product had cost a QFT stage's pre-phase about
 // 120 instructions an amplitude at three groups, ncu on an H200). The block picks the s that
@@ -94,7 +95,9 @@ struct Phases {
     __device__ __forceinline__ bool factor(int i, cplx& f) const {
         if (n == 0 || (i & need) != need) return false;
         const int fi = (i & ((1 << s) - 1)) | (gather_bits(i, c_hi) << s);
-        const int gi = (i >> s) | (gather_bits(i, c_lo) << (L - s));
+        // (G's condition bits are its low index bits: they vary within a warp, the bits from s up
+        // seldom; the other order put a warp's reads 2^(L - s) entries apart, on one bank)
+        const int gi = gather_bits(i, c_lo) | ((i >> s) << __popc(c_lo));
         f = cmul(tab[fi], tab[f_n + gi]);
         return true;
     }
@@ -291,8 +294,8 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
             for (int j = 0, m = c_hi, h = e >> s; m; ++j, m &= m - 1) x |= ((h >> j) & 1) << (__ffs(m) - 1);
         } else {
             const int v = e - f_n;
-            x = (v & ((1 << (L - s)) - 1)) << s;
-            for (int j = 0, m = c_lo, h = v >> (L - s); m; ++j, m &= m - 1) x |= ((h >> j) & 1) << (__ffs(m) - 1);
+            x = (v >> __popc(c_lo)) << s;
+            for (int j = 0, m = c_lo; m; ++j, m &= m - 1) x |= ((v >> j) & 1) << (__ffs(m) - 1);
         }
         const int part = in_f ? (1 << s) - 1 : ~((1 << s) - 1);  // the linear bits this table holds
         unsigned long long acc = 0;
