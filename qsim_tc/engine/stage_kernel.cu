@@ -255,6 +255,10 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
                                  const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
                                  const long long* __restrict__ coef_gate, int* s_cond,
                                  unsigned long long* s_const, unsigned long long* s_eff, cplx* s_tab) {
+    if (ng == 0) {  // one barrier (for what the caller staged), not the three of the tables
+        __syncthreads();
+        return Phases{0, 0, 0, 0, 0, 0, L, s_tab};
+    }
     const long long lmask_all = (1LL << L) - 1;
     for (int e = threadIdx.x; e < ng * LMAX; e += blockDim.x) s_eff[e] = 0;
     if (threadIdx.x < ng) {
