@@ -33,7 +33,7 @@ MMA_GPU = {8: False, 16: True}
 
 # the widest block of the stage program's commuting blocks (stage_program.build_program): the
 # complex128 tensor-core ops take 3 qubits at the cost of 1; complex64's FMA loops cost more per
-# target. H200, 28 qubits, QFT (blocks_ab_h200.json): complex128 72.4 ms unblocked, 62.7 at
+# target. H200, 28 qubits, QFT (stage_blocks_h200.json): complex128 72.4 ms unblocked, 62.7 at
 # width 2, 49.7 at 3; complex64 46.4 unblocked, 38.1 at 2, 39.8 at 3, 41.1 at 4
 BLOCK_QUBITS = {8: 2, 16: 3}
 
