@@ -250,34 +250,35 @@ __device__ __forceinline__ int table_entries(int L, int s, int cond) {
 // condition is dropped. The coefficients are first summed per group and local bit (s_eff) by
 // all threads at once, so an entry adds at most L sums: a group of a QFT stage holds a hundred
 // coefficients, which one thread a group (for the constant) and every entry (for its bits) had
-// walked through serially, about 2 ms an op at 28 qubits.
+// walked through serially, about 2 ms an op at 28 qubits. s_eff and s_cadd (the fixed linear
+// bits' sums) are zero on entry and left zero (the kernel zeroes them once), which saves the
+// barrier that zeroing them here would need: two barriers a run.
 __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int L, long long xblk,
                                  const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
                                  const long long* __restrict__ coef_gate, int* s_cond,
-                                 unsigned long long* s_const, unsigned long long* s_eff, cplx* s_tab) {
+                                 unsigned long long* s_cadd, unsigned long long* s_eff, cplx* s_tab) {
     if (ng == 0) {  // one barrier (for what the caller staged), not the three of the tables
         __syncthreads();
         return Phases{0, 0, 0, 0, 0, 0, L, s_tab};
     }
     const long long lmask_all = (1LL << L) - 1;
-    for (int e = threadIdx.x; e < ng * LMAX; e += blockDim.x) s_eff[e] = 0;
     if (threadIdx.x < ng) {
         const long long* gr = grp + threadIdx.x * 4;
         const long long cond = gr[0], gcond = cond & ~lmask_all;
         // -1: the fixed bits miss the condition (no local index meets it)
         s_cond[threadIdx.x] = (xblk & gcond) == gcond ? (int)(cond & lmask_all) : -1;
-        s_const[threadIdx.x] = (unsigned long long)gr[1];
     }
-    __syncthreads();
-    for (int g = 0; g < ng; ++g) {
-        const long long* gr = grp + g * 4;
-        for (int t = (int)gr[2] + threadIdx.x; t < (int)(gr[2] + gr[3]); t += blockDim.x) {
-            const int p = coef_slot[t];
-            const long long gate = coef_gate[t];
-            if ((xblk & gate) != gate) continue;
-            if (p < L) atomicAdd(&s_eff[g * LMAX + p], coef_turn[t]);
-            else if ((xblk >> p) & 1) atomicAdd(&s_const[g], coef_turn[t]);  // a fixed linear bit
-        }
+    // a run's coefficients are contiguous, group after group (stage_program._Pools): one pass
+    // over all of them, so their loads are in flight together
+    const int t0 = (int)grp[2], t1 = (int)(grp[(ng - 1) * 4 + 2] + grp[(ng - 1) * 4 + 3]);
+    for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
+        const int p = coef_slot[t];
+        const long long gate = coef_gate[t];
+        if ((xblk & gate) != gate) continue;
+        int g = 0;
+        while (g + 1 < ng && t >= (int)grp[(g + 1) * 4 + 2]) ++g;
+        if (p < L) atomicAdd(&s_eff[g * LMAX + p], coef_turn[t]);
+        else if ((xblk >> p) & 1) atomicAdd(&s_cadd[g], coef_turn[t]);  // a fixed linear bit
     }
     __syncthreads();
     int need = -1, cond = 0, live = 0;  // the bits all live conditions share, the others' union
@@ -306,12 +307,14 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
         for (int g = 0; g < ng; ++g) {
             const int c = s_cond[g] & ~need;  // (need: tested per amplitude)
             if (s_cond[g] < 0 || (x & c) != c) continue;
-            if (in_f) acc += s_const[g];
+            if (in_f) acc += (unsigned long long)grp[g * 4 + 1] + s_cadd[g];
             for (int m = x & part & ((1 << L) - 1); m; m &= m - 1) acc += s_eff[g * LMAX + __ffs(m) - 1];
         }
         s_tab[e] = phase_of(acc);
     }
     __syncthreads();
+    // zero again for the next run (read no more; the op's closing barrier orders it before them)
+    for (int e = threadIdx.x; e < ng * (LMAX + 1); e += blockDim.x) (e < ng ? s_cadd[e] : s_eff[e - ng]) = 0;
     return Phases{live, need, s, c_lo, c_hi, f_n, L, s_tab};
 }
 
@@ -330,7 +333,8 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     cplx* s_mat = reinterpret_cast<cplx*>(t2 + (1 << h2) + (h2 == 0 ? 1 : 0));
     cplx* s_tab = s_mat + (1 << (2 * MAX_K));  // the phase tables F, G of prepare_phases
     __shared__ int s_cond[MAX_GROUPS];
-    __shared__ unsigned long long s_const[MAX_GROUPS], s_eff[MAX_GROUPS * LMAX];
+    __shared__ unsigned long long s_cadd[MAX_GROUPS], s_eff[MAX_GROUPS * LMAX];
+    for (int e = threadIdx.x; e < MAX_GROUPS * (LMAX + 1); e += blockDim.x) (e < MAX_GROUPS ? s_cadd[e] : s_eff[e - MAX_GROUPS]) = 0;
 
     const long long b = blockIdx.x;
     long long base = 0, xblk = 0;  // storage offset and slot index of the block's fixed bits
@@ -380,7 +384,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             for (int e = threadIdx.x; e < (1 << (2 * k)); e += blockDim.x) s_mat[e] = mat[e];
             // the diagonal run before this op, applied as the op loads its amplitudes
             const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)rec[W_PCOUNT], L, xblk, coef_slot,
-                                              coef_turn, coef_gate, s_cond, s_const, s_eff, s_tab);
+                                              coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab);
             const bool mma = STAGE_MMA && rec[W_MMA];
             if (pre.n && k <= PRE_MAX_K) {
                 if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
@@ -411,7 +415,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             }
         } else {  // OP_PHASE
             const Phases ph = prepare_phases(groups + rec[W_DATA] * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
-                                             coef_turn, coef_gate, s_cond, s_const, s_eff, s_tab);
+                                             coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab);
             for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
                 cplx f;
                 if (ph.factor(i, f)) sm[swz(i)] = cmul(sm[swz(i)], f);

@@ -233,6 +233,8 @@ class _Pools:
         return off
 
     def add_groups(self, part) -> int:
+        """Append one op's groups; their coefficients go in one contiguous run, group after group
+        (the kernel's prepare_phases reads them in one pass)."""
         off = len(self.groups)
         for cond, const, coefs in part:
             self.groups.append([_signed(cond), _signed(const), len(self.coef_slots), len(coefs)])
