@@ -17,7 +17,7 @@
 // record's width, stage_program.MAX_DENSE), MAX_GROUPS, THREADS, MIN_BLOCKS (the blocks an SM
 // the registers must allow), PRE_MAX_K (1 or 2: the widest op that applies its pre-phase as it
 // loads), STAGE_MMA (1: complex128 dense ops of 2 and 3 qubits on the FP64 tensor cores, with the
-// chunk swizzled in shared memory; 0: FMA loops, no swizzle).
+// chunk swizzled in shared memory; 0: FMA loops, no swizzle), STAGE_PHASES (0: no phase groups).
 
 typedef REAL real;
 struct cplx { real x, y; };
@@ -41,6 +41,12 @@ struct cplx { real x, y; };
 
 #ifndef STAGE_MMA
 #define STAGE_MMA 0
+#endif
+// STAGE_PHASES 0: a stage without phase groups (no phase op, no pre-phase; the host picks the
+// kernel per stage). The phase code is compiled out, so the dense ops' code does not move with
+// it: a change to the tables alone cost quantum volume's tensor-core stages 1-2.5% on an H200.
+#ifndef STAGE_PHASES
+#define STAGE_PHASES 1
 #endif
 // Where local index i lives in shared memory. With STAGE_MMA the low three bits (the 16-byte slot
 // among the eight of a 128-byte bank row) are XORed with a fold of the higher bits, three at a
@@ -257,7 +263,7 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
                                  const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
                                  const long long* __restrict__ coef_gate, int* s_cond,
                                  unsigned long long* s_cadd, unsigned long long* s_eff, cplx* s_tab) {
-    if (ng == 0) {  // one barrier (for what the caller staged), not the three of the tables
+    if (!STAGE_PHASES || ng == 0) {  // one barrier (for what the caller staged), not the tables' two
         __syncthreads();
         return Phases{0, 0, 0, 0, 0, 0, L, s_tab};
     }
@@ -413,7 +419,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
 #endif
                 }
             }
-        } else {  // OP_PHASE
+        } else if (STAGE_PHASES) {  // OP_PHASE
             const Phases ph = prepare_phases(groups + rec[W_DATA] * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
                                              coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab);
             for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {

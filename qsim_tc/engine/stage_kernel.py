@@ -8,7 +8,16 @@ import functools
 import numpy as np
 
 from gemm.cuda.compile import raw_module
-from qsim_tc.engine.stage_program import MAX_DENSE, MAX_GROUPS, W_MMA, StageProgram, phase_table_entries
+from qsim_tc.engine.stage_program import (
+    MAX_DENSE,
+    MAX_GROUPS,
+    OP_PHASE,
+    W_MMA,
+    W_PCOUNT,
+    W_TYPE,
+    StageProgram,
+    phase_table_entries,
+)
 
 THREADS = 256
 MAX_LOCAL = 16  # the kernel's LMAX: per-bit phase sums of a chunk of at most 2^16 amplitudes
@@ -60,11 +69,12 @@ def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(device_id: int, itemsize: int, mma: bool = False):
+def _kernel(device_id: int, itemsize: int, mma: bool = False, phases: bool = True):
     real = "double" if itemsize == 16 else "float"
     options = (f"-DREAL={real}", f"-DMAX_K={MAX_DENSE_GPU[itemsize]}", f"-DMAX_DENSE={MAX_DENSE}",
                f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", f"-DMIN_BLOCKS={MIN_BLOCKS[itemsize]}",
-               f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", f"-DSTAGE_MMA={int(mma)}", "-std=c++17")
+               f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", f"-DSTAGE_MMA={int(mma)}", f"-DSTAGE_PHASES={int(phases)}",
+               "-std=c++17")
     return raw_module(__package__, "stage_kernel.cu", options, device_id).get_function("stage_kernel")
 
 
@@ -76,6 +86,12 @@ def upload(program: StageProgram, dtype):
     mats = cupy.asarray(program.matrices.astype(np.complex64 if np.dtype(dtype) == np.complex64 else np.complex128))
     return (mats, cupy.asarray(program.groups), cupy.asarray(program.coef_slots), cupy.asarray(program.coef_turns),
             cupy.asarray(program.coef_gates))
+
+
+def has_phases(ops: np.ndarray) -> bool:
+    """Whether a stage's op records apply phase groups (a phase op, or a dense op's pre-phase):
+    stages without take the kernel compiled without the phase code (STAGE_PHASES=0)."""
+    return bool(ops.size) and bool(((ops[:, W_TYPE] == OP_PHASE) | (ops[:, W_PCOUNT] > 0)).any())
 
 
 def run_stage(data, program: StageProgram, index: int, pools) -> None:
@@ -95,7 +111,7 @@ def run_stage(data, program: StageProgram, index: int, pools) -> None:
     shared = shared_bytes(big_l, c, item)
     mma = (MMA_GPU.get(item, False) and int(data.device.compute_capability) >= 80  # FP64 mma: sm_80+
            and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any()))
-    kern = _kernel(data.device.id, item, mma)
+    kern = _kernel(data.device.id, item, mma, has_phases(stage.ops))
     # the attribute belongs to the function, shared by every L: set it for this launch
     kern.max_dynamic_shared_size_bytes = shared
     mats, groups, coef_slots, coef_turns, coef_gates = pools

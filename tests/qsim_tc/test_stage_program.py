@@ -213,3 +213,14 @@ def test_kernel_applies_phase_runs_of_any_condition(cp, dtype, n, local, keep_lo
     run_program(data, prog)
     atol = 1e-13 if dtype == np.complex128 else 2e-6
     np.testing.assert_allclose(data.get(), emulate(prog, psi.astype(np.complex128)), rtol=0, atol=atol)
+
+
+def test_stages_without_phase_groups_take_the_kernel_without_phase_code():
+    from circuits import brickwork
+    from qsim_tc.engine.stage_kernel import has_phases
+
+    dense = build_program(plan_stages(brickwork(12, 2, 6, seed=1), 8, keep_low=2), 2, fuse_qubits=3)
+    assert not any(has_phases(s.ops) for s in dense.stages)
+    phased = build_program(plan_stages(_phase_heavy(12, seed=1), 8, keep_low=2), 2, fuse_qubits=3)
+    assert all(has_phases(s.ops) for s in phased.stages)
+    assert not has_phases(np.zeros((0, dense.stages[0].ops.shape[1]), np.int64))
