@@ -62,6 +62,23 @@ __device__ __forceinline__ int swz(int i) {
 }
 #define LMAX 16  // the widest chunk (stage_kernel.py refuses more local qubits)
 
+
+// The chunk streams through: evict-first loads and stores (ld/st.global.cs) keep the L1 for the
+// op records and matrices that every block reads again.
+template <typename T> struct vec2;
+template <> struct vec2<double> { typedef double2 type; };
+template <> struct vec2<float> { typedef float2 type; };
+__device__ __forceinline__ cplx load_stream(const cplx* p) {
+    const typename vec2<real>::type v = __ldcs(reinterpret_cast<const typename vec2<real>::type*>(p));
+    return cplx{v.x, v.y};
+}
+__device__ __forceinline__ void store_stream(cplx* p, cplx c) {
+    typename vec2<real>::type v;
+    v.x = c.x;
+    v.y = c.y;
+    __stcs(reinterpret_cast<typename vec2<real>::type*>(p), v);
+}
+
 __device__ __forceinline__ cplx cmul(cplx a, cplx b) {
     return {a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x};
 }
@@ -362,7 +379,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     const int low = (1 << C) - 1, m1 = (1 << h1) - 1;
 #pragma unroll 8
     for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-        sm[swz(i)] = state[base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low)];
+        sm[swz(i)] = load_stream(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
     __syncthreads();
 
     const long long lmask_all = (1LL << L) - 1;
@@ -431,5 +448,5 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     }
 #pragma unroll 8
     for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-        state[base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low)] = sm[swz(i)];
+        store_stream(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low), sm[swz(i)]);
 }
