@@ -52,14 +52,14 @@ import numpy as np
 
 from circuits import Circuit, Gate
 from circuits.fusion import fuse
-from qsim_tc.plan.stage_choice import op_passes
 from qsim_tc.plan.stage_fusion import commuting_blocks, full_matrix
 from qsim_tc.plan.stages import RELABEL, StagePlan
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
 
 MAX_DENSE = 5  # the widest dense op: 2^5 amplitudes a thread
-# phase groups per op: the kernel keeps a block's group tables (complex phase factors) in shared
-# memory, 2 KiB a group in complex128 at L = 12; 4 keep a block under a third of an SM's 228 KiB
+# phase groups per op (the kernel's per-group sums are sized by it), and the unit of the phase
+# tables' shared memory: MAX_GROUPS x (2^6 + 2^(L-6)) entries (phase_table_entries), 8 KiB in
+# complex128 at L = 12, which keeps a block under a third of an SM's 228 KiB
 MAX_GROUPS = 4
 UNIT_TOLERANCE = 1e-9  # |abs(z) - 1| allowed for a diagonal entry
 OP_DENSE, OP_PHASE = 1, 2
@@ -76,6 +76,11 @@ W_HOLES = W_G + 3
 OP_WORDS = W_HOLES + 6
 MMA_K = (2, 3)  # the dense ops the complex128 kernel runs on its FP64 tensor cores
 _TURN = 1 << 64
+# the stage model's time of an op record, in complex128 passes over the state (the stage choice,
+# qsim_tc.plan.stage_choice, adds a pass per stage): dense ops by width, phase ops, and a dense
+# op's pre-phase; measured at 28 qubits on an H100 (stages_gpu_h100.json)
+OP_PASSES = {1: 0.24, 2: 0.24, 3: 0.28, 4: 0.4, "phase": 0.28}
+PRE_PHASE_PASSES = 0.14
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,7 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     over shared memory of a brickwork or quantum-volume stage; and a run of diagonal gates that
     directly precedes a dense op becomes that op's *pre-phase* (applied to the amplitudes as the
     op loads them), which saves the run its own pass over shared memory. Where the stage model
-    (:func:`~qsim_tc.plan.stage_choice.op_passes`) prices it lower, a stage is first regrouped by
+    (:func:`op_passes`) prices it lower, a stage is first regrouped by
     :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` into blocks of at most ``block_qubits``
     (default: ``fuse_qubits``) qubits.
 
@@ -201,6 +206,17 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
                         np.array(pools.coef_gates or [0], dtype=np.int64), tuple(final_phys), plan.global_phase)
 
 
+def op_passes(records) -> float:
+    """The stage model's time of a stage's op records (``StageCode.ops``), in complex128 passes."""
+    total = 0.0
+    for rec in records:
+        dense = rec[W_TYPE] == OP_DENSE
+        total += OP_PASSES[int(rec[W_K])] if dense else OP_PASSES["phase"]
+        if dense and rec[W_PCOUNT]:
+            total += PRE_PHASE_PASSES
+    return total
+
+
 def _blocked(stage, big_l: int, fuse_qubits: int, width: int):
     """``stage``, or its :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` form where the stage
     model prices that form's ops lower (it wins where diagonal runs split the gates: QFT; the
@@ -210,8 +226,7 @@ def _blocked(stage, big_l: int, fuse_qubits: int, width: int):
     alt = commuting_blocks(stage, big_l, width)
     if alt.ops == stage.ops:
         return stage
-    price = [op_passes(np.array(_stage_records(s, big_l, fuse_qubits, _Pools()), dtype=np.int64).reshape(-1, OP_WORDS))
-             for s in (stage, alt)]
+    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools())) for s in (stage, alt)]
     return alt if price[1] < price[0] else stage
 
 

@@ -15,8 +15,9 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
     """Apply ``plan`` (made from the state's current layout) to ``phys``; return the stages run.
 
     ``fuse_qubits``: the in-stage fusion width (default: the kernel's widest dense op for the
-    state's dtype; the commuting blocks' width is the kernel's ``block_qubits``); ``program``: the plan's program when already built (with that width);
-    ``on_stage(done, total)``: called after each stage is launched.
+    state's dtype; the commuting blocks' width is the kernel's ``block_qubits``); ``program``: the
+    plan's program when already built (with that width); ``on_stage(done, total)``: called after
+    each stage is launched.
 
     The global phase is left to the caller. A launch that fails after the first stage leaves a
     state that is neither the input nor the result: it is marked invalid and StateInvalidError

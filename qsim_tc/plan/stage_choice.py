@@ -9,9 +9,10 @@ the same cost table fusion uses, :func:`qsim_tc.plan.fusion.choose_fusion`).
 
 Stage model, in passes over the state (one pass = the table's 1-qubit gate at this size): a
 stage costs ``STAGE_PASSES``; each op of the stage kernel's program (after its in-stage fusion,
-:func:`qsim_tc.engine.stage_program.build_program`) costs ``OP_PASSES`` of a complex128 pass
+:func:`qsim_tc.engine.stage_program.build_program`) costs its ``OP_PASSES`` of a complex128 pass
 (the ops are bound by shared-memory latency more than by bytes, so a complex64 op costs about
-what a complex128 one does: twice its own pass), a pre-phase ``PRE_PHASE_PASSES`` more. The
+what a complex128 one does: twice its own pass), a pre-phase ``PRE_PHASE_PASSES`` more (both in
+:mod:`qsim_tc.engine.stage_program`, which also prices its own regrouping with them). The
 weights were measured at 28 qubits on an H100 (``benchmarks/results/stages_gpu_h100.json``).
 """
 
@@ -50,8 +51,6 @@ CPU_WIDE_FRACTION = 0.9
 CPU_WIDE_LANE_BITS = 4  # the wider plan needs this many lane bits below its L (one vector of float32)
 CPU_MAX_WIDTH = {8: 4, 16: 4}
 KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
-OP_PASSES = {1: 0.24, 2: 0.24, 3: 0.28, 4: 0.4, "phase": 0.28}  # dense ops by width, and phase ops
-PRE_PHASE_PASSES = 0.14
 STAGE_PASSES = 1.05
 
 
@@ -91,19 +90,6 @@ def mixing_width(structure) -> int:
     return structure.n_bits
 
 
-def op_passes(records) -> float:
-    """The stage model's time of a stage's op records (``StageCode.ops``), in complex128 passes."""
-    from qsim_tc.engine.stage_program import OP_DENSE, W_K, W_PCOUNT, W_TYPE  # noqa: PLC0415
-
-    total = 0.0
-    for rec in records:
-        dense = rec[W_TYPE] == OP_DENSE
-        total += OP_PASSES[int(rec[W_K])] if dense else OP_PASSES["phase"]
-        if dense and rec[W_PCOUNT]:
-            total += PRE_PHASE_PASSES
-    return total
-
-
 def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, itemsize: int = 16,
            local_qubits: int | None = None, keep_low: int = KEEP_LOW, block_qubits: int | None = None) -> StageDecision:
     """Plan ``circuit`` as stages if every gate fits, and compare the model with ``gate_ms``.
@@ -119,7 +105,7 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
             ``itemsize``); C shrinks for gates that need more of L.
         block_qubits: the width of the program's commuting blocks (default: ``max_dense``).
     """
-    from qsim_tc.engine.stage_program import build_program  # noqa: PLC0415
+    from qsim_tc.engine.stage_program import build_program, op_passes  # noqa: PLC0415
 
     n = circuit.n_qubits
     big_l = min(LOCAL_QUBITS.get(itemsize, 12) if local_qubits is None else local_qubits, n)
