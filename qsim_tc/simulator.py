@@ -332,12 +332,12 @@ class Simulator:
             decision = stage_choice.decide_cpu(circuit, np.dtype(self.dtype).itemsize, always=self.plan == "always")
             self._stage_cache = (circuit, len(circuit), decision)
             return decision
-        from qsim_tc.engine.stage_kernel import block_qubits, max_dense  # noqa: PLC0415 - GPU module, loaded on use
+        from qsim_tc.engine.stage_kernel import block_qubits, max_dense, sm_ghz  # noqa: PLC0415 - GPU module
 
         dtype = str(np.dtype(self.dtype))
         n = circuit.n_qubits
         row, _ = lookup("native" if dtype == "complex128" else "native32", self.device.name, dtype, self.cost_table)
-        pass_ms = row.gate_ms(1, n)
+        pass_ms = stage_choice.reference_pass_ms(n, sm_ghz())
         if self.fuse == "auto" or self.fuse is None:
             choice = choose_fusion(circuit, self.backend, self.device.name, dtype, table=self.cost_table,
                                    precision=self.precision or "double")

@@ -120,8 +120,8 @@ def sweeps(circ: Circuit, itemsize: int) -> float:
     if not len(circ):
         return 0.0
     gate_path = float(len(circ))
-    # pass_ms = 1 makes the model's milliseconds passes
-    d = decide(circ, MAX_DENSE[itemsize], 1.0, gate_path, itemsize=itemsize)
+    # the model's unit is a complex128 pass: in passes of this slice's own precision, 16 / itemsize
+    d = decide(circ, MAX_DENSE[itemsize], 16 / itemsize, gate_path, itemsize=itemsize)
     return gate_path if d.predicted_ms is None else min(gate_path, d.predicted_ms)
 
 

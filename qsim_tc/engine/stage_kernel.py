@@ -52,6 +52,15 @@ def block_qubits(dtype) -> int:
     return BLOCK_QUBITS[np.dtype(dtype).itemsize]
 
 
+def sm_ghz() -> float:
+    """The current GPU's SM count times its clock in GHz (the stage model scales by it)."""
+    import cupy  # noqa: PLC0415 - optional dependency
+
+    attrs = cupy.cuda.Device().attributes
+    clock_khz = attrs.get("ClockRate") or 1.98e6  # (kHz; the H100 / H200 boost where not reported)
+    return float(attrs["MultiProcessorCount"]) * float(clock_khz) * 1e-6
+
+
 def max_dense(dtype) -> int:
     """The widest dense op the stage kernel applies for a state of ``dtype``."""
     return MAX_DENSE_GPU[np.dtype(dtype).itemsize]

@@ -76,11 +76,16 @@ W_HOLES = W_G + 3
 OP_WORDS = W_HOLES + 6
 MMA_K = (2, 3)  # the dense ops the complex128 kernel runs on its FP64 tensor cores
 _TURN = 1 << 64
-# the stage model's time of an op record, in complex128 passes over the state (the stage choice,
-# qsim_tc.plan.stage_choice, adds a pass per stage): dense ops by width, phase ops, and a dense
-# op's pre-phase; measured at 28 qubits on an H100 (stages_gpu_h100.json)
-OP_PASSES = {1: 0.24, 2: 0.24, 3: 0.28, 4: 0.4, "phase": 0.28}
-PRE_PHASE_PASSES = 0.14
+# the stage model's time of an op record by amplitude size (16: complex128, its 2- and 3-qubit
+# ops on the tensor cores; 8: complex64, FMA loops): dense ops by width, phase ops, and a dense
+# op's pre-phase, in units of the reference pass (stage_choice.REFERENCE_PASS_MS: one complex128
+# read+write of 2^28 amplitudes on an H200). Fitted at 28 qubits on the H100 and H200 runs of
+# stage_blocks_h200.json / stage_blocks_h100.json, which time the same programs within 1% on
+# both GPUs (132 SMs each) although their passes differ 1.45x: the kernel is bound by its SMs.
+# The six circuits (QFT, quantum volume, brickwork(28, 2, 20) at both precisions) come out within
+# 2%; complex64's split between 2- and 3-qubit ops is the least determined.
+OP_PASSES = {16: {1: 0.34, 2: 0.40, 3: 0.40, 4: 0.60, "phase": 0.49, "pre": 0.93},
+             8: {1: 0.15, 2: 0.11, 3: 0.31, 4: 0.50, "phase": 0.39, "pre": 0.68}}
 
 
 @dataclass(frozen=True)
@@ -166,7 +171,7 @@ def diagonal_terms(diagonal: np.ndarray, positions) -> dict[int, int]:
 
 
 def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
-                  block_qubits: int | None = None) -> StageProgram:
+                  block_qubits: int | None = None, itemsize: int = 16) -> StageProgram:
     """Translate ``plan`` (made with ``keep_low`` kept low bits) into the kernel's program.
 
     Within a stage, consecutive dense gates on local slots are fused into blocks of at most
@@ -174,9 +179,9 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     over shared memory of a brickwork or quantum-volume stage; and a run of diagonal gates that
     directly precedes a dense op becomes that op's *pre-phase* (applied to the amplitudes as the
     op loads them), which saves the run its own pass over shared memory. Where the stage model
-    (:func:`op_passes`) prices it lower, a stage is first regrouped by
-    :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` into blocks of at most ``block_qubits``
-    (default: ``fuse_qubits``) qubits.
+    (:func:`op_passes` for amplitudes of ``itemsize`` bytes) prices it lower, a stage is first
+    regrouped by :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` into blocks of at most
+    ``block_qubits`` (default: ``fuse_qubits``) qubits.
 
     Raises:
         ValueError: a dense op wider than :data:`MAX_DENSE`, a dense op on a global slot, or a
@@ -192,7 +197,7 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
             if p < keep_low or g < keep_low:
                 raise ValueError(f"the plan swaps slot {min(p, g)}, one of the {keep_low} kept low bits")
             slot_bits[p], slot_bits[g] = slot_bits[g], slot_bits[p]
-        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width), big_l, fuse_qubits, pools)
+        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width, itemsize), big_l, fuse_qubits, pools)
         ops = np.array(records, dtype=np.int64).reshape(-1, OP_WORDS)
         stages.append(StageCode(np.array(slot_bits, dtype=np.int32), ops, stage.n_gates))
     final_phys = [0] * n
@@ -206,18 +211,20 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
                         np.array(pools.coef_gates or [0], dtype=np.int64), tuple(final_phys), plan.global_phase)
 
 
-def op_passes(records) -> float:
-    """The stage model's time of a stage's op records (``StageCode.ops``), in complex128 passes."""
+def op_passes(records, itemsize: int = 16) -> float:
+    """The stage model's time of a stage's op records (``StageCode.ops``) for amplitudes of
+    ``itemsize`` bytes, in reference passes (:data:`OP_PASSES`)."""
+    w = OP_PASSES[itemsize]
     total = 0.0
     for rec in records:
         dense = rec[W_TYPE] == OP_DENSE
-        total += OP_PASSES[int(rec[W_K])] if dense else OP_PASSES["phase"]
+        total += w[int(rec[W_K])] if dense else w["phase"]
         if dense and rec[W_PCOUNT]:
-            total += PRE_PHASE_PASSES
+            total += w["pre"]
     return total
 
 
-def _blocked(stage, big_l: int, fuse_qubits: int, width: int):
+def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int):
     """``stage``, or its :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` form where the stage
     model prices that form's ops lower (it wins where diagonal runs split the gates: QFT; the
     convex fusion of the plain form wins on dense 2-qubit layers: quantum volume)."""
@@ -226,7 +233,7 @@ def _blocked(stage, big_l: int, fuse_qubits: int, width: int):
     alt = commuting_blocks(stage, big_l, width)
     if alt.ops == stage.ops:
         return stage
-    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools())) for s in (stage, alt)]
+    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools()), itemsize) for s in (stage, alt)]
     return alt if price[1] < price[0] else stage
 
 

@@ -7,13 +7,15 @@ controlled gates' controls and SWAPs cost it no local qubit. A circuit runs as s
 gate fits and the model below predicts the stages faster than the gate-at-a-time path (priced by
 the same cost table fusion uses, :func:`qsim_tc.plan.fusion.choose_fusion`).
 
-Stage model, in passes over the state (one pass = the table's 1-qubit gate at this size): a
-stage costs ``STAGE_PASSES``; each op of the stage kernel's program (after its in-stage fusion,
-:func:`qsim_tc.engine.stage_program.build_program`) costs its ``OP_PASSES`` of a complex128 pass
-(the ops are bound by shared-memory latency more than by bytes, so a complex64 op costs about
-what a complex128 one does: twice its own pass), a pre-phase ``PRE_PHASE_PASSES`` more (both in
-:mod:`qsim_tc.engine.stage_program`, which also prices its own regrouping with them). The
-weights were measured at 28 qubits on an H100 (``benchmarks/results/stages_gpu_h100.json``).
+Stage model, in reference passes (``REFERENCE_PASS_MS``: one complex128 read+write of 2^28
+amplitudes on an H200, scaled by 2^(n - 28) and by the GPU's SM count times clock against the
+H100 / H200's): a stage costs ``STAGE_PASSES`` and each op of the stage kernel's program (after
+its in-stage fusion, :func:`qsim_tc.engine.stage_program.build_program`) its weight there
+(``OP_PASSES``, :func:`~qsim_tc.engine.stage_program.op_passes`). The stage kernel is bound by its
+SMs: an H100 and an H200 ran the same programs within 1% of each other while their passes differ
+1.45x, so the unit is not the device's own pass. The gate path's estimate (the fusion planner's
+sum of the cost table's gate times) came in 13-33% under the measured runs on both GPUs, so the
+comparison scales it by ``GATE_PATH_BIAS``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,14 @@ CPU_WIDE_FRACTION = 0.9
 CPU_WIDE_LANE_BITS = 4  # the wider plan needs this many lane bits below its L (one vector of float32)
 CPU_MAX_WIDTH = {8: 4, 16: 4}
 KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
-STAGE_PASSES = 1.05
+# the model's unit (see the module docstring) and a stage's cost in it by amplitude size, fitted
+# with stage_program.OP_PASSES on the H100 and H200 runs (stage_blocks_h100.json, _h200.json)
+REFERENCE_PASS_MS = 2.05
+REFERENCE_SM_GHZ = 132 * 1.98  # SMs x boost clock of the H100 / H200 SXM the weights were fitted on
+STAGE_PASSES = {16: 0.98, 8: 0.63}
+# the gate path's measured time over its estimate: 1.13-1.33 in 12 runs (QFT, quantum volume and
+# brickwork(28, 2, 20), both precisions, H100 and H200)
+GATE_PATH_BIAS = 1.2
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,12 @@ def mixing_width(structure) -> int:
     return structure.n_bits
 
 
+def reference_pass_ms(n_qubits: int, sm_ghz: float | None = None) -> float:
+    """The stage model's unit for ``n_qubits`` on a GPU of ``sm_ghz`` (SM count x clock in GHz;
+    None: the H100 / H200 the weights were fitted on)."""
+    return REFERENCE_PASS_MS * 2.0 ** (n_qubits - 28) * (1.0 if not sm_ghz else REFERENCE_SM_GHZ / sm_ghz)
+
+
 def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, itemsize: int = 16,
            local_qubits: int | None = None, keep_low: int = KEEP_LOW, block_qubits: int | None = None) -> StageDecision:
     """Plan ``circuit`` as stages if every gate fits, and compare the model with ``gate_ms``.
@@ -98,7 +113,8 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
         circuit: the circuit (unfused).
         max_dense: the widest dense op the kernel applies for the state's dtype (also the
             in-stage fusion width).
-        pass_ms: one pass over the state on this device.
+        pass_ms: the model's unit for this circuit and GPU (:func:`reference_pass_ms`); 1.0 gives
+            the prediction in reference passes.
         gate_ms: the predicted time of the gate-at-a-time path.
         itemsize: bytes of an amplitude (16 complex128, 8 complex64).
         local_qubits, keep_low: the stage shape (L, C; L by default :data:`LOCAL_QUBITS` of
@@ -119,13 +135,12 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
                                     f"{min(max_dense, big_l)}", gate_ms=gate_ms)
     keep = max(0, min(keep_low, big_l - max(widest, 1)))
     plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep)
-    program = build_program(plan, keep, fuse_qubits=max_dense, block_qubits=block_qubits)
-    op_scale = 16 / itemsize  # an op costs about the same time at either precision
-    passes = STAGE_PASSES * plan.n_stages + op_scale * sum(op_passes(stage.ops) for stage in program.stages)
+    program = build_program(plan, keep, fuse_qubits=max_dense, block_qubits=block_qubits, itemsize=itemsize)
+    passes = STAGE_PASSES[itemsize] * plan.n_stages + sum(op_passes(stage.ops, itemsize) for stage in program.stages)
     predicted = passes * pass_ms
-    use = predicted < gate_ms
+    use = predicted < gate_ms * GATE_PATH_BIAS
     why = (f"{plan.n_stages} stages, {program.n_ops} ops: predicted {predicted:.3g} ms against {gate_ms:.3g} ms "
-           f"gate by gate" + ("" if use else ", which is expected faster"))
+           f"gate by gate (x{GATE_PATH_BIAS} measured)" + ("" if use else ", which is expected faster"))
     return StageDecision(use, why, plan, float(predicted), float(gate_ms), keep, program)
 
 
