@@ -101,9 +101,8 @@ __device__ __forceinline__ int gather_bits(int x, int m) {
 // local bits at s: the part of each group's linear sum on bits below s (with the constant) is a
 // function of x's bits below s and of the condition bits at or above s (C_hi), tabulated as F;
 // the part on bits at or above s, of the condition bits below s (C_lo, low index bits) and those
-// bits, as G. An
-// amplitude's factor is F[.] * G[.]: two table reads and one complex product whatever the number
-// of groups (each group a pair of tables and a product had cost a QFT stage's pre-phase about
+// bits, as G. An amplitude's factor is F[.] * G[.]: two table reads and one complex product
+// whatever the number of groups (each group a pair of tables and a product had cost a QFT stage's pre-phase about
 // 120 instructions an amplitude at three groups, ncu on an H200). The block picks the s that
 // makes the tables smallest. Condition bits that every group has are tested instead (need), so a
 // lone group of any condition fits; the host keeps each run's tables within
@@ -189,7 +188,7 @@ __device__ __forceinline__ void mma884(double a, double b, double& d0, double& d
 // in eight distinct bank slots. Every lane reads its amplitudes before the warp's mma, and writes
 // after it: the in-place update is safe within a warp, and warps own disjoint groups.
 // No pre-phase form: an op's pre-phase is applied in a sweep of its own first. Applied as the
-// lanes load (tried on an H200, pre_ab_h200.json), it gained nothing on QFT-28 (51.0 ms both
+// lanes load (tried on an H200, stage_blocks_h200.json), it gained nothing on QFT-28 (51.0 ms both
 // ways) and its 20-byte spill under the 80-register bound cost QuantumVolume 262.7 -> 266.7 ms.
 template <int K>
 __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat) {

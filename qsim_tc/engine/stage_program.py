@@ -496,7 +496,8 @@ def table_size(conds, local_qubits: int) -> int:
     other = 0
     for c in conds:
         other |= c & ~need
-    return min((1 << (s + bin(other >> s).count("1"))) + (1 << (local_qubits - s + bin(other & ((1 << s) - 1)).count("1")))
+    ones = lambda m: bin(m).count("1")  # noqa: E731
+    return min((1 << (s + ones(other >> s))) + (1 << (local_qubits - s + ones(other & ((1 << s) - 1))))
                for s in range(local_qubits + 1))
 
 

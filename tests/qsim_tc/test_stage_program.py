@@ -186,7 +186,8 @@ def test_phase_runs_are_cut_to_the_kernels_tables():
         untested = 0  # the most table entries a run would need were no condition tested
         for s in prog.stages:
             for r in s.ops:
-                first, count = (int(r[W_DATA]), int(r[W_COUNT])) if r[W_TYPE] == OP_PHASE else (int(r[W_PDATA]), int(r[W_PCOUNT]))
+                phase = r[W_TYPE] == OP_PHASE
+                first, count = (int(r[W_DATA]), int(r[W_COUNT])) if phase else (int(r[W_PDATA]), int(r[W_PCOUNT]))
                 if r[W_TYPE] == OP_DENSE and not count:
                     continue
                 conds = [int(g[0]) for g in prog.groups[first:first + count]]
