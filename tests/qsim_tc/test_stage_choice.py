@@ -100,3 +100,20 @@ def test_gpu_default_runs_qft_as_stages_and_matches(cp):
     assert res.metadata["stages"]["use"], res.metadata["stages"]["why"]
     ref = Simulator(device="gpu", plan=None).run(c)
     np.testing.assert_allclose(res.state.to_numpy(), ref.state.to_numpy(), rtol=0, atol=1e-13)
+
+
+def test_the_model_counts_in_a_unit_common_to_gpus_and_weighs_the_gate_estimate():
+    """The unit follows the size and the SMs (not the device's pass), and the gate path's
+    estimate is scaled by its measured bias before the comparison."""
+    ref = stage_choice.reference_pass_ms(28)
+    assert stage_choice.reference_pass_ms(29) == 2 * ref
+    assert stage_choice.reference_pass_ms(28, 2 * stage_choice.REFERENCE_SM_GHZ) == ref / 2
+    c = random_circuit(14, 200, seed=1, max_width=3)
+    predicted = stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=1e6).predicted_ms
+    bias = stage_choice.GATE_PATH_BIAS
+    assert bias > 1
+    assert stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=predicted / bias * 1.01).use
+    assert not stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=predicted / bias * 0.99).use
+    # complex64 weights are its own (its FMA ops), not complex128's halved
+    c64 = stage_choice.decide(c, max_dense=4, pass_ms=1.0, gate_ms=1e6, itemsize=8, block_qubits=2)
+    assert c64.predicted_ms > 0 and c64.plan.local_qubits == 13
