@@ -82,7 +82,8 @@ def main(argv=None) -> int:
                 try:
                     t_plan = time.perf_counter()
                     plan = plan_stages(circ, big_l, keep_low=keep, seeds=seeds)
-                    prog = build_program(plan, keep, fuse_qubits=max_dense(dtype), block_qubits=block_qubits(dtype))
+                    prog = build_program(plan, keep, fuse_qubits=max_dense(dtype), block_qubits=block_qubits(dtype),
+                                         itemsize=dtype.itemsize)
                     row["plan_s"] = time.perf_counter() - t_plan
                 except ValueError as exc:
                     row["error"] = str(exc)

@@ -36,7 +36,7 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
         if fuse_qubits is None:
             fuse_qubits = max_dense(phys.data.dtype)
         program = build_program(plan, _kept_low_bits(plan), fuse_qubits=fuse_qubits,
-                                block_qubits=block_qubits(phys.data.dtype))
+                                block_qubits=block_qubits(phys.data.dtype), itemsize=phys.data.dtype.itemsize)
     pools = upload(program, phys.data.dtype)
     for i in range(len(program.stages)):
         try:
