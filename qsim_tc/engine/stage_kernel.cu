@@ -79,6 +79,31 @@ __device__ __forceinline__ void store_stream(cplx* p, cplx c) {
     __stcs(reinterpret_cast<typename vec2<real>::type*>(p), v);
 }
 
+// The block's chunk into shared memory with asynchronous copies (cp.async, L2 only): all of a
+// thread's copies are in flight at once, with no registers to hold them (loads through registers,
+// eight a batch, had left a quantum-volume stage waiting on memory for a fifth of its time,
+// ncu on an H200). 16 bytes a copy: one complex128 amplitude, or two complex64 ones where the
+// low storage bit is kept (C >= 1: neighbours in both places; complex64 has no swizzle).
+__device__ __forceinline__ void copy16(void* dst, const void* src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void load_chunk(cplx* sm, const cplx* state, int L, int C, const long long* t1,
+                                           const long long* t2, int h1) {
+    const int low = (1 << C) - 1, m1 = (1 << h1) - 1;
+    if (sizeof(cplx) == 16) {
+        for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
+            copy16(sm + swz(i), state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
+    } else if (C >= 1 && !STAGE_MMA) {
+        for (int i = 2 * threadIdx.x; i < (1 << L); i += 2 * blockDim.x)
+            copy16(sm + i, state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
+    } else {
+        for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
+            sm[swz(i)] = load_stream(state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 __device__ __forceinline__ cplx cmul(cplx a, cplx b) {
     return {a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x};
 }
@@ -93,6 +118,18 @@ __device__ __forceinline__ cplx cfma(cplx a, cplx b, cplx acc) {  // acc + a * b
 __device__ __forceinline__ int gather_bits(int x, int m) {
     int r = 0;
     for (int j = 0; m; ++j, m &= m - 1) r |= ((x >> (__ffs(m) - 1)) & 1) << j;
+    return r;
+}
+
+// x's low bits placed at the set bits of m, from bit 0 up (a software pdep). A loop over groups
+// or tiles steps such an index in place: with d = deposit(step, m), the index of t + step is
+// ((x | ~m) + d) & m (the 1s carry across the bits outside m), three instructions where
+// inserting a zero bit at each target had cost three a target (ncu on an H200: shifts and logic
+// were half of a quantum-volume stage's instructions).
+__device__ __forceinline__ int deposit(int x, int m) {
+    int r = 0;
+    for (; m; m &= m - 1, x >>= 1)
+        if (x & 1) r |= m & -m;
     return r;
 }
 
@@ -137,24 +174,26 @@ __device__ __forceinline__ cplx phase_of(unsigned long long turns);
 template <int K, bool PRE>
 __device__ __forceinline__ void dense(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
                                       const Phases& pre) {
-    int ts[K], off[1 << K];
+    // the swizzle is linear over XOR and a group's base and its offsets have disjoint bits:
+    // swz(base + off) = swz(base) ^ swz(off), the second part once an op
+    int off[1 << K], soff[1 << K], tmask = 0;
 #pragma unroll
-    for (int m = 0; m < K; ++m) ts[m] = (int)rec[W_SORTED + m];
+    for (int j = 0; j < (1 << K); ++j) {
+        off[j] = (int)rec[W_OFFS + j];
+        soff[j] = swz(off[j]);
+    }
 #pragma unroll
-    for (int j = 0; j < (1 << K); ++j) off[j] = (int)rec[W_OFFS + j];
-    const int groups = 1 << (L - K);
-    for (int g = threadIdx.x; g < groups; g += blockDim.x) {
-        int base = g;
-#pragma unroll
-        for (int m = 0; m < K; ++m) {  // a zero bit inserted at each target, lowest first
-            const int below = base & ((1 << ts[m]) - 1);
-            base = ((base >> ts[m]) << (ts[m] + 1)) | below;
-        }
+    for (int m = 0; m < K; ++m) tmask |= 1 << (int)rec[W_SORTED + m];
+    const int free = ((1 << L) - 1) & ~tmask, groups = 1 << (L - K);
+    const int step = deposit(blockDim.x, free);
+    int base = deposit(threadIdx.x, free);
+    for (int g = threadIdx.x; g < groups; g += blockDim.x, base = ((base | ~free) + step) & free) {
         if ((base & lmask) != lmask) continue;
+        const int sb = swz(base);
         cplx v[1 << K];
 #pragma unroll
         for (int j = 0; j < (1 << K); ++j) {
-            v[j] = sm[swz(base + off[j])];
+            v[j] = sm[sb ^ soff[j]];
             cplx f;
             if (PRE && pre.factor(base + off[j], f)) v[j] = cmul(v[j], f);
         }
@@ -163,7 +202,7 @@ __device__ __forceinline__ void dense(cplx* sm, int L, const long long* rec, int
             cplx acc = {0, 0};
 #pragma unroll
             for (int c = 0; c < (1 << K); ++c) acc = cfma(mat[r * (1 << K) + c], v[c], acc);
-            sm[swz(base + off[r])] = acc;
+            sm[sb ^ soff[r]] = acc;
         }
     }
 }
@@ -194,9 +233,10 @@ template <int K>
 __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat) {
     const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
     const int g0 = (int)rec[W_G], g1 = (int)rec[W_G + 1], g2 = (int)rec[W_G + 2];
-    int holes[K + 3];
+    int fixed = 0;  // the targets and group bits; the others number the tiles
 #pragma unroll
-    for (int m = 0; m < K + 3; ++m) holes[m] = (int)rec[W_HOLES + m];
+    for (int m = 0; m < K + 3; ++m) fixed |= 1 << (int)rec[W_HOLES + m];
+    const int free = ((1 << L) - 1) & ~fixed;
     const int off_c = (int)rec[W_OFFS + c];
     const int off_c4 = K == 3 ? (int)rec[W_OFFS + 4 + c] : 0;
     int off_out;
@@ -212,20 +252,26 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
         a0[1] = r < 4 ? -m.y : m.x;
         off_out = (int)rec[W_OFFS + (r & 3)];
     }
-    const int tiles = 1 << (L - K - 3);
+    // A lane's addresses are its tile's base (rest) with fixed bits of its own: as the swizzle is
+    // linear over XOR, each is swz(rest) ^ a lane constant made here once an op.
+    const int in_bits = ((r & 1) << g0) | (((r >> 1) & 1) << g1) | ((r >> 2) << g2);
+    const int k_in = swz(in_bits + off_c), k_in4 = swz(in_bits + off_c4);
+    // K = 3: output amplitude r of groups 2c and 2c + 1; K = 2: of group n (below)
+    const bool top = lane < 16;  // (K = 2) rows Re out r; the partner lane + 16 holds Im out r
+    const int n2 = 2 * c + (top ? 0 : 1);
+    const int out_bits = K == 3 ? ((c & 1) << g1) | ((c >> 1) << g2)
+                                : ((n2 & 1) << g0) | (((n2 >> 1) & 1) << g1) | ((n2 >> 2) << g2);
+    const int k_out = swz(out_bits + off_out), k_out1 = swz(out_bits + (1 << g0) + off_out);
+    const int tiles = 1 << (L - K - 3), warps = blockDim.x >> 5;
+    const int step = deposit(warps, free);
+    int rest = deposit(threadIdx.x >> 5, free);
     // (two tiles a step, their loads issued together, measured 2-4% slower on an H200)
-    for (int t = threadIdx.x >> 5; t < tiles; t += blockDim.x >> 5) {
-        int rest = t;
-#pragma unroll
-        for (int m = 0; m < K + 3; ++m) {  // a zero bit at each target and group bit, lowest first
-            const int h = holes[m];
-            rest = ((rest >> h) << (h + 1)) | (rest & ((1 << h) - 1));
-        }
-        const int bl = rest | ((r & 1) << g0) | (((r >> 1) & 1) << g1) | ((r >> 2) << g2);
-        const cplx x0 = sm[swz(bl + off_c)];
+    for (int t = threadIdx.x >> 5; t < tiles; t += warps, rest = ((rest | ~free) + step) & free) {
+        const int sr = swz(rest);
+        const cplx x0 = sm[sr ^ k_in];
         double d0 = 0, d1 = 0;
         if (K == 3) {
-            const cplx x1 = sm[swz(bl + off_c4)];
+            const cplx x1 = sm[sr ^ k_in4];
             double e0 = 0, e1 = 0;
             mma884(a0[0], x0.x, d0, d1);
             mma884(a1[0], x0.x, e0, e1);
@@ -235,18 +281,14 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
             mma884(a1[2], x0.y, e0, e1);
             mma884(a0[3], x1.y, d0, d1);
             mma884(a1[3], x1.y, e0, e1);
-            const int b0 = rest | ((c & 1) << g1) | ((c >> 1) << g2);  // group 2c
-            if ((b0 & lmask) == lmask) sm[swz(b0 + off_out)] = cplx{d0, e0};
-            const int b1 = b0 | (1 << g0);
-            if ((b1 & lmask) == lmask) sm[swz(b1 + off_out)] = cplx{d1, e1};
+            const int b0 = rest | out_bits;  // group 2c
+            if ((b0 & lmask) == lmask) sm[sr ^ k_out] = cplx{d0, e0};
+            if (((b0 | (1 << g0)) & lmask) == lmask) sm[sr ^ k_out1] = cplx{d1, e1};
         } else {
             mma884(a0[0], x0.x, d0, d1);
             mma884(a0[1], x0.y, d0, d1);
-            const bool top = lane < 16;  // rows Re out r; the partner lane + 16 holds Im out r
             const double recv = __shfl_xor_sync(0xffffffffu, top ? d1 : d0, 16);
-            const int n = 2 * c + (top ? 0 : 1);
-            const int b = rest | ((n & 1) << g0) | (((n >> 1) & 1) << g1) | ((n >> 2) << g2);
-            if ((b & lmask) == lmask) sm[swz(b + off_out)] = top ? cplx{d0, recv} : cplx{recv, d1};
+            if (((rest | out_bits) & lmask) == lmask) sm[sr ^ k_out] = top ? cplx{d0, recv} : cplx{recv, d1};
         }
     }
 }
@@ -376,27 +418,33 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     }
     __syncthreads();
     const int low = (1 << C) - 1, m1 = (1 << h1) - 1;
-#pragma unroll 8
-    for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-        sm[swz(i)] = load_stream(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
+    load_chunk(sm, state + base, L, C, t1, t2, h1);
     __syncthreads();
 
     const long long lmask_all = (1LL << L) - 1;
     for (int o = 0; o < n_ops; ++o) {
         const long long* rec = ops + (long long)o * OP_WORDS;
-        const long long type = rec[W_TYPE];
+        // the record's head in one go (four 16-byte loads, then the branches on them): read
+        // word by word the branches had made a chain of dependent loads an op
+        const longlong2 w01 = __ldg(reinterpret_cast<const longlong2*>(rec));  // records: 16-byte aligned
+        const longlong2 w23 = __ldg(reinterpret_cast<const longlong2*>(rec) + 1);
+        const longlong2 w45 = __ldg(reinterpret_cast<const longlong2*>(rec) + 2);
+        const longlong2 w67 = __ldg(reinterpret_cast<const longlong2*>(rec) + 3);
+        const long long mma_rec = __ldg(rec + W_MMA);
+        static_assert(W_TYPE == 0 && W_K == 1 && W_CMASK == 2 && W_DATA == 3 && W_COUNT == 4 && W_PDATA == 5 &&
+                      W_PCOUNT == 6 && OP_WORDS % 2 == 0, "record head layout");
+        const long long type = w01.x, cmask = w23.x, data = w23.y, count = w45.x, pdata = w45.y, pcount = w67.x;
         if (type == OP_DENSE) {
-            const long long cmask = rec[W_CMASK];
             const long long gmask = cmask & ~lmask_all;
             if ((xblk & gmask) != gmask) continue;  // a fixed control is 0: the same for the whole block
-            const int k = (int)rec[W_K];
-            const cplx* mat = mats + rec[W_DATA];
+            const int k = (int)w01.y;
+            const cplx* mat = mats + data;
             const int lmask = (int)(cmask & lmask_all);
 #if STAGE_MMA
             // a tensor-core op without a pre-phase: each lane reads its matrix entries itself
             // (read-only, cached), so the op needs no staging and no barrier before it (QV-28
             // 272 -> 262 ms, brickwork(28, 2, 20) 151 -> 144 on an H200)
-            if (rec[W_MMA] && rec[W_PCOUNT] == 0 && (k == 2 || k == 3)) {
+            if (mma_rec && pcount == 0 && (k == 2 || k == 3)) {
                 if (k == 2) dense_mma<2>(sm, L, rec, lmask, mat);
                 else dense_mma<3>(sm, L, rec, lmask, mat);
                 __syncthreads();
@@ -405,9 +453,9 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
 #endif
             for (int e = threadIdx.x; e < (1 << (2 * k)); e += blockDim.x) s_mat[e] = mat[e];
             // the diagonal run before this op, applied as the op loads its amplitudes
-            const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)rec[W_PCOUNT], L, xblk, coef_slot,
+            const Phases pre = prepare_phases(groups + pdata * 4, (int)pcount, L, xblk, coef_slot,
                                               coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab);
-            const bool mma = STAGE_MMA && rec[W_MMA];
+            const bool mma = STAGE_MMA && mma_rec;
             if (pre.n && k <= PRE_MAX_K) {
                 if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
 #if PRE_MAX_K >= 2
@@ -436,7 +484,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
                 }
             }
         } else if (STAGE_PHASES) {  // OP_PHASE
-            const Phases ph = prepare_phases(groups + rec[W_DATA] * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
+            const Phases ph = prepare_phases(groups + data * 4, (int)count, L, xblk, coef_slot,
                                              coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab);
             for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
                 cplx f;

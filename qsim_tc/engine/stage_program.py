@@ -74,6 +74,8 @@ W_MMA = W_OFFS + (1 << MAX_DENSE)
 W_G = W_MMA + 1
 W_HOLES = W_G + 3
 OP_WORDS = W_HOLES + 6
+# the kernel reads a record's first eight words as four 16-byte loads: records stay 16-byte aligned
+assert OP_WORDS % 2 == 0
 MMA_K = (2, 3)  # the dense ops the complex128 kernel runs on its FP64 tensor cores
 _TURN = 1 << 64
 # the stage model's time of an op record by amplitude size (16: complex128, its 2- and 3-qubit
