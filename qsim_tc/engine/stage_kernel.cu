@@ -29,15 +29,15 @@ struct cplx { real x, y; };
 #define W_K 1
 #define W_CMASK 2
 #define W_DATA 3
-#define W_COUNT 4
-#define W_PDATA 5
-#define W_PCOUNT 6
-#define W_SORTED 7
+#define W_PCOUNT 4
+#define W_MMA 5
+#define W_COUNT 6
+#define W_PDATA 7
+#define W_SORTED 8
 #define W_OFFS (W_SORTED + MAX_DENSE)
-#define W_MMA (W_OFFS + (1 << MAX_DENSE))
-#define W_G (W_MMA + 1)
-#define W_HOLES (W_G + 3)
-#define OP_WORDS (W_HOLES + 6)
+#define W_G (W_OFFS + (1 << MAX_DENSE))
+#define W_FIXED (W_G + 3)
+#define OP_WORDS (W_FIXED + 2)
 
 #ifndef STAGE_MMA
 #define STAGE_MMA 0
@@ -162,6 +162,25 @@ struct Phases {
     }
 };
 
+// An op record's head: words 0-5 (type, k, cmask, data, pcount, mma), in three 16-byte loads
+// issued together (volatile: not sunk behind the branches on them, where word by word they had
+// made a chain of dependent loads an op). Loading the next op's head before the closing barrier
+// instead gained nothing (H200, 28 qubits: complex128 QV 191.4 / 191.1 ms, complex64 146.7 /
+// 142.0, against loading it here: other blocks hide the latency) and spilled complex64.
+struct Head {
+    longlong2 w01, w23, w45;
+};
+__device__ __forceinline__ longlong2 load_pair(const long long* p) {  // p: 16-byte aligned
+    longlong2 v;
+    asm volatile("ld.global.nc.v2.s64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ Head load_head(const long long* rec) {
+    static_assert(W_TYPE == 0 && W_K == 1 && W_CMASK == 2 && W_DATA == 3 && W_PCOUNT == 4 && W_MMA == 5 &&
+                  OP_WORDS % 2 == 0, "record head layout");
+    return Head{load_pair(rec), load_pair(rec + 2), load_pair(rec + 4)};
+}
+
 // The 2^K amplitudes of each group (the target bits vary, the others are fixed) times the
 // matrix (staged in shared memory by the caller). A thread holds one group in registers and
 // writes each output row as it is done. Sorted targets and the amplitudes' offsets come from
@@ -233,10 +252,7 @@ template <int K>
 __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat) {
     const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
     const int g0 = (int)rec[W_G], g1 = (int)rec[W_G + 1], g2 = (int)rec[W_G + 2];
-    int fixed = 0;  // the targets and group bits; the others number the tiles
-#pragma unroll
-    for (int m = 0; m < K + 3; ++m) fixed |= 1 << (int)rec[W_HOLES + m];
-    const int free = ((1 << L) - 1) & ~fixed;
+    const int free = ((1 << L) - 1) & ~(int)rec[W_FIXED];  // not a target or group bit: numbers the tiles
     const int off_c = (int)rec[W_OFFS + c];
     const int off_c4 = K == 3 ? (int)rec[W_OFFS + 4 + c] : 0;
     int off_out;
@@ -424,20 +440,12 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     const long long lmask_all = (1LL << L) - 1;
     for (int o = 0; o < n_ops; ++o) {
         const long long* rec = ops + (long long)o * OP_WORDS;
-        // the record's head in one go (four 16-byte loads, then the branches on them): read
-        // word by word the branches had made a chain of dependent loads an op
-        const longlong2 w01 = __ldg(reinterpret_cast<const longlong2*>(rec));  // records: 16-byte aligned
-        const longlong2 w23 = __ldg(reinterpret_cast<const longlong2*>(rec) + 1);
-        const longlong2 w45 = __ldg(reinterpret_cast<const longlong2*>(rec) + 2);
-        const longlong2 w67 = __ldg(reinterpret_cast<const longlong2*>(rec) + 3);
-        const long long mma_rec = __ldg(rec + W_MMA);
-        static_assert(W_TYPE == 0 && W_K == 1 && W_CMASK == 2 && W_DATA == 3 && W_COUNT == 4 && W_PDATA == 5 &&
-                      W_PCOUNT == 6 && OP_WORDS % 2 == 0, "record head layout");
-        const long long type = w01.x, cmask = w23.x, data = w23.y, count = w45.x, pdata = w45.y, pcount = w67.x;
+        const Head h = load_head(rec);
+        const long long type = h.w01.x, cmask = h.w23.x, data = h.w23.y, pcount = h.w45.x, mma_rec = h.w45.y;
         if (type == OP_DENSE) {
             const long long gmask = cmask & ~lmask_all;
             if ((xblk & gmask) != gmask) continue;  // a fixed control is 0: the same for the whole block
-            const int k = (int)w01.y;
+            const int k = (int)h.w01.y;
             const cplx* mat = mats + data;
             const int lmask = (int)(cmask & lmask_all);
 #if STAGE_MMA
@@ -453,7 +461,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
 #endif
             for (int e = threadIdx.x; e < (1 << (2 * k)); e += blockDim.x) s_mat[e] = mat[e];
             // the diagonal run before this op, applied as the op loads its amplitudes
-            const Phases pre = prepare_phases(groups + pdata * 4, (int)pcount, L, xblk, coef_slot,
+            const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)pcount, L, xblk, coef_slot,
                                               coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab);
             const bool mma = STAGE_MMA && mma_rec;
             if (pre.n && k <= PRE_MAX_K) {
@@ -484,7 +492,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
                 }
             }
         } else if (STAGE_PHASES) {  // OP_PHASE
-            const Phases ph = prepare_phases(groups + data * 4, (int)count, L, xblk, coef_slot,
+            const Phases ph = prepare_phases(groups + data * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
                                              coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab);
             for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
                 cplx f;

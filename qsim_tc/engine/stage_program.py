@@ -63,17 +63,17 @@ MAX_DENSE = 5  # the widest dense op: 2^5 amplitudes a thread
 MAX_GROUPS = 4
 UNIT_TOLERANCE = 1e-9  # |abs(z) - 1| allowed for a diagonal entry
 OP_DENSE, OP_PHASE = 1, 2
-# int64 words of one op record: type, k, cmask, data offset, count, the phase groups applied
-# first (a dense op's pre-phase: offset, count), sorted targets [MAX_DENSE], the 2^k offsets
-# of a group's amplitudes (matrix index order) [2^MAX_DENSE], then the tensor-core layout of a
-# 2- or 3-qubit op (:func:`_mma_layout`): a flag, the group bits G0, G1, G2 [3] and the sorted
-# targets and group bits [6]
-W_TYPE, W_K, W_CMASK, W_DATA, W_COUNT, W_PDATA, W_PCOUNT, W_SORTED = 0, 1, 2, 3, 4, 5, 6, 7
+# int64 words of one op record. The head, which the kernel reads before the previous op's barrier:
+# type, k, cmask, data offset, the pre-phase's group count (a dense op's diagonal run applied
+# first) and the tensor-core flag (1: a 2- or 3-qubit op in the layout of :func:`_mma_layout`).
+# Then: the groups' count, the pre-phase's groups offset, sorted targets [MAX_DENSE], the 2^k
+# offsets of a group's amplitudes (matrix index order) [2^MAX_DENSE], the tensor-core layout's
+# group bits G0, G1, G2 [3] and the mask of the targets and group bits; one word of padding
+W_TYPE, W_K, W_CMASK, W_DATA, W_PCOUNT, W_MMA, W_COUNT, W_PDATA, W_SORTED = range(9)
 W_OFFS = W_SORTED + MAX_DENSE
-W_MMA = W_OFFS + (1 << MAX_DENSE)
-W_G = W_MMA + 1
-W_HOLES = W_G + 3
-OP_WORDS = W_HOLES + 6
+W_G = W_OFFS + (1 << MAX_DENSE)
+W_FIXED = W_G + 3
+OP_WORDS = W_FIXED + 2
 # the kernel reads a record's first eight words as four 16-byte loads: records stay 16-byte aligned
 assert OP_WORDS % 2 == 0
 MMA_K = (2, 3)  # the dense ops the complex128 kernel runs on its FP64 tensor cores
@@ -297,7 +297,7 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[l
             gbits = mma[1]
             rec[W_MMA] = 1
             rec[W_G:W_G + 3] = gbits
-            rec[W_HOLES:W_HOLES + k + 3] = sorted(list(targets) + list(gbits))
+            rec[W_FIXED] = sum(1 << p for p in list(targets) + list(gbits))
         if pre:
             rec[W_PDATA], rec[W_PCOUNT] = pools.add_groups(pre), len(pre)
         run.clear()
