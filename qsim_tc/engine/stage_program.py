@@ -81,14 +81,14 @@ _TURN = 1 << 64
 # the stage model's time of an op record by amplitude size (16: complex128, its 2- and 3-qubit
 # ops on the tensor cores; 8: complex64, FMA loops): dense ops by width, phase ops, and a dense
 # op's pre-phase, in units of the reference pass (stage_choice.REFERENCE_PASS_MS: one complex128
-# read+write of 2^28 amplitudes on an H200). Fitted at 28 qubits on the H100 and H200 runs of
-# stage_blocks_h200.json / stage_blocks_h100.json, which time the same programs within 1% on
-# both GPUs (132 SMs each) although their passes differ 1.45x: the kernel is bound by its SMs.
-# The six circuits (QFT, quantum volume, brickwork(28, 2, 20) at both precisions) come out within
-# 2%; complex64's split between 2- and 3-qubit ops is the least determined. complex128 has no
-# 4-qubit ops (its widest is 3): that weight is a placeholder, not a measurement.
-OP_PASSES = {16: {1: 0.34, 2: 0.40, 3: 0.40, 4: 0.60, "phase": 0.49, "pre": 0.93},
-             8: {1: 0.15, 2: 0.11, 3: 0.31, 4: 0.50, "phase": 0.39, "pre": 0.68}}
+# read+write of 2^28 amplitudes on an H200). Fitted with stage_choice.STAGE_PASSES to the time of
+# every stage of QFT, quantum volume and brickwork (gate widths 1-3, and 4 in complex64) programs
+# at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json); the H100
+# had timed the same programs within 1% of the H200 (stage_blocks_h100.json: the kernel is bound
+# by its SMs). complex128 has no 4-qubit ops (its widest is 3): that weight is a placeholder
+# (1.5x its 3-qubit weight), not a measurement.
+OP_PASSES = {16: {1: 0.25, 2: 0.30, 3: 0.31, 4: 0.46, "phase": 0.59, "pre": 0.90},
+             8: {1: 0.17, 2: 0.19, 3: 0.28, 4: 0.49, "phase": 0.35, "pre": 0.44}}
 
 
 @dataclass(frozen=True)

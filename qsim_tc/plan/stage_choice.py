@@ -54,10 +54,12 @@ CPU_WIDE_LANE_BITS = 4  # the wider plan needs this many lane bits below its L (
 CPU_MAX_WIDTH = {8: 4, 16: 4}
 KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
 # the model's unit (see the module docstring) and a stage's cost in it by amplitude size, fitted
-# with stage_program.OP_PASSES on the H100 and H200 runs (stage_blocks_h100.json, _h200.json)
+# with stage_program.OP_PASSES to every stage of 5 (complex128) and 6 (complex64) circuits' programs
+# at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json). A stage
+# costs less than a pass now that other blocks' ops overlap a block's loads (cp.async)
 REFERENCE_PASS_MS = 2.05
 REFERENCE_SM_GHZ = 132 * 1.98  # SMs x boost clock of the H100 / H200 SXM the weights were fitted on
-STAGE_PASSES = {16: 0.98, 8: 0.63}
+STAGE_PASSES = {16: 0.81, 8: 0.50}
 # the gate path's measured time over its estimate: 1.13-1.33 in 12 runs (QFT, quantum volume and
 # brickwork(28, 2, 20), both precisions, H100 and H200)
 GATE_PATH_BIAS = 1.2
