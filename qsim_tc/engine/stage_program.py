@@ -87,8 +87,8 @@ _TURN = 1 << 64
 # had timed the same programs within 1% of the H200 (stage_blocks_h100.json: the kernel is bound
 # by its SMs). complex128 has no 4-qubit ops (its widest is 3): that weight is a placeholder
 # (1.5x its 3-qubit weight), not a measurement.
-OP_PASSES = {16: {1: 0.25, 2: 0.30, 3: 0.31, 4: 0.46, "phase": 0.59, "pre": 0.90},
-             8: {1: 0.17, 2: 0.19, 3: 0.28, 4: 0.49, "phase": 0.35, "pre": 0.44}}
+OP_PASSES = {16: {1: 0.29, 2: 0.31, 3: 0.30, 4: 0.45, "phase": 0.38, "pre": 0.86},
+             8: {1: 0.18, 2: 0.21, 3: 0.29, 4: 0.48, "phase": 0.33, "pre": 0.43}}
 
 
 @dataclass(frozen=True)
