@@ -227,85 +227,85 @@ __device__ __forceinline__ void dense(cplx* sm, int L, const long long* rec, int
 }
 
 #if STAGE_MMA
-// D = A B + C on one m8n8k4 FP64 tensor-core tile (A 8x4 row-major: a lane holds A[lane / 4][lane % 4];
-// B 4x8: B[lane % 4][lane / 4]; C, D 8x8: [lane / 4][2 (lane % 4) + {0, 1}]).
-__device__ __forceinline__ void mma884(double a, double b, double& d0, double& d1) {
-    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-                 : "+d"(d0), "+d"(d1)
-                 : "d"(a), "d"(b));
+// D = A B + C on the FP64 tensor cores, in the sm_90 shapes m16n8k8 and m16n8k16 (A 16 x k
+// row-major, B k x 8, C and D 16 x 8): on an H200 they run at 66.5 TFLOP/s where m8n8k4 (the
+// sm_80 shape, which the op used to take eight of a tile) runs at 33.2. A lane (g, t) = (lane / 4,
+// lane % 4) holds A[g + 8 (i % 2)][t + 4 (i / 2)] as a[i], B[t + 4 i][g] as b[i] and D[g + 8 (i / 2)]
+// [2 t + i % 2] as d[i] (layouts checked against numpy on the GPU).
+__device__ __forceinline__ void mma_k16(const double (&a)[8], const double (&b)[4], double (&d)[4]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7, %8, %9, %10, %11}, "
+        "{%12, %13, %14, %15}, {%0, %1, %2, %3};"
+        : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+        : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]), "d"(b[0]),
+          "d"(b[1]), "d"(b[2]), "d"(b[3]));
+}
+__device__ __forceinline__ void mma_k8(const double (&a)[4], const double (&b)[2], double (&d)[4]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+                 : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
 }
 
 // A dense op of K = 2 or 3 targets on the tensor cores. The complex product out = M in of each
 // group is the real one [Re out; Im out] = [[Re M, -Im M], [Im M, Re M]] [Re in; Im in], and a
-// warp takes eight groups at a time as the eight columns of B: lane (r, c) = (lane / 4, lane % 4)
-// loads amplitude c (and c + 4) of group r, and ends holding output amplitude r of groups 2c and
-// 2c + 1 (K = 3: real and imaginary parts in the two row tiles; K = 2: the imaginary parts sit
-// 16 lanes away and one shuffle pairs them). The group bits G0 (varies within a quarter-warp's
-// loads) and G1, G2 (within its stores) and the target order come from the host
-// (stage_program._mma_layout), so that a quarter-warp's eight 16-byte accesses meet the swizzle
-// in eight distinct bank slots. Every lane reads its amplitudes before the warp's mma, and writes
-// after it: the in-place update is safe within a warp, and warps own disjoint groups.
+// warp takes eight groups at a time as the eight columns of B: lane (g, t) loads amplitude t (and,
+// K = 3, t + 4) of group g, and ends holding output amplitude g of groups 2t and 2t + 1, real
+// parts in D's rows g, imaginary parts in rows g + 8. K = 3: one m16n8k16 a tile (A is the real
+// 16 x 16 form of M). K = 2: one m16n8k8 (A's rows 0-3 and 8-11 the real 8 x 8 form, the others
+// zero: the same tensor time as the two m8n8k4 it replaces, and no shuffle), and lanes g < 4
+// store. The group bits G0 (varies within a quarter-warp's loads) and G1, G2 (within its stores)
+// and the target order come from the host (stage_program._mma_layout), so that a quarter-warp's
+// eight 16-byte accesses meet the swizzle in eight distinct bank slots. Every lane reads its
+// amplitudes before the warp's mma, and writes after it: the in-place update is safe within a
+// warp, and warps own disjoint groups.
 // No pre-phase form: an op's pre-phase is applied in a sweep of its own first. Applied as the
 // lanes load (tried on an H200, stage_blocks_h200.json), it gained nothing on QFT-28 (51.0 ms both
 // ways) and its 20-byte spill under the 80-register bound cost QuantumVolume 262.7 -> 266.7 ms.
 template <int K>
 __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat) {
-    const int lane = threadIdx.x & 31, r = lane >> 2, c = lane & 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int g0 = (int)rec[W_G], g1 = (int)rec[W_G + 1], g2 = (int)rec[W_G + 2];
     const int free = ((1 << L) - 1) & ~(int)rec[W_FIXED];  // not a target or group bit: numbers the tiles
-    const int off_c = (int)rec[W_OFFS + c];
-    const int off_c4 = K == 3 ? (int)rec[W_OFFS + 4 + c] : 0;
-    int off_out;
-    double a0[K == 3 ? 4 : 2], a1[K == 3 ? 4 : 1];
-    if (K == 3) {
-        const cplx m0 = mat[r * 8 + c], m1 = mat[r * 8 + 4 + c];
-        a0[0] = m0.x; a0[1] = m1.x; a0[2] = -m0.y; a0[3] = -m1.y;  // rows Re out r
-        a1[0] = m0.y; a1[1] = m1.y; a1[2] = m0.x; a1[3] = m1.x;    // rows Im out r
-        off_out = (int)rec[W_OFFS + r];
+    const int off_t = (int)rec[W_OFFS + t];
+    const int off_t4 = K == 3 ? (int)rec[W_OFFS + 4 + t] : 0;
+    const int off_out = (int)rec[W_OFFS + (K == 3 ? g : (g & 3))];
+    double a[K == 3 ? 8 : 4];
+    if constexpr (K == 3) {
+        const cplx m0 = mat[g * 8 + t], m1 = mat[g * 8 + 4 + t];
+        a[0] = m0.x; a[1] = m0.y; a[2] = m1.x; a[3] = m1.y;  // columns Re in t, t + 4
+        a[4] = -m0.y; a[5] = m0.x; a[6] = -m1.y; a[7] = m1.x;  // columns Im in t, t + 4
     } else {
-        const cplx m = mat[(r & 3) * 4 + c];
-        a0[0] = r < 4 ? m.x : m.y;  // row r: Re out r (r < 4) or Im out r - 4
-        a0[1] = r < 4 ? -m.y : m.x;
-        off_out = (int)rec[W_OFFS + (r & 3)];
+        const cplx m = mat[(g & 3) * 4 + t];
+        const bool row = g < 4;  // rows 4-7 and 12-15 of A are zero
+        a[0] = row ? m.x : 0.0; a[1] = row ? m.y : 0.0; a[2] = row ? -m.y : 0.0; a[3] = row ? m.x : 0.0;
     }
     // A lane's addresses are its tile's base (rest) with fixed bits of its own: as the swizzle is
     // linear over XOR, each is swz(rest) ^ a lane constant made here once an op.
-    const int in_bits = ((r & 1) << g0) | (((r >> 1) & 1) << g1) | ((r >> 2) << g2);
-    const int k_in = swz(in_bits + off_c), k_in4 = swz(in_bits + off_c4);
-    // K = 3: output amplitude r of groups 2c and 2c + 1; K = 2: of group n (below)
-    const bool top = lane < 16;  // (K = 2) rows Re out r; the partner lane + 16 holds Im out r
-    const int n2 = 2 * c + (top ? 0 : 1);
-    const int out_bits = K == 3 ? ((c & 1) << g1) | ((c >> 1) << g2)
-                                : ((n2 & 1) << g0) | (((n2 >> 1) & 1) << g1) | ((n2 >> 2) << g2);
+    const int in_bits = ((g & 1) << g0) | (((g >> 1) & 1) << g1) | ((g >> 2) << g2);
+    const int k_in = swz(in_bits + off_t), k_in4 = swz(in_bits + off_t4);
+    const int out_bits = ((t & 1) << g1) | ((t >> 1) << g2);  // group 2t (2t + 1: G0 set)
     const int k_out = swz(out_bits + off_out), k_out1 = swz(out_bits + (1 << g0) + off_out);
+    const bool stores = K == 3 || g < 4;
     const int tiles = 1 << (L - K - 3), warps = blockDim.x >> 5;
     const int step = deposit(warps, free);
     int rest = deposit(threadIdx.x >> 5, free);
     // (two tiles a step, their loads issued together, measured 2-4% slower on an H200)
-    for (int t = threadIdx.x >> 5; t < tiles; t += warps, rest = ((rest | ~free) + step) & free) {
+    for (int tile = threadIdx.x >> 5; tile < tiles; tile += warps, rest = ((rest | ~free) + step) & free) {
         const int sr = swz(rest);
         const cplx x0 = sm[sr ^ k_in];
-        double d0 = 0, d1 = 0;
-        if (K == 3) {
+        double d[4] = {0, 0, 0, 0};
+        if constexpr (K == 3) {
             const cplx x1 = sm[sr ^ k_in4];
-            double e0 = 0, e1 = 0;
-            mma884(a0[0], x0.x, d0, d1);
-            mma884(a1[0], x0.x, e0, e1);
-            mma884(a0[1], x1.x, d0, d1);
-            mma884(a1[1], x1.x, e0, e1);
-            mma884(a0[2], x0.y, d0, d1);
-            mma884(a1[2], x0.y, e0, e1);
-            mma884(a0[3], x1.y, d0, d1);
-            mma884(a1[3], x1.y, e0, e1);
-            const int b0 = rest | out_bits;  // group 2c
-            if ((b0 & lmask) == lmask) sm[sr ^ k_out] = cplx{d0, e0};
-            if (((b0 | (1 << g0)) & lmask) == lmask) sm[sr ^ k_out1] = cplx{d1, e1};
+            const double b[4] = {x0.x, x1.x, x0.y, x1.y};
+            mma_k16(a, b, d);
         } else {
-            mma884(a0[0], x0.x, d0, d1);
-            mma884(a0[1], x0.y, d0, d1);
-            const double recv = __shfl_xor_sync(0xffffffffu, top ? d1 : d0, 16);
-            if (((rest | out_bits) & lmask) == lmask) sm[sr ^ k_out] = top ? cplx{d0, recv} : cplx{recv, d1};
+            const double b[2] = {x0.x, x0.y};
+            mma_k8(a, b, d);
         }
+        const int b0 = rest | out_bits;
+        if (stores && (b0 & lmask) == lmask) sm[sr ^ k_out] = cplx{d[0], d[2]};
+        if (stores && ((b0 | (1 << g0)) & lmask) == lmask) sm[sr ^ k_out1] = cplx{d[1], d[3]};
     }
 }
 #endif

@@ -32,11 +32,12 @@ MIN_BLOCKS = {8: 3, 16: 3}
 # the widest dense op that applies its pre-phase as it loads its amplitudes (wider: a sweep of its
 # own); complex128 at 2 spilled under the 80-register bound
 PRE_MAX_K = {8: 2, 16: 1}
-# complex128 dense ops of 2 and 3 qubits on the FP64 tensor cores (mma m8n8k4), the chunk
-# swizzled in shared memory against bank conflicts (stage_kernel.cu dense_mma), in the stages
-# that have such ops. H200, 28 qubits (stage_mma_h200.json): QuantumVolume 293 -> 262 ms,
-# brickwork(28, 2, 20) 183 -> 144; the swizzle alone would cost QFT's one-qubit stages 2-4%,
-# so stages without such ops keep the plain kernel
+# complex128 dense ops of 2 and 3 qubits on the FP64 tensor cores (mma m16n8k8 / m16n8k16), the
+# chunk swizzled in shared memory against bank conflicts (stage_kernel.cu dense_mma), in the
+# stages that have such ops. H200, 28 qubits (stage_mma_h200.json, with m8n8k4): QuantumVolume
+# 293 -> 262 ms, brickwork(28, 2, 20) 183 -> 144; the sm_90 shapes run at twice m8n8k4's rate
+# (stage_tiles_h200.json: QV 191 -> 179, brickwork 111 -> 98). The swizzle alone would cost QFT's
+# one-qubit stages 2-4%, so stages without such ops keep the plain kernel
 MMA_GPU = {8: False, 16: True}
 
 
@@ -118,7 +119,8 @@ def run_stage(data, program: StageProgram, index: int, pools) -> None:
     gbit = slot_bits[big_l:][order].astype(np.int32)
     item = data.dtype.itemsize
     shared = shared_bytes(big_l, c, item)
-    mma = (MMA_GPU.get(item, False) and int(data.device.compute_capability) >= 80  # FP64 mma: sm_80+
+    # FP64 mma in the shapes m16n8k8 / m16n8k16: sm_90+ (an sm_80 GPU takes the FMA loops)
+    mma = (MMA_GPU.get(item, False) and int(data.device.compute_capability) >= 90
            and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any()))
     kern = _kernel(data.device.id, item, mma, has_phases(stage.ops))
     # the attribute belongs to the function, shared by every L: set it for this launch

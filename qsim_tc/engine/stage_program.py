@@ -83,11 +83,12 @@ _TURN = 1 << 64
 # op's pre-phase, in units of the reference pass (stage_choice.REFERENCE_PASS_MS: one complex128
 # read+write of 2^28 amplitudes on an H200). Fitted with stage_choice.STAGE_PASSES to the time of
 # every stage of QFT, quantum volume and brickwork (gate widths 1-3, and 4 in complex64) programs
-# at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json); the H100
+# at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json: complex128
+# with the m16n8k8 / m16n8k16 tensor-core ops, complex64 from the run before them); the H100
 # had timed the same programs within 1% of the H200 (stage_blocks_h100.json: the kernel is bound
 # by its SMs). complex128 has no 4-qubit ops (its widest is 3): that weight is a placeholder
 # (1.5x its 3-qubit weight), not a measurement.
-OP_PASSES = {16: {1: 0.29, 2: 0.31, 3: 0.30, 4: 0.45, "phase": 0.38, "pre": 0.86},
+OP_PASSES = {16: {1: 0.24, 2: 0.20, 3: 0.25, 4: 0.37, "phase": 0.39, "pre": 0.85},
              8: {1: 0.18, 2: 0.21, 3: 0.29, 4: 0.48, "phase": 0.33, "pre": 0.43}}
 
 
