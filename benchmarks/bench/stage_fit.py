@@ -20,6 +20,7 @@ import numpy as np
 
 from benchmarks.bench.auto import build
 from benchmarks.common import write_results
+from benchmarks.gate_timing import event_times
 from qsim_tc.engine import stage_kernel, stage_program
 from qsim_tc.plan.stage_choice import REFERENCE_PASS_MS, REFERENCE_SM_GHZ, reference_pass_ms
 from qsim_tc.plan.stages import plan_stages
@@ -55,20 +56,6 @@ def fit(rows: list[dict], unit_ms: float) -> dict:
     return {"stage": float(res.x[0]), **{k: float(v) for k, v in zip(kinds, res.x[1:])}}
 
 
-def _median_ms(cp, fn, repeats: int = 5) -> float:
-    fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
-    return float(np.median(times))
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench.stage_fit", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,7 +81,7 @@ def main(argv=None) -> int:
                                                block_qubits=stage_kernel.block_qubits(dtype), itemsize=dtype.itemsize)
             pools = stage_kernel.upload(prog, dtype)
             for i, stage in enumerate(prog.stages):
-                ms = _median_ms(cp, lambda i=i: stage_kernel.run_stage(state, prog, i, pools))
+                ms, _ = event_times(cp, lambda i=i: stage_kernel.run_stage(state, prog, i, pools), 5)
                 part.append({"dtype": dname, "circuit": desc, "stage": i, "ms": ms, "ops": op_counts(stage.ops)})
         w = fits[dname] = fit(part, unit)
         for desc in dict.fromkeys(r["circuit"] for r in part):

@@ -117,3 +117,28 @@ def test_the_model_counts_in_a_unit_common_to_gpus_and_weighs_the_gate_estimate(
     # complex64 weights are its own (its FMA ops), not complex128's halved
     c64 = stage_choice.decide(c, max_dense=4, pass_ms=1.0, gate_ms=1e6, itemsize=8, block_qubits=2)
     assert c64.predicted_ms > 0 and c64.plan.local_qubits == 13
+
+
+def test_the_stage_fit_recovers_the_weights_that_made_the_times():
+    from benchmarks.bench.stage_fit import fit, op_counts
+    from qsim_tc.engine.stage_program import W_K, W_PCOUNT, W_TYPE, OP_DENSE, OP_PHASE, OP_WORDS
+
+    rng = np.random.default_rng(3)
+    truth = {"stage": 1.1, "d1": 0.2, "d2": 0.25, "d3": 0.3, "phase": 0.4, "pre": 0.8}
+    rows = []
+    for _ in range(40):
+        recs = np.zeros((int(rng.integers(1, 12)), OP_WORDS), np.int64)
+        for rec in recs:
+            if rng.random() < 0.2:
+                rec[W_TYPE] = OP_PHASE
+            else:
+                rec[W_TYPE], rec[W_K] = OP_DENSE, rng.integers(1, 4)
+                rec[W_PCOUNT] = rng.random() < 0.2
+        ops = op_counts(recs)
+        assert sum(v for k, v in ops.items() if k != "pre") == len(recs)
+        passes = truth["stage"] + sum(truth[k] * c for k, c in ops.items())
+        rows.append({"ops": ops, "ms": 2.0 * passes})
+    got = fit(rows, unit_ms=2.0)
+    assert set(got) == set(truth)
+    for k, v in truth.items():
+        assert got[k] == pytest.approx(v, rel=1e-6)
