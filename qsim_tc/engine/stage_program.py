@@ -63,7 +63,7 @@ MAX_DENSE = 5  # the widest dense op: 2^5 amplitudes a thread
 MAX_GROUPS = 4
 UNIT_TOLERANCE = 1e-9  # |abs(z) - 1| allowed for a diagonal entry
 OP_DENSE, OP_PHASE = 1, 2
-# int64 words of one op record. The head, which the kernel reads before the previous op's barrier:
+# int64 words of one op record. The head, which the kernel reads in three 16-byte loads at once:
 # type, k, cmask, data offset, the pre-phase's group count (a dense op's diagonal run applied
 # first) and the tensor-core flag (1: a 2- or 3-qubit op in the layout of :func:`_mma_layout`).
 # Then: the groups' count, the pre-phase's groups offset, sorted targets [MAX_DENSE], the 2^k
@@ -74,7 +74,7 @@ W_OFFS = W_SORTED + MAX_DENSE
 W_G = W_OFFS + (1 << MAX_DENSE)
 W_FIXED = W_G + 3
 OP_WORDS = W_FIXED + 2
-# the kernel reads a record's first eight words as four 16-byte loads: records stay 16-byte aligned
+# the kernel reads a record's first six words as three 16-byte loads: records stay 16-byte aligned
 assert OP_WORDS % 2 == 0
 MMA_K = (2, 3)  # the dense ops the complex128 kernel runs on its FP64 tensor cores
 _TURN = 1 << 64
@@ -84,9 +84,10 @@ _TURN = 1 << 64
 # read+write of 2^28 amplitudes on an H200). Fitted with stage_choice.STAGE_PASSES to the time of
 # every stage of QFT, quantum volume and brickwork (gate widths 1-3, and 4 in complex64) programs
 # at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json: complex128
-# with the m16n8k8 / m16n8k16 tensor-core ops, complex64 from the run before them); the H100
-# had timed the same programs within 1% of the H200 (stage_blocks_h100.json: the kernel is bound
-# by its SMs). complex128 has no 4-qubit ops (its widest is 3): that weight is a placeholder
+# with the m16n8k8 / m16n8k16 tensor-core ops, complex64 from the run before them). An H100 runs
+# the same programs within 1% of the H200 in complex64 and 2-5% slower in complex128
+# (stage_tiles_h100.json); the unit is the same on both (the kernel is bound by its SMs more than
+# by memory, whose pass differs 1.4x). complex128 has no 4-qubit ops (its widest is 3): that weight is a placeholder
 # (1.5x its 3-qubit weight), not a measurement.
 OP_PASSES = {16: {1: 0.24, 2: 0.20, 3: 0.25, 4: 0.37, "phase": 0.39, "pre": 0.85},
              8: {1: 0.18, 2: 0.21, 3: 0.29, 4: 0.48, "phase": 0.33, "pre": 0.43}}

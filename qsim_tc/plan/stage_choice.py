@@ -55,8 +55,8 @@ CPU_MAX_WIDTH = {8: 4, 16: 4}
 KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
 # the model's unit (see the module docstring) and a stage's cost in it by amplitude size, fitted
 # with stage_program.OP_PASSES to every stage of 5 (complex128) and 6 (complex64) circuits' programs
-# at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json). A stage
-# costs less than a pass now that other blocks' ops overlap a block's loads (cp.async)
+# at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json). A complex64
+# stage costs half a pass beyond its ops: its FMA-loop ops overlap the other blocks' copies
 REFERENCE_PASS_MS = 2.05
 REFERENCE_SM_GHZ = 132 * 1.98  # SMs x boost clock of the H100 / H200 SXM the weights were fitted on
 STAGE_PASSES = {16: 1.07, 8: 0.48}
