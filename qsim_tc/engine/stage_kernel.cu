@@ -375,12 +375,10 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
         const bool in_f = e < f_n;
         int x;  // the local index bits the entry fixes (its part, and the condition bits of the other)
         if (in_f) {
-            x = e & ((1 << s) - 1);
-            for (int j = 0, m = c_hi, h = e >> s; m; ++j, m &= m - 1) x |= ((h >> j) & 1) << (__ffs(m) - 1);
+            x = (e & ((1 << s) - 1)) | deposit(e >> s, c_hi);
         } else {
             const int v = e - f_n;
-            x = (v >> __popc(c_lo)) << s;
-            for (int j = 0, m = c_lo; m; ++j, m &= m - 1) x |= ((v >> j) & 1) << (__ffs(m) - 1);
+            x = ((v >> __popc(c_lo)) << s) | deposit(v, c_lo);
         }
         const int part = in_f ? (1 << s) - 1 : ~((1 << s) - 1);  // the linear bits this table holds
         unsigned long long acc = 0;
