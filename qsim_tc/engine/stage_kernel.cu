@@ -37,7 +37,17 @@ struct cplx { real x, y; };
 #define W_OFFS (W_SORTED + MAX_DENSE)
 #define W_G (W_OFFS + (1 << MAX_DENSE))
 #define W_FIXED (W_G + 3)
-#define OP_WORDS (W_FIXED + 2)
+// the tensor-core op's address constants (stage_program._mma_constants), laid out by the host for
+// MMA_WARPS warps
+#define W_MC (W_FIXED + 1)
+#define MC_STEP 0
+#define MC_WBASE 1
+#define MC_IN (MC_WBASE + MMA_WARPS)
+#define MC_OFF (MC_IN + 8)
+#define MC_OUT (MC_OFF + 8)
+#define MC_OUT1 (MC_OUT + 4)
+#define MC_WORDS (MC_OUT1 + 4)
+#define OP_WORDS (W_MC + MC_WORDS + (W_MC + MC_WORDS) % 2)
 
 #ifndef STAGE_MMA
 #define STAGE_MMA 0
@@ -181,6 +191,27 @@ __device__ __forceinline__ Head load_head(const long long* rec) {
     return Head{load_pair(rec), load_pair(rec + 2), load_pair(rec + 4)};
 }
 
+// One row of an op's matrix (shared memory, 16-byte aligned) times a group's amplitudes.
+// complex64 reads two entries a load (LDS.128), one load for four FMAs: H200, 28 qubits, against
+// an entry a load, quantum volume 143.6 -> 142.7 ms, brickwork(28, 2, 20) 82.0 -> 80.9
+// (stage_tf32_ab_h200.json).
+template <int K>
+__device__ __forceinline__ cplx row_times(const cplx* row, const cplx (&v)[1 << K]) {
+    cplx acc = {0, 0};
+    if constexpr (sizeof(cplx) == 8) {
+#pragma unroll
+        for (int c = 0; c < (1 << K); c += 2) {
+            const float4 m = *reinterpret_cast<const float4*>(row + c);
+            acc = cfma(cplx{m.x, m.y}, v[c], acc);
+            acc = cfma(cplx{m.z, m.w}, v[c + 1], acc);
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < (1 << K); ++c) acc = cfma(row[c], v[c], acc);
+    }
+    return acc;
+}
+
 // The 2^K amplitudes of each group (the target bits vary, the others are fixed) times the
 // matrix (staged in shared memory by the caller). A thread holds one group in registers and
 // writes each output row as it is done. Sorted targets and the amplitudes' offsets come from
@@ -217,12 +248,7 @@ __device__ __forceinline__ void dense(cplx* sm, int L, const long long* rec, int
             if (PRE && pre.factor(base + off[j], f)) v[j] = cmul(v[j], f);
         }
 #pragma unroll
-        for (int r = 0; r < (1 << K); ++r) {
-            cplx acc = {0, 0};
-#pragma unroll
-            for (int c = 0; c < (1 << K); ++c) acc = cfma(mat[r * (1 << K) + c], v[c], acc);
-            sm[sb ^ soff[r]] = acc;
-        }
+        for (int r = 0; r < (1 << K); ++r) sm[sb ^ soff[r]] = row_times<K>(mat + r * (1 << K), v);
     }
 }
 
@@ -264,48 +290,57 @@ __device__ __forceinline__ void mma_k8(const double (&a)[4], const double (&b)[2
 // ways) and its 20-byte spill under the 80-register bound cost QuantumVolume 262.7 -> 266.7 ms.
 template <int K>
 __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int g0 = (int)rec[W_G], g1 = (int)rec[W_G + 1], g2 = (int)rec[W_G + 2];
-    const int free = ((1 << L) - 1) & ~(int)rec[W_FIXED];  // not a target or group bit: numbers the tiles
-    const int off_t = (int)rec[W_OFFS + t];
-    const int off_t4 = K == 3 ? (int)rec[W_OFFS + 4 + t] : 0;
-    const int off_out = (int)rec[W_OFFS + (K == 3 ? g : (g & 3))];
+    static_assert(THREADS == 32 * MMA_WARPS, "the host lays the address constants out for MMA_WARPS warps");
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
+    const long long* mc = rec + W_MC;
+    // B's rows t, t + 4, t + 8, t + 12 are Re, Im of input amplitude t and Re, Im of t + 4: a
+    // lane's two 16-byte loads land as its B registers (rows in the order Re t, Re t + 4, Im t,
+    // Im t + 4 had cost six register moves a tile)
     double a[K == 3 ? 8 : 4];
     if constexpr (K == 3) {
         const cplx m0 = mat[g * 8 + t], m1 = mat[g * 8 + 4 + t];
-        a[0] = m0.x; a[1] = m0.y; a[2] = m1.x; a[3] = m1.y;  // columns Re in t, t + 4
-        a[4] = -m0.y; a[5] = m0.x; a[6] = -m1.y; a[7] = m1.x;  // columns Im in t, t + 4
+        a[0] = m0.x; a[1] = m0.y; a[2] = -m0.y; a[3] = m0.x;  // columns Re, Im of input t
+        a[4] = m1.x; a[5] = m1.y; a[6] = -m1.y; a[7] = m1.x;  // columns Re, Im of input t + 4
     } else {
         const cplx m = mat[(g & 3) * 4 + t];
         const bool row = g < 4;  // rows 4-7 and 12-15 of A are zero
         a[0] = row ? m.x : 0.0; a[1] = row ? m.y : 0.0; a[2] = row ? -m.y : 0.0; a[3] = row ? m.x : 0.0;
     }
-    // A lane's addresses are its tile's base (rest) with fixed bits of its own: as the swizzle is
-    // linear over XOR, each is swz(rest) ^ a lane constant made here once an op.
-    const int in_bits = ((g & 1) << g0) | (((g >> 1) & 1) << g1) | ((g >> 2) << g2);
-    const int k_in = swz(in_bits + off_t), k_in4 = swz(in_bits + off_t4);
-    const int out_bits = ((t & 1) << g1) | ((t >> 1) << g2);  // group 2t (2t + 1: G0 set)
-    const int k_out = swz(out_bits + off_out), k_out1 = swz(out_bits + (1 << g0) + off_out);
+    // Addresses: the host tabulates a warp's first tile base, the step between its tiles, and
+    // the swizzled lane parts (stage_program._mma_constants); an access is swz(base) XOR a lane
+    // constant. Made here, with bit loops, the constants had cost each warp as many instructions
+    // an op as its tile loop (ncu on an H200: 367 -> 290 million instructions a 3-qubit op at 28
+    // qubits, 0.57 -> 0.43 ms).
+    const int free = ((1 << L) - 1) & ~(int)rec[W_FIXED];  // not a target or group bit: numbers the tiles
+    const int step = (int)mc[MC_STEP], s_in = (int)mc[MC_IN + g];
+    const int o = K == 3 ? g : (g & 3);  // the output amplitude a lane writes
+    const int k_in = s_in ^ (int)mc[MC_OFF + t], k_in4 = s_in ^ (int)mc[MC_OFF + 4 + t];
+    const int k_out = (int)mc[MC_OUT + t] ^ (int)mc[MC_OFF + o], k_out1 = (int)mc[MC_OUT1 + t] ^ (int)mc[MC_OFF + o];
     const bool stores = K == 3 || g < 4;
-    const int tiles = 1 << (L - K - 3), warps = blockDim.x >> 5;
-    const int step = deposit(warps, free);
-    int rest = deposit(threadIdx.x >> 5, free);
-    // (two tiles a step, their loads issued together, measured 2-4% slower on an H200)
-    for (int tile = threadIdx.x >> 5; tile < tiles; tile += warps, rest = ((rest | ~free) + step) & free) {
+    const int tiles = 1 << (L - K - 3);
+    int rest = (int)mc[MC_WBASE + warp];
+    // (a warp's tiles two or four a step, their loads, mma and stores each issued together,
+    // measured 3-6% slower: stage_mma_consts_h200.json)
+    for (int tile = warp; tile < tiles; tile += MMA_WARPS, rest = ((rest | ~free) + step) & free) {
         const int sr = swz(rest);
         const cplx x0 = sm[sr ^ k_in];
         double d[4] = {0, 0, 0, 0};
         if constexpr (K == 3) {
             const cplx x1 = sm[sr ^ k_in4];
-            const double b[4] = {x0.x, x1.x, x0.y, x1.y};
+            const double b[4] = {x0.x, x0.y, x1.x, x1.y};
             mma_k16(a, b, d);
         } else {
             const double b[2] = {x0.x, x0.y};
             mma_k8(a, b, d);
         }
-        const int b0 = rest | out_bits;
-        if (stores && (b0 & lmask) == lmask) sm[sr ^ k_out] = cplx{d[0], d[2]};
-        if (stores && ((b0 | (1 << g0)) & lmask) == lmask) sm[sr ^ k_out1] = cplx{d[1], d[3]};
+        bool s0 = stores, s1 = stores;
+        if (lmask) {  // local controls: only the groups whose control bits are 1
+            const int b0 = rest | (((t & 1) << (int)rec[W_G + 1]) | ((t >> 1) << (int)rec[W_G + 2]));
+            s0 = s0 && (b0 & lmask) == lmask;
+            s1 = s1 && ((b0 | (1 << (int)rec[W_G])) & lmask) == lmask;
+        }
+        if (s0) sm[sr ^ k_out] = cplx{d[0], d[2]};
+        if (s1) sm[sr ^ k_out1] = cplx{d[1], d[3]};
     }
 }
 #endif

@@ -11,6 +11,7 @@ from gemm.cuda.compile import raw_module
 from qsim_tc.engine.stage_program import (
     MAX_DENSE,
     MAX_GROUPS,
+    MMA_WARPS,
     OP_PHASE,
     W_MMA,
     W_PCOUNT,
@@ -84,7 +85,7 @@ def _kernel(device_id: int, itemsize: int, mma: bool = False, phases: bool = Tru
     options = (f"-DREAL={real}", f"-DMAX_K={MAX_DENSE_GPU[itemsize]}", f"-DMAX_DENSE={MAX_DENSE}",
                f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", f"-DMIN_BLOCKS={MIN_BLOCKS[itemsize]}",
                f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", f"-DSTAGE_MMA={int(mma)}", f"-DSTAGE_PHASES={int(phases)}",
-               "-std=c++17")
+               f"-DMMA_WARPS={MMA_WARPS}", "-std=c++17")
     return raw_module(__package__, "stage_kernel.cu", options, device_id).get_function("stage_kernel")
 
 

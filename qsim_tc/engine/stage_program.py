@@ -68,15 +68,32 @@ OP_DENSE, OP_PHASE = 1, 2
 # first) and the tensor-core flag (1: a 2- or 3-qubit op in the layout of :func:`_mma_layout`).
 # Then: the groups' count, the pre-phase's groups offset, sorted targets [MAX_DENSE], the 2^k
 # offsets of a group's amplitudes (matrix index order) [2^MAX_DENSE], the tensor-core layout's
-# group bits G0, G1, G2 [3] and the mask of the targets and group bits; one word of padding
+# group bits G0, G1, G2 [3] and the mask of the targets and group bits; then the tensor-core op's
+# address constants (:func:`_mma_constants`, W_MC on), so that the kernel's warps read them rather
+# than derive them (ncu on an H200: bit loops and swizzles before the tile loop were as many
+# instructions as the loop's own); padding to an even count
 W_TYPE, W_K, W_CMASK, W_DATA, W_PCOUNT, W_MMA, W_COUNT, W_PDATA, W_SORTED = range(9)
 W_OFFS = W_SORTED + MAX_DENSE
 W_G = W_OFFS + (1 << MAX_DENSE)
 W_FIXED = W_G + 3
-OP_WORDS = W_FIXED + 2
+# the tensor-core kernel's warps (stage_kernel.cu dense_mma: THREADS / 32), which the address
+# constants depend on
+MMA_WARPS = 8
+# W_MC: [tile step, warp base [MMA_WARPS], swz(in bits) [8], swz(offset) [8], swz(out bits) [4],
+# swz(out bits + G0) [4]]
+W_MC = W_FIXED + 1
+MC_WORDS = 1 + MMA_WARPS + 8 + 8 + 4 + 4
+OP_WORDS = W_MC + MC_WORDS + (W_MC + MC_WORDS) % 2
 # the kernel reads a record's first six words as three 16-byte loads: records stay 16-byte aligned
 assert OP_WORDS % 2 == 0
 MMA_K = (2, 3)  # the dense ops the complex128 kernel runs on its FP64 tensor cores
+# amplitude sizes whose 2-qubit dense ops become 3-qubit ones (the identity on a third local
+# qubit): complex128, where a 3-qubit op takes one m16n8k16 a tile of 64 amplitudes and a 2-qubit
+# one an m16n8k8 (half of it zeros) a tile of 32, the same tensor work an amplitude in twice the
+# tiles. H200, 28 qubits, in one process (stage_mma_consts_h200.json): QuantumVolume 153.4 ->
+# 148.0 ms, brickwork(28, 2, 20) 85.5 -> 83.9, QFT 32.0 -> 32.1. (Before the tile loop read its
+# address constants from the record, the same widening measured slower: 176 -> 194 ms on QV.)
+WIDEN_2_TO_3 = (16,)
 _TURN = 1 << 64
 # the stage model's time of an op record by amplitude size (16: complex128, its 2- and 3-qubit
 # ops on the tensor cores; 8: complex64, FMA loops): dense ops by width, phase ops, and a dense
@@ -202,7 +219,8 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
             if p < keep_low or g < keep_low:
                 raise ValueError(f"the plan swaps slot {min(p, g)}, one of the {keep_low} kept low bits")
             slot_bits[p], slot_bits[g] = slot_bits[g], slot_bits[p]
-        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width, itemsize), big_l, fuse_qubits, pools)
+        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width, itemsize), big_l, fuse_qubits, pools,
+                                 itemsize)
         ops = np.array(records, dtype=np.int64).reshape(-1, OP_WORDS)
         stages.append(StageCode(np.array(slot_bits, dtype=np.int32), ops, stage.n_gates))
     final_phys = [0] * n
@@ -238,7 +256,7 @@ def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int):
     alt = commuting_blocks(stage, big_l, width)
     if alt.ops == stage.ops:
         return stage
-    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools()), itemsize) for s in (stage, alt)]
+    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), itemsize), itemsize) for s in (stage, alt)]
     return alt if price[1] < price[0] else stage
 
 
@@ -272,7 +290,7 @@ class _Pools:
         return off
 
 
-def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[list[int]]:
+def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, itemsize: int = 16) -> list[list[int]]:
     """The op records of one stage (see :func:`build_program`)."""
     records: list[list[int]] = []
     run: dict[int, int] = {}  # the pending diagonal run's terms
@@ -284,6 +302,10 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[l
             raise ValueError(f"a dense op mixes {k} qubits; the stage kernel applies at most {MAX_DENSE}")
         if max(targets) >= big_l:
             raise ValueError(f"a dense op has a target on global slot {max(targets)} (L = {big_l})")
+        if k == 2 and itemsize in WIDEN_2_TO_3:
+            pad = _pad_target(targets, cmask, big_l)
+            if pad is not None:  # the identity on one more local qubit: a 3-qubit op
+                targets, matrix, k = list(targets) + [pad], np.kron(np.eye(2), matrix), 3
         mma = _mma_layout(targets, big_l)
         if mma is not None:
             order, _ = mma
@@ -300,6 +322,7 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools) -> list[l
             rec[W_MMA] = 1
             rec[W_G:W_G + 3] = gbits
             rec[W_FIXED] = sum(1 << p for p in list(targets) + list(gbits))
+            rec[W_MC:W_MC + MC_WORDS] = _mma_constants(rec, big_l)
         if pre:
             rec[W_PDATA], rec[W_PCOUNT] = pools.add_groups(pre), len(pre)
         run.clear()
@@ -404,6 +427,56 @@ def _mma_layout(targets, big_l: int):
     third = [q for q in range(3) if q not in (ta % 3, tb % 3)]
     g0 = take(third[0] if third else None, (g1, g2))
     return order, (g0, g1, g2)
+
+
+def _pad_target(targets, cmask: int, big_l: int):
+    """A local slot to widen a 2-qubit op on ``targets`` with (neither a target nor a control),
+    chosen so that the tensor-core layout keeps its loads and stores off shared bank conflicts
+    (:func:`_mma_layout`: two targets of distinct residues mod 3): one of the residue the two
+    targets miss, else any; None where the chunk has no room for the 3-qubit layout."""
+    if big_l < 6:
+        return None
+    used = set(targets) | set(_bits(cmask))
+    free = [p for p in range(big_l) if p not in used]
+    missing = {0, 1, 2} - {t % 3 for t in targets}
+    for p in free:
+        if p % 3 in missing:
+            return p
+    return free[0] if free else None
+
+
+def swizzle(i: int) -> int:
+    """Where local index ``i`` lives in the complex128 tensor-core kernel's shared memory
+    (``swz`` in ``stage_kernel.cu``)."""
+    return i ^ (((i >> 3) ^ (i >> 6) ^ (i >> 9) ^ (i >> 12) ^ (i >> 15)) & 7)
+
+
+def deposit(x: int, mask: int) -> int:
+    """The low bits of ``x`` placed at the set bits of ``mask``, from bit 0 up (a pdep)."""
+    r = 0
+    for p in _bits(mask):
+        if x & 1:
+            r |= 1 << p
+        x >>= 1
+    return r
+
+
+def _mma_constants(rec: list[int], big_l: int) -> list[int]:
+    """The address constants of a tensor-core op record (W_MC on; the kernel's dense_mma). The
+    tiles are numbered by the local bits outside the targets and group bits (``free``): warp w
+    takes tiles w, w + WARPS, ..., at bases deposit(tile, free), which it steps in place from its
+    first. A lane (g, t) reads input amplitudes t and t + 4 of group g and writes output amplitude
+    g of groups 2t and 2t + 1: as swz is linear over XOR on disjoint bits, each of its addresses
+    is swz(base) XOR swz(group bits) XOR swz(offset)."""
+    k, g0, g1, g2 = rec[W_K], *rec[W_G:W_G + 3]
+    free = ((1 << big_l) - 1) & ~rec[W_FIXED]
+    step = deposit(MMA_WARPS, free)
+    wbase = [deposit(w, free) for w in range(MMA_WARPS)]
+    s_in = [swizzle((g & 1) << g0 | (g >> 1 & 1) << g1 | (g >> 2) << g2) for g in range(8)]
+    s_off = [swizzle(rec[W_OFFS + j]) if j < 1 << k else 0 for j in range(8)]
+    s_out = [swizzle((t & 1) << g1 | (t >> 1) << g2) for t in range(4)]
+    s_out1 = [swizzle((t & 1) << g1 | (t >> 1) << g2 | 1 << g0) for t in range(4)]
+    return [step, *wbase, *s_in, *s_off, *s_out, *s_out1]
 
 
 def _reorder(matrix: np.ndarray, order) -> np.ndarray:

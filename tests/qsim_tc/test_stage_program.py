@@ -154,6 +154,88 @@ def test_tensor_core_layout_spreads_quarter_warps_over_the_banks(k):
                 assert max(loads.count(v) for v in loads) <= 2
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_tensor_core_address_constants_cover_the_chunk_once(k):
+    """The kernel's tile loop, replayed with the record's address constants (_mma_constants):
+    each warp steps through its tiles from its base, and over all warps, tiles and lanes the loads
+    and the stores each meet every amplitude of the chunk exactly once, at its swizzled place."""
+    from itertools import combinations
+
+    from qsim_tc.engine.stage_program import (
+        MMA_WARPS,
+        W_FIXED,
+        W_G,
+        W_MC,
+        W_OFFS,
+        _mma_constants,
+        _mma_layout,
+        _record,
+        deposit,
+        swizzle,
+    )
+
+    big_l = 9
+    for targets in combinations(range(big_l), k):
+        order, gbits = _mma_layout(list(targets), big_l)
+        ts = [targets[m] for m in order]
+        rec = _record(OP_DENSE, k=k, targets=ts)
+        rec[W_G:W_G + 3] = gbits
+        rec[W_FIXED] = sum(1 << p for p in (*ts, *gbits))
+        rec[W_MC:W_MC + len(_mma_constants(rec, big_l))] = _mma_constants(rec, big_l)
+        mc = rec[W_MC:]
+        step, wbase = mc[0], mc[1:1 + MMA_WARPS]
+        s_in, s_off = mc[1 + MMA_WARPS:9 + MMA_WARPS], mc[9 + MMA_WARPS:17 + MMA_WARPS]
+        s_out, s_out1 = mc[17 + MMA_WARPS:21 + MMA_WARPS], mc[21 + MMA_WARPS:25 + MMA_WARPS]
+        free = ((1 << big_l) - 1) & ~rec[W_FIXED]
+        g0, g1, g2 = gbits
+        inv = {swizzle(i): i for i in range(1 << big_l)}
+        loads, stores = [], []
+        for warp in range(MMA_WARPS):
+            rest = wbase[warp]
+            for tile in range(warp, 1 << (big_l - k - 3), MMA_WARPS):
+                assert rest == deposit(tile, free)
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    o = g if k == 3 else g & 3
+                    base = rest | (g & 1) << g0 | (g >> 1 & 1) << g1 | (g >> 2) << g2
+                    for j in ([t, t + 4] if k == 3 else [t]):
+                        idx = inv[swizzle(rest) ^ s_in[g] ^ s_off[j]]
+                        assert idx == base + rec[W_OFFS + j]
+                        loads.append(idx)
+                    if k == 3 or g < 4:
+                        for s_o in (s_out[t], s_out1[t]):
+                            stores.append(inv[swizzle(rest) ^ s_o ^ s_off[o]])
+                rest = ((rest | ~free) + step) & free
+        full = list(range(1 << big_l))
+        assert sorted(loads) == full and sorted(stores) == full, targets
+
+
+def test_two_qubit_ops_widen_to_three_on_a_free_local_qubit():
+    """complex128 programs take 2-qubit dense ops as 3-qubit ones (the identity on a local qubit
+    that is neither a target nor a control, of the residue mod 3 the layout wants), with the
+    interpreter's result unchanged; complex64 programs keep them."""
+    from qsim_tc.engine.stage_program import W_K, W_SORTED, _pad_target
+
+    for targets in [(0, 1), (3, 6), (2, 5), (7, 11)]:
+        p = _pad_target(list(targets), 1 << 4, 12)
+        assert p not in targets and p != 4 and p < 12
+        assert p % 3 not in {t % 3 for t in targets} or len({t % 3 for t in targets}) == 1
+    assert _pad_target([0, 1], 0, 5) is None
+    from circuits import brickwork
+
+    c = brickwork(10, 2, 8, seed=3)
+    plan = plan_stages(c, 8, keep_low=2)
+    wide, narrow = build_program(plan, 2, fuse_qubits=2, itemsize=16), build_program(plan, 2, fuse_qubits=2, itemsize=8)
+    ks = lambda prog: {int(r[W_K]) for s in prog.stages for r in s.ops if r[W_TYPE] == OP_DENSE}  # noqa: E731
+    assert ks(wide) == {3} and 2 in ks(narrow)
+    for s in wide.stages:
+        for r in s.ops:
+            assert len({int(r[W_SORTED + m]) for m in range(3)}) == 3
+    psi = random_state(10, 4)
+    assert wide.final_phys == narrow.final_phys
+    np.testing.assert_allclose(emulate(wide, psi.copy()), emulate(narrow, psi.copy()), rtol=0, atol=1e-13)
+
+
 def _phase_heavy(n: int, seed: int) -> Circuit:
     """Hadamards, controlled phases on every pair, and wide diagonals (a 7-qubit random diagonal
     and a 9-qubit multi-controlled phase): phase terms of up to 9 bits, conditions that no table
