@@ -95,19 +95,21 @@ MMA_K = (2, 3)  # the dense ops the complex128 kernel runs on its FP64 tensor co
 # address constants from the record, the same widening measured slower: 176 -> 194 ms on QV.)
 WIDEN_2_TO_3 = (16,)
 _TURN = 1 << 64
-# the stage model's time of an op record by amplitude size (16: complex128, its 2- and 3-qubit
-# ops on the tensor cores; 8: complex64, FMA loops): dense ops by width, phase ops, and a dense
-# op's pre-phase, in units of the reference pass (stage_choice.REFERENCE_PASS_MS: one complex128
+# the stage model's time of an op record by amplitude size (16: complex128, its 3-qubit ops on the
+# tensor cores; 8: complex64, FMA loops): dense ops by width, phase ops, and a dense op's
+# pre-phase, in units of the reference pass (stage_choice.REFERENCE_PASS_MS: one complex128
 # read+write of 2^28 amplitudes on an H200). Fitted with stage_choice.STAGE_PASSES to the time of
 # every stage of QFT, quantum volume and brickwork (gate widths 1-3, and 4 in complex64) programs
-# at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json: complex128
-# with the m16n8k8 / m16n8k16 tensor-core ops, complex64 from the run before them). An H100 runs
-# the same programs within 1% of the H200 in complex64 and 2-5% slower in complex128
-# (stage_tiles_h100.json); the unit is the same on both (the kernel is bound by its SMs more than
-# by memory, whose pass differs 1.4x). complex128 has no 4-qubit ops (its widest is 3): that weight is a placeholder
-# (1.5x its 3-qubit weight), not a measurement.
-OP_PASSES = {16: {1: 0.24, 2: 0.20, 3: 0.25, 4: 0.37, "phase": 0.39, "pre": 0.85},
-             8: {1: 0.18, 2: 0.21, 3: 0.29, 4: 0.48, "phase": 0.33, "pre": 0.43}}
+# at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json); circuit
+# totals within 0.4-7%. An H100 ran the previous kernel's programs within 1% of the H200 in
+# complex64 and 2-5% slower in complex128 (stage_tiles_h100.json); the unit is the same on both
+# (the kernel is bound by its SMs more than by memory, whose pass differs 1.4x). complex128's
+# 2-qubit ops widen to 3 (WIDEN_2_TO_3), so none is left to fit: its weight is the 3-qubit one
+# times 1.2, the ratio of the two on the tensor cores in a synthetic stage (0.52 / 0.43 ms,
+# stage_mma_consts_h200.json); it has no 4-qubit ops (its widest is 3), whose weight is a
+# placeholder (1.5x the 3-qubit one).
+OP_PASSES = {16: {1: 0.22, 2: 0.21, 3: 0.175, 4: 0.26, "phase": 0.43, "pre": 0.87},
+             8: {1: 0.17, 2: 0.19, 3: 0.26, 4: 0.46, "phase": 0.40, "pre": 0.41}}
 
 
 @dataclass(frozen=True)

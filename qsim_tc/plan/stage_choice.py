@@ -59,7 +59,7 @@ KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of compl
 # stage costs half a pass beyond its ops: its FMA-loop ops overlap the other blocks' copies
 REFERENCE_PASS_MS = 2.05
 REFERENCE_SM_GHZ = 132 * 1.98  # SMs x boost clock of the H100 / H200 SXM the weights were fitted on
-STAGE_PASSES = {16: 1.07, 8: 0.48}
+STAGE_PASSES = {16: 1.04, 8: 0.44}
 # the gate path's measured time over its estimate: 1.13-1.33 in 12 runs (QFT, quantum volume and
 # brickwork(28, 2, 20), both precisions, H100 and H200)
 GATE_PATH_BIAS = 1.2
