@@ -332,7 +332,7 @@ class Simulator:
             decision = stage_choice.decide_cpu(circuit, np.dtype(self.dtype).itemsize, always=self.plan == "always")
             self._stage_cache = (circuit, len(circuit), decision)
             return decision
-        from qsim_tc.engine.stage_kernel import block_qubits, max_dense, sm_ghz  # noqa: PLC0415 - GPU module
+        from qsim_tc.engine.stage_kernel import block_qubits, max_dense, sm_ghz, tensor_core_ops  # noqa: PLC0415
 
         dtype = str(np.dtype(self.dtype))
         n = circuit.n_qubits
@@ -346,7 +346,8 @@ class Simulator:
         else:
             gate_ms = sum(row.gate_ms(len(g.qubits), n) for g in circuit.gates)
         decision = stage_choice.decide(circuit, max_dense(self.dtype), pass_ms, gate_ms,
-                                       itemsize=np.dtype(self.dtype).itemsize, block_qubits=block_qubits(self.dtype))
+                                       itemsize=np.dtype(self.dtype).itemsize, block_qubits=block_qubits(self.dtype),
+                                       widen=tensor_core_ops(self.dtype))
         if self.plan == "always" and decision.plan is not None and not decision.use:
             decision = dataclasses.replace(decision, use=True, why=decision.why + " (plan='always')")
         # kept for the next run of this very circuit (planning QFT-28 costs tens of ms of host time)

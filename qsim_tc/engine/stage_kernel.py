@@ -49,6 +49,23 @@ MMA_GPU = {8: False, 16: True}
 BLOCK_QUBITS = {8: 2, 16: 3}
 
 
+def tensor_core_ops(dtype, compute_capability: int | None = None) -> bool:
+    """Whether the stage kernel runs the dense ops of a state of ``dtype`` on its tensor cores on a
+    GPU of ``compute_capability`` (default: the current GPU's; FP64 mma in the shapes m16n8k8 /
+    m16n8k16 needs sm_90: an sm_80 GPU takes the FMA loops). Programs for it widen 2-qubit ops to
+    3 (stage_program.WIDEN_2_TO_3), which would double an FMA loop's work."""
+    if not MMA_GPU.get(np.dtype(dtype).itemsize, False):
+        return False
+    if compute_capability is None:
+        try:
+            import cupy  # noqa: PLC0415 - optional dependency
+
+            compute_capability = int(cupy.cuda.Device().compute_capability)
+        except Exception:  # no cupy or no GPU
+            return False
+    return compute_capability >= 90
+
+
 def block_qubits(dtype) -> int:
     """The widest commuting block of the stage program for a state of ``dtype``."""
     return BLOCK_QUBITS[np.dtype(dtype).itemsize]
@@ -120,8 +137,7 @@ def run_stage(data, program: StageProgram, index: int, pools) -> None:
     gbit = slot_bits[big_l:][order].astype(np.int32)
     item = data.dtype.itemsize
     shared = shared_bytes(big_l, c, item)
-    # FP64 mma in the shapes m16n8k8 / m16n8k16: sm_90+ (an sm_80 GPU takes the FMA loops)
-    mma = (MMA_GPU.get(item, False) and int(data.device.compute_capability) >= 90
+    mma = (tensor_core_ops(data.dtype, int(data.device.compute_capability))
            and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any()))
     kern = _kernel(data.device.id, item, mma, has_phases(stage.ops))
     # the attribute belongs to the function, shared by every L: set it for this launch

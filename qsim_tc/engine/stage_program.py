@@ -195,7 +195,7 @@ def diagonal_terms(diagonal: np.ndarray, positions) -> dict[int, int]:
 
 
 def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
-                  block_qubits: int | None = None, itemsize: int = 16) -> StageProgram:
+                  block_qubits: int | None = None, itemsize: int = 16, widen: bool | None = None) -> StageProgram:
     """Translate ``plan`` (made with ``keep_low`` kept low bits) into the kernel's program.
 
     Within a stage, consecutive dense gates on local slots are fused into blocks of at most
@@ -205,7 +205,9 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     op loads them), which saves the run its own pass over shared memory. Where the stage model
     (:func:`op_passes` for amplitudes of ``itemsize`` bytes) prices it lower, a stage is first
     regrouped by :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` into blocks of at most
-    ``block_qubits`` (default: ``fuse_qubits``) qubits.
+    ``block_qubits`` (default: ``fuse_qubits``) qubits. ``widen``: 2-qubit dense ops become
+    3-qubit ones (default: where ``itemsize`` is in :data:`WIDEN_2_TO_3`; pass False where the
+    kernel will run its FMA loops, as on GPUs without the FP64 tensor-core shapes).
 
     Raises:
         ValueError: a dense op wider than :data:`MAX_DENSE`, a dense op on a global slot, or a
@@ -213,6 +215,7 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     """
     n, big_l = plan.n_qubits, plan.local_qubits
     width = min(fuse_qubits if block_qubits is None else block_qubits, MAX_DENSE)
+    widen = itemsize in WIDEN_2_TO_3 if widen is None else widen
     slot_bits = list(range(n))
     pools = _Pools()
     stages = []
@@ -221,8 +224,8 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
             if p < keep_low or g < keep_low:
                 raise ValueError(f"the plan swaps slot {min(p, g)}, one of the {keep_low} kept low bits")
             slot_bits[p], slot_bits[g] = slot_bits[g], slot_bits[p]
-        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width, itemsize), big_l, fuse_qubits, pools,
-                                 itemsize)
+        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width, itemsize, widen), big_l, fuse_qubits,
+                                 pools, widen)
         ops = np.array(records, dtype=np.int64).reshape(-1, OP_WORDS)
         stages.append(StageCode(np.array(slot_bits, dtype=np.int32), ops, stage.n_gates))
     final_phys = [0] * n
@@ -249,7 +252,7 @@ def op_passes(records, itemsize: int = 16) -> float:
     return total
 
 
-def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int):
+def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int, widen: bool = False):
     """``stage``, or its :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` form where the stage
     model prices that form's ops lower (it wins where diagonal runs split the gates: QFT; the
     convex fusion of the plain form wins on dense 2-qubit layers: quantum volume)."""
@@ -258,7 +261,7 @@ def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int):
     alt = commuting_blocks(stage, big_l, width)
     if alt.ops == stage.ops:
         return stage
-    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), itemsize), itemsize) for s in (stage, alt)]
+    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), widen), itemsize) for s in (stage, alt)]
     return alt if price[1] < price[0] else stage
 
 
@@ -292,7 +295,7 @@ class _Pools:
         return off
 
 
-def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, itemsize: int = 16) -> list[list[int]]:
+def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bool = False) -> list[list[int]]:
     """The op records of one stage (see :func:`build_program`)."""
     records: list[list[int]] = []
     run: dict[int, int] = {}  # the pending diagonal run's terms
@@ -304,7 +307,7 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, itemsize:
             raise ValueError(f"a dense op mixes {k} qubits; the stage kernel applies at most {MAX_DENSE}")
         if max(targets) >= big_l:
             raise ValueError(f"a dense op has a target on global slot {max(targets)} (L = {big_l})")
-        if k == 2 and itemsize in WIDEN_2_TO_3:
+        if k == 2 and widen:
             pad = _pad_target(targets, cmask, big_l)
             if pad is not None:  # the identity on one more local qubit: a 3-qubit op
                 targets, matrix, k = list(targets) + [pad], np.kron(np.eye(2), matrix), 3

@@ -4,7 +4,7 @@ becomes the program's final storage layout (no amplitude moves for the plan's sw
 
 from __future__ import annotations
 
-from qsim_tc.engine.stage_kernel import block_qubits, max_dense, run_stage, upload
+from qsim_tc.engine.stage_kernel import block_qubits, max_dense, run_stage, tensor_core_ops, upload
 from qsim_tc.engine.stage_program import build_program
 from qsim_tc.engine.storage import PhysicalState
 from qsim_tc.plan.stages import StagePlan
@@ -36,7 +36,8 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
         if fuse_qubits is None:
             fuse_qubits = max_dense(phys.data.dtype)
         program = build_program(plan, _kept_low_bits(plan), fuse_qubits=fuse_qubits,
-                                block_qubits=block_qubits(phys.data.dtype), itemsize=phys.data.dtype.itemsize)
+                                block_qubits=block_qubits(phys.data.dtype), itemsize=phys.data.dtype.itemsize,
+                                widen=tensor_core_ops(phys.data.dtype))
     pools = upload(program, phys.data.dtype)
     for i in range(len(program.stages)):
         try:

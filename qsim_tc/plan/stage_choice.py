@@ -108,7 +108,8 @@ def reference_pass_ms(n_qubits: int, sm_ghz: float | None = None) -> float:
 
 
 def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, itemsize: int = 16,
-           local_qubits: int | None = None, keep_low: int = KEEP_LOW, block_qubits: int | None = None) -> StageDecision:
+           local_qubits: int | None = None, keep_low: int = KEEP_LOW, block_qubits: int | None = None,
+           widen: bool | None = None) -> StageDecision:
     """Plan ``circuit`` as stages if every gate fits, and compare the model with ``gate_ms``.
 
     Args:
@@ -122,6 +123,8 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
         local_qubits, keep_low: the stage shape (L, C; L by default :data:`LOCAL_QUBITS` of
             ``itemsize``); C shrinks for gates that need more of L.
         block_qubits: the width of the program's commuting blocks (default: ``max_dense``).
+        widen: the program's 2-qubit ops become 3-qubit ones (default by ``itemsize``:
+            :func:`~qsim_tc.engine.stage_program.build_program`).
     """
     from qsim_tc.engine.stage_program import build_program, op_passes  # noqa: PLC0415
 
@@ -137,7 +140,8 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
                                     f"{min(max_dense, big_l)}", gate_ms=gate_ms)
     keep = max(0, min(keep_low, big_l - max(widest, 1)))
     plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep)
-    program = build_program(plan, keep, fuse_qubits=max_dense, block_qubits=block_qubits, itemsize=itemsize)
+    program = build_program(plan, keep, fuse_qubits=max_dense, block_qubits=block_qubits, itemsize=itemsize,
+                            widen=widen)
     passes = STAGE_PASSES[itemsize] * plan.n_stages + sum(op_passes(stage.ops, itemsize) for stage in program.stages)
     predicted = passes * pass_ms
     use = predicted < gate_ms * GATE_PATH_BIAS

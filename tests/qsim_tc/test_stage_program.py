@@ -226,8 +226,13 @@ def test_two_qubit_ops_widen_to_three_on_a_free_local_qubit():
     c = brickwork(10, 2, 8, seed=3)
     plan = plan_stages(c, 8, keep_low=2)
     wide, narrow = build_program(plan, 2, fuse_qubits=2, itemsize=16), build_program(plan, 2, fuse_qubits=2, itemsize=8)
+    fma = build_program(plan, 2, fuse_qubits=2, itemsize=16, widen=False)  # a GPU without the FP64 mma shapes
     ks = lambda prog: {int(r[W_K]) for s in prog.stages for r in s.ops if r[W_TYPE] == OP_DENSE}  # noqa: E731
-    assert ks(wide) == {3} and 2 in ks(narrow)
+    assert ks(wide) == {3} and 2 in ks(narrow) and 2 in ks(fma)
+    from qsim_tc.engine.stage_kernel import tensor_core_ops
+
+    assert tensor_core_ops(np.complex128, 90) and not tensor_core_ops(np.complex128, 80)
+    assert not tensor_core_ops(np.complex64, 90)
     for s in wide.stages:
         for r in s.ops:
             assert len({int(r[W_SORTED + m]) for m in range(3)}) == 3
