@@ -114,6 +114,19 @@ __device__ __forceinline__ void load_chunk(cplx* sm, const cplx* state, int L, i
     asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
+// i with bit p exchanged for bit q, for each low slot p whose partner q (0: none) sits in bits
+// 5p .. 5p + 4 of x
+__device__ __forceinline__ int exchanged(int i, int x) {
+    for (int p = 0; x; ++p, x >>= 5) {
+        const int q = x & 31;
+        if (q) {
+            const int f = ((i >> p) ^ (i >> q)) & 1;
+            i ^= (f << p) | (f << q);
+        }
+    }
+    return i;
+}
+
 __device__ __forceinline__ cplx cmul(cplx a, cplx b) {
     return {a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x};
 }
@@ -436,7 +449,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
              const int* __restrict__ gslot, const int* __restrict__ gbit, const long long* __restrict__ ops,
              int n_ops, const cplx* __restrict__ mats, const long long* __restrict__ groups,
              const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
-             const long long* __restrict__ coef_gate) {
+             const long long* __restrict__ coef_gate, int store_x) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     cplx* sm = reinterpret_cast<cplx*>(smem_raw);
     const int h1 = min(6, L - C), h2 = L - C - h1;
@@ -538,7 +551,10 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
         }
         __syncthreads();
     }
+    // the store's exchanges rotate the kept low slots' qubits (StageCode.store_swaps): address i
+    // takes the amplitude at index i with the exchanged bits swapped
 #pragma unroll 8
     for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-        store_stream(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low), sm[swz(i)]);
+        store_stream(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low),
+                     sm[swz(store_x ? exchanged(i, store_x) : i)]);
 }

@@ -11,6 +11,7 @@ from gemm.cuda.compile import raw_module
 from qsim_tc.engine.stage_program import (
     MAX_DENSE,
     MAX_GROUPS,
+    MAX_STORE_LOW,
     MMA_WARPS,
     OP_PHASE,
     W_MMA,
@@ -122,6 +123,18 @@ def has_phases(ops: np.ndarray) -> bool:
     return bool(ops.size) and bool(((ops[:, W_TYPE] == OP_PHASE) | (ops[:, W_PCOUNT] > 0)).any())
 
 
+def store_exchanges(store_swaps) -> int:
+    """``StageCode.store_swaps`` as the kernel's ``store_x``: the partner of low slot p in bits
+    5p .. 5p + 4 (0: none)."""
+    x = 0
+    for p, q in store_swaps:
+        if not 0 <= p < MAX_STORE_LOW or not p < q < 32:
+            raise ValueError(f"store exchange ({p}, {q}): the kernel takes low slots < {MAX_STORE_LOW} "
+                             "with a higher partner")
+        x |= q << (5 * p)
+    return x
+
+
 def run_stage(data, program: StageProgram, index: int, pools) -> None:
     """Apply stage ``index`` of ``program`` to ``data`` (1-D cupy array of 2^N amplitudes, storage
     order), in place."""
@@ -147,7 +160,7 @@ def run_stage(data, program: StageProgram, index: int, pools) -> None:
     kern((1 << (n - big_l),), (THREADS,),
          (data, np.int32(n), np.int32(big_l), np.int32(c), cupy.asarray(slot_bits), cupy.asarray(gslot),
           cupy.asarray(gbit), ops, np.int32(len(stage.ops)), mats, groups, coef_slots, coef_turns,
-          coef_gates),
+          coef_gates, np.int32(store_exchanges(stage.store_swaps))),
          shared_mem=shared)
 
 

@@ -7,8 +7,11 @@ planner's index-bit swaps are *virtual*: no amplitude moves between stages. Inst
 says where its *slots* live in storage: ``slot_bits[p]`` is the storage bit of slot p (the
 planner's physical bit p). Slots 0..L-1 are the local ones (the chunk), slots L..N-1 are fixed
 per block. A swap of slots p and g only exchanges ``slot_bits[p]`` and ``slot_bits[g]``. Slots
-0..C-1 (``keep_low``, never swapped by the planner) stay at storage bits 0..C-1, so every chunk
-is read in runs of 2^C consecutive amplitudes.
+0..C-1 (``keep_low``, never swapped with a global slot) stay at storage bits 0..C-1, so every
+chunk is read in runs of 2^C consecutive amplitudes. Where the plan rotates its low bits
+(``rotate_low``), the exchange of a low slot with another local one is real: the stage before
+performs it as it stores its chunk (``StageCode.store_swaps``), so the new qubit of slot p < C
+then lives at storage bit p.
 
 Two kinds of op, both in the slot index space (bit p of an index is slot p):
 
@@ -46,7 +49,7 @@ phase form keeps their angle only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -57,6 +60,7 @@ from qsim_tc.plan.stages import RELABEL, StagePlan
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
 
 MAX_DENSE = 5  # the widest dense op: 2^5 amplitudes a thread
+MAX_STORE_LOW = 6  # store exchanges reach low slots 0..5 (the kernel packs 5 bits a slot in an int)
 # phase groups per op (the kernel's per-group sums are sized by it), and the unit of the phase
 # tables' shared memory: MAX_GROUPS x (2^6 + 2^(L-6)) entries (phase_table_entries), 8 KiB in
 # complex128 at L = 12, which keeps a block under a third of an SM's 228 KiB
@@ -120,11 +124,14 @@ class StageCode:
         slot_bits: int32 [N], the storage bit of each slot.
         ops: int64 [n_ops, OP_WORDS] records (module docstring).
         n_gates: the circuit gates the stage applies (relabels excluded).
+        store_swaps: slot pairs (p < C, q < L) whose bits the store exchanges: the amplitude at
+            chunk index i goes where index i with bits p and q swapped would.
     """
 
     slot_bits: np.ndarray
     ops: np.ndarray
     n_gates: int
+    store_swaps: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -220,10 +227,19 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     pools = _Pools()
     stages = []
     for stage in plan.stages:
+        exchanges = []
         for p, g in stage.swaps:
+            if g < big_l:  # a low slot's rotation: the previous stage's store moves the amplitudes
+                if not (p < keep_low <= g) or p >= MAX_STORE_LOW or not stages:
+                    raise ValueError(f"the plan exchanges local slots {p} and {g}: only a kept low slot "
+                                     f"(< {min(keep_low, MAX_STORE_LOW)}) with another one, after the first stage")
+                exchanges.append((p, g))  # slot_bits stay: each qubit takes the other's storage bit
+                continue
             if p < keep_low or g < keep_low:
                 raise ValueError(f"the plan swaps slot {min(p, g)}, one of the {keep_low} kept low bits")
             slot_bits[p], slot_bits[g] = slot_bits[g], slot_bits[p]
+        if exchanges:
+            stages[-1] = replace(stages[-1], store_swaps=tuple(exchanges))
         records = _stage_records(_blocked(stage, big_l, fuse_qubits, width, itemsize, widen), big_l, fuse_qubits,
                                  pools, widen)
         ops = np.array(records, dtype=np.int64).reshape(-1, OP_WORDS)
@@ -620,6 +636,10 @@ def emulate(program: StageProgram, data: np.ndarray) -> np.ndarray:
         for p, b in enumerate(stage.slot_bits):
             addr |= ((x >> p) & 1) << int(b)
         v = data[addr]
+        src = x
+        for p, q in stage.store_swaps:  # the store's exchanges (StageCode.store_swaps)
+            flip = ((src >> p) ^ (src >> q)) & 1
+            src = src ^ ((flip << p) | (flip << q))
         for rec in stage.ops:
             if rec[W_TYPE] == OP_DENSE:
                 _phases(program, v, x, int(rec[W_PDATA]), int(rec[W_PCOUNT]))
@@ -631,7 +651,7 @@ def emulate(program: StageProgram, data: np.ndarray) -> np.ndarray:
                 _dense(v, n, t, cmask, m)
             else:
                 _phases(program, v, x, int(rec[W_DATA]), int(rec[W_COUNT]))
-        data[addr] = v
+        data[addr] = v[src]
     return data
 
 

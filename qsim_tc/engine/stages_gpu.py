@@ -53,6 +53,10 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
 
 
 def _kept_low_bits(plan: StagePlan) -> int:
-    """The low slots no swap of the plan touches (the plan was made with at least this keep_low)."""
+    """The low slots no swap with a global slot touches (the plan was made with at least this
+    keep_low); exactly the plan's keep_low where its low slots rotate (their exchanges name it)."""
+    big_l = plan.local_qubits
+    if any(s.low_exchanges(big_l) for s in plan.stages):
+        return plan.keep_low
     touched = [p for s in plan.stages for p, _ in s.swaps]
-    return min(touched) if touched else plan.local_qubits
+    return min(touched) if touched else big_l

@@ -53,6 +53,12 @@ CPU_WIDE_FRACTION = 0.9
 CPU_WIDE_LANE_BITS = 4  # the wider plan needs this many lane bits below its L (one vector of float32)
 CPU_MAX_WIDTH = {8: 4, 16: 4}
 KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
+# the kept low bits rotate between stages (plan_stages' rotate_low) by amplitude size. At 28 qubits
+# on an H100 (stage_rotate_h100.json), complex128: QuantumVolume(28, seed=7) 36 -> 31 stages,
+# 159.5 -> 149.2 ms, brickwork(28, 2, 20) 14 -> 10 stages, 82.6 -> 76.4 ms, QFT-28 33.5 -> 31.6 ms.
+# complex64 needs fewer stages too (31 -> 27, 12 -> 8) but ran slower (143.8 -> 146.2, 81.4 ->
+# 83.3 ms): its chunk has no swizzle, and a rotating store's reads then meet up to 16 to a bank.
+ROTATE_LOW = {16: True, 8: False}
 # the model's unit (see the module docstring) and a stage's cost in it by amplitude size, fitted
 # with stage_program.OP_PASSES to every stage of 5 (complex128) and 6 (complex64) circuits' programs
 # at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json). A complex64
@@ -109,7 +115,7 @@ def reference_pass_ms(n_qubits: int, sm_ghz: float | None = None) -> float:
 
 def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, itemsize: int = 16,
            local_qubits: int | None = None, keep_low: int = KEEP_LOW, block_qubits: int | None = None,
-           widen: bool | None = None) -> StageDecision:
+           widen: bool | None = None, rotate_low: bool | None = None) -> StageDecision:
     """Plan ``circuit`` as stages if every gate fits, and compare the model with ``gate_ms``.
 
     Args:
@@ -125,6 +131,8 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
         block_qubits: the width of the program's commuting blocks (default: ``max_dense``).
         widen: the program's 2-qubit ops become 3-qubit ones (default by ``itemsize``:
             :func:`~qsim_tc.engine.stage_program.build_program`).
+        rotate_low: the kept low bits' qubits change between stages
+            (:func:`~qsim_tc.plan.stages.plan_stages`; default by ``itemsize``: :data:`ROTATE_LOW`).
     """
     from qsim_tc.engine.stage_program import build_program, op_passes  # noqa: PLC0415
 
@@ -139,7 +147,8 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
         return StageDecision(False, f"a gate mixes {widest} qubits; the stage kernel takes at most "
                                     f"{min(max_dense, big_l)}", gate_ms=gate_ms)
     keep = max(0, min(keep_low, big_l - max(widest, 1)))
-    plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep)
+    rotate = ROTATE_LOW.get(itemsize, False) if rotate_low is None else rotate_low
+    plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep, rotate_low=rotate)
     program = build_program(plan, keep, fuse_qubits=max_dense, block_qubits=block_qubits, itemsize=itemsize,
                             widen=widen)
     passes = STAGE_PASSES[itemsize] * plan.n_stages + sum(op_passes(stage.ops, itemsize) for stage in program.stages)

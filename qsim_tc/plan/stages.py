@@ -38,6 +38,15 @@ Greedy algorithm (after Atlas / HyQuas):
 3. Fill the set up to L with qubits already local (no swap), keeping the ones needed soonest;
    swap each chosen global qubit with an evicted local one (the one needed latest). Repeat.
 
+Kept low bits (``keep_low`` = C): physical bits 0..C-1 are local in every stage (the GPU kernel
+reads a chunk in runs of 2^C amplitudes through them). Fixed, their qubits take C of the L local
+places for the whole circuit. With ``rotate_low`` they may change at each stage boundary to
+qubits that are local on both sides of it: the previous stage's store exchanges them (a
+permutation within the chunk, so it moves no amplitude between chunks and costs no pass). Such
+an exchange (low bit p < C, local bit p' >= C) comes first in the next stage's swaps. At 28
+qubits, L = 12, C = 3 it takes QuantumVolume(28, seed=7) from 36 stages to 29-30 and
+brickwork(28, 2, 20) from 14 to 9-10 (C = 0 gives 29 and 9).
+
 The plan records, per stage, the swaps before it, the layout after them, and the gates in the
 order to apply them with the physical positions of their qubits at that point.
 """
@@ -89,7 +98,9 @@ class Stage:
     """One pass over the state.
 
     Attributes:
-        swaps: physical bit pairs (local p < L, global g >= L) exchanged before the stage.
+        swaps: physical bit pairs exchanged before the stage, in order: a kept low bit with
+            another local bit (p < C <= g < L; only with ``rotate_low``, first), then a local
+            bit with a global one (p < L <= g).
         layout: ``layout[p]`` is the logical qubit at physical bit p once the swaps are done.
         ops: the gates, in an order that respects their dependencies.
     """
@@ -97,6 +108,11 @@ class Stage:
     swaps: tuple[tuple[int, int], ...]
     layout: tuple[int, ...]
     ops: tuple[StageOp, ...]
+
+    def low_exchanges(self, local_qubits: int) -> tuple[tuple[int, int], ...]:
+        """The swaps of two local bits (a kept low bit and another, ``rotate_low``): the previous
+        stage's store performs them."""
+        return tuple((p, g) for p, g in self.swaps if g < local_qubits)
 
     @property
     def end_layout(self) -> tuple[int, ...]:
@@ -126,6 +142,7 @@ class StagePlan:
         final_layout: the layout of the state after the last stage (relabels included).
         global_phase: radians, applied once at the end.
         n_gates: gates of the circuit.
+        keep_low: C, the low physical bits that are local in every stage.
     """
 
     n_qubits: int
@@ -135,6 +152,7 @@ class StagePlan:
     final_layout: tuple[int, ...]
     global_phase: float
     n_gates: int
+    keep_low: int = 0
 
     @property
     def n_stages(self) -> int:
@@ -178,7 +196,7 @@ def cpu_local_qubits(dtype, chunk_bytes: int = DEFAULT_CPU_CHUNK_BYTES) -> int:
 
 def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[GateStructure] | None = None,
                 initial_layout: Sequence[int] | None = None, lookahead: int = DEFAULT_LOOKAHEAD,
-                keep_low: int = 0, seeds: int = DEFAULT_SEEDS) -> StagePlan:
+                keep_low: int = 0, seeds: int = DEFAULT_SEEDS, rotate_low: bool = False) -> StagePlan:
     """Split ``circuit`` into stages of ``local_qubits`` local qubits.
 
     Args:
@@ -194,6 +212,8 @@ def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[Gat
         keep_low: physical bits 0..keep_low-1 are never swapped out (they stay local in every
             stage). The GPU stage kernel reads a chunk through them, so they keep its loads
             contiguous; gates may then need at most ``local_qubits - keep_low`` other qubits.
+        rotate_low: the kept low bits' qubits may change between stages, each time to qubits
+            local in both stages (module docstring); False keeps them for the whole circuit.
 
     Returns:
         The :class:`StagePlan`.
@@ -245,8 +265,11 @@ def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[Gat
             stages.append(Stage(swaps, stage_layout, tuple(ops)))
         if not ready:
             break
-        swaps = _next_local_set(ready, dag, gates, kinds, needed, layout, big_l, lookahead, keep_low, seeds)
-    return StagePlan(n, big_l, tuple(stages), start_layout, tuple(layout.phys), circuit.global_phase, len(gates))
+        # a rotation is the store of the stage before: none before the first
+        swaps = _next_local_set(ready, dag, gates, kinds, needed, layout, big_l, lookahead, keep_low, seeds,
+                                rotate=bool(rotate_low and keep_low and stages))
+    return StagePlan(n, big_l, tuple(stages), start_layout, tuple(layout.phys), circuit.global_phase, len(gates),
+                     keep_low)
 
 
 # --- the gates' needs and order --------------------------------------------------------------
@@ -353,41 +376,72 @@ def _run_stage(ready, dag: _Dag, gates, structures, kinds, needed, layout: Layou
 
 
 def _next_local_set(ready, dag: _Dag, gates, kinds, needed, layout: Layout, big_l: int, lookahead: int,
-                    keep_low: int = 0, seeds: int = 0):
-    """Choose the next stage's local qubits, change ``layout`` by the swaps; return the swaps."""
+                    keep_low: int = 0, seeds: int = 0, rotate: bool = False):
+    """Choose the next stage's local qubits, change ``layout`` by the swaps; return the swaps.
+
+    ``rotate``: the kept low bits' qubits may be evicted too; candidates are then also grown
+    without them, and kept when at most L - C qubits come in (so that C qubits local now stay
+    local, to take the low bits)."""
     n = len(layout.phys)
-    pinned = set(layout.phys[:keep_low])  # the kept low bits' qubits stay, and are never evicted
+    low = list(layout.phys[:keep_low])
     start = dag.first_open
     stop = min(len(gates), max(ready[0], start) + lookahead)
     pos = layout.pos
-    best = _walk(dag, gates, kinds, needed, pinned, big_l, start, stop, n)
-    if seeds:
+
+    def incoming_of(chosen):
+        return sum(pos[q] >= big_l for q in chosen)
+
+    def score(chosen):
+        return (_closure(dag, needed, chosen, ready, stop), -incoming_of(chosen))
+
+    best, best_score = None, None
+    for pinned in ([set(low), set()] if rotate else [set(low)]):
+        cands = [_walk(dag, gates, kinds, needed, pinned, big_l, start, stop, n)]
         # candidates grown from other blocked gates, kept when more gates would run with them
         # (ties: fewer qubits to bring in; the circuit-order walk first)
-        def score(chosen):
-            return (_closure(dag, needed, chosen, ready, stop), -sum(pos[q] >= big_l for q in chosen))
-
-        best_score = score(best)
-        for seed in heapq.nsmallest(seeds, ready):
-            chosen = _grow(dag, gates, kinds, needed, pinned, big_l, seed, ready, stop, n)
+        cands += [_grow(dag, gates, kinds, needed, pinned, big_l, seed, ready, stop, n)
+                  for seed in heapq.nsmallest(seeds, ready)]
+        for chosen in cands:
+            if incoming_of(chosen) > big_l - keep_low:
+                continue  # too few of today's local qubits left for the low bits
             sc = score(chosen)
-            if sc > best_score:
+            if best is None or sc > best_score:
                 best, best_score = chosen, sc
     chosen = best
     incoming = sorted((q for q in chosen if pos[q] >= big_l), key=lambda q: pos[q])
     if not incoming:  # cannot happen: the first blocked gate needs a global qubit
         raise AssertionError("planner made no progress")
-    # evict the local qubits not chosen whose next use is latest (Belady)
+    # evict the local qubits not chosen whose next use is latest (Belady); low bits only when
+    # they rotate
     next_use = _next_use(dag, gates, needed, start, stop, n)
-    candidates = [p for p in range(big_l) if layout.phys[p] not in chosen]
+    first = 0 if rotate else keep_low
+    candidates = [p for p in range(first, big_l) if layout.phys[p] not in chosen]
     candidates.sort(key=lambda p: (-next_use[layout.phys[p]], p))
-    out = sorted(candidates[: len(incoming)])
-    swaps = tuple(zip(out, sorted(pos[q] for q in incoming)))
+    out = set(candidates[: len(incoming)])
     phys = list(layout.phys)
+    exchanges = []
+    for p in range(keep_low):
+        if p in out:  # the low bit's qubit leaves: a local qubit that stays takes its place
+            q = _low_successor(p, out, exchanges, keep_low, big_l)
+            exchanges.append((p, q))
+            out.discard(p)
+            out.add(q)
+            phys[p], phys[q] = phys[q], phys[p]
+    swaps = tuple(zip(sorted(out), sorted(pos[q] for q in incoming)))
     for p, g in swaps:
         phys[p], phys[g] = phys[g], phys[p]
     layout.set(phys)
-    return swaps
+    return tuple(exchanges) + swaps
+
+
+def _low_successor(p: int, out, exchanges, keep_low: int, big_l: int) -> int:
+    """The local bit (>= C, staying local, not yet taken) whose qubit replaces low bit p's: of the
+    same residue mod 3 where one is left. The GPU kernel's shared-memory swizzle folds the bits of
+    an index in threes, so then a store's reads stay free of bank conflicts."""
+    taken = {q for _, q in exchanges}
+    free = [q for q in range(keep_low, big_l) if q not in out and q not in taken]
+    same = [q for q in free if q % 3 == p % 3]
+    return (same or free)[0]
 
 
 def _walk(dag: _Dag, gates, kinds, needed, pinned, big_l: int, start: int, stop: int, n: int) -> set[int]:

@@ -2,11 +2,13 @@
 interpreter (every machine), and the kernel itself against the interpreter and the gate-at-a-time
 path (GPU)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_stages import gate_at_a_time, random_circuit, random_state
+from test_stages import check_plan, gate_at_a_time, random_circuit, random_state
 
 from circuits import Circuit, Gate
 from qsim_tc.engine.permute import permute_bits
@@ -29,22 +31,47 @@ def to_logical(data: np.ndarray, phys) -> np.ndarray:
     return permute_bits(data, n, list(range(n)), list(phys), np)
 
 
-def run_emulated(c: Circuit, psi: np.ndarray, local: int, keep_low: int, fuse_qubits: int = 0) -> np.ndarray:
-    prog = build_program(plan_stages(c, local, keep_low=keep_low), keep_low, fuse_qubits=fuse_qubits)
+def run_emulated(c: Circuit, psi: np.ndarray, local: int, keep_low: int, fuse_qubits: int = 0,
+                 rotate_low: bool = False) -> np.ndarray:
+    plan = plan_stages(c, local, keep_low=keep_low, rotate_low=rotate_low)
+    check_plan(c, plan)
+    prog = build_program(plan, keep_low, fuse_qubits=fuse_qubits)
     out = emulate(prog, psi.copy())
     return to_logical(out, prog.final_phys) * np.exp(1j * prog.global_phase)
 
 
 @settings(derandomize=True, max_examples=60, deadline=None)
 @given(n=st.integers(1, 9), n_gates=st.integers(0, 40), seed=st.integers(0, 10**6), local=st.integers(1, 9),
-       keep_low=st.integers(0, 3), fuse_qubits=st.sampled_from([0, 2, 3, 4]))
-def test_program_equals_gate_at_a_time(n, n_gates, seed, local, keep_low, fuse_qubits):
+       keep_low=st.integers(0, 3), fuse_qubits=st.sampled_from([0, 2, 3, 4]), rotate_low=st.booleans())
+def test_program_equals_gate_at_a_time(n, n_gates, seed, local, keep_low, fuse_qubits, rotate_low):
     local = min(local, n)
     keep_low = min(keep_low, local - 1)
     c = random_circuit(n, n_gates, seed, max_width=min(local - keep_low, MAX_DENSE))
     psi = random_state(n, seed)
-    np.testing.assert_allclose(run_emulated(c, psi, local, keep_low, fuse_qubits), gate_at_a_time(c, psi), rtol=0,
-                               atol=1e-13)
+    np.testing.assert_allclose(run_emulated(c, psi, local, keep_low, fuse_qubits, rotate_low),
+                               gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+def test_rotated_low_bits_are_exchanged_by_the_store_before():
+    """With rotate_low, the kept low slots take new qubits at stage boundaries: the previous
+    stage's store exchanges them (slot_bits keep 0..C-1 at storage bits 0..C-1), and the program
+    still equals the gate-at-a-time path."""
+    c = random_circuit(12, 300, seed=5, max_width=3)
+    plan = plan_stages(c, 7, keep_low=3, rotate_low=True)
+    prog = build_program(plan, 3, fuse_qubits=3)
+    moved = [s.store_swaps for s in prog.stages if s.store_swaps]
+    assert moved and not prog.stages[-1].store_swaps
+    for s in prog.stages:
+        assert list(s.slot_bits[:3]) == [0, 1, 2]
+        assert all(p < 3 <= q < 7 for p, q in s.store_swaps)
+    psi = random_state(12, 5)
+    np.testing.assert_allclose(to_logical(emulate(prog, psi.copy()), prog.final_phys) * np.exp(1j * prog.global_phase),
+                               gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+    # the exchange belongs to the store before: a plan that starts with one is refused
+    k = next(i for i, s in enumerate(plan.stages) if s.low_exchanges(7))
+    bad = replace(plan, stages=plan.stages[k:])
+    with pytest.raises(ValueError, match="exchanges local slots"):
+        build_program(bad, 3)
 
 
 def test_fusion_within_a_stage_halves_the_dense_ops_of_a_brickwork():
@@ -106,13 +133,15 @@ def test_non_unit_diagonal_is_refused():
                           (12, 8, 4, 120, 5), (14, 10, 2, 150, 6), (16, 12, 5, 150, 7), (16, 11, 1, 150, 8),
                           (18, 13, 3, 100, 9)])
 @pytest.mark.parametrize("fused", [False, True])
-def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_low, n_gates, seed, fused):
+@pytest.mark.parametrize("rotate", [False, True])
+def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_low, n_gates, seed, fused, rotate):
     from qsim_tc.engine.stage_kernel import max_dense, run_program
 
     width = min(local - keep_low, max_dense(dtype))
     c = random_circuit(n, n_gates, seed, max_width=width)
     psi = random_state(n, seed, dtype)
-    prog = build_program(plan_stages(c, local, keep_low=keep_low), keep_low, fuse_qubits=width if fused else 0)
+    plan = plan_stages(c, local, keep_low=keep_low, rotate_low=rotate)
+    prog = build_program(plan, keep_low, fuse_qubits=width if fused else 0)
     data = cp.asarray(psi)
     run_program(data, prog)
     got = data.get()

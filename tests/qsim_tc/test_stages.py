@@ -74,13 +74,24 @@ def gate_at_a_time(c: Circuit, psi: np.ndarray) -> np.ndarray:
 
 
 def check_plan(c: Circuit, plan) -> None:
-    """Every gate once, in dependency order, with its needed qubits local; swaps local<->global."""
+    """Every gate once, in dependency order, with its needed qubits local; swaps local<->global
+    (kept low bits untouched), after a kept low bit's exchanges with local bits (rotate_low), whose
+    new qubits were local in the stage before; each stage's layout is the last one's, swapped."""
     seen = [op.gate for s in plan.stages for op in s.ops]
     assert sorted(seen) == list(range(len(c)))
-    big_l = plan.local_qubits
-    for s in plan.stages:
+    big_l, keep = plan.local_qubits, plan.keep_low
+    before = plan.initial_layout
+    for k, s in enumerate(plan.stages):
+        ex = s.low_exchanges(big_l)
+        assert s.swaps[:len(ex)] == ex and (k > 0 or not ex)
+        assert all(p < keep <= g < big_l for p, g in ex)
+        assert all(keep <= p < big_l <= g for p, g in s.swaps[len(ex):])
+        phys = list(before)
         for p, g in s.swaps:
-            assert p < big_l <= g
+            phys[p], phys[g] = phys[g], phys[p]
+        assert tuple(phys) == s.layout
+        assert set(s.layout[:keep]) <= set(before[:big_l])
+        before = s.end_layout
         phys = list(s.layout)
         for op in s.ops:
             g = c.gates[op.gate]
@@ -209,6 +220,20 @@ def test_grown_local_sets_cut_the_stages_of_brickwork_and_random_pairs():
         check_plan(qv, grown)
         assert grown.n_stages < 0.85 * walk.n_stages, (keep, grown.n_stages, walk.n_stages)
         assert all(p >= keep for s in grown.stages for p, _ in s.swaps)
+
+
+def test_rotating_the_kept_low_bits_needs_fewer_stages():
+    """Kept low bits fixed hold their qubits local for the whole circuit; rotated (each time to a
+    qubit local on both sides of the boundary) they cost about what no kept bits cost."""
+    bw = brickwork(28, 2, 20, seed=1)
+    counts = {}
+    for keep, rotate in ((3, False), (3, True), (0, False)):
+        plan = plan_stages(bw, 12, keep_low=keep, rotate_low=rotate)
+        check_plan(bw, plan)
+        counts[keep, rotate] = plan.n_stages
+    assert counts[3, True] <= counts[0, False] + 1 < counts[3, False], counts
+    rotated = plan_stages(bw, 12, keep_low=3, rotate_low=True)
+    assert any(s.low_exchanges(12) for s in rotated.stages)
 
 
 def test_errors_name_the_argument():
