@@ -360,19 +360,25 @@ class Simulator:
         n = circuit.n_qubits
         memory.check_fits(f"simulating {n} qubits as stages", memory.state_bytes(n, self.dtype) - self._held_bytes(n),
                           self.device)
-        state = self._start_state(n, initial_state)
         plan = decision.plan
         if self.device.is_gpu:
             from qsim_tc.engine.stages_gpu import run_plan  # noqa: PLC0415
 
-            state._phys.canonicalize()  # a copied initial state may keep a pending permutation
+            fresh = initial_state is None  # the first stage makes |0...0> itself: no zeroing pass
+            if fresh:
+                state = StateVector._unset(n, dtype=self.dtype, device=self.device,
+                                           workspace_bytes=self.workspace_bytes)
+            else:
+                state = self._start_state(n, initial_state)
+                state._phys.canonicalize()  # a copied initial state may keep a pending permutation
             run_plan(state._phys, plan, program=decision.program,
-                     on_stage=progress if callable(progress) else None)
+                     on_stage=progress if callable(progress) else None, fresh=fresh)
             if circuit.global_phase:
                 state.apply_global_phase(circuit.global_phase)
         else:
             from qsim_tc.engine.stages_cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
 
+            state = self._start_state(n, initial_state)
             try:  # the executor writes the state chunk by chunk: a failure leaves it mixed
                 run_stages(state._phys, plan)  # (from any layout; the global phase included)
             except Exception as exc:

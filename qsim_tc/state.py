@@ -60,6 +60,9 @@ def _pauli_terms(operator) -> list[tuple[str, complex]]:
                     f"pairs, got {kind}")
 
 
+_UNSET = object()  # StateVector._unset's data: storage not written
+
+
 class StateVector:
     """An n-qubit pure state on the CPU or the GPU.
 
@@ -106,7 +109,9 @@ class StateVector:
             double_buffer = workspace_bytes is None and memory.double_buffer_fits(n_qubits, dtype, self._device)
         memory.check_state_fits(f"a {n_qubits}-qubit {dtype} state", n_qubits, dtype, self._device,
                                 workspace_bytes=workspace_bytes, double_buffer=double_buffer)
-        if data is None:
+        if data is _UNSET:  # StateVector._unset: the caller writes every amplitude first
+            arr = xp.empty(1 << n_qubits, dtype=dtype)
+        elif data is None:
             arr = xp.zeros(1 << n_qubits, dtype=dtype)
             arr[0] = 1
         else:
@@ -123,6 +128,13 @@ class StateVector:
         self._phys = PhysicalState(arr, self._device, workspace_limit=memory.workspace_limit(n_qubits, dtype,
                                                                                               workspace_bytes),
                                    workspace_explicit=workspace_bytes is not None, double_buffer=double_buffer)
+
+    @classmethod
+    def _unset(cls, n_qubits: int, *, dtype, device, workspace_bytes: int | None = None) -> StateVector:
+        """A state whose amplitudes are not set (storage allocated, not written): for a runner
+        that writes every amplitude before it reads any, as a stage program that starts from
+        |0...0> does (no pass to zero the state first)."""
+        return cls(n_qubits, dtype=dtype, device=device, data=_UNSET, workspace_bytes=workspace_bytes)
 
     @classmethod
     def from_array(cls, data, *, dtype=None, device="auto", copy: bool = True, workspace_bytes: int | None = None,

@@ -449,7 +449,7 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
              const int* __restrict__ gslot, const int* __restrict__ gbit, const long long* __restrict__ ops,
              int n_ops, const cplx* __restrict__ mats, const long long* __restrict__ groups,
              const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
-             const long long* __restrict__ coef_gate, int store_x) {
+             const long long* __restrict__ coef_gate, int store_x, int fresh) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     cplx* sm = reinterpret_cast<cplx*>(smem_raw);
     const int h1 = min(6, L - C), h2 = L - C - h1;
@@ -484,7 +484,12 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     }
     __syncthreads();
     const int low = (1 << C) - 1, m1 = (1 << h1) - 1;
-    load_chunk(sm, state + base, L, C, t1, t2, h1);
+    if (fresh) {  // the state is |0...0>, not yet written: the chunk is made, not read
+        for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) sm[i] = cplx{0, 0};
+        if (b == 0 && threadIdx.x == 0) sm[swz(0)] = cplx{1, 0};
+    } else {
+        load_chunk(sm, state + base, L, C, t1, t2, h1);
+    }
     __syncthreads();
 
     const long long lmask_all = (1LL << L) - 1;
@@ -552,7 +557,9 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
         __syncthreads();
     }
     // the store's exchanges rotate the kept low slots' qubits (StageCode.store_swaps): address i
-    // takes the amplitude at index i with the exchanged bits swapped
+    // takes the amplitude at index i with the exchanged bits swapped. The swizzle keeps complex128
+    // free of bank conflicts here (the planner's partners keep residues mod 3); complex64's chunk
+    // has none, so complex64 plans keep their low bits (stage_choice.ROTATE_LOW)
 #pragma unroll 8
     for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
         store_stream(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low),

@@ -135,9 +135,10 @@ def store_exchanges(store_swaps) -> int:
     return x
 
 
-def run_stage(data, program: StageProgram, index: int, pools) -> None:
+def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = False) -> None:
     """Apply stage ``index`` of ``program`` to ``data`` (1-D cupy array of 2^N amplitudes, storage
-    order), in place."""
+    order), in place. ``fresh``: ``data`` is not written yet and stands for |0...0>; the stage
+    makes its chunks instead of reading them (a pass fewer than zeroing the state first)."""
     import cupy  # noqa: PLC0415
 
     n, big_l, c = program.n_qubits, program.local_qubits, program.keep_low
@@ -160,12 +161,13 @@ def run_stage(data, program: StageProgram, index: int, pools) -> None:
     kern((1 << (n - big_l),), (THREADS,),
          (data, np.int32(n), np.int32(big_l), np.int32(c), cupy.asarray(slot_bits), cupy.asarray(gslot),
           cupy.asarray(gbit), ops, np.int32(len(stage.ops)), mats, groups, coef_slots, coef_turns,
-          coef_gates, np.int32(store_exchanges(stage.store_swaps))),
+          coef_gates, np.int32(store_exchanges(stage.store_swaps)), np.int32(bool(fresh))),
          shared_mem=shared)
 
 
-def run_program(data, program: StageProgram) -> None:
-    """Apply every stage of ``program`` to ``data`` in place (no global phase)."""
+def run_program(data, program: StageProgram, fresh: bool = False) -> None:
+    """Apply every stage of ``program`` to ``data`` in place (no global phase); ``fresh``: the
+    first stage starts from |0...0> instead of reading ``data`` (:func:`run_stage`)."""
     pools = upload(program, data.dtype)
     for i in range(len(program.stages)):
-        run_stage(data, program, i, pools)
+        run_stage(data, program, i, pools, fresh=fresh and i == 0)

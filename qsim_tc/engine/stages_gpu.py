@@ -11,13 +11,14 @@ from qsim_tc.plan.stages import StagePlan
 
 
 def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = None, program=None,
-             on_stage=None) -> int:
+             on_stage=None, fresh: bool = False) -> int:
     """Apply ``plan`` (made from the state's current layout) to ``phys``; return the stages run.
 
     ``fuse_qubits``: the in-stage fusion width (default: the kernel's widest dense op for the
     state's dtype; the commuting blocks' width is the kernel's ``block_qubits``); ``program``: the
     plan's program when already built (with that width); ``on_stage(done, total)``: called after
-    each stage is launched.
+    each stage is launched. ``fresh``: ``phys`` holds no amplitudes yet and stands for |0...0>
+    (in its layout): the first stage makes its chunks instead of reading them.
 
     The global phase is left to the caller. A launch that fails after the first stage leaves a
     state that is neither the input nor the result: it is marked invalid and StateInvalidError
@@ -38,12 +39,17 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
         program = build_program(plan, _kept_low_bits(plan), fuse_qubits=fuse_qubits,
                                 block_qubits=block_qubits(phys.data.dtype), itemsize=phys.data.dtype.itemsize,
                                 widen=tensor_core_ops(phys.data.dtype))
+    if fresh and not program.stages:
+        phys.data.fill(0)
+        phys.data[0] = 1
     pools = upload(program, phys.data.dtype)
     for i in range(len(program.stages)):
         try:
-            run_stage(phys.data, program, i, pools)
+            run_stage(phys.data, program, i, pools, fresh=fresh and i == 0)
         except Exception as exc:
-            if i == 0:
+            if i == 0:  # nothing written yet; a fresh state holds no amplitudes at all
+                if fresh:
+                    phys.invalid = "the first stage, which makes |0...0>, failed"
                 raise
             phys.mark_invalid(f"stage {i} of {len(program.stages)} failed", exc)
         if on_stage is not None:

@@ -58,6 +58,8 @@ KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of compl
 # 159.5 -> 149.2 ms, brickwork(28, 2, 20) 14 -> 10 stages, 82.6 -> 76.4 ms, QFT-28 33.5 -> 31.6 ms.
 # complex64 needs fewer stages too (31 -> 27, 12 -> 8) but ran slower (143.8 -> 146.2, 81.4 ->
 # 83.3 ms): its chunk has no swizzle, and a rotating store's reads then meet up to 16 to a bank.
+# A store whose warps wrote 32-byte sectors instead of 64-byte runs, reading at most 4 to a bank,
+# was slower still (149.2, 89.9 ms; stage_rotate_h100.json).
 ROTATE_LOW = {16: True, 8: False}
 # the model's unit (see the module docstring) and a stage's cost in it by amplitude size, fitted
 # with stage_program.OP_PASSES to every stage of 5 (complex128) and 6 (complex64) circuits' programs

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from test_stages import random_circuit
+from test_stages import random_circuit, random_state
 
 from circuits import Circuit, Gate, haar_unitary
-from qsim_tc import Simulator
+from qsim_tc import Simulator, StateVector
 from qsim_tc.plan import stage_choice
 
 
@@ -89,6 +89,23 @@ def test_gpu_stages_equal_gate_by_gate(cp, dtype_backend, n, seed):
     ref = Simulator(dtype_backend, device="gpu", plan=None).run(c)
     atol = 1e-13 if dtype_backend == "native" else 2e-5
     np.testing.assert_allclose(staged.state.to_numpy(), ref.state.to_numpy(), rtol=0, atol=atol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype_backend", ["native", "native32"])
+def test_gpu_stages_from_an_initial_state(cp, dtype_backend):
+    """From |0...0> the first stage makes its chunks (no state read); from a given state it reads
+    them: both equal the gate-by-gate path, and the given state is left as it was."""
+    c = random_circuit(15, 150, 4, max_width=3)
+    dtype = np.complex128 if dtype_backend == "native" else np.complex64
+    psi = StateVector.from_array(random_state(15, 4, dtype), device="gpu")
+    before = psi.to_numpy()
+    staged = Simulator(dtype_backend, device="gpu", plan="always").run(c, initial_state=psi)
+    assert staged.metadata["stages"]["use"]
+    ref = Simulator(dtype_backend, device="gpu", plan=None).run(c, initial_state=psi)
+    atol = 1e-13 if dtype_backend == "native" else 2e-5
+    np.testing.assert_allclose(staged.state.to_numpy(), ref.state.to_numpy(), rtol=0, atol=atol)
+    np.testing.assert_array_equal(psi.to_numpy(), before)
 
 
 @pytest.mark.gpu

@@ -152,6 +152,23 @@ def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_
     np.testing.assert_allclose(logical, gate_at_a_time(c, psi), rtol=0, atol=atol)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_a_fresh_first_stage_makes_the_zero_state(cp, dtype):
+    """fresh: the first stage writes every amplitude without reading one (the state starts as NaN)."""
+    from qsim_tc.engine.stage_kernel import max_dense, run_program
+
+    c = random_circuit(14, 150, 11, max_width=3)
+    plan = plan_stages(c, 10, keep_low=3, rotate_low=True)
+    prog = build_program(plan, 3, fuse_qubits=max_dense(dtype))
+    data = cp.full(1 << 14, np.nan, dtype=dtype)
+    run_program(data, prog, fresh=True)
+    zero = np.zeros(1 << 14, np.complex128)
+    zero[0] = 1
+    atol = 1e-13 if dtype == np.complex128 else 2e-6
+    np.testing.assert_allclose(data.get(), emulate(prog, zero), rtol=0, atol=atol)
+
+
 def _bank_slot(i: int) -> int:
     """The 16-byte bank slot of local index i in the complex128 kernel's swizzled chunk (swz)."""
     from qsim_tc.engine.stage_program import swizzle
@@ -343,3 +360,4 @@ def test_stages_without_phase_groups_take_the_kernel_without_phase_code():
     phased = build_program(plan_stages(_phase_heavy(12, seed=1), 8, keep_low=2), 2, fuse_qubits=3)
     assert all(has_phases(s.ops) for s in phased.stages)
     assert not has_phases(np.zeros((0, dense.stages[0].ops.shape[1]), np.int64))
+
