@@ -22,13 +22,14 @@ from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from benchmarks.gate_timing import event_times
 from qsim_tc.engine import stage_kernel, stage_program
+from qsim_tc.plan import stage_choice
 from qsim_tc.plan.stage_choice import REFERENCE_PASS_MS, REFERENCE_SM_GHZ, reference_pass_ms
 from qsim_tc.plan.stages import plan_stages
 
 CIRCUITS = {"complex128": ("qft", "qv", "brickwork1", "brickwork2", "brickwork3"),
             "complex64": ("qft", "qv", "brickwork1", "brickwork2", "brickwork3", "brickwork4")}
 LOCAL_QUBITS = {"complex128": 12, "complex64": 13}
-KINDS = ("d1", "d2", "d3", "d4", "phase", "pre")
+KINDS = ("d1", "d2", "d3", "d4", "phase", "pre", "pair")
 
 
 def op_counts(ops: np.ndarray) -> dict[str, int]:
@@ -36,7 +37,8 @@ def op_counts(ops: np.ndarray) -> dict[str, int]:
     out: dict[str, int] = {}
     for rec in ops:
         if rec[stage_program.W_TYPE] == stage_program.OP_DENSE:
-            key = f"d{int(rec[stage_program.W_K])}"
+            pair = rec[stage_program.W_MMA] == stage_program.MMA_PAIR
+            key = "pair" if pair else f"d{int(rec[stage_program.W_K])}"
             out[key] = out.get(key, 0) + 1
             if rec[stage_program.W_PCOUNT]:
                 out["pre"] = out.get("pre", 0) + 1
@@ -76,9 +78,11 @@ def main(argv=None) -> int:
         part = []
         for cname in CIRCUITS[dname]:
             circ, desc = build(cname, n)
-            prog = stage_program.build_program(plan_stages(circ, big_l, keep_low=3), 3,
+            rotate = stage_choice.ROTATE_LOW[dtype.itemsize]
+            prog = stage_program.build_program(plan_stages(circ, big_l, keep_low=3, rotate_low=rotate), 3,
                                                fuse_qubits=stage_kernel.max_dense(dtype),
-                                               block_qubits=stage_kernel.block_qubits(dtype), itemsize=dtype.itemsize)
+                                               block_qubits=stage_kernel.block_qubits(dtype), itemsize=dtype.itemsize,
+                                               widen=stage_kernel.tensor_core_ops(dtype))
             pools = stage_kernel.upload(prog, dtype)
             for i, stage in enumerate(prog.stages):
                 ms, _ = event_times(cp, lambda i=i: stage_kernel.run_stage(state, prog, i, pools), 5)

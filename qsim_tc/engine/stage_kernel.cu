@@ -47,7 +47,14 @@ struct cplx { real x, y; };
 #define MC_OUT (MC_OFF + 8)
 #define MC_OUT1 (MC_OUT + 4)
 #define MC_WORDS (MC_OUT1 + 4)
-#define OP_WORDS (W_MC + MC_WORDS + (W_MC + MC_WORDS) % 2)
+// a pair record (W_MMA = MMA_PAIR): the second op's matrix offset and store constants
+#define MMA_PAIR 2
+#define W_PAIR (W_MC + MC_WORDS)
+#define P_ROW 1
+#define P_COL (P_ROW + 8)
+#define P_COL1 (P_COL + 4)
+#define PAIR_WORDS (P_COL1 + 4)
+#define OP_WORDS (W_PAIR + PAIR_WORDS + (W_PAIR + PAIR_WORDS) % 2)
 
 #ifndef STAGE_MMA
 #define STAGE_MMA 0
@@ -301,8 +308,9 @@ __device__ __forceinline__ void mma_k8(const double (&a)[4], const double (&b)[2
 // No pre-phase form: an op's pre-phase is applied in a sweep of its own first. Applied as the
 // lanes load (tried on an H200, stage_blocks_h200.json), it gained nothing on QFT-28 (51.0 ms both
 // ways) and its 20-byte spill under the 80-register bound cost QuantumVolume 262.7 -> 266.7 ms.
-template <int K>
-__device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat) {
+template <int K, bool PAIR = false>
+__device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
+                                          const cplx* mat2 = nullptr) {
     static_assert(THREADS == 32 * MMA_WARPS, "the host lays the address constants out for MMA_WARPS warps");
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
     const long long* mc = rec + W_MC;
@@ -319,6 +327,14 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
         const bool row = g < 4;  // rows 4-7 and 12-15 of A are zero
         a[0] = row ? m.x : 0.0; a[1] = row ? m.y : 0.0; a[2] = row ? -m.y : 0.0; a[3] = row ? m.x : 0.0;
     }
+    // PAIR (K = 3, no controls): a second op, on the first's group bits, applied to the first's
+    // results in registers (stage_program._pair_record): D's (d0, d2), (d1, d3) are its B's x0, x1
+    double a2[PAIR ? 8 : 1];
+    if constexpr (PAIR) {
+        const cplx m0 = mat2[g * 8 + t], m1 = mat2[g * 8 + 4 + t];
+        a2[0] = m0.x; a2[1] = m0.y; a2[2] = -m0.y; a2[3] = m0.x;
+        a2[4] = m1.x; a2[5] = m1.y; a2[6] = -m1.y; a2[7] = m1.x;
+    }
     // Addresses: the host tabulates a warp's first tile base, the step between its tiles, and
     // the swizzled lane parts (stage_program._mma_constants); an access is swz(base) XOR a lane
     // constant. Made here, with bit loops, the constants had cost each warp as many instructions
@@ -328,7 +344,9 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
     const int step = (int)mc[MC_STEP], s_in = (int)mc[MC_IN + g];
     const int o = K == 3 ? g : (g & 3);  // the output amplitude a lane writes
     const int k_in = s_in ^ (int)mc[MC_OFF + t], k_in4 = s_in ^ (int)mc[MC_OFF + 4 + t];
-    const int k_out = (int)mc[MC_OUT + t] ^ (int)mc[MC_OFF + o], k_out1 = (int)mc[MC_OUT1 + t] ^ (int)mc[MC_OFF + o];
+    const long long* pc = rec + W_PAIR;
+    const int k_out = PAIR ? (int)pc[P_COL + t] ^ (int)pc[P_ROW + g] : (int)mc[MC_OUT + t] ^ (int)mc[MC_OFF + o];
+    const int k_out1 = PAIR ? (int)pc[P_COL1 + t] ^ (int)pc[P_ROW + g] : (int)mc[MC_OUT1 + t] ^ (int)mc[MC_OFF + o];
     const bool stores = K == 3 || g < 4;
     const int tiles = 1 << (L - K - 3);
     int rest = (int)mc[MC_WBASE + warp];
@@ -342,6 +360,11 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
             const cplx x1 = sm[sr ^ k_in4];
             const double b[4] = {x0.x, x0.y, x1.x, x1.y};
             mma_k16(a, b, d);
+            if constexpr (PAIR) {
+                const double b2[4] = {d[0], d[2], d[1], d[3]};
+                d[0] = d[1] = d[2] = d[3] = 0;
+                mma_k16(a2, b2, d);
+            }
         } else {
             const double b[2] = {x0.x, x0.y};
             mma_k8(a, b, d);
@@ -508,7 +531,8 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
             // (read-only, cached), so the op needs no staging and no barrier before it (QV-28
             // 272 -> 262 ms, brickwork(28, 2, 20) 151 -> 144 on an H200)
             if (mma_rec && pcount == 0 && (k == 2 || k == 3)) {
-                if (k == 2) dense_mma<2>(sm, L, rec, lmask, mat);
+                if (mma_rec == MMA_PAIR) dense_mma<3, true>(sm, L, rec, 0, mat, mats + rec[W_PAIR]);
+                else if (k == 2) dense_mma<2>(sm, L, rec, lmask, mat);
                 else dense_mma<3>(sm, L, rec, lmask, mat);
                 __syncthreads();
                 continue;

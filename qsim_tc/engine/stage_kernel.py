@@ -12,6 +12,7 @@ from qsim_tc.engine.stage_program import (
     MAX_DENSE,
     MAX_GROUPS,
     MAX_STORE_LOW,
+    MMA_PAIR,
     MMA_WARPS,
     OP_PHASE,
     W_MMA,
@@ -151,8 +152,11 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
     gbit = slot_bits[big_l:][order].astype(np.int32)
     item = data.dtype.itemsize
     shared = shared_bytes(big_l, c, item)
-    mma = (tensor_core_ops(data.dtype, int(data.device.compute_capability))
-           and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any()))
+    tensor = tensor_core_ops(data.dtype, int(data.device.compute_capability))
+    if not tensor and stage.ops.size and bool((stage.ops[:, W_MMA] == MMA_PAIR).any()):
+        raise ValueError("the program pairs tensor-core ops, which this kernel (complex64, or a GPU before "
+                         "sm_90) runs one at a time: build it with widen=False")
+    mma = tensor and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any())
     kern = _kernel(data.device.id, item, mma, has_phases(stage.ops))
     # the attribute belongs to the function, shared by every L: set it for this launch
     kern.max_dynamic_shared_size_bytes = shared

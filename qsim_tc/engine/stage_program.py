@@ -87,7 +87,14 @@ MMA_WARPS = 8
 # swz(out bits + G0) [4]]
 W_MC = W_FIXED + 1
 MC_WORDS = 1 + MMA_WARPS + 8 + 8 + 4 + 4
-OP_WORDS = W_MC + MC_WORDS + (W_MC + MC_WORDS) % 2
+# a pair of 3-qubit tensor-core ops on disjoint targets (W_MMA = MMA_PAIR): the first op's targets
+# and group bits are the two target sets, so that the warps apply the second to the first's
+# results in registers (:func:`_pair_record`). W_PAIR: [the second matrix's offset, swz(row
+# offset) [8], swz(column offset) [4], swz(column offset + 1) [4]]
+MMA_PAIR = 2
+W_PAIR = W_MC + MC_WORDS
+PAIR_WORDS = 1 + 8 + 4 + 4
+OP_WORDS = W_PAIR + PAIR_WORDS + (W_PAIR + PAIR_WORDS) % 2
 # the kernel reads a record's first six words as three 16-byte loads: records stay 16-byte aligned
 assert OP_WORDS % 2 == 0
 MMA_K = (2, 3)  # the dense ops the complex128 kernel runs on its FP64 tensor cores
@@ -112,8 +119,8 @@ _TURN = 1 << 64
 # times 1.2, the ratio of the two on the tensor cores in a synthetic stage (0.52 / 0.43 ms,
 # stage_mma_consts_h200.json); it has no 4-qubit ops (its widest is 3), whose weight is a
 # placeholder (1.5x the 3-qubit one).
-OP_PASSES = {16: {1: 0.22, 2: 0.21, 3: 0.175, 4: 0.26, "phase": 0.43, "pre": 0.87},
-             8: {1: 0.17, 2: 0.19, 3: 0.26, 4: 0.46, "phase": 0.40, "pre": 0.41}}
+OP_PASSES = {16: {1: 0.22, 2: 0.21, 3: 0.175, 4: 0.26, "phase": 0.43, "pre": 0.87, "pair": 0.26},
+             8: {1: 0.17, 2: 0.19, 3: 0.26, 4: 0.46, "phase": 0.40, "pre": 0.41, "pair": 0.52}}
 
 
 @dataclass(frozen=True)
@@ -202,7 +209,8 @@ def diagonal_terms(diagonal: np.ndarray, positions) -> dict[int, int]:
 
 
 def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
-                  block_qubits: int | None = None, itemsize: int = 16, widen: bool | None = None) -> StageProgram:
+                  block_qubits: int | None = None, itemsize: int = 16, widen: bool | None = None,
+                  pairs: bool | None = None) -> StageProgram:
     """Translate ``plan`` (made with ``keep_low`` kept low bits) into the kernel's program.
 
     Within a stage, consecutive dense gates on local slots are fused into blocks of at most
@@ -214,7 +222,9 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     regrouped by :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` into blocks of at most
     ``block_qubits`` (default: ``fuse_qubits``) qubits. ``widen``: 2-qubit dense ops become
     3-qubit ones (default: where ``itemsize`` is in :data:`WIDEN_2_TO_3`; pass False where the
-    kernel will run its FMA loops, as on GPUs without the FP64 tensor-core shapes).
+    kernel will run its FMA loops, as on GPUs without the FP64 tensor-core shapes). ``pairs``:
+    3-qubit ops on disjoint targets join in pair records (default: ``widen``; the tensor-core
+    kernel runs them, :func:`_paired`).
 
     Raises:
         ValueError: a dense op wider than :data:`MAX_DENSE`, a dense op on a global slot, or a
@@ -223,6 +233,7 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     n, big_l = plan.n_qubits, plan.local_qubits
     width = min(fuse_qubits if block_qubits is None else block_qubits, MAX_DENSE)
     widen = itemsize in WIDEN_2_TO_3 if widen is None else widen
+    pairs = widen if pairs is None else pairs
     slot_bits = list(range(n))
     pools = _Pools()
     stages = []
@@ -240,8 +251,8 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
             slot_bits[p], slot_bits[g] = slot_bits[g], slot_bits[p]
         if exchanges:
             stages[-1] = replace(stages[-1], store_swaps=tuple(exchanges))
-        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width, itemsize, widen), big_l, fuse_qubits,
-                                 pools, widen)
+        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width, itemsize, widen, pairs), big_l,
+                                 fuse_qubits, pools, widen, pairs)
         ops = np.array(records, dtype=np.int64).reshape(-1, OP_WORDS)
         stages.append(StageCode(np.array(slot_bits, dtype=np.int32), ops, stage.n_gates))
     final_phys = [0] * n
@@ -262,13 +273,14 @@ def op_passes(records, itemsize: int = 16) -> float:
     total = 0.0
     for rec in records:
         dense = rec[W_TYPE] == OP_DENSE
-        total += w[int(rec[W_K])] if dense else w["phase"]
+        total += (w["pair"] if rec[W_MMA] == MMA_PAIR else w[int(rec[W_K])]) if dense else w["phase"]
         if dense and rec[W_PCOUNT]:
             total += w["pre"]
     return total
 
 
-def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int, widen: bool = False):
+def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int, widen: bool = False,
+             pairs: bool = False):
     """``stage``, or its :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` form where the stage
     model prices that form's ops lower (it wins where diagonal runs split the gates: QFT; the
     convex fusion of the plain form wins on dense 2-qubit layers: quantum volume)."""
@@ -277,7 +289,7 @@ def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int, wid
     alt = commuting_blocks(stage, big_l, width)
     if alt.ops == stage.ops:
         return stage
-    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), widen), itemsize) for s in (stage, alt)]
+    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), widen, pairs), itemsize) for s in (stage, alt)]
     return alt if price[1] < price[0] else stage
 
 
@@ -311,9 +323,11 @@ class _Pools:
         return off
 
 
-def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bool = False) -> list[list[int]]:
-    """The op records of one stage (see :func:`build_program`)."""
-    records: list[list[int]] = []
+def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bool = False,
+                   pairs: bool = False) -> list[list[int]]:
+    """The op records of one stage (see :func:`build_program`): ``widen``, 2-qubit ops widen to
+    3; ``pairs``, 3-qubit ops on disjoint targets run as one record (:func:`_paired`)."""
+    items: list = []  # phase records, and dense ops to place
     run: dict[int, int] = {}  # the pending diagonal run's terms
     local: list[tuple[list[int], int, np.ndarray, object]] = []  # pending local dense ops
 
@@ -326,34 +340,20 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bo
         if k == 2 and widen:
             pad = _pad_target(targets, cmask, big_l)
             if pad is not None:  # the identity on one more local qubit: a 3-qubit op
-                targets, matrix, k = list(targets) + [pad], np.kron(np.eye(2), matrix), 3
-        mma = _mma_layout(targets, big_l)
-        if mma is not None:
-            order, _ = mma
-            matrix = _reorder(matrix, order)
-            targets = [targets[m] for m in order]
+                targets, matrix = list(targets) + [pad], np.kron(np.eye(2), matrix)
         chunks = _chunks(_groups(run, big_l), big_l)
         # a controlled op skips the amplitudes whose controls are 0: they would miss the phases
         # (more groups than one op's tables take: the first ones go in phase ops of their own)
         pre = [] if cmask or not chunks else chunks.pop()
         flush_phases(chunks)
-        rec = _record(OP_DENSE, k=k, cmask=cmask, data=pools.add_matrix(matrix), targets=targets)
-        if mma is not None:
-            gbits = mma[1]
-            rec[W_MMA] = 1
-            rec[W_G:W_G + 3] = gbits
-            rec[W_FIXED] = sum(1 << p for p in list(targets) + list(gbits))
-            rec[W_MC:W_MC + MC_WORDS] = _mma_constants(rec, big_l)
-        if pre:
-            rec[W_PDATA], rec[W_PCOUNT] = pools.add_groups(pre), len(pre)
+        items.append(_Dense(list(targets), cmask, matrix, pools.add_groups(pre) if pre else 0, len(pre)))
         run.clear()
-        records.append(rec)
 
     def flush_phases(chunks=None):
         if chunks is None:
             chunks = _chunks(_groups(run, big_l), big_l)
         for part in chunks:
-            records.append(_record(OP_PHASE, data=pools.add_groups(part), count=len(part)))
+            items.append(_record(OP_PHASE, data=pools.add_groups(part), count=len(part)))
         run.clear()
 
     def flush_local():
@@ -398,7 +398,127 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bo
                                                             check_unitary=False)))
     flush_local()
     flush_phases()
+    records = []
+    for group in (_paired(items, big_l) if pairs else [[item] for item in items]):
+        if len(group) == 2:
+            records.append(_pair_record(*group, big_l, pools))
+        elif isinstance(group[0], _Dense):
+            records.append(_dense_record(group[0], big_l, pools))
+        else:
+            records.append(group[0])
     return records
+
+
+@dataclass
+class _Dense:
+    """A dense op of a stage before it becomes a record: targets (slots, matrix index order),
+    control mask, matrix, and its pre-phase's groups (offset, count)."""
+
+    targets: list
+    cmask: int
+    matrix: np.ndarray
+    pre_data: int
+    pre_count: int
+
+    def pairs(self, big_l: int) -> bool:
+        """Whether it may run paired: a 3-qubit tensor-core op with no controls and no pre-phase."""
+        return len(self.targets) == 3 and not self.cmask and not self.pre_count and big_l >= 6
+
+
+def _dense_record(op: _Dense, big_l: int, pools: _Pools) -> list[int]:
+    targets, matrix, k = op.targets, op.matrix, len(op.targets)
+    mma = _mma_layout(targets, big_l)
+    if mma is not None:
+        order, _ = mma
+        matrix = _reorder(matrix, order)
+        targets = [targets[m] for m in order]
+    rec = _record(OP_DENSE, k=k, cmask=op.cmask, data=pools.add_matrix(matrix), targets=targets)
+    if mma is not None:
+        gbits = mma[1]
+        rec[W_MMA] = 1
+        rec[W_G:W_G + 3] = gbits
+        rec[W_FIXED] = sum(1 << p for p in list(targets) + list(gbits))
+        rec[W_MC:W_MC + MC_WORDS] = _mma_constants(rec, big_l)
+    if op.pre_count:
+        rec[W_PDATA], rec[W_PCOUNT] = op.pre_data, op.pre_count
+    return rec
+
+
+def _paired(items, big_l: int) -> list[list]:
+    """The stage's items in an order that respects their dependencies (dense ops sharing a slot,
+    target or control, keep their order; a phase record or an op with a pre-phase keeps its place
+    against everything), as
+    groups of one, or two pairable dense ops (:meth:`_Dense.pairs`) on disjoint targets: list
+    scheduling, each step the first ready item, with the first ready op it pairs with.
+    Quantum volume and brickwork(28, 2, 20) at L = 12 pair about 70% and 80% of their ops."""
+    n = len(items)
+    # None: keeps its place against everything (a phase record, or a dense op whose pre-phase
+    # acts on slots beyond its targets)
+    uses = [frozenset(it.targets) | frozenset(_bits(it.cmask)) if isinstance(it, _Dense) and not it.pre_count
+            else None for it in items]
+    waiting = [0] * n
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for j in range(n):
+        for i in range(j):
+            if uses[i] is None or uses[j] is None or uses[i] & uses[j]:
+                succs[i].append(j)
+                waiting[j] += 1
+    ready = [j for j in range(n) if not waiting[j]]
+    out = []
+    while ready:
+        a = ready.pop(0)
+        group = [a]
+        if isinstance(items[a], _Dense) and items[a].pairs(big_l):
+            for b in ready:
+                if isinstance(items[b], _Dense) and items[b].pairs(big_l) and not uses[a] & uses[b]:
+                    ready.remove(b)
+                    group.append(b)
+                    break
+        for i in group:
+            for j in succs[i]:
+                waiting[j] -= 1
+                if not waiting[j]:
+                    ready.append(j)
+        ready.sort()
+        out.append([items[i] for i in group])
+    return out
+
+
+def _pair_record(first: _Dense, second: _Dense, big_l: int, pools: _Pools) -> list[int]:
+    """One record for two 3-qubit ops on disjoint targets T1, T2 (the kernel's dense_mma_pair).
+    The first op's group bits are T2 (G0, G1, G2): its mma leaves a lane output amplitude g of
+    groups 2t, 2t + 1, which is the second op's B operand when the second takes T2 in the order
+    (G1, G2, G0) with T1 as its groups; its results go to shared memory once. Orders are chosen
+    so that a quarter-warp's loads (bits T1[0], T1[1], G0) and stores (T1[1], T1[2], G1) fall in
+    distinct bank slots where the residues mod 3 allow."""
+    def conflicts(o1, o2):
+        a, b, c = o1
+        g0, g1, _ = o2
+        return (3 - len({a % 3, b % 3, g0 % 3})) + (3 - len({b % 3, c % 3, g1 % 3}))
+
+    from itertools import permutations  # noqa: PLC0415
+
+    t1, t2 = first.targets, second.targets
+    o1, o2 = min(((p, q) for p in permutations(range(3)) for q in permutations(range(3))),
+                 key=lambda pq: conflicts([t1[m] for m in pq[0]], [t2[m] for m in pq[1]]))
+    targets = [t1[m] for m in o1]
+    g0, g1, g2 = (t2[m] for m in o2)
+    rec = _record(OP_DENSE, k=3, data=pools.add_matrix(_reorder(first.matrix, o1)), targets=targets)
+    rec[W_MMA] = MMA_PAIR
+    rec[W_G:W_G + 3] = (g0, g1, g2)
+    rec[W_FIXED] = sum(1 << p for p in targets + [g0, g1, g2])
+    rec[W_MC:W_MC + MC_WORDS] = _mma_constants(rec, big_l)
+    second_order = [t2.index(p) for p in (g1, g2, g0)]
+    rows = [swizzle((m & 1) << g1 | (m >> 1 & 1) << g2 | (m >> 2) << g0) for m in range(8)]
+    cols = [swizzle(rec[W_OFFS + 2 * t]) for t in range(4)]
+    cols1 = [swizzle(rec[W_OFFS + 2 * t + 1]) for t in range(4)]
+    rec[W_PAIR:W_PAIR + PAIR_WORDS] = [pools.add_matrix(_reorder(second.matrix, second_order)), *rows, *cols, *cols1]
+    return rec
+
+
+def pair_targets(rec) -> list[int]:
+    """The second op's targets of a pair record, in its matrix index order (G1, G2, G0)."""
+    return [int(rec[W_G + 1]), int(rec[W_G + 2]), int(rec[W_G])]
 
 
 def _record(kind: int, *, k: int = 0, cmask: int = 0, data: int = 0, count: int = 0, targets=()) -> list[int]:
@@ -649,6 +769,9 @@ def emulate(program: StageProgram, data: np.ndarray) -> np.ndarray:
                 cmask = int(rec[W_CMASK]) % _TURN
                 m = program.matrices[int(rec[W_DATA]):int(rec[W_DATA]) + (1 << 2 * k)].reshape(1 << k, 1 << k)
                 _dense(v, n, t, cmask, m)
+                if rec[W_MMA] == MMA_PAIR:
+                    m2 = program.matrices[int(rec[W_PAIR]):int(rec[W_PAIR]) + 64].reshape(8, 8)
+                    _dense(v, n, pair_targets(rec), 0, m2)
             else:
                 _phases(program, v, x, int(rec[W_DATA]), int(rec[W_COUNT]))
         data[addr] = v[src]

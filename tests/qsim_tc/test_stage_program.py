@@ -17,6 +17,7 @@ from qsim_tc.engine.stage_program import (
     OP_DENSE,
     OP_PHASE,
     W_COUNT,
+    W_K,
     W_PCOUNT,
     W_TYPE,
     build_program,
@@ -24,6 +25,14 @@ from qsim_tc.engine.stage_program import (
     emulate,
 )
 from qsim_tc.plan.stages import plan_stages
+
+
+def device_program(plan, keep_low: int, dtype, **options):
+    """``plan``'s program as the GPU stage path builds it for ``dtype`` on this GPU (amplitude
+    size, and tensor-core ops with their widening and pairs where the kernel has them)."""
+    from qsim_tc.engine.stage_kernel import tensor_core_ops
+
+    return build_program(plan, keep_low, itemsize=np.dtype(dtype).itemsize, widen=tensor_core_ops(dtype), **options)
 
 
 def to_logical(data: np.ndarray, phys) -> np.ndarray:
@@ -141,7 +150,7 @@ def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_
     c = random_circuit(n, n_gates, seed, max_width=width)
     psi = random_state(n, seed, dtype)
     plan = plan_stages(c, local, keep_low=keep_low, rotate_low=rotate)
-    prog = build_program(plan, keep_low, fuse_qubits=width if fused else 0)
+    prog = device_program(plan, keep_low, dtype, fuse_qubits=width if fused else 0)
     data = cp.asarray(psi)
     run_program(data, prog)
     got = data.get()
@@ -160,7 +169,7 @@ def test_a_fresh_first_stage_makes_the_zero_state(cp, dtype):
 
     c = random_circuit(14, 150, 11, max_width=3)
     plan = plan_stages(c, 10, keep_low=3, rotate_low=True)
-    prog = build_program(plan, 3, fuse_qubits=max_dense(dtype))
+    prog = device_program(plan, 3, dtype, fuse_qubits=max_dense(dtype))
     data = cp.full(1 << 14, np.nan, dtype=dtype)
     run_program(data, prog, fresh=True)
     zero = np.zeros(1 << 14, np.complex128)
@@ -258,6 +267,137 @@ def test_tensor_core_address_constants_cover_the_chunk_once(k):
         assert sorted(loads) == full and sorted(stores) == full, targets
 
 
+def _mma_a(m: np.ndarray) -> np.ndarray:
+    """The kernel's A operand of a complex 8 x 8 matrix (dense_mma: columns Re, Im of input t,
+    then of t + 4, rows Re, Im of the outputs): A[g][t + 4 (i / 2)] and A[g + 8][...] per lane."""
+    a = np.zeros((16, 16))
+    for g in range(8):
+        for t in range(4):
+            for j, col in ((t, t), (t + 4, t + 8)):
+                a[g, col], a[g + 8, col], a[g, col + 4], a[g + 8, col + 4] = m[g, j].real, m[g, j].imag, \
+                    -m[g, j].imag, m[g, j].real
+    return a
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_pair_record_replayed_as_the_kernel_runs_it(seed):
+    """A pair of 3-qubit ops on disjoint targets (_pair_record), replayed fragment by fragment as
+    dense_mma<3, true> runs it: lanes load by the first op's constants, the first mma's D (as the
+    second's B, registers renamed), the second mma, stores by the pair's constants. Loads and
+    stores each meet the chunk once, and the result equals the two ops applied one after the
+    other; the bank slots of a quarter-warp's loads and stores are distinct where residues allow."""
+    from circuits import haar_unitary
+    from qsim_tc.engine.stage_program import (
+        MMA_PAIR,
+        MMA_WARPS,
+        W_DATA,
+        W_FIXED,
+        W_G,
+        W_MC,
+        W_MMA,
+        W_PAIR,
+        _dense,
+        _Dense,
+        _pair_record,
+        _Pools,
+        pair_targets,
+        swizzle,
+    )
+
+    big_l = 9
+    rng = np.random.default_rng(seed)
+    slots = rng.permutation(big_l)
+    t1, t2 = [int(q) for q in slots[:3]], [int(q) for q in slots[3:6]]
+    m1, m2 = haar_unitary(8, rng), haar_unitary(8, rng)
+    pools = _Pools()
+    rec = _pair_record(_Dense(t1, 0, m1, 0, 0), _Dense(t2, 0, m2, 0, 0), big_l, pools)
+    mats = np.concatenate(pools.mats)
+    assert rec[W_MMA] == MMA_PAIR and rec[W_FIXED] == sum(1 << q for q in t1 + t2)
+    a1 = _mma_a(mats[rec[W_DATA]:rec[W_DATA] + 64].reshape(8, 8))
+    a2 = _mma_a(mats[rec[W_PAIR]:rec[W_PAIR] + 64].reshape(8, 8))
+    mc, pc = rec[W_MC:], rec[W_PAIR:]
+    step, wbase = mc[0], mc[1:1 + MMA_WARPS]
+    s_in, s_off = mc[1 + MMA_WARPS:9 + MMA_WARPS], mc[9 + MMA_WARPS:17 + MMA_WARPS]
+    rows, cols, cols1 = pc[1:9], pc[9:13], pc[13:17]
+    free = ((1 << big_l) - 1) & ~rec[W_FIXED]
+    inv = {swizzle(i): i for i in range(1 << big_l)}
+    v = rng.standard_normal(1 << big_l) + 1j * rng.standard_normal(1 << big_l)
+    out = np.full(1 << big_l, np.nan, complex)
+    loads, stores, load_slots, store_slots = [], [], [], []
+    for warp in range(MMA_WARPS):
+        rest = wbase[warp]
+        for _tile in range(warp, 1 << (big_l - 6), MMA_WARPS):
+            b = np.zeros((16, 8))
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                for i, j in enumerate((t, t + 4)):
+                    addr = swizzle(rest) ^ s_in[g] ^ s_off[j]
+                    loads.append(inv[addr])
+                    load_slots.append((lane >> 3, i, addr & 7))
+                    b[t + 8 * i, g], b[t + 4 + 8 * i, g] = v[inv[addr]].real, v[inv[addr]].imag
+            d = a1 @ b
+            b2 = np.zeros((16, 8))
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                dl = [d[g + 8 * (i // 2), 2 * t + i % 2] for i in range(4)]
+                for i, x in enumerate((dl[0], dl[2], dl[1], dl[3])):
+                    b2[t + 4 * i, g] = x
+            d2 = a2 @ b2
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                for j, col in ((0, cols[t]), (1, cols1[t])):
+                    addr = swizzle(rest) ^ col ^ rows[g]
+                    stores.append(inv[addr])
+                    store_slots.append((lane >> 3, j, addr & 7))
+                    out[inv[addr]] = d2[g, 2 * t + j] + 1j * d2[g + 8, 2 * t + j]
+            rest = ((rest | ~free) + step) & free
+    full = list(range(1 << big_l))
+    assert sorted(loads) == full and sorted(stores) == full
+    want = v.copy()
+    _dense(want, big_l, t1, 0, m1)
+    _dense(want, big_l, t2, 0, m2)
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
+    assert sorted(pair_targets(rec)) == sorted(t2) and list(rec[W_G:W_G + 3]) != [0, 0, 0]
+    if len({q % 3 for q in t1}) == 3 and len({q % 3 for q in t2}) == 3:
+        for slots_of in (load_slots, store_slots):
+            per_access = {}
+            for quarter, i, slot in slots_of:
+                per_access.setdefault((quarter, i), []).append(slot)
+            # each quarter-warp access of a tile: eight distinct slots
+            for group in per_access.values():
+                for k in range(0, len(group), 8):
+                    assert len(set(group[k:k + 8])) == 8
+
+
+def test_stage_ops_on_disjoint_targets_run_in_pairs():
+    """complex128 programs (tensor-core ops) join 3-qubit ops on disjoint targets into pair
+    records (a quarter or more of a brickwork's and a random circuit's at 16 qubits, L = 10; about
+    70-80% at 28 qubits, L = 12); complex64 programs none."""
+    from circuits import brickwork
+    from qsim_tc.engine.stage_program import MMA_PAIR, W_MMA
+
+    for c in (brickwork(16, 2, 12, seed=1), random_circuit(16, 200, seed=9, max_width=2)):
+        plan = plan_stages(c, 10, keep_low=3, rotate_low=True)
+        wide = build_program(plan, 3, fuse_qubits=3, itemsize=16)
+        pairs = sum(int((s.ops[:, W_MMA] == MMA_PAIR).sum()) for s in wide.stages)
+        threes = sum(int((s.ops[:, W_K] == 3).sum()) for s in wide.stages) + pairs  # ops, a pair two
+        assert 2 * pairs >= 0.25 * threes, (pairs, threes)
+        narrow = build_program(plan, 3, fuse_qubits=3, itemsize=8)
+        assert not any((s.ops[:, W_MMA] == MMA_PAIR).any() for s in narrow.stages)
+        psi = random_state(16, 9)
+        for prog in (wide, narrow):
+            got = to_logical(emulate(prog, psi.copy()), prog.final_phys) * np.exp(1j * prog.global_phase)
+            np.testing.assert_allclose(got, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+    # unfused gates of every kind: a dense op's pre-phase (diagonals on other slots too) keeps the
+    # op in its place (moved ahead of an op on those slots, it had been 0.026 off)
+    c = random_circuit(14, 150, seed=6, max_width=3)
+    psi = random_state(14, 6)
+    prog = build_program(plan_stages(c, 10, keep_low=2), 2, fuse_qubits=0, itemsize=16)
+    assert any((s.ops[:, W_MMA] == MMA_PAIR).any() for s in prog.stages)
+    got = to_logical(emulate(prog, psi.copy()), prog.final_phys) * np.exp(1j * prog.global_phase)
+    np.testing.assert_allclose(got, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
 def test_two_qubit_ops_widen_to_three_on_a_free_local_qubit():
     """complex128 programs take 2-qubit dense ops as 3-qubit ones (the identity on a local qubit
     that is neither a target nor a control, of the residue mod 3 the layout wants), with the
@@ -343,8 +483,8 @@ def test_kernel_applies_phase_runs_of_any_condition(cp, dtype, n, local, keep_lo
 
     c = _phase_heavy(n, seed=n)
     psi = random_state(n, n, dtype)
-    prog = build_program(plan_stages(c, local, keep_low=keep_low), keep_low, fuse_qubits=fuse_qubits,
-                         block_qubits=block_qubits(dtype))
+    prog = device_program(plan_stages(c, local, keep_low=keep_low), keep_low, dtype, fuse_qubits=fuse_qubits,
+                          block_qubits=block_qubits(dtype))
     data = cp.asarray(psi)
     run_program(data, prog)
     atol = 1e-13 if dtype == np.complex128 else 2e-6
