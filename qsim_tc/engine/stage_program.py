@@ -339,16 +339,14 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bo
             raise ValueError(f"a dense op mixes {k} qubits; the stage kernel applies at most {MAX_DENSE}")
         if max(targets) >= big_l:
             raise ValueError(f"a dense op has a target on global slot {max(targets)} (L = {big_l})")
-        if k == 2 and widen:
-            pad = _pad_target(targets, cmask, big_l)
-            if pad is not None:  # the identity on one more local qubit: a 3-qubit op
-                targets, matrix = list(targets) + [pad], np.kron(np.eye(2), matrix)
         chunks = _chunks(_groups(run, big_l), big_l)
         # a controlled op skips the amplitudes whose controls are 0: they would miss the phases
         # (more groups than one op's tables take: the first ones go in phase ops of their own)
         pre = [] if cmask or not chunks else chunks.pop()
         flush_phases(chunks)
-        items.append(_Dense(list(targets), cmask, matrix, pools.add_groups(pre) if pre else 0, len(pre)))
+        # a 2-qubit op widens when it becomes a record (its pad then avoids a pair partner's slots)
+        items.append(_Dense(list(targets), cmask, matrix, pools.add_groups(pre) if pre else 0, len(pre),
+                            k == 2 and widen))
         run.clear()
 
     def flush_phases(chunks=None):
@@ -421,13 +419,26 @@ class _Dense:
     matrix: np.ndarray
     pre_data: int
     pre_count: int
+    widen: bool = False  # a 2-qubit op to run as a 3-qubit one
 
     def pairs(self, big_l: int) -> bool:
-        """Whether it may run paired: a 3-qubit tensor-core op with no controls and no pre-phase."""
-        return len(self.targets) == 3 and not self.cmask and not self.pre_count and big_l >= 6
+        """Whether it may run paired: a 3-qubit tensor-core op (or a 2-qubit one to widen) with no
+        controls and no pre-phase."""
+        k = len(self.targets)
+        return (k == 3 or k == 2 and self.widen) and not self.cmask and not self.pre_count and big_l >= 6
+
+    def widened(self, big_l: int, avoid=()) -> _Dense:
+        """The op as a 3-qubit one (the identity on a pad slot outside ``avoid``, :func:`_pad_target`)
+        where it widens and a slot is free; else itself."""
+        pad = _pad_target(self.targets, self.cmask, big_l, avoid) if self.widen else None
+        if pad is None:
+            return self
+        return _Dense(self.targets + [pad], self.cmask, np.kron(np.eye(2), self.matrix), self.pre_data,
+                      self.pre_count)
 
 
 def _dense_record(op: _Dense, big_l: int, pools: _Pools) -> list[int]:
+    op = op.widened(big_l)
     targets, matrix, k = op.targets, op.matrix, len(op.targets)
     mma = _mma_layout(targets, big_l)
     if mma is not None:
@@ -500,7 +511,10 @@ def _pair_record(first: _Dense, second: _Dense, big_l: int, pools: _Pools) -> li
 
     from itertools import permutations  # noqa: PLC0415
 
+    first = first.widened(big_l, second.targets)
+    second = second.widened(big_l, first.targets)
     t1, t2 = first.targets, second.targets
+    assert len(t1) == len(t2) == 3 and not set(t1) & set(t2), (t1, t2)  # L >= 6 leaves pads (_Dense.pairs)
     o1, o2 = min(((p, q) for p in permutations(range(3)) for q in permutations(range(3))),
                  key=lambda pq: conflicts([t1[m] for m in pq[0]], [t2[m] for m in pq[1]]))
     targets = [t1[m] for m in o1]
@@ -572,14 +586,15 @@ def _mma_layout(targets, big_l: int):
     return order, (g0, g1, g2)
 
 
-def _pad_target(targets, cmask: int, big_l: int):
+def _pad_target(targets, cmask: int, big_l: int, avoid=()):
     """A local slot to widen a 2-qubit op on ``targets`` with (neither a target nor a control),
     chosen so that the tensor-core layout keeps its loads and stores off shared bank conflicts
     (:func:`_mma_layout`: two targets of distinct residues mod 3): one of the residue the two
-    targets miss, else any; None where the chunk has no room for the 3-qubit layout."""
+    targets miss, else any, and none of ``avoid`` (a pair partner's slots); None where the chunk
+    has no room for the 3-qubit layout."""
     if big_l < 6:
         return None
-    used = set(targets) | set(_bits(cmask))
+    used = set(targets) | set(_bits(cmask)) | set(avoid)
     free = [p for p in range(big_l) if p not in used]
     missing = {0, 1, 2} - {t % 3 for t in targets}
     for p in free:
