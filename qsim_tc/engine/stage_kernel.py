@@ -4,6 +4,7 @@ one pass over the state, per stage, in place (the kernel: ``stage_kernel.cu``)."
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -108,14 +109,47 @@ def _kernel(device_id: int, itemsize: int, mma: bool = False, phases: bool = Tru
     return raw_module(__package__, "stage_kernel.cu", options, device_id).get_function("stage_kernel")
 
 
-def upload(program: StageProgram, dtype):
-    """The program's constant pools on the device: (matrices in the state's precision, groups,
-    coefficient slots, turns and gates)."""
+@dataclass(frozen=True)
+class Pools:
+    """A program on the device: its constant pools (matrices in the state's precision, groups,
+    coefficient slots, turns and gates) and every stage's op records and slot maps, each kind
+    in one array, so that a stage's launch copies nothing (a copy from pageable host memory
+    waits for the stream: a stage's copies had left the GPU idle between stages)."""
+
+    mats: object
+    groups: object
+    coef_slots: object
+    coef_turns: object
+    coef_gates: object
+    ops: object  # int64: the stages' records, one after another
+    ints: object  # int32: each stage's slot_bits, then its global slots and their storage bits
+    ops_at: tuple[int, ...]
+    ints_at: tuple[int, ...]
+
+
+def upload(program: StageProgram, dtype) -> Pools:
+    """``program`` on the device for a state of ``dtype`` (:class:`Pools`)."""
     import cupy  # noqa: PLC0415 - optional dependency
 
     mats = cupy.asarray(program.matrices.astype(np.complex64 if np.dtype(dtype) == np.complex64 else np.complex128))
-    return (mats, cupy.asarray(program.groups), cupy.asarray(program.coef_slots), cupy.asarray(program.coef_turns),
-            cupy.asarray(program.coef_gates))
+    big_l = program.local_qubits
+    # (words 0, 1: a valid pointer for a stage without ops; the kernel reads records in 16-byte
+    # loads, so each stage's start stays 16-byte aligned: OP_WORDS is even)
+    ops, ints, ops_at, ints_at = [np.zeros(2, np.int64)], [], [], []
+    n_ops, n_ints = 2, 0
+    for stage in program.stages:
+        slot_bits = np.asarray(stage.slot_bits, np.int32)
+        order = np.argsort(slot_bits[big_l:], kind="stable")
+        part = np.concatenate([slot_bits, (big_l + order).astype(np.int32), slot_bits[big_l:][order]])
+        ops_at.append(n_ops if stage.ops.size else 0)
+        ints_at.append(n_ints)
+        ops.append(stage.ops.reshape(-1).astype(np.int64))
+        ints.append(part)
+        n_ops += stage.ops.size
+        n_ints += part.size
+    return Pools(mats, cupy.asarray(program.groups), cupy.asarray(program.coef_slots),
+                 cupy.asarray(program.coef_turns), cupy.asarray(program.coef_gates), cupy.asarray(np.concatenate(ops)),
+                 cupy.asarray(np.concatenate(ints) if ints else np.zeros(1, np.int32)), tuple(ops_at), tuple(ints_at))
 
 
 def has_phases(ops: np.ndarray) -> bool:
@@ -139,17 +173,12 @@ def store_exchanges(store_swaps) -> int:
 def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = False) -> None:
     """Apply stage ``index`` of ``program`` to ``data`` (1-D cupy array of 2^N amplitudes, storage
     order), in place. ``fresh``: ``data`` is not written yet and stands for |0...0>; the stage
-    makes its chunks instead of reading them (a pass fewer than zeroing the state first)."""
-    import cupy  # noqa: PLC0415
-
+    makes its chunks instead of reading them (a pass fewer than zeroing the state first).
+    ``pools``: the program on the device (:func:`upload`)."""
     n, big_l, c = program.n_qubits, program.local_qubits, program.keep_low
     if big_l > MAX_LOCAL:
         raise ValueError(f"the stage kernel takes at most {MAX_LOCAL} local qubits, the program has {big_l}")
     stage = program.stages[index]
-    slot_bits = stage.slot_bits
-    order = np.argsort(slot_bits[big_l:], kind="stable")
-    gslot = (big_l + order).astype(np.int32)
-    gbit = slot_bits[big_l:][order].astype(np.int32)
     item = data.dtype.itemsize
     shared = shared_bytes(big_l, c, item)
     tensor = tensor_core_ops(data.dtype, int(data.device.compute_capability))
@@ -160,12 +189,13 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
     kern = _kernel(data.device.id, item, mma, has_phases(stage.ops))
     # the attribute belongs to the function, shared by every L: set it for this launch
     kern.max_dynamic_shared_size_bytes = shared
-    mats, groups, coef_slots, coef_turns, coef_gates = pools
-    ops = cupy.asarray(stage.ops.reshape(-1) if stage.ops.size else np.zeros(1, np.int64))
+    ops = pools.ops[pools.ops_at[index]:]
+    at = pools.ints_at[index]
+    slot_bits, gslot, gbit = pools.ints[at:at + n], pools.ints[at + n:], pools.ints[at + 2 * n - big_l:]
     kern((1 << (n - big_l),), (THREADS,),
-         (data, np.int32(n), np.int32(big_l), np.int32(c), cupy.asarray(slot_bits), cupy.asarray(gslot),
-          cupy.asarray(gbit), ops, np.int32(len(stage.ops)), mats, groups, coef_slots, coef_turns,
-          coef_gates, np.int32(store_exchanges(stage.store_swaps)), np.int32(bool(fresh))),
+         (data, np.int32(n), np.int32(big_l), np.int32(c), slot_bits, gslot, gbit, ops, np.int32(len(stage.ops)),
+          pools.mats, pools.groups, pools.coef_slots, pools.coef_turns, pools.coef_gates,
+          np.int32(store_exchanges(stage.store_swaps)), np.int32(bool(fresh))),
          shared_mem=shared)
 
 
