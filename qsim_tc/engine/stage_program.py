@@ -291,7 +291,8 @@ def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int, wid
     alt = commuting_blocks(stage, big_l, width)
     if alt.ops == stage.ops:
         return stage
-    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), widen, pairs), itemsize) for s in (stage, alt)]
+    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), widen, pairs, priced=True), itemsize)
+             for s in (stage, alt)]
     return alt if price[1] < price[0] else stage
 
 
@@ -326,9 +327,11 @@ class _Pools:
 
 
 def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bool = False,
-                   pairs: bool = False) -> list[list[int]]:
+                   pairs: bool = False, priced: bool = False) -> list[list[int]]:
     """The op records of one stage (see :func:`build_program`): ``widen``, 2-qubit ops widen to
-    3; ``pairs``, 3-qubit ops on disjoint targets run as one record (:func:`_paired`)."""
+    3; ``pairs``, 3-qubit ops on disjoint targets run as one record (:func:`_paired`).
+    ``priced``: dense records carry only what :func:`op_passes` reads (kind, width, pre-phase,
+    pair), for pricing a stage's forms without their matrices and address constants."""
     items: list = []  # phase records, and dense ops to place
     run: dict[int, int] = {}  # the pending diagonal run's terms
     local: list[tuple[list[int], int, np.ndarray, object]] = []  # pending local dense ops
@@ -400,7 +403,12 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bo
     flush_phases()
     records = []
     for group in (_paired(items, big_l) if pairs else [[item] for item in items]):
-        if len(group) == 2:
+        if priced and isinstance(group[0], _Dense):
+            rec = _record(OP_DENSE, k=3 if len(group) == 2 else len(group[0].widened(big_l).targets))
+            rec[W_MMA] = MMA_PAIR if len(group) == 2 else 0
+            rec[W_PCOUNT] = group[0].pre_count
+            records.append(rec)
+        elif len(group) == 2:
             records.append(_pair_record(*group, big_l, pools))
         elif isinstance(group[0], _Dense):
             records.append(_dense_record(group[0], big_l, pools))
