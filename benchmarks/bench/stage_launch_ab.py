@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
-
 import numpy as np
 
 from benchmarks.bench.auto import build
+from benchmarks.bench.stages_gpu import best_time
 from qsim_tc.engine import stage_kernel as sk
 from qsim_tc.engine.stage_program import build_program
 from qsim_tc.plan.stages import plan_stages
@@ -31,17 +30,6 @@ def main(argv=None) -> int:
 
     n, big_l = args.qubits, 12
     state = cp.zeros(1 << n, np.complex128)
-
-    def timed(fn, reps=5):
-        fn()
-        cp.cuda.Device().synchronize()
-        best = float("inf")
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            cp.cuda.Device().synchronize()
-            best = min(best, time.perf_counter() - t)
-        return best * 1e3
 
     for cname in ("qft", "qv", "brickwork2"):
         circ, _ = build(cname, n)
@@ -63,7 +51,7 @@ def main(argv=None) -> int:
                                            ops_at=(0,) * len(prog.stages), ints_at=(0,) * len(prog.stages))
                 sk.run_stage(state, prog, i, mine, fresh=i == 0)
 
-        a, b, a2, b2 = timed(copied), timed(once), timed(copied), timed(once)
+        a, b, a2, b2 = (best_time(cp, fn, 5) * 1e3 for fn in (copied, once, copied, once))
         print(f"{cname:12s} per-launch copies {min(a, a2):7.2f} ms  uploaded once {min(b, b2):7.2f} ms", flush=True)
     return 0
 

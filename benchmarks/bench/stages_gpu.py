@@ -29,7 +29,9 @@ from qsim_tc.plan.stages import DEFAULT_SEEDS, plan_stages
 CIRCUITS = {"qft": "qft", "qv": "qv", "bw2": "brickwork2"}
 
 
-def _timed(cp, fn, repeats: int) -> float:
+def best_time(cp, fn, repeats: int) -> float:
+    """Seconds of the fastest of ``repeats`` runs of ``fn()`` after a warm-up, wall clock to a
+    device synchronize (host work between launches counts)."""
     fn()
     cp.cuda.Device().synchronize()
     best = float("inf")
@@ -63,16 +65,16 @@ def main(argv=None) -> int:
     for dname in args.dtypes.split(","):
         dtype = np.dtype(dname)
         state = cp.zeros(1 << n, dtype=dtype)
-        floor = _timed(cp, lambda: cp.multiply(state, 1, out=state), args.repeats)
+        floor = best_time(cp, lambda: cp.multiply(state, 1, out=state), args.repeats)
         print(f"{dname}: pass floor (in-place read+write of 2^{n}) {floor * 1e3:.2f} ms", flush=True)
         backend = "native" if dtype == np.complex128 else "native32"
         for cname in args.circuits.split(","):
             circ, desc = build(CIRCUITS[cname], n)
             sim = Simulator(backend, device="gpu", fuse="auto", plan=None)
             ref = sim.run(circ).state.to_numpy()
-            t_gate = _timed(cp, lambda: sim.run(circ), args.repeats)
+            t_gate = best_time(cp, lambda: sim.run(circ), args.repeats)
             default = Simulator(device="gpu", precision="double" if dtype == np.complex128 else "single")
-            t_default = _timed(cp, lambda: default.run(circ), args.repeats)
+            t_default = best_time(cp, lambda: default.run(circ), args.repeats)
             decision = default.stage_decision.to_dict() if default.stage_decision is not None else None
             print(f"  {cname}: gate-at-a-time {t_gate * 1e3:.1f} ms, default Simulator() {t_default * 1e3:.1f} ms "
                   f"({decision['why'] if decision else 'no stage decision'})", flush=True)
@@ -100,8 +102,8 @@ def main(argv=None) -> int:
                     run_program(state, prog)
 
                 # state[:] = 0 is one more pass; time it alone and take it off
-                t_reset = _timed(cp, lambda: state.fill(0), args.repeats)
-                t_stage = _timed(cp, run, args.repeats)
+                t_reset = best_time(cp, lambda: state.fill(0), args.repeats)
+                t_stage = best_time(cp, run, args.repeats)
                 out = permute_bits(state, n, list(range(n)), list(prog.final_phys), cp)
                 out *= np.exp(1j * prog.global_phase)
                 diff = float(cp.abs(out - cp.asarray(ref)).max())

@@ -50,6 +50,7 @@ phase form keeps their angle only.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import permutations
 
 import numpy as np
 
@@ -516,8 +517,6 @@ def _pair_record(first: _Dense, second: _Dense, big_l: int, pools: _Pools) -> li
         a, b, c = o1
         g0, g1, _ = o2
         return (3 - len({a % 3, b % 3, g0 % 3})) + (3 - len({b % 3, c % 3, g1 % 3}))
-
-    from itertools import permutations  # noqa: PLC0415
 
     first = first.widened(big_l, second.targets)
     second = second.widened(big_l, first.targets)
