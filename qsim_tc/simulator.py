@@ -345,9 +345,12 @@ class Simulator:
             gate_ms = choice.unfused_ms if self.fuse is None else min(choice.estimated_ms, choice.unfused_ms)
         else:
             gate_ms = sum(row.gate_ms(len(g.qubits), n) for g in circuit.gates)
+        # complex64 may run the complex128 programs where the GPU has them on its tensor cores
+        wide = ((max_dense(np.complex128), block_qubits(np.complex128))
+                if np.dtype(self.dtype) == np.complex64 and tensor_core_ops(np.complex128) else None)
         decision = stage_choice.decide(circuit, max_dense(self.dtype), pass_ms, gate_ms,
                                        itemsize=np.dtype(self.dtype).itemsize, block_qubits=block_qubits(self.dtype),
-                                       widen=tensor_core_ops(self.dtype))
+                                       widen=tensor_core_ops(self.dtype), wide=wide)
         if self.plan == "always" and decision.plan is not None and not decision.use:
             decision = dataclasses.replace(decision, use=True, why=decision.why + " (plan='always')")
         # kept for the next run of this very circuit (planning QFT-28 costs tens of ms of host time)
@@ -372,7 +375,7 @@ class Simulator:
                 state = self._start_state(n, initial_state)
                 state._phys.canonicalize()  # a copied initial state may keep a pending permutation
             run_plan(state._phys, plan, program=decision.program,
-                     on_stage=progress if callable(progress) else None, fresh=fresh)
+                     on_stage=progress if callable(progress) else None, fresh=fresh, wide=decision.wide)
             if circuit.global_phase:
                 state.apply_global_phase(circuit.global_phase)
         else:

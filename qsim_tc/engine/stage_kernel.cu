@@ -21,6 +21,18 @@
 
 typedef REAL real;
 struct cplx { real x, y; };
+// STATE_C64 (with REAL double): the state in global memory is complex64, the chunk in shared
+// memory complex128. A complex64 state runs the complex128 programs (tensor-core ops, pairs,
+// rotating low bits), widened as it loads and rounded as it stores (stage_kernel.py: WIDE).
+#ifndef STATE_C64
+#define STATE_C64 0
+#endif
+#if STATE_C64
+struct scplx { float x, y; };
+#define WIDE_L_MAX 12  // the widening keeps half a chunk in registers: 2^(L-1) / THREADS <= 8
+#else
+typedef cplx scplx;
+#endif
 
 #define OP_DENSE 1
 #define OP_PHASE 2
@@ -105,9 +117,38 @@ __device__ __forceinline__ void copy16(void* dst, const void* src) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
-__device__ __forceinline__ void load_chunk(cplx* sm, const cplx* state, int L, int C, const long long* t1,
+__device__ __forceinline__ void load_chunk(cplx* sm, const scplx* state, int L, int C, const long long* t1,
                                            const long long* t2, int h1) {
     const int low = (1 << C) - 1, m1 = (1 << h1) - 1;
+#if STATE_C64
+    // complex64 amplitudes, two a copy (C >= 1: the host's rule), into the chunk buffer's upper
+    // half (8 bytes x 2^L), then widened to their complex128 places. Those of the lower half of
+    // the chunk go below the staged copy; the upper half's places overlap it, so they go through
+    // registers between two barriers.
+    float2* st = reinterpret_cast<float2*>(sm + (1 << (L - 1)));
+    for (int i = 2 * threadIdx.x; i < (1 << L); i += 2 * blockDim.x)
+        copy16(st + i, state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    const int half = 1 << (L - 1);
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        const float2 v = st[i];
+        sm[swz(i)] = cplx{(double)v.x, (double)v.y};
+    }
+    constexpr int UPPER = (1 << (WIDE_L_MAX - 1)) / THREADS;
+    float2 v[UPPER];
+#pragma unroll
+    for (int k = 0; k < UPPER; ++k) {
+        const int i = half + threadIdx.x + k * THREADS;
+        if (i < (1 << L)) v[k] = st[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < UPPER; ++k) {
+        const int i = half + threadIdx.x + k * THREADS;
+        if (i < (1 << L)) sm[swz(i)] = cplx{(double)v[k].x, (double)v[k].y};
+    }
+#else
     if (sizeof(cplx) == 16) {
         for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
             copy16(sm + swz(i), state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
@@ -119,6 +160,7 @@ __device__ __forceinline__ void load_chunk(cplx* sm, const cplx* state, int L, i
             sm[swz(i)] = load_stream(state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
 }
 
 // i with bit p exchanged for bit q, for each low slot p whose partner q (0: none) sits in bits
@@ -468,7 +510,7 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restrict__ slot_bits,
+stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restrict__ slot_bits,
              const int* __restrict__ gslot, const int* __restrict__ gbit, const long long* __restrict__ ops,
              int n_ops, const cplx* __restrict__ mats, const long long* __restrict__ groups,
              const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
@@ -584,8 +626,19 @@ stage_kernel(cplx* __restrict__ state, int n, int L, int C, const int* __restric
     // takes the amplitude at index i with the exchanged bits swapped. The swizzle keeps complex128
     // free of bank conflicts here (the planner's partners keep residues mod 3); complex64's chunk
     // has none, so complex64 plans keep their low bits (stage_choice.ROTATE_LOW)
+#if STATE_C64
+    // rounded to complex64, two neighbours a 16-byte store (C >= 1)
+#pragma unroll 4
+    for (int i = 2 * threadIdx.x; i < (1 << L); i += 2 * blockDim.x) {
+        const cplx a = sm[swz(store_x ? exchanged(i, store_x) : i)];
+        const cplx c = sm[swz(store_x ? exchanged(i + 1, store_x) : i + 1)];
+        __stcs(reinterpret_cast<float4*>(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low)),
+               make_float4((float)a.x, (float)a.y, (float)c.x, (float)c.y));
+    }
+#else
 #pragma unroll 8
     for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
         store_stream(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low),
                      sm[swz(store_x ? exchanged(i, store_x) : i)]);
+#endif
 }

@@ -45,6 +45,14 @@ PRE_MAX_K = {8: 2, 16: 1}
 MMA_GPU = {8: False, 16: True}
 
 
+# A complex64 state may run the complex128 programs (``wide``): the kernel widens each chunk to
+# complex128 in shared memory as it loads and rounds it back as it stores (STATE_C64), so complex64
+# gets the tensor-core ops, pairs and rotating low bits at half complex128's memory traffic. The
+# widening keeps half a chunk in registers (WIDE_L_MAX in the kernel) and copies two amplitudes a
+# 16-byte copy (C >= 1)
+WIDE_MAX_LOCAL = 12
+
+
 # the widest block of the stage program's commuting blocks (stage_program.build_program): the
 # complex128 tensor-core ops take 3 qubits at the cost of 1; complex64's FMA loops cost more per
 # target. H200, 28 qubits, QFT (stage_blocks_h200.json): complex128 72.4 ms unblocked, 62.7 at
@@ -100,13 +108,23 @@ def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(device_id: int, itemsize: int, mma: bool = False, phases: bool = True):
+def _kernel(device_id: int, itemsize: int, mma: bool = False, phases: bool = True, wide: bool = False):
+    # itemsize: the chunk's amplitudes (the program's precision); wide: the state is complex64
     real = "double" if itemsize == 16 else "float"
     options = (f"-DREAL={real}", f"-DMAX_K={MAX_DENSE_GPU[itemsize]}", f"-DMAX_DENSE={MAX_DENSE}",
                f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", f"-DMIN_BLOCKS={MIN_BLOCKS[itemsize]}",
                f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", f"-DSTAGE_MMA={int(mma)}", f"-DSTAGE_PHASES={int(phases)}",
-               f"-DMMA_WARPS={MMA_WARPS}", "-std=c++17")
+               f"-DMMA_WARPS={MMA_WARPS}", f"-DSTATE_C64={int(wide)}", "-std=c++17")
     return raw_module(__package__, "stage_kernel.cu", options, device_id).get_function("stage_kernel")
+
+
+def program_dtype(dtype, wide: bool = False) -> np.dtype:
+    """The precision a state of ``dtype`` runs its stage program in: complex128 where ``wide``
+    (a complex64 state on the complex128 programs), else its own."""
+    dtype = np.dtype(dtype)
+    if wide and dtype != np.complex64:
+        raise ValueError(f"wide: only a complex64 state runs the complex128 programs, not {dtype}")
+    return np.dtype(np.complex128) if wide else dtype
 
 
 @dataclass(frozen=True)
@@ -125,13 +143,15 @@ class Pools:
     ints: object  # int32: each stage's slot_bits, then its global slots and their storage bits
     ops_at: tuple[int, ...]
     ints_at: tuple[int, ...]
+    wide: bool = False  # a complex64 state on a complex128 program (WIDE_MAX_LOCAL)
 
 
-def upload(program: StageProgram, dtype) -> Pools:
-    """``program`` on the device for a state of ``dtype`` (:class:`Pools`)."""
+def upload(program: StageProgram, dtype, wide: bool = False) -> Pools:
+    """``program`` on the device for a state of ``dtype`` (:class:`Pools`); ``wide``: the state is
+    complex64 and the program runs in complex128 (:func:`program_dtype`)."""
     import cupy  # noqa: PLC0415 - optional dependency
 
-    mats = cupy.asarray(program.matrices.astype(np.complex64 if np.dtype(dtype) == np.complex64 else np.complex128))
+    mats = cupy.asarray(program.matrices.astype(program_dtype(dtype, wide)))
     big_l = program.local_qubits
     # (words 0, 1: a valid pointer for a stage without ops; the kernel reads records in 16-byte
     # loads, so each stage's start stays 16-byte aligned: OP_WORDS is even)
@@ -149,7 +169,8 @@ def upload(program: StageProgram, dtype) -> Pools:
         n_ints += part.size
     return Pools(mats, cupy.asarray(program.groups), cupy.asarray(program.coef_slots),
                  cupy.asarray(program.coef_turns), cupy.asarray(program.coef_gates), cupy.asarray(np.concatenate(ops)),
-                 cupy.asarray(np.concatenate(ints) if ints else np.zeros(1, np.int32)), tuple(ops_at), tuple(ints_at))
+                 cupy.asarray(np.concatenate(ints) if ints else np.zeros(1, np.int32)), tuple(ops_at), tuple(ints_at),
+                 wide)
 
 
 def has_phases(ops: np.ndarray) -> bool:
@@ -179,14 +200,19 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
     if big_l > MAX_LOCAL:
         raise ValueError(f"the stage kernel takes at most {MAX_LOCAL} local qubits, the program has {big_l}")
     stage = program.stages[index]
-    item = data.dtype.itemsize
+    wide = pools.wide
+    if wide and (data.dtype != np.complex64 or big_l > WIDE_MAX_LOCAL or c < 1):
+        raise ValueError(f"a wide program runs a complex64 state with at most {WIDE_MAX_LOCAL} local qubits "
+                         f"and a kept low bit; got {data.dtype}, L = {big_l}, C = {c}")
+    compute = program_dtype(data.dtype, wide)
+    item = compute.itemsize
     shared = shared_bytes(big_l, c, item)
-    tensor = tensor_core_ops(data.dtype, int(data.device.compute_capability))
+    tensor = tensor_core_ops(compute, int(data.device.compute_capability))
     if not tensor and stage.ops.size and bool((stage.ops[:, W_MMA] == MMA_PAIR).any()):
         raise ValueError("the program pairs tensor-core ops, which this kernel (complex64, or a GPU before "
                          "sm_90) runs one at a time: build it with widen=False")
     mma = tensor and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any())
-    kern = _kernel(data.device.id, item, mma, has_phases(stage.ops))
+    kern = _kernel(data.device.id, item, mma, has_phases(stage.ops), wide)
     # the attribute belongs to the function, shared by every L: set it for this launch
     kern.max_dynamic_shared_size_bytes = shared
     ops = pools.ops[pools.ops_at[index]:]
@@ -199,9 +225,10 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
          shared_mem=shared)
 
 
-def run_program(data, program: StageProgram, fresh: bool = False) -> None:
+def run_program(data, program: StageProgram, fresh: bool = False, wide: bool = False) -> None:
     """Apply every stage of ``program`` to ``data`` in place (no global phase); ``fresh``: the
-    first stage starts from |0...0> instead of reading ``data`` (:func:`run_stage`)."""
-    pools = upload(program, data.dtype)
+    first stage starts from |0...0> instead of reading ``data`` (:func:`run_stage`); ``wide``: a
+    complex64 ``data`` on a complex128 program (:func:`program_dtype`)."""
+    pools = upload(program, data.dtype, wide)
     for i in range(len(program.stages)):
         run_stage(data, program, i, pools, fresh=fresh and i == 0)

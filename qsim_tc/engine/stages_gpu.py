@@ -4,21 +4,23 @@ becomes the program's final storage layout (no amplitude moves for the plan's sw
 
 from __future__ import annotations
 
-from qsim_tc.engine.stage_kernel import block_qubits, max_dense, run_stage, tensor_core_ops, upload
+from qsim_tc.engine.stage_kernel import block_qubits, max_dense, program_dtype, run_stage, tensor_core_ops, upload
 from qsim_tc.engine.stage_program import build_program
 from qsim_tc.engine.storage import PhysicalState
 from qsim_tc.plan.stages import StagePlan
 
 
 def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = None, program=None,
-             on_stage=None, fresh: bool = False) -> int:
+             on_stage=None, fresh: bool = False, wide: bool = False) -> int:
     """Apply ``plan`` (made from the state's current layout) to ``phys``; return the stages run.
 
     ``fuse_qubits``: the in-stage fusion width (default: the kernel's widest dense op for the
     state's dtype; the commuting blocks' width is the kernel's ``block_qubits``); ``program``: the
     plan's program when already built (with that width); ``on_stage(done, total)``: called after
     each stage is launched. ``fresh``: ``phys`` holds no amplitudes yet and stands for |0...0>
-    (in its layout): the first stage makes its chunks instead of reading them.
+    (in its layout): the first stage makes its chunks instead of reading them. ``wide``: a complex64
+    state runs a complex128 program (widened in the kernel's shared memory:
+    :func:`~qsim_tc.engine.stage_kernel.program_dtype`).
 
     The global phase is left to the caller. A launch that fails after the first stage leaves a
     state that is neither the input nor the result: it is marked invalid and StateInvalidError
@@ -33,16 +35,17 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
         raise ValueError(f"the plan is for {plan.n_qubits} qubits, the state has {phys.n_qubits}")
     if list(plan.initial_layout) != list(phys.layout.phys):
         raise ValueError("the plan was made for another layout of the state")
+    compute = program_dtype(phys.data.dtype, wide)
     if program is None:
         if fuse_qubits is None:
-            fuse_qubits = max_dense(phys.data.dtype)
+            fuse_qubits = max_dense(compute)
         program = build_program(plan, _kept_low_bits(plan), fuse_qubits=fuse_qubits,
-                                block_qubits=block_qubits(phys.data.dtype), itemsize=phys.data.dtype.itemsize,
-                                widen=tensor_core_ops(phys.data.dtype))
+                                block_qubits=block_qubits(compute), itemsize=compute.itemsize,
+                                widen=tensor_core_ops(compute))
     if fresh and not program.stages:
         phys.data.fill(0)
         phys.data[0] = 1
-    pools = upload(program, phys.data.dtype)
+    pools = upload(program, phys.data.dtype, wide)
     for i in range(len(program.stages)):
         try:
             run_stage(phys.data, program, i, pools, fresh=fresh and i == 0)

@@ -68,6 +68,14 @@ ROTATE_LOW = {16: True, 8: False}
 REFERENCE_PASS_MS = 2.05
 REFERENCE_SM_GHZ = 132 * 1.98  # SMs x boost clock of the H100 / H200 SXM the weights were fitted on
 STAGE_PASSES = {16: 1.04, 8: 0.44}
+# a stage of a complex64 state on the complex128 programs (decide's ``wide``; its ops weigh as
+# complex128's): half complex128's traffic, plus the widening and rounding in shared memory. Fitted
+# (least squares over stages) to whole programs at 28 qubits on an H200 against complex128's model
+# (stage_wide_c64_h200.json): QFT 27.9 ms measured (29.8 predicted), QuantumVolume 115.6 (116.2),
+# brickwork(28, 2, 20) 59.6 (57.0). The stage is bound by its tensor-core ops more than by memory:
+# complex128 ran the same programs in 29.9 / 124.1 / 60.3 ms. QFT keeps complex64's own programs
+# (28.2 predicted; 28.8 measured)
+WIDE_STAGE_PASSES = 0.83
 # the gate path's measured time over its estimate: 1.13-1.33 in 12 runs (QFT, quantum volume and
 # brickwork(28, 2, 20), both precisions, H100 and H200)
 GATE_PATH_BIAS = 1.2
@@ -92,9 +100,11 @@ class StageDecision:
     gate_ms: float | None = None
     keep_low: int = 0
     program: object = field(default=None, repr=False)  # the plan's stage program, built for the model
+    wide: bool = False  # a complex64 state on the complex128 program (stage_kernel.program_dtype)
 
     def to_dict(self) -> dict:
-        out = {"use": self.use, "why": self.why, "predicted_ms": self.predicted_ms, "gate_ms": self.gate_ms}
+        out = {"use": self.use, "why": self.why, "predicted_ms": self.predicted_ms, "gate_ms": self.gate_ms,
+               "wide": self.wide}
         if self.plan is not None:
             out.update(self.plan.summary())
         return out
@@ -117,7 +127,8 @@ def reference_pass_ms(n_qubits: int, sm_ghz: float | None = None) -> float:
 
 def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, itemsize: int = 16,
            local_qubits: int | None = None, keep_low: int = KEEP_LOW, block_qubits: int | None = None,
-           widen: bool | None = None, rotate_low: bool | None = None) -> StageDecision:
+           widen: bool | None = None, rotate_low: bool | None = None,
+           wide: tuple[int, int] | None = None) -> StageDecision:
     """Plan ``circuit`` as stages if every gate fits, and compare the model with ``gate_ms``.
 
     Args:
@@ -135,30 +146,52 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
             :func:`~qsim_tc.engine.stage_program.build_program`).
         rotate_low: the kept low bits' qubits change between stages
             (:func:`~qsim_tc.plan.stages.plan_stages`; default by ``itemsize``: :data:`ROTATE_LOW`).
+        wide: complex64 only: (max_dense, block_qubits) of the complex128 programs where the GPU
+            can run a complex64 state on them (tensor-core ops, widened in shared memory); that
+            form (complex128's shape, pairs and rotation, at least one kept low bit) is priced too
+            and taken where the model prefers it (``StageDecision.wide``).
     """
-    from qsim_tc.engine.stage_program import build_program, op_passes  # noqa: PLC0415
-
     n = circuit.n_qubits
-    big_l = min(LOCAL_QUBITS.get(itemsize, 12) if local_qubits is None else local_qubits, n)
     structures = [classify(g.matrix) for g in circuit.gates]
     if any(s.kind == DIAGONAL and np.abs(np.abs(s.diagonal) - 1.0).max() > 1e-9 for s in structures):
         return StageDecision(False, "a diagonal gate has entries of modulus other than 1 (the stage kernel "
                                     "applies phases)", gate_ms=gate_ms)
     widest = max((mixing_width(s) for s in structures), default=0)
+    big_l = min(LOCAL_QUBITS.get(itemsize, 12) if local_qubits is None else local_qubits, n)
     if widest > min(max_dense, big_l):
         return StageDecision(False, f"a gate mixes {widest} qubits; the stage kernel takes at most "
                                     f"{min(max_dense, big_l)}", gate_ms=gate_ms)
+    own = _priced(circuit, structures, widest, max_dense, itemsize, big_l, keep_low, block_qubits, widen,
+                  ROTATE_LOW.get(itemsize, False) if rotate_low is None else rotate_low, STAGE_PASSES[itemsize])
+    best, is_wide = own, False
+    if wide is not None and itemsize == 8 and local_qubits is None:
+        wide_l = min(LOCAL_QUBITS[16], n)
+        if widest <= min(wide[0], wide_l) and min(keep_low, wide_l - max(widest, 1)) >= 1:
+            alt = _priced(circuit, structures, widest, wide[0], 16, wide_l, keep_low, wide[1], True,
+                          ROTATE_LOW[16], WIDE_STAGE_PASSES)
+            if alt[3] < own[3]:
+                best, is_wide = alt, True
+    plan, program, keep, passes = best
+    predicted = passes * pass_ms
+    use = predicted < gate_ms * GATE_PATH_BIAS
+    why = (f"{plan.n_stages} stages, {program.n_ops} ops{' (complex128 programs, widened)' if is_wide else ''}: "
+           f"predicted {predicted:.3g} ms against {gate_ms:.3g} ms gate by gate (x{GATE_PATH_BIAS} measured)"
+           + ("" if use else ", which is expected faster"))
+    return StageDecision(use, why, plan, float(predicted), float(gate_ms), keep, program, is_wide)
+
+
+def _priced(circuit: Circuit, structures, widest: int, max_dense: int, itemsize: int, big_l: int, keep_low: int,
+            block_qubits: int | None, widen: bool | None, rotate: bool, stage_passes: float):
+    """One stage form of ``circuit``: (plan, program, kept low bits, predicted reference passes),
+    the program's ops priced at ``itemsize``'s weights."""
+    from qsim_tc.engine.stage_program import build_program, op_passes  # noqa: PLC0415
+
     keep = max(0, min(keep_low, big_l - max(widest, 1)))
-    rotate = ROTATE_LOW.get(itemsize, False) if rotate_low is None else rotate_low
     plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep, rotate_low=rotate)
     program = build_program(plan, keep, fuse_qubits=max_dense, block_qubits=block_qubits, itemsize=itemsize,
                             widen=widen)
-    passes = STAGE_PASSES[itemsize] * plan.n_stages + sum(op_passes(stage.ops, itemsize) for stage in program.stages)
-    predicted = passes * pass_ms
-    use = predicted < gate_ms * GATE_PATH_BIAS
-    why = (f"{plan.n_stages} stages, {program.n_ops} ops: predicted {predicted:.3g} ms against {gate_ms:.3g} ms "
-           f"gate by gate (x{GATE_PATH_BIAS} measured)" + ("" if use else ", which is expected faster"))
-    return StageDecision(use, why, plan, float(predicted), float(gate_ms), keep, program)
+    passes = stage_passes * plan.n_stages + sum(op_passes(stage.ops, itemsize) for stage in program.stages)
+    return plan, program, keep, passes
 
 
 def decide_cpu(circuit: Circuit, itemsize: int, *, always: bool = False) -> StageDecision:

@@ -34,6 +34,27 @@ def test_local_qubits_follow_the_precision():
     assert stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=1e6, local_qubits=10).plan.local_qubits == 10
 
 
+def test_complex64_prices_the_complex128_programs_where_the_gpu_has_them():
+    """wide=(max_dense, block_qubits) of the complex128 programs: complex64 takes the form the
+    model prices lower, the complex128 one with its L, pairs and a kept low bit; a gate wider
+    than those programs' ops keeps complex64's own."""
+    from qsim_tc.engine.stage_program import MMA_PAIR, W_MMA
+
+    c = _random_pairs(16, 16, seed=3)
+    own = stage_choice.decide(c, max_dense=4, pass_ms=1.0, gate_ms=1e6, itemsize=8, block_qubits=2)
+    best = stage_choice.decide(c, max_dense=4, pass_ms=1.0, gate_ms=1e6, itemsize=8, block_qubits=2, wide=(3, 3))
+    assert not own.wide and own.plan.local_qubits == 13
+    # random pairings gain most from the tensor-core programs (quantum volume on an H200: 143.6 ->
+    # 115.6 ms, stage_wide_c64_h200.json)
+    assert best.wide and best.predicted_ms < own.predicted_ms
+    assert best.plan.local_qubits == 12 and best.keep_low >= 1 and "widened" in best.why
+    assert any((s.ops[:, W_MMA] == MMA_PAIR).any() for s in best.program.stages if s.ops.size)
+    four = Circuit(16)
+    four.append(Gate(haar_unitary(16, np.random.default_rng(1)), (0, 5, 9, 13), "u4"))
+    assert not stage_choice.decide(four, max_dense=4, pass_ms=1.0, gate_ms=1e6, itemsize=8, wide=(3, 3)).wide
+    assert not stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=1e6, itemsize=16, wide=(3, 3)).wide
+
+
 def _random_pairs(n, depth, seed):
     """QuantumVolume-like layers: a Haar 2-qubit gate on each pair of a random pairing."""
     rng = np.random.default_rng(seed)

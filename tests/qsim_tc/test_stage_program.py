@@ -178,6 +178,64 @@ def test_a_fresh_first_stage_makes_the_zero_state(cp, dtype):
     np.testing.assert_allclose(data.get(), emulate(prog, zero), rtol=0, atol=atol)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "local", "keep_low", "n_gates", "seed"),
+                         [(4, 4, 1, 30, 1), (10, 7, 3, 80, 4), (14, 10, 2, 150, 6), (16, 12, 3, 150, 7),
+                          (18, 12, 1, 100, 9)])
+@pytest.mark.parametrize("rotate", [False, True])
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_complex64_state_runs_the_complex128_program(cp, n, local, keep_low, n_gates, seed, rotate, fresh):
+    """wide: each chunk is widened to complex128 as it loads and rounded to complex64 as it stores,
+    so the result is the complex128 program's to one rounding a stage: in 2-norm at most
+    (stages + 1) x 2^-24 of the state's (the input's rounding, then each store's; the ops are
+    unitary)."""
+    from qsim_tc.engine.stage_kernel import max_dense, run_program
+
+    width = min(local - keep_low, max_dense(np.complex128))
+    c = random_circuit(n, n_gates, seed, max_width=width)
+    if fresh:
+        psi = np.zeros(1 << n, np.complex64)
+        psi[0] = 1
+    else:
+        psi = random_state(n, seed, np.complex64)
+    plan = plan_stages(c, local, keep_low=keep_low, rotate_low=rotate)
+    prog = device_program(plan, keep_low, np.complex128, fuse_qubits=width)
+    data = cp.full(1 << n, np.nan, dtype=np.complex64) if fresh else cp.asarray(psi)
+    run_program(data, prog, fresh=fresh, wide=True)
+    got = data.get()
+    assert got.dtype == np.complex64
+    want = emulate(prog, psi.astype(np.complex128))
+    bound = (len(prog.stages) + 1) * 2.0**-24 * np.linalg.norm(want)
+    assert np.linalg.norm(got - want) <= bound
+
+
+def test_only_a_complex64_state_runs_the_complex128_programs():
+    from qsim_tc.engine.stage_kernel import program_dtype
+
+    assert program_dtype(np.complex64, wide=True) == np.complex128
+    assert program_dtype(np.complex64) == np.complex64 and program_dtype(np.complex128) == np.complex128
+    with pytest.raises(ValueError, match="wide: only a complex64 state"):
+        program_dtype(np.complex128, wide=True)
+
+
+@pytest.mark.gpu
+def test_a_wide_program_is_refused_where_the_kernel_cannot_widen(cp):
+    """A wide run needs a complex64 state, at most WIDE_MAX_LOCAL local qubits and a kept low bit
+    (two amplitudes a copy); the state is left as it was."""
+    from qsim_tc.engine.stage_kernel import WIDE_MAX_LOCAL, run_program
+
+    c = random_circuit(14, 40, 3, max_width=3)
+    for local, keep_low, dtype, match in [(WIDE_MAX_LOCAL + 1, 3, np.complex64, "at most"),
+                                          (10, 0, np.complex64, "kept low bit"),
+                                          (10, 3, np.complex128, "only a complex64 state")]:
+        prog = device_program(plan_stages(c, local, keep_low=keep_low), keep_low, np.complex128)
+        data = cp.asarray(random_state(14, 3, dtype))
+        before = data.get()
+        with pytest.raises(ValueError, match=match):
+            run_program(data, prog, wide=True)
+        np.testing.assert_array_equal(data.get(), before)
+
+
 def _bank_slot(i: int) -> int:
     """The 16-byte bank slot of local index i in the complex128 kernel's swizzled chunk (swz)."""
     from qsim_tc.engine.stage_program import swizzle
