@@ -374,10 +374,9 @@ class Simulator:
             else:
                 state = self._start_state(n, initial_state)
                 state._phys.canonicalize()  # a copied initial state may keep a pending permutation
+            # (the global phase included: folded into an op's matrix where the program allows)
             run_plan(state._phys, plan, program=decision.program,
                      on_stage=progress if callable(progress) else None, fresh=fresh, wide=decision.wide)
-            if circuit.global_phase:
-                state.apply_global_phase(circuit.global_phase)
         else:
             from qsim_tc.engine.stages_cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
 

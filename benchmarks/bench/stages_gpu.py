@@ -52,7 +52,8 @@ def main(argv=None) -> int:
     p.add_argument("--configs", default="12:3r", help="comma list of L:C or L:C:S, S the planner's seeds "
                    "(default: plan_stages' default), each with trailing flags: r, the kept low bits rotate "
                    "(rotate_low); s, single tensor-core ops (no pair records); w, a complex64 state on the "
-                   "complex128 programs (widened in the kernel; complex128 ignores it) (default 12:3r, the "
+                   "complex128 programs (widened in the kernel; complex128 ignores it); n, no renaming of "
+                   "local slots against bank conflicts (build_program's relabel) (default 12:3r, the "
                    "default shape of complex128)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", default=None)
@@ -60,8 +61,8 @@ def main(argv=None) -> int:
     import cupy as cp  # noqa: PLC0415
 
     n = args.qubits
-    configs = [tuple(int(x) for x in c.rstrip("rsw").split(":")) + ((DEFAULT_SEEDS,) if c.count(":") == 1 else ())
-               + ("r" in c, "s" not in c, "w" in c) for c in args.configs.split(",")]
+    configs = [tuple(int(x) for x in c.rstrip("rswn").split(":")) + ((DEFAULT_SEEDS,) if c.count(":") == 1 else ())
+               + ("r" in c, "s" not in c, "w" in c, "n" not in c) for c in args.configs.split(",")]
     rows = []
     for dname in args.dtypes.split(","):
         dtype = np.dtype(dname)
@@ -79,24 +80,25 @@ def main(argv=None) -> int:
             decision = default.stage_decision.to_dict() if default.stage_decision is not None else None
             print(f"  {cname}: gate-at-a-time {t_gate * 1e3:.1f} ms, default Simulator() {t_default * 1e3:.1f} ms "
                   f"({decision['why'] if decision else 'no stage decision'})", flush=True)
-            for big_l, keep, seeds, rotate, pairs, wide in configs:
+            for big_l, keep, seeds, rotate, pairs, wide, relabel in configs:
                 wide = wide and dtype == np.complex64
                 compute = program_dtype(dtype, wide)
                 pairs = pairs and tensor_core_ops(compute)
                 row = {"circuit": desc, "dtype": dname, "n_qubits": n, "local_qubits": big_l, "keep_low": keep,
-                       "seeds": seeds, "rotate_low": rotate, "pairs": pairs, "wide": wide,
+                       "seeds": seeds, "rotate_low": rotate, "pairs": pairs, "wide": wide, "relabel": relabel,
                        "gate_at_a_time_s": t_gate, "default_s": t_default, "default_decision": decision,
                        "pass_floor_s": floor}
                 try:
                     t_plan = time.perf_counter()
                     plan = plan_stages(circ, big_l, keep_low=keep, seeds=seeds, rotate_low=rotate)
                     prog = build_program(plan, keep, fuse_qubits=max_dense(compute), block_qubits=block_qubits(compute),
-                                         itemsize=compute.itemsize, widen=tensor_core_ops(compute), pairs=pairs)
+                                         itemsize=compute.itemsize, widen=tensor_core_ops(compute), pairs=pairs,
+                                         relabel=relabel)
                     row["plan_s"] = time.perf_counter() - t_plan
                 except ValueError as exc:
                     row["error"] = str(exc)
                     rows.append(row)
-                    print(f"  {cname} L={big_l} C={keep} S={seeds} R={rotate:d} P={pairs:d} W={wide:d}: {exc}", flush=True)
+                    print(f"  {cname} L={big_l} C={keep} S={seeds} R={rotate:d} P={pairs:d} W={wide:d} B={relabel:d}: {exc}", flush=True)
                     continue
 
                 def run():
@@ -114,18 +116,18 @@ def main(argv=None) -> int:
                 row.update({"stages": plan.n_stages, "ops": prog.n_ops, "stage_s": t_stage - t_reset,
                             "max_abs_diff": diff, "passes_equiv": (t_stage - t_reset) / floor})
                 rows.append(row)
-                print(f"  {cname} L={big_l} C={keep} S={seeds} R={rotate:d} P={pairs:d} W={wide:d}: {plan.n_stages} stages, {prog.n_ops} ops, stage "
+                print(f"  {cname} L={big_l} C={keep} S={seeds} R={rotate:d} P={pairs:d} W={wide:d} B={relabel:d}: {plan.n_stages} stages, {prog.n_ops} ops, stage "
                       f"{row['stage_s'] * 1e3:.1f} ms vs gate-at-a-time {t_gate * 1e3:.1f} ms "
                       f"(x{t_gate / row['stage_s']:.1f}; {row['passes_equiv']:.1f} passes' worth), diff {diff:.1e}",
                       flush=True)
         state = None  # free it before the next dtype
-    print(f"\n{'circuit':30s} {'dtype':10s} {'L:C:S:R:P:W':14s} {'stages':>6s} {'ops':>4s} {'stage ms':>9s} {'gate ms':>8s} "
+    print(f"\n{'circuit':30s} {'dtype':10s} {'L:C:S:R:P:W:B':16s} {'stages':>6s} {'ops':>4s} {'stage ms':>9s} {'gate ms':>8s} "
           f"{'default':>8s} {'floor':>6s}")
     for r in rows:
         if "error" in r:
             continue
         print(f"{r['circuit'][:30]:30s} {r['dtype']:10s} {r['local_qubits']}:{r['keep_low']}:{r['seeds']}:"
-              f"{r['rotate_low']:d}:{r['pairs']:d}:{r.get('wide', False):<3d} "
+              f"{r['rotate_low']:d}:{r['pairs']:d}:{r.get('wide', False):d}:{r.get('relabel', True):<3d} "
               f"{r['stages']:6d} "
               f"{r['ops']:4d} {r['stage_s'] * 1e3:9.1f} {r['gate_at_a_time_s'] * 1e3:8.1f} {r['default_s'] * 1e3:8.1f} "
               f"{r['pass_floor_s'] * 1e3:6.2f}")

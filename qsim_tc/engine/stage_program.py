@@ -56,6 +56,7 @@ import numpy as np
 
 from circuits import Circuit, Gate
 from circuits.fusion import fuse
+from qsim_tc.engine.bank_relabel import bank_relabel
 from qsim_tc.plan.stage_fusion import commuting_blocks, full_matrix
 from qsim_tc.plan.stages import RELABEL, StagePlan
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
@@ -159,7 +160,8 @@ class StageProgram:
         coef_gates: int64, its gate: the global slots (a mask) that must all be 1 for it to count.
         final_phys: the storage layout after the program: storage bit s holds logical qubit
             ``final_phys[s]``.
-        global_phase: radians, applied once after the last stage.
+        global_phase: radians still to apply after the last stage: the plan's, where no dense
+            op without controls took it into its matrix (:func:`_fold_phase`), else 0.
     """
 
     n_qubits: int
@@ -213,7 +215,7 @@ def diagonal_terms(diagonal: np.ndarray, positions) -> dict[int, int]:
 
 def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
                   block_qubits: int | None = None, itemsize: int = 16, widen: bool | None = None,
-                  pairs: bool | None = None) -> StageProgram:
+                  pairs: bool | None = None, relabel: bool = True) -> StageProgram:
     """Translate ``plan`` (made with ``keep_low`` kept low bits) into the kernel's program.
 
     Within a stage, consecutive dense gates on local slots are fused into blocks of at most
@@ -227,7 +229,9 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     3-qubit ones (default: where ``itemsize`` is in :data:`WIDEN_2_TO_3`; pass False where the
     kernel will run its FMA loops, as on GPUs without the FP64 tensor-core shapes). ``pairs``:
     3-qubit ops on disjoint targets join in pair records (default: ``widen``; the tensor-core
-    kernel runs them, :func:`_paired`).
+    kernel runs them, :func:`_paired`). ``relabel``: a stage of pairs (no phases) renames its local
+    slots above the kept low bits where that spares bank conflicts
+    (:func:`~qsim_tc.engine.bank_relabel.bank_relabel`).
 
     Raises:
         ValueError: a dense op wider than :data:`MAX_DENSE`, a dense op on a global slot, or a
@@ -240,7 +244,8 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     slot_bits = list(range(n))
     pools = _Pools()
     stages = []
-    for stage in plan.stages:
+    sigma_before = list(range(big_l))  # the previous stage's renaming of its local slots (bank_relabel)
+    for index, stage in enumerate(plan.stages):
         exchanges = []
         for p, g in stage.swaps:
             if g < big_l:  # a low slot's rotation: the previous stage's store moves the amplitudes
@@ -252,21 +257,47 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
             if p < keep_low or g < keep_low:
                 raise ValueError(f"the plan swaps slot {min(p, g)}, one of the {keep_low} kept low bits")
             slot_bits[p], slot_bits[g] = slot_bits[g], slot_bits[p]
-        if exchanges:
-            stages[-1] = replace(stages[-1], store_swaps=tuple(exchanges))
-        records = _stage_records(_blocked(stage, big_l, fuse_qubits, width, itemsize, widen, pairs), big_l,
-                                 fuse_qubits, pools, widen, pairs)
-        ops = np.array(records, dtype=np.int64).reshape(-1, OP_WORDS)
-        stages.append(StageCode(np.array(slot_bits, dtype=np.int32), ops, stage.n_gates))
+        if exchanges:  # (in the previous stage's chunk, whose local slots it may have renamed)
+            stages[-1] = replace(stages[-1], store_swaps=tuple((p, sigma_before[g]) for p, g in exchanges))
+        groups = _stage_groups(_blocked(stage, big_l, fuse_qubits, width, itemsize, widen, pairs), big_l,
+                               fuse_qubits, pools, widen, pairs)
+        sigma = None
+        if relabel and pairs and all(isinstance(it, _Dense) and not it.pre_count for g in groups for it in g):
+            after = plan.stages[index + 1].low_exchanges(big_l) if index + 1 < len(plan.stages) else ()
+            sigma = bank_relabel([[(it.targets, it.widen) for it in g] for g in groups], big_l, keep_low, after)
+        if sigma is not None:  # the kernel's local slot sigma[p] reads what slot p names
+            groups = [[it.renamed(sigma) for it in g] for g in groups]
+        sigma_before = sigma or list(range(big_l))
+        kernel_bits = list(slot_bits)
+        for p in range(big_l):
+            kernel_bits[sigma_before[p]] = slot_bits[p]
+        ops = np.array(_records(groups, big_l, pools), dtype=np.int64).reshape(-1, OP_WORDS)
+        stages.append(StageCode(np.array(kernel_bits, dtype=np.int32), ops, stage.n_gates))
     final_phys = [0] * n
     for p, q in enumerate(plan.final_layout):
         final_phys[slot_bits[p]] = q
-    return StageProgram(n, big_l, keep_low, tuple(stages),
-                        np.concatenate(pools.mats) if pools.mats else np.zeros(1, np.complex128),
+    matrices = np.concatenate(pools.mats) if pools.mats else np.zeros(1, np.complex128)
+    phase = _fold_phase(stages, matrices, plan.global_phase)
+    return StageProgram(n, big_l, keep_low, tuple(stages), matrices,
                         np.array(pools.groups or [[0, 0, 0, 0]], dtype=np.int64).reshape(-1, 4),
                         np.array(pools.coef_slots or [0], dtype=np.int32),
                         np.array(pools.coef_turns or [0], dtype=np.uint64),
-                        np.array(pools.coef_gates or [0], dtype=np.int64), tuple(final_phys), plan.global_phase)
+                        np.array(pools.coef_gates or [0], dtype=np.int64), tuple(final_phys), phase)
+
+
+def _fold_phase(stages, matrices: np.ndarray, phase: float) -> float:
+    """The global phase folded into the matrix of the first dense record without controls (every
+    amplitude passes through it once; a pair's first op), in place in ``matrices``: 0.0; where the
+    program has none, ``phase`` (a pass of its own after the last stage)."""
+    if not phase:
+        return 0.0
+    for stage in stages:
+        for rec in stage.ops:
+            if rec[W_TYPE] == OP_DENSE and rec[W_CMASK] == 0:
+                off, size = int(rec[W_DATA]), 4 ** int(rec[W_K])
+                matrices[off:off + size] *= np.exp(1j * phase)
+                return 0.0
+    return float(phase)
 
 
 def op_passes(records, itemsize: int = 16) -> float:
@@ -333,6 +364,12 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bo
     3; ``pairs``, 3-qubit ops on disjoint targets run as one record (:func:`_paired`).
     ``priced``: dense records carry only what :func:`op_passes` reads (kind, width, pre-phase,
     pair), for pricing a stage's forms without their matrices and address constants."""
+    return _records(_stage_groups(stage, big_l, fuse_qubits, pools, widen, pairs), big_l, pools, priced)
+
+
+def _stage_groups(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bool, pairs: bool) -> list[list]:
+    """One stage's items (phase records and :class:`_Dense` ops) in their order, in groups of one,
+    or of two ops that make a pair record (:func:`_paired`)."""
     items: list = []  # phase records, and dense ops to place
     run: dict[int, int] = {}  # the pending diagonal run's terms
     local: list[tuple[list[int], int, np.ndarray, object]] = []  # pending local dense ops
@@ -402,8 +439,13 @@ def _stage_records(stage, big_l: int, fuse_qubits: int, pools: _Pools, widen: bo
                                                             check_unitary=False)))
     flush_local()
     flush_phases()
+    return _paired(items, big_l) if pairs else [[item] for item in items]
+
+
+def _records(groups, big_l: int, pools: _Pools, priced: bool = False) -> list[list[int]]:
+    """The records of a stage's groups (:func:`_stage_groups`; ``priced``: :func:`_stage_records`)."""
     records = []
-    for group in (_paired(items, big_l) if pairs else [[item] for item in items]):
+    for group in groups:
         if priced and isinstance(group[0], _Dense):
             rec = _record(OP_DENSE, k=3 if len(group) == 2 else len(group[0].widened(big_l).targets))
             rec[W_MMA] = MMA_PAIR if len(group) == 2 else 0
@@ -435,6 +477,13 @@ class _Dense:
         controls and no pre-phase."""
         k = len(self.targets)
         return (k == 3 or k == 2 and self.widen) and not self.cmask and not self.pre_count and big_l >= 6
+
+    def renamed(self, sigma) -> _Dense:
+        """The op with local slot p renamed ``sigma[p]`` (targets and local controls)."""
+        cmask = 0
+        for p in _bits(self.cmask):
+            cmask |= 1 << (sigma[p] if p < len(sigma) else p)
+        return replace(self, targets=[sigma[p] for p in self.targets], cmask=cmask)
 
     def widened(self, big_l: int, avoid=()) -> _Dense:
         """The op as a 3-qubit one (the identity on a pad slot outside ``avoid``, :func:`_pad_target`)
@@ -537,6 +586,25 @@ def _pair_record(first: _Dense, second: _Dense, big_l: int, pools: _Pools) -> li
     cols1 = [swizzle(rec[W_OFFS + 2 * t + 1]) for t in range(4)]
     rec[W_PAIR:W_PAIR + PAIR_WORDS] = [pools.add_matrix(_reorder(second.matrix, second_order)), *rows, *cols, *cols1]
     return rec
+
+
+def bank_conflicts(records) -> int:
+    """The 2-way shared-memory bank conflicts of a stage's tensor-core records (``StageCode.ops``):
+    per record, the quarter-warp accesses whose three index bits span fewer than three residues
+    mod 3 (a pair's loads T[0], T[1], G0 and stores T[1], T[2], G1; a single op's loads T[0], T[1],
+    G0 and stores T[0], G1, G2), counted by residues missing."""
+    total = 0
+    for rec in records:
+        if rec[W_TYPE] != OP_DENSE or not rec[W_MMA] or rec[W_K] != 3:
+            continue
+        t = [int(rec[W_OFFS + (1 << m)]).bit_length() - 1 for m in range(3)]
+        g = [int(x) for x in rec[W_G:W_G + 3]]
+        if rec[W_MMA] == MMA_PAIR:
+            bits = ([t[0], t[1], g[0]], [t[1], t[2], g[1]])
+        else:
+            bits = ([t[0], t[1], g[0]], [t[0], g[1], g[2]])
+        total += sum(3 - len({b % 3 for b in three}) for three in bits)
+    return total
 
 
 def pair_targets(rec) -> list[int]:

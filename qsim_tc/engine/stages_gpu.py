@@ -4,6 +4,8 @@ becomes the program's final storage layout (no amplitude moves for the plan's sw
 
 from __future__ import annotations
 
+import numpy as np
+
 from qsim_tc.engine.stage_kernel import block_qubits, max_dense, program_dtype, run_stage, tensor_core_ops, upload
 from qsim_tc.engine.stage_program import build_program
 from qsim_tc.engine.storage import PhysicalState
@@ -22,9 +24,10 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
     state runs a complex128 program (widened in the kernel's shared memory:
     :func:`~qsim_tc.engine.stage_kernel.program_dtype`).
 
-    The global phase is left to the caller. A launch that fails after the first stage leaves a
-    state that is neither the input nor the result: it is marked invalid and StateInvalidError
-    raised.
+    The circuit's global phase is applied: folded into an op's matrix where the program allows
+    (``StageProgram.global_phase`` is then 0), else as a pass after the last stage. A launch that
+    fails after the first stage leaves a state that is neither the input nor the result: it is
+    marked invalid and StateInvalidError raised.
 
     Raises:
         ValueError: the plan is not for the state's width or layout.
@@ -57,6 +60,8 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
             phys.mark_invalid(f"stage {i} of {len(program.stages)} failed", exc)
         if on_stage is not None:
             on_stage(i + 1, len(program.stages))
+    if program.global_phase:
+        phys.data *= complex(np.exp(1j * program.global_phase))
     phys.layout.set(list(program.final_phys))
     return len(program.stages)
 

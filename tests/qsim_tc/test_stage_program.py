@@ -130,6 +130,78 @@ def test_a_qft_run_of_controlled_phases_is_one_group():
     assert sum(r[W_TYPE] == OP_DENSE for s in prog.stages for r in s.ops) >= len(counts) - 1
 
 
+def _random_pairs(n: int, depth: int, seed: int) -> Circuit:
+    """QuantumVolume-like layers: a Haar 2-qubit gate on each pair of a random pairing."""
+    from circuits import haar_unitary
+
+    rng = np.random.default_rng(seed)
+    c = Circuit(n)
+    for _ in range(depth):
+        perm = rng.permutation(n)
+        for a, b in zip(perm[0::2], perm[1::2]):
+            c.append(Gate(haar_unitary(4, rng), (int(a), int(b)), "u2"))
+    return c
+
+
+def test_local_slots_are_renamed_against_bank_conflicts():
+    """A tensor-core program renames each stage's local slots above the kept low bits where that
+    spares its pairs bank conflicts (bank_relabel): fewer conflicts than the plan's own names, the
+    same result, and the store's exchanges follow the renaming."""
+    from qsim_tc.engine import stage_program as sp
+
+    c = _random_pairs(16, 16, seed=5)
+    plan = plan_stages(c, 12, keep_low=3, rotate_low=True)
+    check_plan(c, plan)
+    renamed = build_program(plan, 3, fuse_qubits=3, block_qubits=3)
+    plain = build_program(plan, 3, fuse_qubits=3, block_qubits=3, relabel=False)
+
+    def conflicts(prog):
+        return sum(sp.bank_conflicts(s.ops) for s in prog.stages)
+
+    assert conflicts(renamed) < conflicts(plain)
+    assert any(not np.array_equal(a.slot_bits, b.slot_bits) for a, b in zip(renamed.stages, plain.stages))
+    assert any(s.store_swaps for s in renamed.stages)
+    psi = random_state(16, 5)
+    want = gate_at_a_time(c, psi)
+    for prog in (renamed, plain):
+        out = to_logical(emulate(prog, psi.copy()), prog.final_phys) * np.exp(1j * prog.global_phase)
+        np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
+
+
+def test_bank_relabel_keeps_an_exchange_partners_residue():
+    """Two ops whose targets each share one residue conflict in a pair; renamed, they do not, and
+    the slot a low bit exchanges with keeps the low bit's residue. Nothing to spare: None."""
+    from qsim_tc.engine.bank_relabel import _pair_cost, bank_relabel
+
+    groups = [[([3, 6, 9], False), ([4, 7, 10], False)]]
+    assert _pair_cost((0, 0, 0), (1, 1, 1)) > 0
+    sigma = bank_relabel(groups, 12, 3, exchanges=[(0, 3), (2, 11)])
+    assert sigma is not None and sorted(sigma) == list(range(12)) and sigma[:3] == [0, 1, 2]
+    assert sigma[3] % 3 == 0 and sigma[11] % 3 == 2
+    assert _pair_cost(tuple(sorted(sigma[p] % 3 for p in (3, 6, 9))), tuple(sorted(sigma[p] % 3 for p in (4, 7, 10)))) == 0
+    assert bank_relabel([[([3, 4, 5], False), ([6, 7, 8], False)]], 12, 3) is None
+    assert bank_relabel([[([3, 4], True)]], 12, 3) is None
+
+
+def test_the_global_phase_folds_into_an_uncontrolled_dense_op():
+    """A program with a dense op without controls takes the circuit's global phase into that op's
+    matrix (no pass of its own: StageProgram.global_phase 0); one of phases and controlled ops
+    alone keeps it to apply after the last stage. Both equal the gate-at-a-time result."""
+    dense = random_circuit(8, 40, 21, max_width=3)
+    dense.global_phase = 1.25
+    only = Circuit(8)
+    only.append(Gate(np.diag(np.exp(1j * np.array([0.0, 0.3, 0.7, 1.1]))), (2, 5), "d2"))
+    only.append(Gate(np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]], complex), (1, 6), "cx"))
+    only.global_phase = -0.5
+    for c, residual in ((dense, 0.0), (only, -0.5)):
+        plan = plan_stages(c, 6, keep_low=2)
+        prog = build_program(plan, 2, fuse_qubits=3)
+        assert prog.global_phase == residual
+        psi = random_state(8, 21)
+        out = to_logical(emulate(prog, psi.copy()), prog.final_phys) * np.exp(1j * prog.global_phase)
+        np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-12)
+
+
 def test_non_unit_diagonal_is_refused():
     with pytest.raises(ValueError, match="modulus"):
         diagonal_terms(np.array([1.0, 0.5]), (0,))
