@@ -172,6 +172,7 @@ class Simulator:
         self._cost_table = cost_table
         self._fusion_cache = None  # (circuit, FusionChoice) priced by the stage decision
         self._stage_cache = None  # (circuit, its length, StageDecision) of the last decision
+        self._stage_pools = None  # (StageDecision, its program on the GPU): a repeat copies nothing
         self._in_place = False  # the current run works on its initial_state itself
         self._guarded_norm = None  # (state, its norm) after the last guarded block of a run
 
@@ -365,6 +366,7 @@ class Simulator:
                           self.device)
         plan = decision.plan
         if self.device.is_gpu:
+            from qsim_tc.engine.stage_kernel import upload  # noqa: PLC0415
             from qsim_tc.engine.stages_gpu import run_plan  # noqa: PLC0415
 
             fresh = initial_state is None  # the first stage makes |0...0> itself: no zeroing pass
@@ -374,9 +376,11 @@ class Simulator:
             else:
                 state = self._start_state(n, initial_state)
                 state._phys.canonicalize()  # a copied initial state may keep a pending permutation
+            if self._stage_pools is None or self._stage_pools[0] is not decision:
+                self._stage_pools = (decision, upload(decision.program, self.dtype, decision.wide))
             # (the global phase included: folded into an op's matrix where the program allows)
-            run_plan(state._phys, plan, program=decision.program,
-                     on_stage=progress if callable(progress) else None, fresh=fresh, wide=decision.wide)
+            run_plan(state._phys, plan, program=decision.program, on_stage=progress if callable(progress) else None,
+                     fresh=fresh, wide=decision.wide, pools=self._stage_pools[1])
         else:
             from qsim_tc.engine.stages_cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
 

@@ -13,7 +13,7 @@ from qsim_tc.plan.stages import StagePlan
 
 
 def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = None, program=None,
-             on_stage=None, fresh: bool = False, wide: bool = False) -> int:
+             on_stage=None, fresh: bool = False, wide: bool = False, pools=None) -> int:
     """Apply ``plan`` (made from the state's current layout) to ``phys``; return the stages run.
 
     ``fuse_qubits``: the in-stage fusion width (default: the kernel's widest dense op for the
@@ -22,7 +22,8 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
     each stage is launched. ``fresh``: ``phys`` holds no amplitudes yet and stands for |0...0>
     (in its layout): the first stage makes its chunks instead of reading them. ``wide``: a complex64
     state runs a complex128 program (widened in the kernel's shared memory:
-    :func:`~qsim_tc.engine.stage_kernel.program_dtype`).
+    :func:`~qsim_tc.engine.stage_kernel.program_dtype`). ``pools``: ``program`` already on the
+    device for this state (:func:`~qsim_tc.engine.stage_kernel.upload`, with ``program``).
 
     The circuit's global phase is applied: folded into an op's matrix where the program allows
     (``StageProgram.global_phase`` is then 0), else as a pass after the last stage. A launch that
@@ -48,7 +49,10 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
     if fresh and not program.stages:
         phys.data.fill(0)
         phys.data[0] = 1
-    pools = upload(program, phys.data.dtype, wide)
+    if pools is None:
+        pools = upload(program, phys.data.dtype, wide)
+    elif pools.wide != wide:
+        raise ValueError(f"the pools were uploaded with wide={pools.wide}, the run asks wide={wide}")
     for i in range(len(program.stages)):
         try:
             run_stage(phys.data, program, i, pools, fresh=fresh and i == 0)

@@ -114,6 +114,21 @@ def test_gpu_stages_equal_gate_by_gate(cp, dtype_backend, n, seed):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype_backend", ["native", "native32"])
+def test_gpu_stage_runs_repeat_exactly(cp, dtype_backend):
+    """A second run of the same circuit reuses the decision and its program on the device (no
+    copies); it gives the same amplitudes, with a global phase that only some runs fold."""
+    c = random_circuit(15, 120, 9, max_width=3)
+    c.global_phase = 0.75
+    sim = Simulator(dtype_backend, device="gpu", plan="always")
+    first = sim.run(c).state.to_numpy()
+    np.testing.assert_array_equal(sim.run(c).state.to_numpy(), first)
+    ref = Simulator(dtype_backend, device="gpu", plan=None).run(c)
+    atol = 1e-13 if dtype_backend == "native" else 2e-5
+    np.testing.assert_allclose(first, ref.state.to_numpy(), rtol=0, atol=atol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype_backend", ["native", "native32"])
 def test_gpu_stages_from_an_initial_state(cp, dtype_backend):
     """From |0...0> the first stage makes its chunks (no state read); from a given state it reads
     them: both equal the gate-by-gate path, and the given state is left as it was."""
