@@ -108,7 +108,7 @@ def bank_relabel(groups, big_l: int, keep_low: int, exchanges=()) -> list[int] |
     if free < 3 or big_l > 16 or not any(len(g) == 2 or len(g[0][0]) == 3 for g in groups):
         return None
     rows = _assignments(big_l, keep_low)
-    if len(rows) > 20000:  # (L - C > 11: not a shape the kernel runs)
+    if len(rows) > 20000:  # (L - C >= 12: no kept low bits at L = 12; left as it is)
         return None
     code, pair, single = _tables()
     m = len(rows)

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from test_stages import random_circuit, random_state
+from test_stages import random_circuit, random_pairs, random_state
 
 from circuits import Circuit, Gate, haar_unitary
 from qsim_tc import Simulator, StateVector
@@ -40,7 +40,7 @@ def test_complex64_prices_the_complex128_programs_where_the_gpu_has_them():
     than those programs' ops keeps complex64's own."""
     from qsim_tc.engine.stage_program import MMA_PAIR, W_MMA
 
-    c = _random_pairs(16, 16, seed=3)
+    c = random_pairs(16, 16, seed=3)
     own = stage_choice.decide(c, max_dense=4, pass_ms=1.0, gate_ms=1e6, itemsize=8, block_qubits=2)
     best = stage_choice.decide(c, max_dense=4, pass_ms=1.0, gate_ms=1e6, itemsize=8, block_qubits=2, wide=(3, 3))
     assert not own.wide and own.plan.local_qubits == 13
@@ -55,28 +55,17 @@ def test_complex64_prices_the_complex128_programs_where_the_gpu_has_them():
     assert not stage_choice.decide(c, max_dense=3, pass_ms=1.0, gate_ms=1e6, itemsize=16, wide=(3, 3)).wide
 
 
-def _random_pairs(n, depth, seed):
-    """QuantumVolume-like layers: a Haar 2-qubit gate on each pair of a random pairing."""
-    rng = np.random.default_rng(seed)
-    c = Circuit(n)
-    for _ in range(depth):
-        perm = rng.permutation(n)
-        for a, b in zip(perm[0::2], perm[1::2]):
-            c.append(Gate(haar_unitary(4, rng), (int(a), int(b)), "u2"))
-    return c
-
-
 def test_cpu_complex64_takes_the_wider_local_set_where_it_saves_stages():
     """complex64 plans with L = 15 as well and takes it only for >= 10% fewer stages: random
     pairings (QuantumVolume-like) do; a brickwork of nearest neighbours does not; complex128 and
     states too narrow for L = 15 and its lane bits keep their L."""
-    qv = _random_pairs(22, 22, seed=4)
+    qv = random_pairs(22, 22, seed=4)
     d64 = stage_choice.decide_cpu(qv, 8)
     base = stage_choice.plan_stages(qv, stage_choice.CPU_LOCAL_QUBITS[8])
     assert d64.plan.local_qubits == 15 and d64.plan.n_stages <= stage_choice.CPU_WIDE_FRACTION * base.n_stages
     assert "of 15 local qubits" in d64.why
     assert stage_choice.decide_cpu(qv, 16).plan.local_qubits == stage_choice.CPU_LOCAL_QUBITS[16]
-    small = _random_pairs(stage_choice.CPU_WIDE_LOCAL_QUBITS[8] + stage_choice.CPU_WIDE_LANE_BITS - 1, 10, seed=5)
+    small = random_pairs(stage_choice.CPU_WIDE_LOCAL_QUBITS[8] + stage_choice.CPU_WIDE_LANE_BITS - 1, 10, seed=5)
     assert stage_choice.decide_cpu(small, 8).plan.local_qubits == stage_choice.CPU_LOCAL_QUBITS[8]
     bw = Circuit(22)
     rng = np.random.default_rng(6)
@@ -88,7 +77,7 @@ def test_cpu_complex64_takes_the_wider_local_set_where_it_saves_stages():
 
 def test_cpu_wide_local_set_matches_the_gate_path():
     """A 20-qubit complex64 run on the wide plan (4 lane bits) equals the gate-at-a-time path."""
-    c = _random_pairs(20, 8, seed=7)
+    c = random_pairs(20, 8, seed=7)
     assert stage_choice.decide_cpu(c, 8).plan.local_qubits == 15
     staged = Simulator("native32", device="cpu").run(c).state.to_numpy()
     gate = Simulator("native32", device="cpu", plan=None).run(c).state.to_numpy()

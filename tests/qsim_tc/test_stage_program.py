@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_stages import check_plan, gate_at_a_time, random_circuit, random_state
+from test_stages import check_plan, gate_at_a_time, random_circuit, random_pairs, random_state
 
 from circuits import Circuit, Gate
 from qsim_tc.engine.permute import permute_bits
@@ -130,26 +130,13 @@ def test_a_qft_run_of_controlled_phases_is_one_group():
     assert sum(r[W_TYPE] == OP_DENSE for s in prog.stages for r in s.ops) >= len(counts) - 1
 
 
-def _random_pairs(n: int, depth: int, seed: int) -> Circuit:
-    """QuantumVolume-like layers: a Haar 2-qubit gate on each pair of a random pairing."""
-    from circuits import haar_unitary
-
-    rng = np.random.default_rng(seed)
-    c = Circuit(n)
-    for _ in range(depth):
-        perm = rng.permutation(n)
-        for a, b in zip(perm[0::2], perm[1::2]):
-            c.append(Gate(haar_unitary(4, rng), (int(a), int(b)), "u2"))
-    return c
-
-
 def test_local_slots_are_renamed_against_bank_conflicts():
     """A tensor-core program renames each stage's local slots above the kept low bits where that
     spares its pairs bank conflicts (bank_relabel): fewer conflicts than the plan's own names, the
     same result, and the store's exchanges follow the renaming."""
     from qsim_tc.engine import stage_program as sp
 
-    c = _random_pairs(16, 16, seed=5)
+    c = random_pairs(16, 16, seed=5)
     plan = plan_stages(c, 12, keep_low=3, rotate_low=True)
     check_plan(c, plan)
     renamed = build_program(plan, 3, fuse_qubits=3, block_qubits=3)

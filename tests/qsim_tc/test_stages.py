@@ -61,6 +61,17 @@ def random_circuit(n: int, n_gates: int, seed: int, max_width: int = 4) -> Circu
     return c
 
 
+def random_pairs(n: int, depth: int, seed: int) -> Circuit:
+    """QuantumVolume's shape: per layer, a Haar 2-qubit gate on each pair of a random pairing."""
+    rng = np.random.default_rng(seed)
+    c = Circuit(n, name=f"pairs_n{n}_d{depth}_s{seed}")
+    for _ in range(depth):
+        perm = rng.permutation(n)
+        for a, b in zip(perm[0::2], perm[1::2]):
+            c.append(Gate(haar_unitary(4, rng), (int(a), int(b)), "u2"))
+    return c
+
+
 def random_state(n: int, seed: int, dtype=np.complex128) -> np.ndarray:
     rng = np.random.default_rng(seed + 1000)
     v = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
@@ -209,12 +220,7 @@ def test_grown_local_sets_cut_the_stages_of_brickwork_and_random_pairs():
     walk, grown = plan_stages(bw, 12, seeds=0), plan_stages(bw, 12)
     check_plan(bw, grown)
     assert walk.n_stages == 21 and grown.n_stages <= 10
-    rng = np.random.default_rng(7)
-    qv = Circuit(20)
-    for _layer in range(20):  # QuantumVolume's shape: a random pairing of the qubits per layer
-        perm = rng.permutation(20)
-        for a, b in zip(perm[::2], perm[1::2]):
-            qv.append(Gate(haar_unitary(4, rng), (int(a), int(b)), "su4", check_unitary=False))
+    qv = random_pairs(20, 20, seed=7)
     for keep in (0, 3):
         walk, grown = plan_stages(qv, 10, seeds=0, keep_low=keep), plan_stages(qv, 10, keep_low=keep)
         check_plan(qv, grown)
