@@ -350,6 +350,14 @@ __device__ __forceinline__ void mma_k8(const double (&a)[4], const double (&b)[2
 // No pre-phase form: an op's pre-phase is applied in a sweep of its own first. Applied as the
 // lanes load (tried on an H200, stage_blocks_h200.json), it gained nothing on QFT-28 (51.0 ms both
 // ways) and its 20-byte spill under the 80-register bound cost QuantumVolume 262.7 -> 266.7 ms.
+// Lane (g, t)'s A fragment of a 3-qubit op's real 16 x 16 form [[Re M, -Im M], [Im M, Re M]]
+// (m16n8k16): rows g, g + 8 (output g, Re and Im), columns Re, Im of inputs t and t + 4
+__device__ __forceinline__ void a_fragment(const cplx* mat, int g, int t, double (&a)[8]) {
+    const cplx m0 = mat[g * 8 + t], m1 = mat[g * 8 + 4 + t];
+    a[0] = m0.x; a[1] = m0.y; a[2] = -m0.y; a[3] = m0.x;  // columns Re, Im of input t
+    a[4] = m1.x; a[5] = m1.y; a[6] = -m1.y; a[7] = m1.x;  // columns Re, Im of input t + 4
+}
+
 template <int K, bool PAIR = false>
 __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
                                           const cplx* mat2 = nullptr) {
@@ -361,9 +369,7 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
     // Im t + 4 had cost six register moves a tile)
     double a[K == 3 ? 8 : 4];
     if constexpr (K == 3) {
-        const cplx m0 = mat[g * 8 + t], m1 = mat[g * 8 + 4 + t];
-        a[0] = m0.x; a[1] = m0.y; a[2] = -m0.y; a[3] = m0.x;  // columns Re, Im of input t
-        a[4] = m1.x; a[5] = m1.y; a[6] = -m1.y; a[7] = m1.x;  // columns Re, Im of input t + 4
+        a_fragment(mat, g, t, a);
     } else {
         const cplx m = mat[(g & 3) * 4 + t];
         const bool row = g < 4;  // rows 4-7 and 12-15 of A are zero
@@ -372,11 +378,7 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
     // PAIR (K = 3, no controls): a second op, on the first's group bits, applied to the first's
     // results in registers (stage_program._pair_record): D's (d0, d2), (d1, d3) are its B's x0, x1
     double a2[PAIR ? 8 : 1];
-    if constexpr (PAIR) {
-        const cplx m0 = mat2[g * 8 + t], m1 = mat2[g * 8 + 4 + t];
-        a2[0] = m0.x; a2[1] = m0.y; a2[2] = -m0.y; a2[3] = m0.x;
-        a2[4] = m1.x; a2[5] = m1.y; a2[6] = -m1.y; a2[7] = m1.x;
-    }
+    if constexpr (PAIR) a_fragment(mat2, g, t, a2);
     // Addresses: the host tabulates a warp's first tile base, the step between its tiles, and
     // the swizzled lane parts (stage_program._mma_constants); an access is swz(base) XOR a lane
     // constant. Made here, with bit loops, the constants had cost each warp as many instructions
