@@ -118,8 +118,8 @@ def bank_relabel(groups, big_l: int, keep_low: int, exchanges=()) -> list[int] |
     res[:, big_l] = WILD
 
     def key(targets, widen):
-        cols = list(targets) + ([big_l] if widen and len(targets) == 2 else [])
-        if len(cols) != 3 or max(cols[:-1] if widen else cols) >= big_l:
+        cols = list(targets) + ([big_l] if widen and len(targets) == 2 else [])  # (the pad: WILD)
+        if len(cols) != 3 or max(targets) >= big_l:
             return None
         r = res[:, cols]
         return code[r[:, 0] * 16 + r[:, 1] * 4 + r[:, 2]]
