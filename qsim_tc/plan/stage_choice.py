@@ -72,9 +72,9 @@ STAGE_PASSES = {16: 1.04, 8: 0.44}
 # complex128's): half complex128's traffic, plus the widening and rounding in shared memory. Fitted
 # (least squares over stages) to whole programs at 28 qubits on an H200 against complex128's model
 # (stage_wide_c64_h200.json): QFT 27.9 ms measured (29.8 predicted), QuantumVolume 115.6 (116.2),
-# brickwork(28, 2, 20) 59.6 (57.0). The stage is bound by its tensor-core ops more than by memory:
-# complex128 ran the same programs in 29.9 / 124.1 / 60.3 ms. QFT keeps complex64's own programs
-# (28.2 predicted; 28.8 measured)
+# brickwork(28, 2, 20) 59.6 (57.0). The stage is bound on the chip (shared memory, tensor cores),
+# not by memory: complex128 ran the same programs in 29.9 / 124.1 / 60.3 ms. QFT keeps complex64's
+# own programs (28.2 predicted; 28.8 measured)
 WIDE_STAGE_PASSES = 0.83
 # the gate path's measured time over its estimate: 1.13-1.33 in 12 runs (QFT, quantum volume and
 # brickwork(28, 2, 20), both precisions, H100 and H200)

@@ -165,7 +165,8 @@ def test_bank_relabel_keeps_an_exchange_partners_residue():
     sigma = bank_relabel(groups, 12, 3, exchanges=[(0, 3), (2, 11)])
     assert sigma is not None and sorted(sigma) == list(range(12)) and sigma[:3] == [0, 1, 2]
     assert sigma[3] % 3 == 0 and sigma[11] % 3 == 2
-    assert _pair_cost(tuple(sorted(sigma[p] % 3 for p in (3, 6, 9))), tuple(sorted(sigma[p] % 3 for p in (4, 7, 10)))) == 0
+    residues = [tuple(sorted(sigma[p] % 3 for p in slots)) for slots in ((3, 6, 9), (4, 7, 10))]
+    assert _pair_cost(*residues) == 0
     assert bank_relabel([[([3, 4, 5], False), ([6, 7, 8], False)]], 12, 3) is None
     assert bank_relabel([[([3, 4], True)]], 12, 3) is None
 
