@@ -84,6 +84,7 @@ def main(argv=None) -> int:
                 wide = wide and dtype == np.complex64
                 compute = program_dtype(dtype, wide)
                 pairs = pairs and tensor_core_ops(compute)
+                label = f"L={big_l} C={keep} S={seeds} R={rotate:d} P={pairs:d} W={wide:d} B={relabel:d}"
                 row = {"circuit": desc, "dtype": dname, "n_qubits": n, "local_qubits": big_l, "keep_low": keep,
                        "seeds": seeds, "rotate_low": rotate, "pairs": pairs, "wide": wide, "relabel": relabel,
                        "gate_at_a_time_s": t_gate, "default_s": t_default, "default_decision": decision,
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
                 except ValueError as exc:
                     row["error"] = str(exc)
                     rows.append(row)
-                    print(f"  {cname} L={big_l} C={keep} S={seeds} R={rotate:d} P={pairs:d} W={wide:d} B={relabel:d}: {exc}", flush=True)
+                    print(f"  {cname} {label}: {exc}", flush=True)
                     continue
 
                 def run():
@@ -116,13 +117,13 @@ def main(argv=None) -> int:
                 row.update({"stages": plan.n_stages, "ops": prog.n_ops, "stage_s": t_stage - t_reset,
                             "max_abs_diff": diff, "passes_equiv": (t_stage - t_reset) / floor})
                 rows.append(row)
-                print(f"  {cname} L={big_l} C={keep} S={seeds} R={rotate:d} P={pairs:d} W={wide:d} B={relabel:d}: {plan.n_stages} stages, {prog.n_ops} ops, stage "
+                print(f"  {cname} {label}: {plan.n_stages} stages, {prog.n_ops} ops, stage "
                       f"{row['stage_s'] * 1e3:.1f} ms vs gate-at-a-time {t_gate * 1e3:.1f} ms "
                       f"(x{t_gate / row['stage_s']:.1f}; {row['passes_equiv']:.1f} passes' worth), diff {diff:.1e}",
                       flush=True)
         state = None  # free it before the next dtype
-    print(f"\n{'circuit':30s} {'dtype':10s} {'L:C:S:R:P:W:B':16s} {'stages':>6s} {'ops':>4s} {'stage ms':>9s} {'gate ms':>8s} "
-          f"{'default':>8s} {'floor':>6s}")
+    print(f"\n{'circuit':30s} {'dtype':10s} {'L:C:S:R:P:W:B':16s} {'stages':>6s} {'ops':>4s} {'stage ms':>9s} "
+          f"{'gate ms':>8s} {'default':>8s} {'floor':>6s}")
     for r in rows:
         if "error" in r:
             continue
