@@ -4,11 +4,15 @@
 // them into shared memory, applies the stage's ops in order (a __syncthreads between ops) and
 // writes them back. Blocks own disjoint amplitudes, so the pass is in place.
 //
-// Addresses: slot p of an index lives at storage bit slot_bits[p]. Slots 0..C-1 sit at storage
-// bits 0..C-1 (the kept low bits), so local index i reads storage
-//   base(block) + t1[(i >> C) & 63] + t2[i >> (C + 6)] + (i & (2^C - 1)),
-// with t1, t2 (the storage offsets of local slots C..C+5 and C+6..L-1) tabulated per block in
-// shared memory (two small tables rather than one of 2^(L-C) entries).
+// Addresses: slot p of an index lives at storage bit slot_bits[p] (slots 0..C-1, the kept low
+// bits, at storage bits 0..C-1). A thread's loads and stores step its index by THREADS (or twice
+// that, two amplitudes a copy), so the index's bits below LOG_THREADS are the same in all of
+// them: local index i reads storage
+//   base(block) + lo + hi[i >> LOG_THREADS],
+// lo the thread's offset of those low bits (made once) and hi the block's table of the high
+// bits' offsets (2^(L - LOG_THREADS) entries in shared memory): one broadcast read an amplitude.
+// (Two tables over slots C..C+5 and C+6..L-1 had cost two reads and the index arithmetic an
+// amplitude, and a larger prologue.)
 // The block index enumerates the fixed slots in the order of their storage bits (gslot/gbit,
 // sorted by storage bit on the host), so neighbouring blocks touch neighbouring addresses and
 // share cache lines in L2 when a low storage bit is not local.
@@ -90,6 +94,7 @@ __device__ __forceinline__ int swz(int i) {
 #endif
 }
 #define LMAX 16  // the widest chunk (stage_kernel.py refuses more local qubits)
+#define LOG_THREADS 8  // THREADS = 256 (stage_kernel.py)
 
 
 // The chunk streams through: evict-first loads and stores (ld/st.global.cs) keep the L1 for the
@@ -117,9 +122,18 @@ __device__ __forceinline__ void copy16(void* dst, const void* src) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
-__device__ __forceinline__ void load_chunk(cplx* sm, const scplx* state, int L, int C, const long long* t1,
-                                           const long long* t2, int h1) {
-    const int low = (1 << C) - 1, m1 = (1 << h1) - 1;
+// The storage offset of local index bits below LOG_THREADS (and below L) of x.
+__device__ __forceinline__ long long low_offset(int x, int L, const int* __restrict__ slot_bits) {
+    long long o = 0;
+    for (int j = 0; j < min(L, LOG_THREADS); ++j)
+        if ((x >> j) & 1) o |= 1LL << slot_bits[j];
+    return o;
+}
+
+// lo1, lo2: the thread's offsets (low_offset) for loops stepping by THREADS from threadIdx.x, and
+// by 2 THREADS from 2 threadIdx.x
+__device__ __forceinline__ void load_chunk(cplx* sm, const scplx* state, int L, int C, const long long* hi,
+                                           long long lo1, long long lo2) {
 #if STATE_C64
     // complex64 amplitudes, two a copy (C >= 1: the host's rule), into the chunk buffer's upper
     // half (8 bytes x 2^L), then widened to their complex128 places. Those of the lower half of
@@ -127,7 +141,7 @@ __device__ __forceinline__ void load_chunk(cplx* sm, const scplx* state, int L, 
     // registers between two barriers.
     float2* st = reinterpret_cast<float2*>(sm + (1 << (L - 1)));
     for (int i = 2 * threadIdx.x; i < (1 << L); i += 2 * blockDim.x)
-        copy16(st + i, state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
+        copy16(st + i, state + lo2 + hi[i >> LOG_THREADS]);
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
     const int half = 1 << (L - 1);
@@ -151,13 +165,13 @@ __device__ __forceinline__ void load_chunk(cplx* sm, const scplx* state, int L, 
 #else
     if (sizeof(cplx) == 16) {
         for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-            copy16(sm + swz(i), state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
+            copy16(sm + swz(i), state + lo1 + hi[i >> LOG_THREADS]);
     } else if (C >= 1 && !STAGE_MMA) {
         for (int i = 2 * threadIdx.x; i < (1 << L); i += 2 * blockDim.x)
-            copy16(sm + i, state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
+            copy16(sm + i, state + lo2 + hi[i >> LOG_THREADS]);
     } else {
         for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-            sm[swz(i)] = load_stream(state + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low));
+            sm[swz(i)] = load_stream(state + lo1 + hi[i >> LOG_THREADS]);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
@@ -519,11 +533,11 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
              const long long* __restrict__ coef_gate, int store_x, int fresh) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     cplx* sm = reinterpret_cast<cplx*>(smem_raw);
-    const int h1 = min(6, L - C), h2 = L - C - h1;
-    long long* t1 = reinterpret_cast<long long*>(sm + (1 << L));
-    long long* t2 = t1 + (1 << h1);
+    static_assert(THREADS == 1 << LOG_THREADS, "LOG_THREADS");
+    const int hb = max(L - LOG_THREADS, 0);
+    long long* hi = reinterpret_cast<long long*>(sm + (1 << L));
     // [4^MAX_K], after an even number of table entries (16-byte aligned for the vector loads)
-    cplx* s_mat = reinterpret_cast<cplx*>(t2 + (1 << h2) + (h2 == 0 ? 1 : 0));
+    cplx* s_mat = reinterpret_cast<cplx*>(hi + max(1 << hb, 2));
     cplx* s_tab = s_mat + (1 << (2 * MAX_K));  // the phase tables F, G of prepare_phases
     __shared__ int s_cond[MAX_GROUPS];
     __shared__ unsigned long long s_cadd[MAX_GROUPS], s_eff[MAX_GROUPS * LMAX];
@@ -541,21 +555,19 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
             xblk |= 1LL << gslot[j];
         }
     }
-    for (int h = threadIdx.x; h < (1 << h1) + (1 << h2); h += blockDim.x) {
-        const bool first = h < (1 << h1);
-        const int v = first ? h : h - (1 << h1), from = first ? C : C + h1, bits = first ? h1 : h2;
+    for (int h = threadIdx.x; h < (1 << hb); h += blockDim.x) {
         long long o = 0;
-        for (int j = 0; j < bits; ++j)
-            if ((v >> j) & 1) o |= 1LL << slot_bits[from + j];
-        (first ? t1 : t2)[v] = o;
+        for (int j = 0; j < hb; ++j)
+            if ((h >> j) & 1) o |= 1LL << slot_bits[LOG_THREADS + j];
+        hi[h] = o;
     }
     __syncthreads();
-    const int low = (1 << C) - 1, m1 = (1 << h1) - 1;
     if (fresh) {  // the state is |0...0>, not yet written: the chunk is made, not read
         for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) sm[i] = cplx{0, 0};
         if (b == 0 && threadIdx.x == 0) sm[swz(0)] = cplx{1, 0};
     } else {
-        load_chunk(sm, state + base, L, C, t1, t2, h1);
+        load_chunk(sm, state + base, L, C, hi, low_offset(threadIdx.x, L, slot_bits),
+                   low_offset(2 * threadIdx.x, L, slot_bits));
     }
     __syncthreads();
 
@@ -630,17 +642,19 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
     // has none, so complex64 plans keep their low bits (stage_choice.ROTATE_LOW)
 #if STATE_C64
     // rounded to complex64, two neighbours a 16-byte store (C >= 1)
+    const long long lo = base + low_offset(2 * threadIdx.x, L, slot_bits);  // (made again: not live across the ops)
 #pragma unroll 4
     for (int i = 2 * threadIdx.x; i < (1 << L); i += 2 * blockDim.x) {
         const cplx a = sm[swz(store_x ? exchanged(i, store_x) : i)];
         const cplx c = sm[swz(store_x ? exchanged(i + 1, store_x) : i + 1)];
-        __stcs(reinterpret_cast<float4*>(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low)),
+        __stcs(reinterpret_cast<float4*>(state + lo + hi[i >> LOG_THREADS]),
                make_float4((float)a.x, (float)a.y, (float)c.x, (float)c.y));
     }
 #else
+    const long long lo = base + low_offset(threadIdx.x, L, slot_bits);  // (made again: not live across the ops)
 #pragma unroll 8
     for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-        store_stream(state + base + t1[(i >> C) & m1] + t2[i >> (C + h1)] + (i & low),
+        store_stream(state + lo + hi[i >> LOG_THREADS],
                      sm[swz(store_x ? exchanged(i, store_x) : i)]);
 #endif
 }
