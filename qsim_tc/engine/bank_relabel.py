@@ -11,7 +11,7 @@ for some target orders only where both target sets have the residues for it (``_
 In a quantum-volume stage, 50 of 89 pairs' accesses met conflicts (ncu: 12% of the stage's
 shared-memory wavefronts; the shared-memory pipe is the kernel's busiest unit).
 
-The slots above the kept low bits (C .. L-1) are read through the chunk's offset tables, so any
+The slots above the kept low bits (C .. L-1) are addressed through the stage's slot map, so any
 renaming of them within a stage is free: the stage's slot map is permuted with it and no amplitude
 moves. :func:`bank_relabel` picks, per stage, the assignment of residues to those slots that
 minimises the conflicts of the stage's op groups (all assignments of the L - C slots to their
