@@ -28,11 +28,18 @@ import numpy as np
 WILD = 3  # a widened 2-qubit op's pad: its residue is chosen with the op (stage_program._pad_target)
 
 
-def _conflicts(t1, t2) -> int:
-    """A pair record's 2-way conflicts (loads plus stores) for residue triples in its order."""
+def missing_residues(bits) -> int:
+    """How many residues mod 3 three index bits (slots, or their residues) miss: 0 when a
+    quarter-warp's eight amplitudes over them fill eight bank slots, else the conflict's depth."""
+    return 3 - len({b % 3 for b in bits})
+
+
+def pair_conflicts(t1, t2) -> int:
+    """A pair record's 2-way conflicts (loads T1[0], T1[1], G0 plus stores T1[1], T1[2], G1) for
+    its first targets ``t1`` and group bits ``t2`` = (G0, G1, G2) in their order."""
     a, b, c = t1
     g0, g1, _ = t2
-    return (3 - len({a, b, g0})) + (3 - len({b, c, g1}))
+    return missing_residues((a, b, g0)) + missing_residues((b, c, g1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -41,7 +48,7 @@ def _pair_cost(r1: tuple, r2: tuple) -> int:
     takes the best residue), over both target orders."""
     fills1 = [r1] if WILD not in r1 else [tuple(x if x != WILD else w for x in r1) for w in range(3)]
     fills2 = [r2] if WILD not in r2 else [tuple(x if x != WILD else w for x in r2) for w in range(3)]
-    return min(_conflicts(p, q) for f1 in fills1 for f2 in fills2 for p in permutations(f1)
+    return min(pair_conflicts(p, q) for f1 in fills1 for f2 in fills2 for p in permutations(f1)
                for q in permutations(f2))
 
 

@@ -56,7 +56,7 @@ import numpy as np
 
 from circuits import Circuit, Gate
 from circuits.fusion import fuse
-from qsim_tc.engine.bank_relabel import bank_relabel
+from qsim_tc.engine.bank_relabel import bank_relabel, missing_residues, pair_conflicts
 from qsim_tc.plan.stage_fusion import commuting_blocks, full_matrix
 from qsim_tc.plan.stages import RELABEL, StagePlan
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
@@ -562,17 +562,12 @@ def _pair_record(first: _Dense, second: _Dense, big_l: int, pools: _Pools) -> li
     (G1, G2, G0) with T1 as its groups; its results go to shared memory once. Orders are chosen
     so that a quarter-warp's loads (bits T1[0], T1[1], G0) and stores (T1[1], T1[2], G1) fall in
     distinct bank slots where the residues mod 3 allow."""
-    def conflicts(o1, o2):
-        a, b, c = o1
-        g0, g1, _ = o2
-        return (3 - len({a % 3, b % 3, g0 % 3})) + (3 - len({b % 3, c % 3, g1 % 3}))
-
     first = first.widened(big_l, second.targets)
     second = second.widened(big_l, first.targets)
     t1, t2 = first.targets, second.targets
     assert len(t1) == len(t2) == 3 and not set(t1) & set(t2), (t1, t2)  # L >= 6 leaves pads (_Dense.pairs)
     o1, o2 = min(((p, q) for p in permutations(range(3)) for q in permutations(range(3))),
-                 key=lambda pq: conflicts([t1[m] for m in pq[0]], [t2[m] for m in pq[1]]))
+                 key=lambda pq: pair_conflicts([t1[m] for m in pq[0]], [t2[m] for m in pq[1]]))
     targets = [t1[m] for m in o1]
     g0, g1, g2 = (t2[m] for m in o2)
     rec = _record(OP_DENSE, k=3, data=pools.add_matrix(_reorder(first.matrix, o1)), targets=targets)
@@ -600,10 +595,9 @@ def bank_conflicts(records) -> int:
         t = [int(rec[W_OFFS + (1 << m)]).bit_length() - 1 for m in range(3)]
         g = [int(x) for x in rec[W_G:W_G + 3]]
         if rec[W_MMA] == MMA_PAIR:
-            bits = ([t[0], t[1], g[0]], [t[1], t[2], g[1]])
+            total += pair_conflicts(t, g)
         else:
-            bits = ([t[0], t[1], g[0]], [t[0], g[1], g[2]])
-        total += sum(3 - len({b % 3 for b in three}) for three in bits)
+            total += missing_residues((t[0], t[1], g[0])) + missing_residues((t[0], g[1], g[2]))
     return total
 
 
