@@ -97,13 +97,13 @@ def max_dense(dtype) -> int:
 
 
 LOG_THREADS = 8  # the kernel's: a thread's amplitudes share their index bits below it
+assert THREADS == 1 << LOG_THREADS, "the kernel's LOG_THREADS"
 
 
 def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
     """Dynamic shared memory of one block: the chunk, the offset table of its high index bits,
     one dense op's matrix and the phase groups' tables (phase factors in the state's precision).
     (``keep_low`` does not change it.)"""
-    assert THREADS == 1 << LOG_THREADS
     offsets = 8 * max(1 << max(local_qubits - LOG_THREADS, 0), 2)  # (even: the matrix stays 16-byte aligned)
     matrix = itemsize << (2 * MAX_DENSE_GPU[itemsize])
     tables = itemsize * phase_table_entries(local_qubits)
