@@ -5,8 +5,10 @@ each dtype and each (L, C) of --configs (L local qubits, C kept low bits): the p
 (= passes over the state) and program ops (after in-stage fusion), the time of the stage kernel's
 program (best of --repeats after a warm-up), the gate-at-a-time time of the same circuit in the
 same run (``Simulator(fuse="auto", plan=None)``), the default ``Simulator()`` time (its plan
-decision recorded), the pass floor (one in-place read+write of the state) and the largest
-amplitude difference from the gate-at-a-time result (checked before any time is reported).
+decision recorded), the pass floor (one in-place read+write of the state), the arithmetic floor
+(the program's floating-point work at the GPU's peak rates, measured in the same run:
+:mod:`benchmarks.bench.arith_floor`) and the largest amplitude difference from the gate-at-a-time
+result (checked before any time is reported).
 
     python -m benchmarks.bench.stages_gpu --qubits 28 --json benchmarks/results/stages_gpu_h100.json
 """
@@ -18,6 +20,7 @@ import time
 
 import numpy as np
 
+from benchmarks.bench.arith_floor import floor_seconds, measure_peaks, program_flops
 from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from qsim_tc import Simulator
@@ -64,6 +67,8 @@ def main(argv=None) -> int:
     configs = [tuple(int(x) for x in c.rstrip("rswn").split(":")) + ((DEFAULT_SEEDS,) if c.count(":") == 1 else ())
                + ("r" in c, "s" not in c, "w" in c, "n" not in c) for c in args.configs.split(",")]
     rows = []
+    peaks = measure_peaks(cp, args.repeats)
+    print("peaks (TFLOP/s): " + ", ".join(f"{k} {v * 1e-12:.1f}" for k, v in peaks.items()), flush=True)
     for dname in args.dtypes.split(","):
         dtype = np.dtype(dname)
         state = cp.zeros(1 << n, dtype=dtype)
@@ -114,8 +119,10 @@ def main(argv=None) -> int:
                 out *= np.exp(1j * prog.global_phase)
                 diff = float(cp.abs(out - cp.asarray(ref)).max())
                 del out
+                flops = program_flops(prog, tensor_core_ops(compute))
                 row.update({"stages": plan.n_stages, "ops": prog.n_ops, "stage_s": t_stage - t_reset,
-                            "max_abs_diff": diff, "passes_equiv": (t_stage - t_reset) / floor})
+                            "max_abs_diff": diff, "passes_equiv": (t_stage - t_reset) / floor, "flops": flops,
+                            "arith_floor_s": floor_seconds(flops, peaks, compute.itemsize)})
                 rows.append(row)
                 print(f"  {cname} {label}: {plan.n_stages} stages, {prog.n_ops} ops, stage "
                       f"{row['stage_s'] * 1e3:.1f} ms vs gate-at-a-time {t_gate * 1e3:.1f} ms "
@@ -123,7 +130,7 @@ def main(argv=None) -> int:
                       flush=True)
         state = None  # free it before the next dtype
     print(f"\n{'circuit':30s} {'dtype':10s} {'L:C:S:R:P:W:B':16s} {'stages':>6s} {'ops':>4s} {'stage ms':>9s} "
-          f"{'gate ms':>8s} {'default':>8s} {'floor':>6s}")
+          f"{'gate ms':>8s} {'default':>8s} {'floor':>6s} {'arith':>6s}")
     for r in rows:
         if "error" in r:
             continue
@@ -131,12 +138,12 @@ def main(argv=None) -> int:
               f"{r['rotate_low']:d}:{r['pairs']:d}:{r.get('wide', False):d}:{r.get('relabel', True):<3d} "
               f"{r['stages']:6d} "
               f"{r['ops']:4d} {r['stage_s'] * 1e3:9.1f} {r['gate_at_a_time_s'] * 1e3:8.1f} {r['default_s'] * 1e3:8.1f} "
-              f"{r['pass_floor_s'] * 1e3:6.2f}")
+              f"{r['pass_floor_s'] * 1e3:6.2f} {r['arith_floor_s'] * 1e3:6.1f}")
     if args.json:
         import cupy  # noqa: PLC0415
 
         dev = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-        write_results(args.json, {"device": dev, "cupy": cupy.__version__, "rows": rows,
+        write_results(args.json, {"device": dev, "cupy": cupy.__version__, "rows": rows, "peak_flops": peaks,
                                   "max_dense": {d: max_dense(d) for d in args.dtypes.split(",")}},
                       module="benchmarks.bench.stages_gpu", argv=argv)
     return 0
