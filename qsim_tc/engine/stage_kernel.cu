@@ -235,16 +235,41 @@ struct Phases {
     int need;  // the condition bits every live group has: no factor where one is 0
     int s, c_lo, c_hi, f_n, L;  // split, other condition bits below / at or above it, F's entries, L
     const cplx* tab;  // F [f_n], then G
+    // per 2^LOG_THREADS-step h of a sweep (h << LOG_THREADS: the index bits a thread's amplitudes
+    // differ in): F and G indices and the swizzled address of those bits (x, y, z)
+    const int4* hx;
 
+    // the amplitude i's entry of F, and of G. Both are ORs of functions of disjoint bit sets of
+    // i, as is swz with XOR: an index split into a thread's low bits and a step's high bits
+    // takes each part's value once (sweep)
+    __device__ __forceinline__ int f_index(int i) const {
+        return (i & ((1 << s) - 1)) | (gather_bits(i, c_hi) << s);
+    }
+    __device__ __forceinline__ int g_index(int i) const {
+        // (G's condition bits are its low index bits: they vary within a warp, the bits from s up
+        // seldom; the other order put a warp's reads 2^(L - s) entries apart, on one bank)
+        return gather_bits(i, c_lo) | ((i >> s) << __popc(c_lo));
+    }
     // f = the amplitude's phase factor; false where none applies (f untouched)
     __device__ __forceinline__ bool factor(int i, cplx& f) const {
         if (n == 0 || (i & need) != need) return false;
-        const int fi = (i & ((1 << s) - 1)) | (gather_bits(i, c_hi) << s);
-        // (G's condition bits are its low index bits: they vary within a warp, the bits from s up
-        // seldom; the other order put a warp's reads 2^(L - s) entries apart, on one bank)
-        const int gi = gather_bits(i, c_lo) | ((i >> s) << __popc(c_lo));
-        f = cmul(tab[fi], tab[f_n + gi]);
+        f = cmul(tab[f_index(i)], tab[f_n + g_index(i)]);
         return true;
+    }
+    // Every amplitude of the chunk whose index covers lmask times its factor. A thread's indices
+    // are t + h THREADS: its own bits' table indices and address are made once, each step's read
+    // from hx (one broadcast load), so an amplitude costs two ORs and an XOR where the bit
+    // gathers and the swizzle had cost it dozens of instructions.
+    __device__ __forceinline__ void sweep(cplx* sm, int lmask) const {
+        const int t = threadIdx.x;
+        if (n == 0 || t >= (1 << L)) return;
+        const int fi = f_index(t), gi = g_index(t), st = swz(t), miss = (need | lmask) & ~t;
+        for (int h = 0; (h << LOG_THREADS) < (1 << L); ++h) {
+            if (miss & ~(h << LOG_THREADS)) continue;
+            const int4 e = hx[h];
+            const int a = st ^ e.z;
+            sm[a] = cmul(sm[a], cmul(tab[fi | e.x], tab[f_n + (gi | e.y)]));
+        }
     }
 };
 
@@ -465,10 +490,11 @@ __device__ __forceinline__ int table_entries(int L, int s, int cond) {
 __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int L, long long xblk,
                                  const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
                                  const long long* __restrict__ coef_gate, int* s_cond,
-                                 unsigned long long* s_cadd, unsigned long long* s_eff, cplx* s_tab) {
+                                 unsigned long long* s_cadd, unsigned long long* s_eff, cplx* s_tab,
+                                 int4* s_hx) {
     if (!STAGE_PHASES || ng == 0) {  // one barrier (for what the caller staged), not the tables' two
         __syncthreads();
-        return Phases{0, 0, 0, 0, 0, 0, L, s_tab};
+        return Phases{0, 0, 0, 0, 0, 0, L, s_tab, s_hx};
     }
     const long long lmask_all = (1LL << L) - 1;
     if (threadIdx.x < ng) {
@@ -500,6 +526,7 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
         if (table_entries(L, t, cond) < table_entries(L, s, cond)) s = t;
     const int c_lo = cond & ((1 << s) - 1), c_hi = cond & ~((1 << s) - 1);
     const int f_n = 1 << (s + __popc(c_hi)), n_all = f_n + (1 << (L - s + __popc(c_lo)));
+    const Phases ph{live, need, s, c_lo, c_hi, f_n, L, s_tab, s_hx};
     for (int e = threadIdx.x; e < n_all * (live > 0); e += blockDim.x) {
         const bool in_f = e < f_n;
         int x;  // the local index bits the entry fixes (its part, and the condition bits of the other)
@@ -519,10 +546,14 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
         }
         s_tab[e] = phase_of(acc);
     }
+    for (int h = threadIdx.x; h < (1 << max(L - LOG_THREADS, 0)) * (live > 0); h += blockDim.x) {
+        const int x = h << LOG_THREADS;
+        s_hx[h] = make_int4(ph.f_index(x), ph.g_index(x), swz(x), 0);
+    }
     __syncthreads();
     // zero again for the next run (read no more; the op's closing barrier orders it before them)
     for (int e = threadIdx.x; e < ng * (LMAX + 1); e += blockDim.x) (e < ng ? s_cadd[e] : s_eff[e - ng]) = 0;
-    return Phases{live, need, s, c_lo, c_hi, f_n, L, s_tab};
+    return ph;
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
@@ -538,7 +569,9 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
     long long* hi = reinterpret_cast<long long*>(sm + (1 << L));
     // [4^MAX_K], after an even number of table entries (16-byte aligned for the vector loads)
     cplx* s_mat = reinterpret_cast<cplx*>(hi + max(1 << hb, 2));
-    cplx* s_tab = s_mat + (1 << (2 * MAX_K));  // the phase tables F, G of prepare_phases
+    // the sweeps' step table (Phases::hx, 2^(L - LOG_THREADS) entries), then the phase tables F, G
+    int4* s_hx = reinterpret_cast<int4*>(s_mat + (1 << (2 * MAX_K)));
+    cplx* s_tab = reinterpret_cast<cplx*>(s_hx + (1 << hb));
     __shared__ int s_cond[MAX_GROUPS];
     __shared__ unsigned long long s_cadd[MAX_GROUPS], s_eff[MAX_GROUPS * LMAX];
     for (int e = threadIdx.x; e < MAX_GROUPS * (LMAX + 1); e += blockDim.x) (e < MAX_GROUPS ? s_cadd[e] : s_eff[e - MAX_GROUPS]) = 0;
@@ -597,7 +630,7 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
             for (int e = threadIdx.x; e < (1 << (2 * k)); e += blockDim.x) s_mat[e] = mat[e];
             // the diagonal run before this op, applied as the op loads its amplitudes
             const Phases pre = prepare_phases(groups + rec[W_PDATA] * 4, (int)pcount, L, xblk, coef_slot,
-                                              coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab);
+                                              coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab, s_hx);
             const bool mma = STAGE_MMA && mma_rec;
             if (pre.n && k <= PRE_MAX_K) {
                 if (k == 1) dense<1, true>(sm, L, rec, lmask, s_mat, pre);
@@ -606,10 +639,7 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
 #endif
             } else {
                 if (pre.n) {  // wider ops take their pre-phase in a sweep of its own (registers)
-                    for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
-                        cplx f;
-                        if ((i & lmask) == lmask && pre.factor(i, f)) sm[swz(i)] = cmul(sm[swz(i)], f);
-                    }
+                    pre.sweep(sm, lmask);
                     __syncthreads();
                 }
 #if STAGE_MMA
@@ -628,11 +658,8 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
             }
         } else if (STAGE_PHASES) {  // OP_PHASE
             const Phases ph = prepare_phases(groups + data * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
-                                             coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab);
-            for (int i = threadIdx.x; i < (1 << L); i += blockDim.x) {
-                cplx f;
-                if (ph.factor(i, f)) sm[swz(i)] = cmul(sm[swz(i)], f);
-            }
+                                             coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab, s_hx);
+            ph.sweep(sm, 0);
         }
         __syncthreads();
     }

@@ -102,11 +102,13 @@ assert THREADS == 1 << LOG_THREADS, "the kernel's LOG_THREADS"
 
 def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
     """Dynamic shared memory of one block: the chunk, the offset table of its high index bits,
-    one dense op's matrix and the phase groups' tables (phase factors in the state's precision).
-    (``keep_low`` does not change it.)"""
-    offsets = 8 * max(1 << max(local_qubits - LOG_THREADS, 0), 2)  # (even: the matrix stays 16-byte aligned)
+    one dense op's matrix, the phase sweeps' step table (16 bytes a step of THREADS amplitudes) and
+    the phase groups' tables (phase factors in the state's precision). (``keep_low`` does not
+    change it.)"""
+    steps = 1 << max(local_qubits - LOG_THREADS, 0)
+    offsets = 8 * max(steps, 2)  # (even: the matrix stays 16-byte aligned)
     matrix = itemsize << (2 * MAX_DENSE_GPU[itemsize])
-    tables = itemsize * phase_table_entries(local_qubits)
+    tables = 16 * steps + itemsize * phase_table_entries(local_qubits)
     return (itemsize << local_qubits) + offsets + matrix + tables
 
 
