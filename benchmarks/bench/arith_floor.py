@@ -53,6 +53,8 @@ __device__ void fma_chains(T* out, int iters) {
     T x[8];
     const T y = (T)0.999, z = (T)1e-3;
     for (int j = 0; j < 8; ++j) x[j] = (T)(threadIdx.x + j);
+    // (unrolled: the loop's own instructions had held FP32 to 83% of its issue rate)
+#pragma unroll 8
     for (int it = 0; it < iters; ++it) {
 #pragma unroll
         for (int j = 0; j < 8; ++j) x[j] = fma(x[j], y, z);
