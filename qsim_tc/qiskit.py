@@ -54,8 +54,24 @@ _LOW_BITS = 12  # the low bits of an index form the columns of a chunk
 class _Backed:
     """The simulator shared by both primitives."""
 
-    def _init_simulator(self, backend, device, fuse, numeric_precision, backend_options) -> None:
+    def _init_simulator(self, backend, device, fuse, numeric_precision, backend_options, seed) -> None:
         self._simulator = Simulator(backend, device=device, precision=numeric_precision, fuse=fuse, **backend_options)
+        self._seed = seed
+
+    @property
+    def seed(self) -> np.random.Generator | int | None:
+        """The seed or generator of the primitive's randomness (the Sampler's samples, the
+        Estimator's precision noise)."""
+        return self._seed
+
+    def _submit(self, pubs: list) -> PrimitiveJob:
+        job = PrimitiveJob(self._run, pubs)
+        job._submit()
+        return job
+
+    def _run(self, pubs: list) -> PrimitiveResult:
+        return PrimitiveResult([self._run_pub(pub) for pub in pubs],
+                               metadata={"version": 2, "simulator": self._sim_metadata()})
 
     @property
     def simulator(self) -> Simulator:
@@ -93,19 +109,13 @@ class Sampler(_Backed, BaseSamplerV2):
                  **backend_options):
         if isinstance(default_shots, bool) or not isinstance(default_shots, (int, np.integer)) or default_shots < 1:
             raise ValueError(f"default_shots must be a positive int, got {default_shots!r}")
-        self._init_simulator(backend, device, fuse, numeric_precision, backend_options)
+        self._init_simulator(backend, device, fuse, numeric_precision, backend_options, seed)
         self._default_shots = int(default_shots)
-        self._seed = seed
 
     @property
     def default_shots(self) -> int:
         """Shots of PUBs that give none."""
         return self._default_shots
-
-    @property
-    def seed(self) -> np.random.Generator | int | None:
-        """The seed or generator of the samples."""
-        return self._seed
 
     def run(self, pubs: Iterable, *, shots: int | None = None) -> PrimitiveJob:
         """Sample each PUB ``(circuit, parameter_values?, shots?)``; return a job of a PrimitiveResult."""
@@ -115,13 +125,7 @@ class Sampler(_Backed, BaseSamplerV2):
         if any(len(pub.circuit.cregs) == 0 for pub in coerced):
             warnings.warn("One of your circuits has no output classical registers and so the result will be "
                           "empty. Did you mean to add measurement instructions?", UserWarning, stacklevel=2)
-        job = PrimitiveJob(self._run, coerced)
-        job._submit()
-        return job
-
-    def _run(self, pubs: list[SamplerPub]) -> PrimitiveResult:
-        return PrimitiveResult([self._run_pub(pub) for pub in pubs],
-                               metadata={"version": 2, "simulator": self._sim_metadata()})
+        return self._submit(coerced)
 
     def _run_pub(self, pub: SamplerPub) -> SamplerPubResult:
         qc = pub.circuit
@@ -170,32 +174,20 @@ class Estimator(_Backed, BaseEstimatorV2):
         if isinstance(default_precision, bool) or not isinstance(default_precision, (int, float, np.floating)) \
                 or not default_precision >= 0:
             raise ValueError(f"default_precision must be a float >= 0, got {default_precision!r}")
-        self._init_simulator(backend, device, fuse, numeric_precision, backend_options)
+        self._init_simulator(backend, device, fuse, numeric_precision, backend_options, seed)
         self._default_precision = float(default_precision)
-        self._seed = seed
 
     @property
     def default_precision(self) -> float:
         """Precision of PUBs that give none."""
         return self._default_precision
 
-    @property
-    def seed(self) -> np.random.Generator | int | None:
-        """The seed or generator of the precision noise."""
-        return self._seed
-
     def run(self, pubs: Iterable, *, precision: float | None = None) -> PrimitiveJob:
         """Estimate each PUB ``(circuit, observables, parameter_values?, precision?)``."""
         if precision is None:
             precision = self._default_precision
         coerced = [EstimatorPub.coerce(pub, precision) for pub in pubs]
-        job = PrimitiveJob(self._run, coerced)
-        job._submit()
-        return job
-
-    def _run(self, pubs: list[EstimatorPub]) -> PrimitiveResult:
-        return PrimitiveResult([self._run_pub(pub) for pub in pubs],
-                               metadata={"version": 2, "simulator": self._sim_metadata()})
+        return self._submit(coerced)
 
     def _run_pub(self, pub: EstimatorPub) -> PubResult:
         rng = np.random.default_rng(self._seed)
