@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qsim_tc.engine.stage_program import MMA_PAIR, OP_DENSE, W_CMASK, W_K, W_MMA, W_PCOUNT, W_TYPE
-
-MMA_K = (2, 3)  # the dense widths the tensor-core kernel takes (stage_kernel.cu: dense_mma)
+from qsim_tc.engine.stage_program import MMA_K, MMA_PAIR, OP_DENSE, W_CMASK, W_K, W_MMA, W_PCOUNT, W_TYPE
 
 _PEAK_SOURCE = r"""
 extern "C" __global__ void dmma_peak(double* out, int iters) {
