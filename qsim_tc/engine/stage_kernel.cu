@@ -257,14 +257,22 @@ struct Phases {
     // from hx (one broadcast load), so an amplitude costs two ORs and an XOR where the bit
     // gathers and the swizzle had cost it dozens of instructions.
     __device__ __forceinline__ void sweep(cplx* sm, int lmask) const {
+        if (n == 0) return;
+        each<false>(sm, lmask, [&](int, int a, cplx v) { sm[a] = v; });
+    }
+    // put(h, address, value) for the amplitudes of thread t (index t + h THREADS, at that shared
+    // address): times its factor where the index covers lmask; ALL: the others too, unchanged
+    template <bool ALL, class Put>
+    __device__ __forceinline__ void each(const cplx* sm, int lmask, Put put) const {
         const int t = threadIdx.x;
-        if (n == 0 || t >= (1 << L)) return;
         const int fi = f_index(t), gi = g_index(t), st = swz(t), miss = (need | lmask) & ~t;
-        for (int h = 0; (h << LOG_THREADS) < (1 << L); ++h) {
-            if (miss & ~(h << LOG_THREADS)) continue;
+        for (int h = 0; t + (h << LOG_THREADS) < (1 << L); ++h) {
+            const bool covers = !(miss & ~(h << LOG_THREADS));
+            if (!ALL && !covers) continue;
             const int4 e = hx[h];
             const int a = st ^ e.z;
-            sm[a] = cmul(sm[a], at(fi | e.x, gi | e.y));
+            const cplx v = sm[a];
+            put(h, a, covers ? cmul(v, at(fi | e.x, gi | e.y)) : v);
         }
     }
 };
@@ -664,6 +672,16 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
         } else if (STAGE_PHASES) {  // OP_PHASE
             const Phases ph = prepare_phases(groups + data * 4, (int)rec[W_COUNT], L, xblk, coef_slot,
                                              coef_turn, coef_gate, s_cond, s_cadd, s_eff, s_tab, s_hx);
+#if !STATE_C64
+            // the stage's last op, where the store exchanges no bits: applied as the chunk is
+            // stored, a sweep over shared memory fewer (prepare_phases' closing barrier orders
+            // the ops before it and its tables before the store)
+            if (o == n_ops - 1 && !store_x) {  // (index t + h THREADS is stored at hi[h])
+                const long long lo = base + low_offset(threadIdx.x, L, slot_bits);
+                ph.each<true>(sm, 0, [&](int h, int, cplx v) { store_stream(state + lo + hi[h], v); });
+                return;
+            }
+#endif
             ph.sweep(sm, 0);
         }
         __syncthreads();
