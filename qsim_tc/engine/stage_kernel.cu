@@ -675,8 +675,10 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
 #if !STATE_C64
             // the stage's last op, where the store exchanges no bits: applied as the chunk is
             // stored, a sweep over shared memory fewer (prepare_phases' closing barrier orders
-            // the ops before it and its tables before the store)
-            if (o == n_ops - 1 && !store_x) {  // (index t + h THREADS is stored at hi[h])
+            // the ops before it and its tables before the store; ph.n: it filled the step table,
+            // which the store's addresses come from; conditions are local, so a phase op's groups
+            // are all live and n = 0 only for a run of none, which the plain store serves)
+            if (o == n_ops - 1 && !store_x && ph.n) {  // (index t + h THREADS is stored at hi[h])
                 const long long lo = base + low_offset(threadIdx.x, L, slot_bits);
                 ph.each<true>(sm, 0, [&](int h, int, cplx v) { store_stream(state + lo + hi[h], v); });
                 return;
