@@ -334,8 +334,8 @@ __device__ __forceinline__ void dense(cplx* sm, int L, const long long* rec, int
     int off[1 << K], soff[1 << K], tmask = 0;
     // the pre-phase's table indices split the same way: a group's base and its offsets (once an
     // op, F's and G's packed in one register: both below 2^16). The complex64 FMA build spills 40
-    // bytes with it, and is faster still: QFT-28 27.7 -> 26.1 ms on an H200, results bit-identical
-    // (stage_phase_sweep_ab_h200.json)
+    // bytes with it (56 with the last phase op applied at the store), and is faster still: QFT-28
+    // 27.7 -> 26.1 ms on an H200, results bit-identical (stage_phase_sweep_ab_h200.json)
     int fgoff[PRE ? 1 << K : 1];
 #pragma unroll
     for (int j = 0; j < (1 << K); ++j) {
