@@ -103,11 +103,10 @@ LOG_THREADS = 8  # the kernel's: a thread's amplitudes share their index bits be
 assert THREADS == 1 << LOG_THREADS, "the kernel's LOG_THREADS"
 
 
-def shared_bytes(local_qubits: int, keep_low: int, itemsize: int) -> int:
+def shared_bytes(local_qubits: int, itemsize: int) -> int:
     """Dynamic shared memory of one block: the chunk, the offset table of its high index bits,
     one dense op's matrix, the phase sweeps' step table (16 bytes a step of THREADS amplitudes) and
-    the phase groups' tables (phase factors in the state's precision). (``keep_low`` does not
-    change it.)"""
+    the phase groups' tables (phase factors in the state's precision)."""
     steps = 1 << max(local_qubits - LOG_THREADS, 0)
     offsets = 8 * max(steps, 2)  # (even: the matrix stays 16-byte aligned)
     matrix = itemsize << (2 * MAX_DENSE_GPU[itemsize])
@@ -214,7 +213,7 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
                          f"and a kept low bit; got {data.dtype}, L = {big_l}, C = {c}")
     compute = program_dtype(data.dtype, wide)
     item = compute.itemsize
-    shared = shared_bytes(big_l, c, item)
+    shared = shared_bytes(big_l, item)
     tensor = tensor_core_ops(compute, int(data.device.compute_capability))
     if not tensor and stage.ops.size and bool((stage.ops[:, W_MMA] == MMA_PAIR).any()):
         raise ValueError("the program pairs tensor-core ops, which this kernel (complex64, or a GPU before "
