@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ import time
 import numpy as np
 
 from benchmarks.common import write_results
+from qsim_tc.distributed.launcher import find_mpiexec
 
 MODULE = "benchmarks.bench.distributed"
 PROBES = 8  # amplitudes compared between runs
@@ -136,7 +136,7 @@ def _sync(device: str) -> None:
 
 
 def driver(args, argv) -> int:
-    mpiexec = shutil.which("mpiexec") or shutil.which("mpirun")
+    mpiexec = find_mpiexec()
     if mpiexec is None:
         raise SystemExit("no mpiexec on PATH: pip install '.[mpi]'")
     results = []

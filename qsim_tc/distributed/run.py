@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from circuits import Circuit, Gate
+from qsim_tc.distributed.abort import abort_on_error
 from qsim_tc.distributed.state import DistributedState
 from qsim_tc.plan.stages import RELABEL, plan_stages
 from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
@@ -38,7 +39,16 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
         This rank's DistributedState (its ``phys`` the final layout; ``swaps`` and
         ``bytes_sent`` count the exchanges; ``compute_s`` and ``exchange_s`` are the seconds
         in the stages' runs and in swaps).
+
+    An exception on any rank (a bad argument on one rank only, a fault, Ctrl-C) aborts every rank
+    of ``comm`` (MPI_Abort): the others would otherwise wait forever in the next exchange.
     """
+    with abort_on_error(comm):
+        return _run(circuit, comm, backend=backend, device=device, dtype=dtype, piece_bytes=piece_bytes,
+                    **simulator_options)
+
+
+def _run(circuit, comm, *, backend, device, dtype, piece_bytes, **simulator_options) -> DistributedState:
     from qsim_tc import Simulator, StateVector  # noqa: PLC0415 - the package imports this module lazily
 
     if not isinstance(circuit, Circuit):

@@ -2,14 +2,15 @@
 gathering, exchange volumes, and a failing rank ending every rank. Each test runs mpiexec in a
 subprocess with a timeout, so a hang fails the test instead of the suite."""
 
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+from qsim_tc.distributed.launcher import find_mpiexec
+
 pytest.importorskip("mpi4py")
-MPIEXEC = shutil.which("mpiexec") or shutil.which("mpirun")
+MPIEXEC = find_mpiexec()
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH (pip install '.[mpi]')")
 
 
@@ -75,3 +76,32 @@ def test_cli_brickwork_under_mpiexec_matches_one_process(tmp_path):
     assert data["ranks"] == 2 and len(data["swaps_per_rank"]) == 2
     want = Simulator("native", device="cpu").run(brickwork(10, 2, 6, 3)).state.amplitude(0)
     assert abs(complex(*data["amp0"]) - want) <= 1e-13
+
+
+def test_eight_ranks_equal_the_single_process_run():
+    # three global bits: the swaps of global bit 2 and up, which 2 and 4 ranks never reach
+    proc = _mpi(8, "--qubits", "6,8", "--seeds", "1", "--gates", "50", timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("OK")
+
+
+_API_FAILS_ON_ONE_RANK = """
+from mpi4py import MPI
+from circuits import brickwork
+from qsim_tc.distributed import run_distributed
+comm = MPI.COMM_WORLD
+circ = brickwork(6, 2, 4, seed=1)
+# rank 1 passes a wrong argument and raises at once; rank 0 goes on into the first exchange
+run_distributed(circ if comm.Get_rank() == 0 else "not a circuit", comm, backend="native", device="cpu")
+print("rank", comm.Get_rank(), "finished")
+"""
+
+
+def test_an_exception_on_one_rank_through_the_api_ends_every_rank():
+    # without the CLI's guard: run_distributed itself must abort the others, never leave rank 0
+    # waiting in a collective (a hang fails this test through the timeout)
+    proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-c", _API_FAILS_ON_ONE_RANK],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "circuit must be a circuits.Circuit" in proc.stderr
+    assert "rank 0 finished" not in proc.stdout

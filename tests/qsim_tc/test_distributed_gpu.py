@@ -2,14 +2,15 @@
 run (mpiexec in a subprocess with a timeout; two ranks need two GPUs). The in-place run it relies
 on is tested on both devices in test_user_api."""
 
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+from qsim_tc.distributed.launcher import find_mpiexec
+
 pytestmark = pytest.mark.gpu
-MPIEXEC = shutil.which("mpiexec") or shutil.which("mpirun")
+MPIEXEC = find_mpiexec()
 
 
 def _gpus() -> int:
