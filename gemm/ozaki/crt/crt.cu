@@ -962,4 +962,209 @@ extern "C" __global__ void __launch_bounds__(REC_BC_I8 / REC_CPT, REC_MINB) crt_
                                               n2, inv_P);
 }
 
+
+// ---------------------------------------------------------------- reconstruction on INT8 tensor cores
+
+// The word sums of the reconstruction as an INT8 matrix product (gpu.reconstruct_mma), for the
+// INT8 residues of the products (crt_wgmma.cu) in the real, 2m and 3m forms (one byte per element
+// and plane). Why: crt_reconstruct_r8 spends 8 DFMA and 2 DADD per modulus and complex element on
+// S_w = sum_i c_i w_iw and is bound by the FP64 pipe (8.3 ms of a d = 10 gate at 28 qubits); the
+// same exact integers come from the tensor cores.
+// With u_q the residue of plane q (q = i G + g, in [-128, 127]) and c_i the form's combination of
+// them, S_w of each part is sum_q u_q v_qw with v_qw = +-w_iw or 0 (the combination's signs, and
+// the 2m weights of Moduli.weights); each v_qw (|v| < 2^38) is split into RM_LIMBS balanced 8-bit
+// limbs, v_qw = sum_l L_qwl 2^(8 l), L in [-128, 127] (gpu.mma_limbs: row (part W + w) RM_LIMBS + l
+// of a (RM_MT 16, RM_K) int8 matrix, column q, zero past the planes). Then
+// T_wl = sum_q L_qwl u_q is one INT32 product, exact (|T| <= 64 * 128 * 128 = 2^20), and
+// S_w = sum_l T_wl 2^(8 l) an integer below 2^53, exact in INT64 and as a double: the words are the
+// FP64 kernel's, and finish() makes the same bits of them.
+// Layout: a block of RM_BC columns (4 warps of 32) walks rows blockIdx.y, + gridDim.y, ... with the
+// row's planes staged by cp.async as crt_reconstruct_r8 does. A warp's 32 columns are 4 n-tiles of
+// m16n8k32 (D = limbs x residues: rows the limb sums, columns 8 elements): n-tile j holds the
+// columns 4 n + j, so that the 4 bytes a thread reads from one plane (columns 4 g .. 4 g + 3) feed
+// its B fragments of all four n-tiles after a 4 x 4 byte transpose of 4 planes. The D fragments go
+// through shared memory (T, a row of RM_TS ints an element) to one element a lane for the words,
+// the finish and the store.
+#if REC_FORM != F_4M
+#define RM_LIMBS 5                                     // gpu.MMA_LIMBS
+#define RM_K 64                                        // gpu.MMA_K: bytes of an element's planes, padded
+#define RM_BC 128                                      // gpu.MMA_COLUMNS
+#define RM_PARTS (REC_FORM == F_REAL ? 1 : 2)
+#define RM_ROWS (RM_PARTS * REC_W * RM_LIMBS)          // limb sums an element
+#define RM_MT ((RM_ROWS + 15) / 16)                    // m16 tiles (gpu.mma_limbs rows / 16)
+#define RM_TS (RM_ROWS | 1)                            // odd: the D stores and word reads hit 32 banks
+#define RM_SEG (RM_BC + 16)                            // a plane's row segment in shared memory (see below)
+
+__device__ __forceinline__ void mma_s8_16832(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 4 x 4 bytes transposed: w[p] holds byte j of plane p at byte j; x[j] gets byte p = plane p of column j.
+__device__ __forceinline__ void transpose4(const unsigned (&w)[4], unsigned (&x)[4]) {
+    const unsigned t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);
+    const unsigned t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);
+    x[0] = __byte_perm(t0, t2, 0x5410);
+    x[1] = __byte_perm(t0, t2, 0x7632);
+    x[2] = __byte_perm(t1, t3, 0x5410);
+    x[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+// S_w from its limb sums T_w0 .. T_w4 (|S_w| < 2^53: the conversion is exact).
+__device__ __forceinline__ double limb_word(const int* __restrict__ L) {
+    long long v = L[4];
+    v = v * 256 + L[3];
+    v = v * 256 + L[2];
+    v = v * 256 + L[1];
+    v = v * 256 + L[0];
+    return __ll2double_rn(v);
+}
+
+__device__ __forceinline__ Words limb_words(const int* __restrict__ T) {
+    constexpr int W = REC_W;
+    Words a{0.0, 0.0, 0.0, 0.0, 0.0};
+    a.S0 = limb_word(T);
+    if (W > 1) a.S1 = limb_word(T + RM_LIMBS);
+    if (W > 2) a.S2 = limb_word(T + 2 * RM_LIMBS);
+    if (W > 3) a.S3 = limb_word(T + 3 * RM_LIMBS);
+    if (W > 4) a.S4 = limb_word(T + 4 * RM_LIMBS);
+    return a;
+}
+
+// P: (n, G, rows, ldP) INT8 residues of the products; limbs: (RM_MT 16, RM_K) int8 (gpu.mma_limbs);
+// the rest as crt_reconstruct_r8. Dynamic shared memory: 2 n G RM_SEG bytes of row buffers, then
+// 4 x 32 RM_TS ints of limb sums (gpu.reconstruct_mma).
+extern "C" __global__ void __launch_bounds__(RM_BC) crt_reconstruct_mma(
+    const signed char* __restrict__ P, int rows, int cols, int ldP, int n, const signed char* __restrict__ limbs,
+    const double* __restrict__ dp, const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
+    long long r0, long long c0, double* __restrict__ out, long long R, long long n2, double inv_P) {
+    constexpr int W = REC_W;
+    constexpr int cplx = REC_FORM != F_REAL;
+    constexpr int G = REC_FORM == F_3M ? 3 : (REC_FORM == F_2M ? 2 : 1);
+    extern __shared__ __align__(16) unsigned char rm_raw[];
+    const int planes = n * G;             // <= 60 <= RM_K
+    const int ksteps = (planes + 31) / 32;  // k-steps of 32 planes: 1 or 2 (warp-uniform)
+    unsigned char* const buf = rm_raw;    // two row buffers of planes x RM_SEG bytes
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    // (2 planes RM_SEG is a multiple of 16: T starts aligned)
+    int* const Tw = reinterpret_cast<int*>(rm_raw + 2 * planes * RM_SEG) + warp * 32 * RM_TS;
+
+    // A fragments (m16n8k32, s8): register 0 row g, k 4t .. 4t + 3; 1 row g + 8; 2 and 3 the same
+    // rows at k + 16; rows 16 mt + ., k 32 ks + .
+    unsigned a[RM_MT][2][4];
+#pragma unroll
+    for (int mt = 0; mt < RM_MT; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const int row = 16 * mt + g + 8 * (h & 1), k = 32 * ks + 16 * (h >> 1) + 4 * t;
+                a[mt][ks][h] = *reinterpret_cast<const unsigned*>(limbs + row * RM_K + k);
+            }
+
+    const int cb = blockIdx.x * RM_BC;
+    const long long slab = (long long)rows * ldP;
+    constexpr int cps = RM_BC / 16;  // 16-byte chunks of a plane's row segment
+    const int valid = min(RM_BC, cols - cb);
+    // chunks past `valid` stay unread; those read end within the row's padding (ldP is a multiple
+    // of 16 bytes, the block's start a multiple of RM_BC): their bytes reach only columns >= cols,
+    // which are not stored (each column is its own column of the products below)
+    auto load_row = [&](unsigned char* dst, int r) {
+        const signed char* src = P + (long long)r * ldP + cb;
+        for (int i = threadIdx.x; i < planes * cps; i += RM_BC) {
+            const int q = i / cps, e0 = (i - q * cps) * 16;
+            if (e0 < valid) cp_async16(dst + q * RM_SEG + e0, src + q * slab + e0);
+        }
+        cp_commit();
+    };
+    // this lane's output column (one element a lane in the finish)
+    const int c1 = cb + 32 * warp + lane;
+    long long cq = 0, cm = 0;
+    int eb = 0;
+    if (c1 < cols) {
+        const long long cg = c0 + c1;
+        cq = cg / n2;
+        cm = cg - cq * n2;
+        eb = EB[cg];
+    }
+    const bool warp_live = cb + 32 * warp < cols;  // warp-uniform
+    int r = blockIdx.y, which = 0;
+    if (r < rows) load_row(buf, r);
+    for (; r < rows; r += gridDim.y, which ^= 1) {
+        if (r + (int)gridDim.y < rows) {
+            load_row(buf + (which ^ 1) * planes * RM_SEG, r + gridDim.y);
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        if (warp_live) {
+            // B fragments: register 0 of column n = g is k 4t .. 4t + 3, register 1 k + 16. This lane
+            // reads planes 32 ks + 16 h + 4 t + p (p = 0..3) at columns 4 g .. 4 g + 3 (one word each;
+            // RM_SEG = RM_BC + 16 makes the t's two-way, not four-way, bank conflicts), whose
+            // transpose gives x[ks][h][j], the register of column 4 g + j (n-tile j, column g).
+            const unsigned char* cur = buf + which * planes * RM_SEG + 32 * warp + 4 * g;
+            unsigned x[2][2][4];
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    unsigned w[4];
+#pragma unroll
+                    for (int p = 0; p < 4; ++p) {
+                        const int q = 32 * ks + 16 * h + 4 * t + p;
+                        // planes past n G read as zero (their limbs are zero too)
+                        w[p] = q < planes ? *reinterpret_cast<const unsigned*>(cur + q * RM_SEG) : 0u;
+                    }
+                    transpose4(w, x[ks][h]);
+                }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                int d[RM_MT][4];
+#pragma unroll
+                for (int mt = 0; mt < RM_MT; ++mt) d[mt][0] = d[mt][1] = d[mt][2] = d[mt][3] = 0;
+#pragma unroll
+                for (int ks = 0; ks < 2; ++ks) {
+                    if (ks < ksteps) {
+#pragma unroll
+                        for (int mt = 0; mt < RM_MT; ++mt) mma_s8_16832(d[mt], a[mt][ks], x[ks][0][j], x[ks][1][j]);
+                    }
+                }
+                // D: c0, c1 row g, columns 2t, 2t + 1; c2, c3 row g + 8; column n is element 4 n + j
+                const int e0 = 8 * t + j, e1 = 8 * t + 4 + j;
+#pragma unroll
+                for (int mt = 0; mt < RM_MT; ++mt) {
+                    const int row0 = 16 * mt + g, row1 = row0 + 8;
+                    if (row0 < RM_ROWS) {
+                        Tw[e0 * RM_TS + row0] = d[mt][0];
+                        Tw[e1 * RM_TS + row0] = d[mt][1];
+                    }
+                    if (row1 < RM_ROWS) {
+                        Tw[e0 * RM_TS + row1] = d[mt][2];
+                        Tw[e1 * RM_TS + row1] = d[mt][3];
+                    }
+                }
+            }
+            __syncwarp();
+            if (c1 < cols) {
+                const int* Te = Tw + lane * RM_TS;
+                const int ea = EA[r0 + r];
+                const int shift = (ea == ZERO_LINE ? 0 : alpha - ea) + (eb == ZERO_LINE ? 0 : beta - eb);
+                const long long idx = cq * R * n2 + (r0 + r) * n2 + cm;
+                if (cplx) {
+                    out[2 * idx] = finish(limb_words(Te), dp, W, shift, inv_P);
+                    out[2 * idx + 1] = finish(limb_words(Te + W * RM_LIMBS), dp, W, shift, inv_P);
+                } else {
+                    out[idx] = finish(limb_words(Te), dp, W, shift, inv_P);
+                }
+            }
+            __syncwarp();  // the next row's limb sums overwrite Tw
+        }
+        __syncthreads();  // this row's buffer is refilled by the next iteration's copies
+    }
+}
+#endif  // REC_FORM != F_4M
+
 #endif  // REC_FORM
