@@ -15,7 +15,9 @@ The pipeline reads top to bottom as stages, each timed in the report:
 4. **reconstruct**: per output element, ``C' = sum c_i w_i - q P`` in 38-bit words (exact) from
    the products' residues ``c_i`` and the CRT weights ``w_i = (M_i y_i) mod P``
    (:meth:`gemm.ozaki.crt.moduli.Moduli.weights`), balanced carries, one rounding, times
-   ``2^-(sA + sB)``.
+   ``2^-(sA + sB)``. On the GPU the word sums of the wgmma products' residues may run on the INT8
+   tensor cores instead of the FP64 pipe (:func:`gemm.ozaki.crt.gpu.reconstruct_mma`,
+   ``QSIM_TC_CRT_RECONSTRUCT=mma``): the same words, the same bits.
 
 Error: the only errors are the truncation of A and B to integers and the final rounding (plus at
 most 2^-100 relative from the word sum): ``|C - C~|_ij <= c ||a_i|| ||b_j|| + u |C_ij|`` with
