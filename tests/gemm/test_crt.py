@@ -417,8 +417,9 @@ def test_mma_reconstruction_limbs_give_the_fp64_words(rng, form, n):
     G, W = moduli.PARTS[form], mods.words
     L = gpu.mma_limbs(mods, form).astype(np.int64)
     parts = 1 if form is None else 2
-    assert L.shape == (-(-parts * W * gpu.MMA_LIMBS // 16) * 16, gpu.MMA_K)
-    assert L[parts * W * gpu.MMA_LIMBS:].max(initial=0) == 0 and not L[:, n * G:].any()
+    assert L.shape == (48 * -(-parts * W // 8), gpu.MMA_K) and not L[:, n * G:].any()
+    used = sorted(gpu.mma_row(wd, l) for wd in range(parts * W) for l in range(gpu.MMA_LIMBS))
+    assert len(set(used)) == len(used) and not np.delete(L, used, axis=0).any()
     elems = 300
     U = rng.integers(-128, 128, (n, G, 1, elems)).astype(np.float64)
     U[..., :3] = -128  # the extremes
@@ -430,8 +431,7 @@ def test_mma_reconstruction_limbs_give_the_fp64_words(rng, form, n):
     for part in range(parts):
         S = cpu.crt_values(U, form, part)[0] @ mods.weights(form)[part]  # (elems, W), exact
         for w in range(W):
-            rows = T[(part * W + w) * gpu.MMA_LIMBS:(part * W + w + 1) * gpu.MMA_LIMBS]
-            word = sum(rows[l] * 256**l for l in range(gpu.MMA_LIMBS))
+            word = sum(T[gpu.mma_row(part * W + w, l)] * 256**l for l in range(gpu.MMA_LIMBS))
             assert np.abs(word).max() < 2**53
             assert np.array_equal(word.astype(np.float64), S[:, w])
 
@@ -470,7 +470,6 @@ def test_mma_reconstruct_launch_matches_the_kernel(monkeypatch):
     for a, (ptr, typ) in zip(args, params):
         assert isinstance(a, np.ndarray) if ptr else type(a) is typ
     assert grid[0] == -(-cols // gpu.MMA_COLUMNS) and block == (gpu.MMA_COLUMNS,)
-    ts = (2 * mods.words * gpu.MMA_LIMBS) | 1
-    assert smem == 2 * 34 * (gpu.MMA_COLUMNS + 16) + 4 * 32 * ts * 4 <= 48 << 10
+    assert smem == 2 * 34 * (gpu.MMA_COLUMNS + 16) + 4 * 32 * (2 * mods.words | 1) * 8 <= 48 << 10
     with pytest.raises(ValueError, match="forms"):
         gpu.mma_limbs(mods, "4m")

@@ -971,29 +971,36 @@ extern "C" __global__ void __launch_bounds__(REC_BC_I8 / REC_CPT, REC_MINB) crt_
 // S_w = sum_i c_i w_iw and is bound by the FP64 pipe (8.3 ms of a d = 10 gate at 28 qubits); the
 // same exact integers come from the tensor cores.
 // With u_q the residue of plane q (q = i G + g, in [-128, 127]) and c_i the form's combination of
-// them, S_w of each part is sum_q u_q v_qw with v_qw = +-w_iw or 0 (the combination's signs, and
-// the 2m weights of Moduli.weights); each v_qw (|v| < 2^38) is split into RM_LIMBS balanced 8-bit
-// limbs, v_qw = sum_l L_qwl 2^(8 l), L in [-128, 127] (gpu.mma_limbs: row (part W + w) RM_LIMBS + l
-// of a (RM_MT 16, RM_K) int8 matrix, column q, zero past the planes). Then
-// T_wl = sum_q L_qwl u_q is one INT32 product, exact (|T| <= 64 * 128 * 128 = 2^20), and
-// S_w = sum_l T_wl 2^(8 l) an integer below 2^53, exact in INT64 and as a double: the words are the
-// FP64 kernel's, and finish() makes the same bits of them.
+// them, the word wd = part W + w is S = sum_q u_q v_q with v_q = +-w_iw or 0 (the combination's
+// signs, and the 2m weights of Moduli.weights); each v_q (|v| < 2^38) is split into RM_LIMBS
+// balanced 8-bit limbs, v_q = sum_l L_ql 2^(8 l), L in [-128, 127]. Then T_l = sum_q L_ql u_q is
+// one INT32 product, exact (|T| <= 64 * 128 * 128 = 2^20), and S = sum_l T_l 2^(8 l) an integer
+// below 2^53, exact in INT64 and as a double: the words are the FP64 kernel's, and finish() makes
+// the same bits of them.
 // Layout: a block of RM_BC columns (4 warps of 32) walks rows blockIdx.y, + gridDim.y, ... with the
 // row's planes staged by cp.async as crt_reconstruct_r8 does. A warp's 32 columns are 4 n-tiles of
 // m16n8k32 (D = limbs x residues: rows the limb sums, columns 8 elements): n-tile j holds the
 // columns 4 n + j, so that the 4 bytes a thread reads from one plane (columns 4 g .. 4 g + 3) feed
-// its B fragments of all four n-tiles after a 4 x 4 byte transpose of 4 planes. The D fragments go
-// through shared memory (T, a row of RM_TS ints an element) to one element a lane for the words,
-// the finish and the store.
+// its B fragments of all four n-tiles after a 4 x 4 byte transpose of 4 planes. The limb matrix's
+// rows (gpu.mma_limbs) put limb l of word wd = 8 grp + g in row 16 (3 grp + l / 2) + 8 (l % 2) + g:
+// D's rows g and g + 8 of three m-tiles are the lane's, so each lane holds every limb sum of its
+// word (g) for its 2 columns of each n-tile and makes the word in registers; the words go through
+// shared memory (8 bytes each, a fifth of the limb sums' traffic) to one element a lane for the
+// finish and the store.
 #if REC_FORM != F_4M
-#define RM_LIMBS 5                                     // gpu.MMA_LIMBS
+#define RM_LIMBS 5                                     // gpu.MMA_LIMBS (l / 2 < 3 m-tiles)
 #define RM_K 64                                        // gpu.MMA_K: bytes of an element's planes, padded
 #define RM_BC 128                                      // gpu.MMA_COLUMNS
 #define RM_PARTS (REC_FORM == F_REAL ? 1 : 2)
-#define RM_ROWS (RM_PARTS * REC_W * RM_LIMBS)          // limb sums an element
-#define RM_MT ((RM_ROWS + 15) / 16)                    // m16 tiles (gpu.mma_limbs rows / 16)
-#define RM_TS (RM_ROWS | 1)                            // odd: the D stores and word reads hit 32 banks
+#define RM_NW (RM_PARTS * REC_W)                       // words an element
+#define RM_GRP ((RM_NW + 7) / 8)                       // groups of 8 words (one a lane row g)
+#define RM_MT (3 * RM_GRP)                             // m16 tiles (gpu.mma_limbs rows / 16)
+#define RM_WS (RM_NW | 1)                              // odd: the word stores and reads take 2 wavefronts
 #define RM_SEG (RM_BC + 16)                            // a plane's row segment in shared memory (see below)
+// blocks a multiprocessor must hold (launch bounds): up to 128 registers a thread (ptxas's own
+// choice, 80, spilled at the small word counts), 256 with two groups of words (their A fragments
+// take 48 registers)
+#define RM_MINB (RM_GRP == 1 ? 4 : 2)
 
 __device__ __forceinline__ void mma_s8_16832(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -1012,31 +1019,10 @@ __device__ __forceinline__ void transpose4(const unsigned (&w)[4], unsigned (&x)
     x[3] = __byte_perm(t1, t3, 0x7632);
 }
 
-// S_w from its limb sums T_w0 .. T_w4 (|S_w| < 2^53: the conversion is exact).
-__device__ __forceinline__ double limb_word(const int* __restrict__ L) {
-    long long v = L[4];
-    v = v * 256 + L[3];
-    v = v * 256 + L[2];
-    v = v * 256 + L[1];
-    v = v * 256 + L[0];
-    return __ll2double_rn(v);
-}
-
-__device__ __forceinline__ Words limb_words(const int* __restrict__ T) {
-    constexpr int W = REC_W;
-    Words a{0.0, 0.0, 0.0, 0.0, 0.0};
-    a.S0 = limb_word(T);
-    if (W > 1) a.S1 = limb_word(T + RM_LIMBS);
-    if (W > 2) a.S2 = limb_word(T + 2 * RM_LIMBS);
-    if (W > 3) a.S3 = limb_word(T + 3 * RM_LIMBS);
-    if (W > 4) a.S4 = limb_word(T + 4 * RM_LIMBS);
-    return a;
-}
-
-// P: (n, G, rows, ldP) INT8 residues of the products; limbs: (RM_MT 16, RM_K) int8 (gpu.mma_limbs);
+// P: (n, G, rows, ldP) INT8 residues of the products; limbs: (16 RM_MT, RM_K) int8 (gpu.mma_limbs);
 // the rest as crt_reconstruct_r8. Dynamic shared memory: 2 n G RM_SEG bytes of row buffers, then
-// 4 x 32 RM_TS ints of limb sums (gpu.reconstruct_mma).
-extern "C" __global__ void __launch_bounds__(RM_BC) crt_reconstruct_mma(
+// 4 x 32 RM_WS doubles of words (gpu.reconstruct_mma).
+extern "C" __global__ void __launch_bounds__(RM_BC, RM_MINB) crt_reconstruct_mma(
     const signed char* __restrict__ P, int rows, int cols, int ldP, int n, const signed char* __restrict__ limbs,
     const double* __restrict__ dp, const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
     long long r0, long long c0, double* __restrict__ out, long long R, long long n2, double inv_P) {
@@ -1044,12 +1030,12 @@ extern "C" __global__ void __launch_bounds__(RM_BC) crt_reconstruct_mma(
     constexpr int cplx = REC_FORM != F_REAL;
     constexpr int G = REC_FORM == F_3M ? 3 : (REC_FORM == F_2M ? 2 : 1);
     extern __shared__ __align__(16) unsigned char rm_raw[];
-    const int planes = n * G;             // <= 60 <= RM_K
+    const int planes = n * G;               // <= 60 <= RM_K
     const int ksteps = (planes + 31) / 32;  // k-steps of 32 planes: 1 or 2 (warp-uniform)
-    unsigned char* const buf = rm_raw;    // two row buffers of planes x RM_SEG bytes
+    unsigned char* const buf = rm_raw;      // two row buffers of planes x RM_SEG bytes
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    // (2 planes RM_SEG is a multiple of 16: T starts aligned)
-    int* const Tw = reinterpret_cast<int*>(rm_raw + 2 * planes * RM_SEG) + warp * 32 * RM_TS;
+    // (2 planes RM_SEG is a multiple of 16: the words start aligned)
+    double* const Sw = reinterpret_cast<double*>(rm_raw + 2 * planes * RM_SEG) + warp * 32 * RM_WS;
 
     // A fragments (m16n8k32, s8): register 0 row g, k 4t .. 4t + 3; 1 row g + 8; 2 and 3 the same
     // rows at k + 16; rows 16 mt + ., k 32 ks + .
@@ -1132,35 +1118,43 @@ extern "C" __global__ void __launch_bounds__(RM_BC) crt_reconstruct_mma(
                         for (int mt = 0; mt < RM_MT; ++mt) mma_s8_16832(d[mt], a[mt][ks], x[ks][0][j], x[ks][1][j]);
                     }
                 }
-                // D: c0, c1 row g, columns 2t, 2t + 1; c2, c3 row g + 8; column n is element 4 n + j
-                const int e0 = 8 * t + j, e1 = 8 * t + 4 + j;
+                // D: c0, c1 row g, columns 2t, 2t + 1; c2, c3 row g + 8; column n is element 4 n + j.
+                // Limb l of word 8 grp + g: m-tile 3 grp + l / 2, register 2 (l % 2) + the column's.
 #pragma unroll
-                for (int mt = 0; mt < RM_MT; ++mt) {
-                    const int row0 = 16 * mt + g, row1 = row0 + 8;
-                    if (row0 < RM_ROWS) {
-                        Tw[e0 * RM_TS + row0] = d[mt][0];
-                        Tw[e1 * RM_TS + row0] = d[mt][1];
-                    }
-                    if (row1 < RM_ROWS) {
-                        Tw[e0 * RM_TS + row1] = d[mt][2];
-                        Tw[e1 * RM_TS + row1] = d[mt][3];
+                for (int grp = 0; grp < RM_GRP; ++grp) {
+                    const int wd = 8 * grp + g;
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const int* L0 = d[3 * grp];
+                        const int* L1 = d[3 * grp + 1];
+                        const int* L2 = d[3 * grp + 2];
+                        long long v = L2[c];               // l = 4
+                        v = v * 256 + L1[2 + c];           // l = 3
+                        v = v * 256 + L1[c];               // l = 2
+                        v = v * 256 + L0[2 + c];           // l = 1
+                        v = v * 256 + L0[c];               // l = 0
+                        if (wd < RM_NW) Sw[(8 * t + 4 * c + j) * RM_WS + wd] = __ll2double_rn(v);  // |v| < 2^53: exact
                     }
                 }
             }
             __syncwarp();
             if (c1 < cols) {
-                const int* Te = Tw + lane * RM_TS;
+                const double* Se = Sw + lane * RM_WS;
                 const int ea = EA[r0 + r];
                 const int shift = (ea == ZERO_LINE ? 0 : alpha - ea) + (eb == ZERO_LINE ? 0 : beta - eb);
                 const long long idx = cq * R * n2 + (r0 + r) * n2 + cm;
+                const Words wr{Se[0], W > 1 ? Se[1] : 0.0, W > 2 ? Se[2] : 0.0, W > 3 ? Se[3] : 0.0,
+                               W > 4 ? Se[4] : 0.0};
                 if (cplx) {
-                    out[2 * idx] = finish(limb_words(Te), dp, W, shift, inv_P);
-                    out[2 * idx + 1] = finish(limb_words(Te + W * RM_LIMBS), dp, W, shift, inv_P);
+                    const Words wi{Se[W], W > 1 ? Se[W + 1] : 0.0, W > 2 ? Se[W + 2] : 0.0,
+                                   W > 3 ? Se[W + 3] : 0.0, W > 4 ? Se[W + 4] : 0.0};
+                    out[2 * idx] = finish(wr, dp, W, shift, inv_P);
+                    out[2 * idx + 1] = finish(wi, dp, W, shift, inv_P);
                 } else {
-                    out[idx] = finish(limb_words(Te), dp, W, shift, inv_P);
+                    out[idx] = finish(wr, dp, W, shift, inv_P);
                 }
             }
-            __syncwarp();  // the next row's limb sums overwrite Tw
+            __syncwarp();  // the next row's words overwrite Sw
         }
         __syncthreads();  // this row's buffer is refilled by the next iteration's copies
     }

@@ -282,28 +282,37 @@ def balanced_limbs(v: int, count: int = MMA_LIMBS) -> list[int]:
     return out
 
 
+def mma_row(word: int, limb: int) -> int:
+    """Row of the limb matrix that holds ``limb`` of word ``word`` (crt.cu crt_reconstruct_mma):
+    ``16 (3 grp + limb // 2) + 8 (limb % 2) + word % 8`` with ``grp = word // 8``, so that the lane
+    rows g and g + 8 of three m16 tiles hold every limb of word g."""
+    grp = word // 8
+    return 16 * (3 * grp + limb // 2) + 8 * (limb % 2) + word % 8
+
+
 def mma_limbs(mods: Moduli, form) -> np.ndarray:
-    """The limb matrix of crt.cu's ``crt_reconstruct_mma``: int8 ``(16 MT, MMA_K)``, row
-    ``(part W + w) MMA_LIMBS + l``, column the plane ``q = i G + g``: limb l of the signed weight
-    word ``sign_g w_iw`` of the part (:meth:`Moduli.weights`), zero elsewhere. With ``u_q`` the
-    products' residues, ``sum_q u_q (row's limbs)`` are the limb sums whose ``sum_l T 2^(8 l)``
-    are the FP64 kernel's words ``S_w = sum_i c_i w_iw``."""
+    """The limb matrix of crt.cu's ``crt_reconstruct_mma``: int8 ``(48 ceil(NW / 8), MMA_K)`` for
+    ``NW = parts W`` words an element; row :func:`mma_row` of word ``part W + w`` and limb ``l``,
+    column the plane ``q = i G + g``: limb l of the signed weight word ``sign_g w_iw`` of the part
+    (:meth:`Moduli.weights`), zero elsewhere. With ``u_q`` the products' residues,
+    ``sum_q u_q (a word's rows)`` are the limb sums whose ``sum_l T_l 2^(8 l)`` are the FP64
+    kernel's words ``S_w = sum_i c_i w_iw``."""
     signs = _signs(form)
     G = PARTS[form]
     wts = mods.weights(form)  # (2, n, W) exact integers below 2^38
     W, n = mods.words, len(mods)
     if n * G > MMA_K:
         raise ValueError(f"{n * G} product planes exceed the tensor-core reconstruction's {MMA_K}")
-    rows = len(signs) * W * MMA_LIMBS
-    out = np.zeros((-(-rows // 16) * 16, MMA_K), dtype=np.int8)
+    nw = len(signs) * W
+    out = np.zeros((48 * -(-nw // 8), MMA_K), dtype=np.int8)
     for part, sg in enumerate(signs):
         for i in range(n):
             for w in range(W):
                 word = int(wts[part, i, w])
                 for g, sign in enumerate(sg):
                     if sign:
-                        limbs = balanced_limbs(sign * word)
-                        out[(part * W + w) * MMA_LIMBS:(part * W + w + 1) * MMA_LIMBS, i * G + g] = limbs
+                        for l, limb in enumerate(balanced_limbs(sign * word)):
+                            out[mma_row(part * W + w, l), i * G + g] = limb
     return out
 
 
@@ -342,9 +351,8 @@ def _reconstruct_mma(cp, R8, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
         n2 = out.shape[2]  # B stacked: column c = h * L + l
     else:
         n2 = NC
-    parts = 1 if form is None else 2
-    ts = (parts * mods.words * MMA_LIMBS) | 1
-    smem = 2 * n * G * (MMA_COLUMNS + 16) + (MMA_COLUMNS // 32) * 32 * ts * 4  # crt.cu RM_SEG, RM_TS
+    ws = ((1 if form is None else 2) * mods.words) | 1
+    smem = 2 * n * G * (MMA_COLUMNS + 16) + (MMA_COLUMNS // 32) * 32 * ws * 8  # crt.cu RM_SEG, RM_WS
     gx = -(-cols // MMA_COLUMNS)
     gy = max(1, min(rows, 65535, -(-(REC_BLOCKS_PER_SM * sm_count(cp)) // gx)))
     _fn(cp, "crt_reconstruct_mma", _module_defines(mods, form))((gx, gy), (MMA_COLUMNS,), (
