@@ -154,10 +154,12 @@ def child_check(path):
             print(f"  check {name} FAILED: {type(e).__name__}: {str(e)[-1500:]}", flush=True)
             traceback.print_exc()
         print(f"  check {name}: {time.time() - t0:.1f} s", flush=True)
-    res["all_equal"] = not res["errors"] and all(c["equal"] for c in res["cases"])
-    res["n_cases"] = len(res["cases"])
-    with open(path, "w") as f:
-        json.dump(res, f)
+        # written after every part: a child stopped by its timeout leaves what it had checked
+        res["done"] = res.get("done", []) + [name]
+        res["all_equal"] = not res["errors"] and all(c["equal"] for c in res["cases"]) and len(res["done"]) == 3
+        res["n_cases"] = len(res["cases"])
+        with open(path, "w") as f:
+            json.dump(res, f)
 
 
 # ------------------------------------------------------------------------------------------- time
@@ -250,7 +252,9 @@ def _run_child(args, timeout):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--qubits", type=int, default=28)
-    p.add_argument("--dims", default="8,10,12")
+    p.add_argument("--dims", default="10,12,8", help="gate sizes, timed in this order")
+    p.add_argument("--budget", type=float, default=570.0,
+                   help="seconds for the whole run: each child's timeout is cut to what is left")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--skip-check", action="store_true")
     p.add_argument("--out", default=None, help="JSON path (default $OUT/crt_fused.json when OUT is set)")
@@ -265,9 +269,22 @@ def main(argv=None):
 
     payload = {"timing": f"CUDA events, one warm-up, median of {args.repeats}", "qubits": args.qubits}
     t0 = time.time()
+    dims = [int(x) for x in args.dims.split(",")]
+    out = args.out or (os.path.join(os.environ["OUT"], "crt_fused.json") if os.environ.get("OUT") else None)
+
+    def save():  # after every child: a run stopped from outside keeps what it had
+        if out:
+            from benchmarks.common import write_results
+
+            write_results(out, {**payload, "elapsed_s": time.time() - t0},
+                          module=__spec__.name if __spec__ else "benchmarks.bench.crt_fused_gpu", argv=argv)
+
+    def left(reserve):
+        return max(30.0, args.budget - (time.time() - t0) - reserve)
+
     if not args.skip_check:
         print("== check: tensor-core reconstruction against the FP64 kernel and the CPU", flush=True)
-        res, rc, s = _run_child(["--child", "check"], 420)
+        res, rc, s = _run_child(["--child", "check"], min(300.0, left(90.0 * len(dims))))
         payload["check"] = res or {"error": f"child exited {rc} with no result"}
         payload["check_rc"], payload["check_s"] = rc, s
         if res is None:
@@ -275,24 +292,20 @@ def main(argv=None):
         else:
             bad = [c for c in res["cases"] if not c["equal"]]
             print(f"== check: {res['n_cases'] - len(bad)}/{res['n_cases']} cases bit-identical, "
-                  f"errors {res['errors'] or 'none'} ({s:.0f} s)", flush=True)
+                  f"parts done {res.get('done')}, errors {res['errors'] or 'none'} ({s:.0f} s, exit {rc})",
+                  flush=True)
     payload["gates"] = []
-    for d in (int(x) for x in args.dims.split(",")):
+    save()
+    for i, d in enumerate(dims):
         print(f"== time d={d} at {args.qubits} qubits", flush=True)
         res, rc, s = _run_child(["--child", "time", "--qubits", str(args.qubits), "--d", str(d),
-                                 "--repeats", str(args.repeats)], 420)
+                                 "--repeats", str(args.repeats)], min(240.0, left(60.0 * (len(dims) - i - 1))))
         if res is None:
             print(f"== time d={d} FAILED (exit {rc})", flush=True)
             payload["gates"].append({"d": d, "error": f"child exited {rc} with no result"})
         else:
             payload["gates"] += res["rows"]
-    payload["elapsed_s"] = time.time() - t0
-    out = args.out or (os.path.join(os.environ["OUT"], "crt_fused.json") if os.environ.get("OUT") else None)
-    if out:
-        from benchmarks.common import write_results
-
-        write_results(out, payload, module=__spec__.name if __spec__ else "benchmarks.bench.crt_fused_gpu",
-                      argv=argv)
+        save()
     chk = payload.get("check") or {}
     print("\ncheck: " + ("skipped" if args.skip_check else
                          f"all bit-identical = {chk.get('all_equal')}, cases {chk.get('n_cases')}, "
