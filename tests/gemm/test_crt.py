@@ -100,6 +100,10 @@ def test_kernel_constants_match_python():
     assert int(define["D_BITS"]) == moduli.D
     assert int(define["WMAX"]) >= Moduli.first(moduli.MAX_MODULI, "general").words
     assert "(-(1 << 30))" in src and scale.ZERO_LINE == -(1 << 30)
+    from gemm.ozaki.crt import gpu
+
+    assert (int(define["RM_LIMBS"]), int(define["RM_K"]), int(define["RM_BC"])) == (
+        gpu.MMA_LIMBS, gpu.MMA_K, gpu.MMA_COLUMNS)
 
 
 # --- the exact parts -------------------------------------------------------------------------
@@ -400,3 +404,72 @@ def test_fused_products_check_the_output_alignment():
     good = np.zeros((2, 2, 8, 128), dtype=np.int8)
     with pytest.raises(ValueError, match=r"16-byte multiples on a 16-byte boundary"):
         wgmma.products_r8(cp, good, good, Moduli.first(2, "split"))
+
+
+@pytest.mark.parametrize("form, n", [(None, 17), ("2m", 17), ("2m", 20), ("3m", 20), ("3m", 9), (None, 2)])
+def test_mma_reconstruction_limbs_give_the_fp64_words(rng, form, n):
+    """The INT8 tensor-core reconstruction (crt.cu crt_reconstruct_mma): the limb sums of the
+    products' residues, ``T = limbs @ u`` (exact INT32), give through ``sum_l T 2^(8 l)`` the words
+    ``S_w = sum_i c_i w_iw`` of the FP64 kernel and the CPU, for residues at the ends of their range."""
+    from gemm.ozaki.crt import gpu
+
+    mods = Moduli.first(n, moduli.family_for(form))
+    G, W = moduli.PARTS[form], mods.words
+    L = gpu.mma_limbs(mods, form).astype(np.int64)
+    parts = 1 if form is None else 2
+    assert L.shape == (48 * -(-parts * W // 8), gpu.MMA_K) and not L[:, n * G:].any()
+    used = sorted(gpu.mma_row(wd, l) for wd in range(parts * W) for l in range(gpu.MMA_LIMBS))
+    assert len(set(used)) == len(used) and not np.delete(L, used, axis=0).any()
+    elems = 300
+    U = rng.integers(-128, 128, (n, G, 1, elems)).astype(np.float64)
+    U[..., :3] = -128  # the extremes
+    U[..., 3:6] = 127
+    u = np.zeros((gpu.MMA_K, elems), dtype=np.int64)
+    u[:n * G] = U.reshape(n * G, elems)  # plane q = i G + g
+    T = L @ u
+    assert np.abs(T).max() < 2**20  # INT32 and exact: 64 * 128 * 128
+    for part in range(parts):
+        S = cpu.crt_values(U, form, part)[0] @ mods.weights(form)[part]  # (elems, W), exact
+        for w in range(W):
+            word = sum(T[gpu.mma_row(part * W + w, l)] * 256**l for l in range(gpu.MMA_LIMBS))
+            assert np.abs(word).max() < 2**53
+            assert np.array_equal(word.astype(np.float64), S[:, w])
+
+
+def test_balanced_limbs():
+    from gemm.ozaki.crt import gpu
+
+    for v in (0, 1, -1, 127, 128, -128, -129, 2**38 - 1, -(2**38 - 1), 123456789012):
+        limbs = gpu.balanced_limbs(v)
+        assert all(-128 <= x <= 127 for x in limbs) and sum(x * 256**l for l, x in enumerate(limbs)) == v
+    with pytest.raises(ValueError, match="limbs do not hold"):
+        gpu.balanced_limbs(2**40)
+
+
+def test_mma_reconstruct_launch_matches_the_kernel(monkeypatch):
+    """gpu._reconstruct_mma's arguments line up with crt_reconstruct_mma's parameters, and its
+    shared memory holds the kernel's row buffers and limb sums."""
+    from gemm.ozaki.crt import gpu
+
+    launches = []
+    monkeypatch.setattr(gpu, "_TABLES", {})
+    monkeypatch.setattr(gpu, "_LIMBS", {})
+    monkeypatch.setattr(gemm.device, "_SMS", {})
+    monkeypatch.setattr(gpu, "_fn", lambda cp, name, defines=(): (
+        lambda grid, block, args, shared_mem=0: launches.append((name, defines, grid, block, args, shared_mem))))
+    mods = Moduli.first(17, "split")
+    rows, cols = 5000, 700
+    P = np.zeros((17, 2, rows, 704), dtype=np.int8)
+    out = np.zeros((rows, cols), dtype=np.complex128)
+    gpu._reconstruct_mma(_FakeCupy(132), P, mods, "2m", np.zeros(rows, np.int32), np.zeros(cols, np.int32),
+                         0, 0, cols, out)
+    (name, defines, grid, block, args, smem), = launches
+    assert name == "crt_reconstruct_mma" and defines == gpu._module_defines(mods, "2m")
+    params = _kernel_params(name)
+    assert len(args) == len(params)
+    for a, (ptr, typ) in zip(args, params):
+        assert isinstance(a, np.ndarray) if ptr else type(a) is typ
+    assert grid[0] == -(-cols // gpu.MMA_COLUMNS) and block == (gpu.MMA_COLUMNS,)
+    assert smem == 2 * 34 * (gpu.MMA_COLUMNS + 16) + 4 * 32 * (2 * mods.words | 1) * 8 <= 48 << 10
+    with pytest.raises(ValueError, match="forms"):
+        gpu.mma_limbs(mods, "4m")

@@ -177,3 +177,52 @@ def test_gpu_line_exponents_match_cpu(cp, rng, K, cplx):
     a[12, 1] = np.nan
     _, _, (bad_a, _, _, _) = gpu.line_exponents(cp, method._as_lines(cp.asarray(a), "a"), XB, cplx, True)
     assert bad_a == 2
+
+
+# --- the reconstruction's word sums on INT8 tensor cores (gpu.reconstruct_mma) -----------------
+
+
+@pytest.mark.parametrize("form, n", [("2m", 17), ("2m", 20), ("3m", 20), (None, 16), ("2m", 2), (None, 9)])
+@pytest.mark.parametrize("rows, cols", [(300, 1024), (7, 200), (129, 33)])
+def test_mma_reconstruct_matches_fp64_kernel(cp, rng, form, n, rows, cols):
+    """crt_reconstruct_mma and crt_reconstruct_r8 give the same bits on any INT8 residues (the
+    extremes -128 and 127 included), partial column blocks included."""
+    mods = Moduli.first(n, "split" if form == "2m" else "general")
+    G = {None: 1, "2m": 2, "3m": 3}[form]
+    ld = -(-cols // 16) * 16
+    R8 = rng.integers(-128, 128, (n, G, rows, ld), dtype=np.int8)
+    R8[..., :4] = -128
+    R8[..., 4:8] = 127
+    R8 = cp.asarray(R8)
+    E_a = cp.asarray(rng.integers(-3, 4, rows).astype(np.int32))
+    E_b = cp.asarray(rng.integers(-3, 4, cols).astype(np.int32))
+    dtype = np.float64 if form is None else np.complex128
+    ref, got = (cp.full((rows, cols), np.nan, dtype=dtype) for _ in range(2))
+    gpu.reconstruct_r8(cp, R8, mods, form, E_a, E_b, 0, 0, cols, ref)
+    gpu.reconstruct_mma(cp, R8, mods, form, E_a, E_b, 0, 0, cols, got)
+    assert np.array_equal(cp.asnumpy(got), cp.asnumpy(ref), equal_nan=False)
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("cplx, opts", [(True, {}), (True, {"complex_form": "3m"}), (False, {}),
+                                        (True, {"moduli": 20})])
+def test_gpu_mma_reconstruct_bit_identical_to_cpu(cp, rng, monkeypatch, form, cplx, opts):
+    _wgmma_or_skip(cp)
+    monkeypatch.setattr(gpu, "RECONSTRUCT", "mma")
+    sa, sb, tb = FORMS[form]
+    a = _gen(rng, sa, cplx, 2.0)
+    b = _gen(rng, sb[::-1] if tb else sb, cplx, 2.0)
+    bh = b.T if tb else b
+    bd = cp.asarray(b).T if tb else cp.asarray(b)
+    c_cpu = gemm.matmul(a, bh, method=CRT, **opts)
+    c_gpu, rep = gemm.matmul(cp.asarray(a), bd, method=CRT, return_report=True, **opts)
+    assert rep.choices["reconstruct_kernel"] == "mma"
+    assert np.array_equal(cp.asnumpy(c_gpu), c_cpu)
+
+
+def test_gpu_mma_reconstruct_leaves_4m_to_fp64(cp, rng, monkeypatch):
+    _wgmma_or_skip(cp)
+    monkeypatch.setattr(gpu, "RECONSTRUCT", "mma")
+    a = cp.asarray(_gen(rng, (256, 64), True))
+    _, rep = gemm.matmul(a, a[:40].T, method=CRT, return_report=True, complex_form="4m")
+    assert rep.choices["reconstruct_kernel"] == "fp64"

@@ -962,4 +962,203 @@ extern "C" __global__ void __launch_bounds__(REC_BC_I8 / REC_CPT, REC_MINB) crt_
                                               n2, inv_P);
 }
 
+
+// ---------------------------------------------------------------- reconstruction on INT8 tensor cores
+
+// The word sums of the reconstruction as an INT8 matrix product (gpu.reconstruct_mma), for the
+// INT8 residues of the products (crt_wgmma.cu) in the real, 2m and 3m forms (one byte per element
+// and plane). Why: crt_reconstruct_r8 spends 8 DFMA and 2 DADD per modulus and complex element on
+// S_w = sum_i c_i w_iw and is bound by the FP64 pipe (8.3 ms of a d = 10 gate at 28 qubits); the
+// same exact integers come from the tensor cores.
+// With u_q the residue of plane q (q = i G + g, in [-128, 127]) and c_i the form's combination of
+// them, the word wd = part W + w is S = sum_q u_q v_q with v_q = +-w_iw or 0 (the combination's
+// signs, and the 2m weights of Moduli.weights); each v_q (|v| < 2^38) is split into RM_LIMBS
+// balanced 8-bit limbs, v_q = sum_l L_ql 2^(8 l), L in [-128, 127]. Then T_l = sum_q L_ql u_q is
+// one INT32 product, exact (|T| <= 64 * 128 * 128 = 2^20), and S = sum_l T_l 2^(8 l) an integer
+// below 2^53, exact in INT64 and as a double: the words are the FP64 kernel's, and finish() makes
+// the same bits of them.
+// Layout: a block of RM_BC columns (4 warps of 32) walks rows blockIdx.y, + gridDim.y, ... with the
+// row's planes staged by cp.async as crt_reconstruct_r8 does. A warp's 32 columns are 4 n-tiles of
+// m16n8k32 (D = limbs x residues: rows the limb sums, columns 8 elements): n-tile j holds the
+// columns 4 n + j, so that the 4 bytes a thread reads from one plane (columns 4 g .. 4 g + 3) feed
+// its B fragments of all four n-tiles after a 4 x 4 byte transpose of 4 planes. The limb matrix's
+// rows (gpu.mma_limbs) put limb l of word wd = 8 grp + g in row 16 (3 grp + l / 2) + 8 (l % 2) + g:
+// D's rows g and g + 8 of three m-tiles are the lane's, so each lane holds every limb sum of its
+// word (g) for its 2 columns of each n-tile and makes the word in registers; the words go through
+// shared memory (8 bytes each, a fifth of the limb sums' traffic) to one element a lane for the
+// finish and the store.
+#if REC_FORM != F_4M
+#define RM_LIMBS 5                                     // gpu.MMA_LIMBS (l / 2 < 3 m-tiles)
+#define RM_K 64                                        // gpu.MMA_K: bytes of an element's planes, padded
+#define RM_BC 128                                      // gpu.MMA_COLUMNS
+#define RM_PARTS (REC_FORM == F_REAL ? 1 : 2)
+#define RM_NW (RM_PARTS * REC_W)                       // words an element
+#define RM_GRP ((RM_NW + 7) / 8)                       // groups of 8 words (one a lane row g)
+#define RM_MT (3 * RM_GRP)                             // m16 tiles (gpu.mma_limbs rows / 16)
+#define RM_WS (RM_NW | 1)                              // odd: the word stores and reads take 2 wavefronts
+#define RM_SEG (RM_BC + 16)                            // a plane's row segment in shared memory (see below)
+// blocks a multiprocessor must hold (launch bounds): up to 128 registers a thread (ptxas's own
+// choice, 80, spilled at the small word counts), 256 with two groups of words (their A fragments
+// take 48 registers)
+#define RM_MINB (RM_GRP == 1 ? 4 : 2)
+
+__device__ __forceinline__ void mma_s8_16832(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 4 x 4 bytes transposed: w[p] holds byte j of plane p at byte j; x[j] gets byte p = plane p of column j.
+__device__ __forceinline__ void transpose4(const unsigned (&w)[4], unsigned (&x)[4]) {
+    const unsigned t0 = __byte_perm(w[0], w[1], 0x5140), t1 = __byte_perm(w[0], w[1], 0x7362);
+    const unsigned t2 = __byte_perm(w[2], w[3], 0x5140), t3 = __byte_perm(w[2], w[3], 0x7362);
+    x[0] = __byte_perm(t0, t2, 0x5410);
+    x[1] = __byte_perm(t0, t2, 0x7632);
+    x[2] = __byte_perm(t1, t3, 0x5410);
+    x[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+// P: (n, G, rows, ldP) INT8 residues of the products; limbs: (16 RM_MT, RM_K) int8 (gpu.mma_limbs);
+// the rest as crt_reconstruct_r8. Dynamic shared memory: 2 n G RM_SEG bytes of row buffers, then
+// 4 x 32 RM_WS doubles of words (gpu.reconstruct_mma).
+extern "C" __global__ void __launch_bounds__(RM_BC, RM_MINB) crt_reconstruct_mma(
+    const signed char* __restrict__ P, int rows, int cols, int ldP, int n, const signed char* __restrict__ limbs,
+    const double* __restrict__ dp, const int* __restrict__ EA, const int* __restrict__ EB, int alpha, int beta,
+    long long r0, long long c0, double* __restrict__ out, long long R, long long n2, double inv_P) {
+    constexpr int W = REC_W;
+    constexpr int cplx = REC_FORM != F_REAL;
+    constexpr int G = REC_FORM == F_3M ? 3 : (REC_FORM == F_2M ? 2 : 1);
+    extern __shared__ __align__(16) unsigned char rm_raw[];
+    const int planes = n * G;               // <= 60 <= RM_K
+    const int ksteps = (planes + 31) / 32;  // k-steps of 32 planes: 1 or 2 (warp-uniform)
+    unsigned char* const buf = rm_raw;      // two row buffers of planes x RM_SEG bytes
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    // (2 planes RM_SEG is a multiple of 16: the words start aligned)
+    double* const Sw = reinterpret_cast<double*>(rm_raw + 2 * planes * RM_SEG) + warp * 32 * RM_WS;
+
+    // A fragments (m16n8k32, s8): register 0 row g, k 4t .. 4t + 3; 1 row g + 8; 2 and 3 the same
+    // rows at k + 16; rows 16 mt + ., k 32 ks + .
+    unsigned a[RM_MT][2][4];
+#pragma unroll
+    for (int mt = 0; mt < RM_MT; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const int row = 16 * mt + g + 8 * (h & 1), k = 32 * ks + 16 * (h >> 1) + 4 * t;
+                a[mt][ks][h] = *reinterpret_cast<const unsigned*>(limbs + row * RM_K + k);
+            }
+
+    const int cb = blockIdx.x * RM_BC;
+    const long long slab = (long long)rows * ldP;
+    constexpr int cps = RM_BC / 16;  // 16-byte chunks of a plane's row segment
+    const int valid = min(RM_BC, cols - cb);
+    // chunks past `valid` stay unread; those read end within the row's padding (ldP is a multiple
+    // of 16 bytes, the block's start a multiple of RM_BC): their bytes reach only columns >= cols,
+    // which are not stored (each column is its own column of the products below)
+    auto load_row = [&](unsigned char* dst, int r) {
+        const signed char* src = P + (long long)r * ldP + cb;
+        for (int i = threadIdx.x; i < planes * cps; i += RM_BC) {
+            const int q = i / cps, e0 = (i - q * cps) * 16;
+            if (e0 < valid) cp_async16(dst + q * RM_SEG + e0, src + q * slab + e0);
+        }
+        cp_commit();
+    };
+    // this lane's output column (one element a lane in the finish)
+    const int c1 = cb + 32 * warp + lane;
+    long long cq = 0, cm = 0;
+    int eb = 0;
+    if (c1 < cols) {
+        const long long cg = c0 + c1;
+        cq = cg / n2;
+        cm = cg - cq * n2;
+        eb = EB[cg];
+    }
+    const bool warp_live = cb + 32 * warp < cols;  // warp-uniform
+    int r = blockIdx.y, which = 0;
+    if (r < rows) load_row(buf, r);
+    for (; r < rows; r += gridDim.y, which ^= 1) {
+        if (r + (int)gridDim.y < rows) {
+            load_row(buf + (which ^ 1) * planes * RM_SEG, r + gridDim.y);
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        if (warp_live) {
+            // B fragments: register 0 of column n = g is k 4t .. 4t + 3, register 1 k + 16. This lane
+            // reads planes 32 ks + 16 h + 4 t + p (p = 0..3) at columns 4 g .. 4 g + 3 (one word each;
+            // RM_SEG = RM_BC + 16 makes the t's two-way, not four-way, bank conflicts), whose
+            // transpose gives x[ks][h][j], the register of column 4 g + j (n-tile j, column g).
+            const unsigned char* cur = buf + which * planes * RM_SEG + 32 * warp + 4 * g;
+            unsigned x[2][2][4];
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    unsigned w[4];
+#pragma unroll
+                    for (int p = 0; p < 4; ++p) {
+                        const int q = 32 * ks + 16 * h + 4 * t + p;
+                        // planes past n G read as zero (their limbs are zero too)
+                        w[p] = q < planes ? *reinterpret_cast<const unsigned*>(cur + q * RM_SEG) : 0u;
+                    }
+                    transpose4(w, x[ks][h]);
+                }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                int d[RM_MT][4];
+#pragma unroll
+                for (int mt = 0; mt < RM_MT; ++mt) d[mt][0] = d[mt][1] = d[mt][2] = d[mt][3] = 0;
+#pragma unroll
+                for (int ks = 0; ks < 2; ++ks) {
+                    if (ks < ksteps) {
+#pragma unroll
+                        for (int mt = 0; mt < RM_MT; ++mt) mma_s8_16832(d[mt], a[mt][ks], x[ks][0][j], x[ks][1][j]);
+                    }
+                }
+                // D: c0, c1 row g, columns 2t, 2t + 1; c2, c3 row g + 8; column n is element 4 n + j.
+                // Limb l of word 8 grp + g: m-tile 3 grp + l / 2, register 2 (l % 2) + the column's.
+#pragma unroll
+                for (int grp = 0; grp < RM_GRP; ++grp) {
+                    const int wd = 8 * grp + g;
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const int* L0 = d[3 * grp];
+                        const int* L1 = d[3 * grp + 1];
+                        const int* L2 = d[3 * grp + 2];
+                        long long v = L2[c];               // l = 4
+                        v = v * 256 + L1[2 + c];           // l = 3
+                        v = v * 256 + L1[c];               // l = 2
+                        v = v * 256 + L0[2 + c];           // l = 1
+                        v = v * 256 + L0[c];               // l = 0
+                        if (wd < RM_NW) Sw[(8 * t + 4 * c + j) * RM_WS + wd] = __ll2double_rn(v);  // |v| < 2^53: exact
+                    }
+                }
+            }
+            __syncwarp();
+            if (c1 < cols) {
+                const double* Se = Sw + lane * RM_WS;
+                const int ea = EA[r0 + r];
+                const int shift = (ea == ZERO_LINE ? 0 : alpha - ea) + (eb == ZERO_LINE ? 0 : beta - eb);
+                const long long idx = cq * R * n2 + (r0 + r) * n2 + cm;
+                const Words wr{Se[0], W > 1 ? Se[1] : 0.0, W > 2 ? Se[2] : 0.0, W > 3 ? Se[3] : 0.0,
+                               W > 4 ? Se[4] : 0.0};
+                if (cplx) {
+                    const Words wi{Se[W], W > 1 ? Se[W + 1] : 0.0, W > 2 ? Se[W + 2] : 0.0,
+                                   W > 3 ? Se[W + 3] : 0.0, W > 4 ? Se[W + 4] : 0.0};
+                    out[2 * idx] = finish(wr, dp, W, shift, inv_P);
+                    out[2 * idx + 1] = finish(wi, dp, W, shift, inv_P);
+                } else {
+                    out[idx] = finish(wr, dp, W, shift, inv_P);
+                }
+            }
+            __syncwarp();  // the next row's words overwrite Sw
+        }
+        __syncthreads();  // this row's buffer is refilled by the next iteration's copies
+    }
+}
+#endif  // REC_FORM != F_4M
+
 #endif  // REC_FORM

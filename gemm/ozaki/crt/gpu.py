@@ -15,6 +15,7 @@ caller; nothing here imports it at module level.
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -240,6 +241,123 @@ def reconstruct_r8(cp, R8, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
         raise ValueError(f"reconstruct_r8 needs rows of a multiple of 16 bytes on a 16-byte boundary, "
                          f"got {R8.shape[-1]}")
     _reconstruct(cp, "crt_reconstruct_r8", R8, mods, form, E_a, E_b, r0, c0, cols, out)
+
+
+# The reconstruction's word sums on INT8 tensor cores (crt.cu crt_reconstruct_mma): the forms it
+# takes (one residue byte per element and plane), the limbs of a weight word, the padded planes
+# of an element and the columns of a block.
+MMA_FORMS = (None, "2m", "3m")
+MMA_LIMBS, MMA_K, MMA_COLUMNS = 5, 64, 128
+RECONSTRUCT_KERNELS = ("fp64", "mma")
+# the reconstruction of the wgmma products' INT8 residues: "fp64" (crt_reconstruct_r8, FP64 word
+# sums) or "mma" (crt_reconstruct_mma where the form allows); the same bits either way
+RECONSTRUCT = os.environ.get("QSIM_TC_CRT_RECONSTRUCT", "fp64")
+if RECONSTRUCT not in RECONSTRUCT_KERNELS:
+    raise ValueError(f"QSIM_TC_CRT_RECONSTRUCT={RECONSTRUCT!r} is not valid; expected one of "
+                     f"{', '.join(RECONSTRUCT_KERNELS)}")
+_LIMBS: dict = {}
+
+
+def _signs(form):
+    """Per part (Re, Im), the sign of each product plane g in the form's combination c_i
+    (:func:`gemm.ozaki.crt.cpu.combine`)."""
+    if form is None:
+        return ((1,),)
+    if form == "2m":
+        return ((1, 1), (1, -1))
+    if form == "3m":
+        return ((1, -1, 0), (-1, -1, 1))
+    raise ValueError(f"the INT8 tensor-core reconstruction takes the forms {MMA_FORMS}, got {form!r}")
+
+
+def balanced_limbs(v: int, count: int = MMA_LIMBS) -> list[int]:
+    """``v = sum_l L_l 2^(8 l)`` with every ``L_l`` in ``[-128, 127]`` (``|v| < 2^39`` for 5 limbs)."""
+    out = []
+    for _ in range(count):
+        lo = (v + 128) % 256 - 128
+        out.append(lo)
+        v = (v - lo) // 256
+    if v:
+        raise ValueError(f"{count} balanced 8-bit limbs do not hold the value")
+    return out
+
+
+def mma_row(word: int, limb: int) -> int:
+    """Row of the limb matrix that holds ``limb`` of word ``word`` (crt.cu crt_reconstruct_mma):
+    ``16 (3 grp + limb // 2) + 8 (limb % 2) + word % 8`` with ``grp = word // 8``, so that the lane
+    rows g and g + 8 of three m16 tiles hold every limb of word g."""
+    grp = word // 8
+    return 16 * (3 * grp + limb // 2) + 8 * (limb % 2) + word % 8
+
+
+def mma_limbs(mods: Moduli, form) -> np.ndarray:
+    """The limb matrix of crt.cu's ``crt_reconstruct_mma``: int8 ``(48 ceil(NW / 8), MMA_K)`` for
+    ``NW = parts W`` words an element; row :func:`mma_row` of word ``part W + w`` and limb ``l``,
+    column the plane ``q = i G + g``: limb l of the signed weight word ``sign_g w_iw`` of the part
+    (:meth:`Moduli.weights`), zero elsewhere. With ``u_q`` the products' residues,
+    ``sum_q u_q (a word's rows)`` are the limb sums whose ``sum_l T_l 2^(8 l)`` are the FP64
+    kernel's words ``S_w = sum_i c_i w_iw``."""
+    signs = _signs(form)
+    G = PARTS[form]
+    wts = mods.weights(form)  # (2, n, W) exact integers below 2^38
+    W, n = mods.words, len(mods)
+    if n * G > MMA_K:
+        raise ValueError(f"{n * G} product planes exceed the tensor-core reconstruction's {MMA_K}")
+    nw = len(signs) * W
+    out = np.zeros((48 * -(-nw // 8), MMA_K), dtype=np.int8)
+    for part, sg in enumerate(signs):
+        for i in range(n):
+            for w in range(W):
+                word = int(wts[part, i, w])
+                for g, sign in enumerate(sg):
+                    if sign:
+                        for l, limb in enumerate(balanced_limbs(sign * word)):
+                            out[mma_row(part * W + w, l), i * G + g] = limb
+    return out
+
+
+def _limbs_on_device(cp, mods: Moduli, form):
+    key = (mods.values, mods.family, form, cp.cuda.Device().id)
+    if key not in _LIMBS:
+        _LIMBS[key] = cp.asarray(mma_limbs(mods, form))
+    return _LIMBS[key]
+
+
+def use_mma_reconstruct(form, kernel: str | None = None) -> bool:
+    """Whether the INT8 residues of the products are rebuilt on the tensor cores: ``kernel``
+    (default :data:`RECONSTRUCT`) is ``"mma"`` and the form has one byte per element and plane."""
+    return (kernel or RECONSTRUCT) == "mma" and form in MMA_FORMS
+
+
+def reconstruct_mma(cp, R8, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
+    """:func:`reconstruct_r8` with the word sums as INT8 tensor-core products (crt.cu
+    ``crt_reconstruct_mma``; the real, 2m and 3m forms): the same bits."""
+    if form not in MMA_FORMS:
+        raise ValueError(f"the INT8 tensor-core reconstruction takes the forms {MMA_FORMS}, got {form!r}")
+    if R8.dtype != np.int8 or not R8.flags.c_contiguous:
+        raise ValueError(f"reconstruct_mma needs C-contiguous int8 residues, got {R8.dtype}")
+    if R8.shape[-1] % 16 or R8.data.ptr % 16:  # the kernel copies rows in 16-byte pieces
+        raise ValueError(f"reconstruct_mma needs rows of a multiple of 16 bytes on a 16-byte boundary, "
+                         f"got {R8.shape[-1]}")
+    _reconstruct_mma(cp, R8, mods, form, E_a, E_b, r0, c0, cols, out)
+
+
+def _reconstruct_mma(cp, R8, mods: Moduli, form, E_a, E_b, r0, c0, cols, out):
+    n, G, rows, ldP = R8.shape
+    R, NC = int(E_a.size), int(E_b.size)
+    _, dp, _ = _tables(cp, mods, form)
+    limbs = _limbs_on_device(cp, mods, form)
+    if out.ndim == 3 and out.shape[1] == R and out.shape[0] * out.shape[2] == NC:
+        n2 = out.shape[2]  # B stacked: column c = h * L + l
+    else:
+        n2 = NC
+    ws = ((1 if form is None else 2) * mods.words) | 1
+    smem = 2 * n * G * (MMA_COLUMNS + 16) + (MMA_COLUMNS // 32) * 32 * ws * 8  # crt.cu RM_SEG, RM_WS
+    gx = -(-cols // MMA_COLUMNS)
+    gy = max(1, min(rows, 65535, -(-(REC_BLOCKS_PER_SM * sm_count(cp)) // gx)))
+    _fn(cp, "crt_reconstruct_mma", _module_defines(mods, form))((gx, gy), (MMA_COLUMNS,), (
+        R8, _i32(rows), _i32(cols), _i32(ldP), _i32(n), limbs, dp, E_a, E_b, _i32(mods.alpha), _i32(mods.beta),
+        _i64(r0), _i64(c0), out, _i64(R), _i64(n2), np.float64(mods.inv_P)), shared_mem=smem)
 
 
 def to_layout(cp, out, R, NC, out_shape):

@@ -15,7 +15,9 @@ The pipeline reads top to bottom as stages, each timed in the report:
 4. **reconstruct**: per output element, ``C' = sum c_i w_i - q P`` in 38-bit words (exact) from
    the products' residues ``c_i`` and the CRT weights ``w_i = (M_i y_i) mod P``
    (:meth:`gemm.ozaki.crt.moduli.Moduli.weights`), balanced carries, one rounding, times
-   ``2^-(sA + sB)``.
+   ``2^-(sA + sB)``. On the GPU the word sums of the wgmma products' residues may run on the INT8
+   tensor cores instead of the FP64 pipe (:func:`gemm.ozaki.crt.gpu.reconstruct_mma`,
+   ``QSIM_TC_CRT_RECONSTRUCT=mma``): the same words, the same bits.
 
 Error: the only errors are the truncation of A and B to integers and the final rounding (plus at
 most 2^-100 relative from the word sum): ``|C - C~|_ij <= c ||a_i|| ||b_j|| + u |C_ij|`` with
@@ -258,7 +260,11 @@ class Int8CRT(Method):
             with timer.stage("int8_gemm"):
                 P = wgmma.products_r8(xp, RA, RB, mods) if fused else stages.products(xp, RA, RB, mods, form)
             with timer.stage("reconstruct"):
-                (stages.reconstruct_r8 if fused else stages.reconstruct)(xp, P, mods, form, EA, EB, r0, c0, cols, out)
+                if not fused:
+                    rebuild = stages.reconstruct
+                else:
+                    rebuild = gpu.reconstruct_mma if gpu.use_mma_reconstruct(form) else gpu.reconstruct_r8
+                rebuild(xp, P, mods, form, EA, EB, r0, c0, cols, out)
             del P, RA, RB
         with timer.stage("reconstruct"):
             res = stages.to_layout(xp, out, R, NC, out_shape)
@@ -278,6 +284,9 @@ class Int8CRT(Method):
             "int8_products_per_modulus": PRODUCTS[form] if cplx else 1,
             "int8_gemms": len(mods) * sz.parts * nblocks,
             "product_kernel": None if xp is np else ("wgmma" if fused else "cublas"),
+            # the word sums of the reconstruction: FP64 (crt_reconstruct_r8 / crt_reconstruct) or the
+            # INT8 tensor cores (crt_reconstruct_mma, gpu.RECONSTRUCT = "mma")
+            "reconstruct_kernel": None if xp is np else ("mma" if fused and gpu.use_mma_reconstruct(form) else "fp64"),
             "blocks": nblocks,
             # |C - C~|_ij <= error_bound * ||a_i|| ||b_j|| + u |C_ij|; native: native_bound * ||a_i|| ||b_j||
             "error_bound": bound_c,
