@@ -320,7 +320,7 @@ def main(argv=None):
         share = r.get("outside_products_share")
         print(f"{r['d']:2d}  {r['method']:14s} {r['median_ms']:7.2f}  {r.get('x_zgemm', 1.0):6.3f}  "
               f"{st.get('scale', 0):5.2f}  {st.get('residues', 0):5.2f}  {st.get('int8_gemm', 0):5.2f}  "
-              f"{st.get('reconstruct', 0):5.2f}  {tops if tops is None else round(tops):>5}  "
+              f"{st.get('reconstruct', 0):5.2f}  {'-' if tops is None else round(tops):>5}  "
               f"{'' if share is None else f'{share:.2f}':>7}  {str(r.get('checked_vs_zgemm', '')):5s}"
               f"{str(r.get('bit_identical_fp64_mma', '')):5s}")
     return 0
