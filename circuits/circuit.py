@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import cmath
+import math
+import numbers
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -10,6 +12,51 @@ import numpy as np
 
 from circuits.errors import CircuitError
 from circuits.gate import Gate
+
+
+# Circuit.load refuses a file whose arrays declare more than this many bytes (unless told more):
+# a few MB of compressed zeros can declare gigabytes
+MAX_LOAD_BYTES = 1 << 30
+
+
+def check_phase(value, what: str) -> float:
+    """``value`` as a finite float (an angle in radians).
+
+    Raises:
+        TypeError: not a real number.
+        CircuitError: NaN or infinite (it would turn every amplitude into NaN).
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must be a real number (radians), got {value!r} ({type(value).__name__})")
+    phase = float(value)
+    if not math.isfinite(phase):
+        raise CircuitError(f"{what} must be a finite number of radians, got {phase!r}")
+    return phase
+
+
+def _check_count(value, what: str) -> int:
+    """``value`` as a non-negative int (TypeError for another type, CircuitError below 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be an int, got {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise CircuitError(f"{what} must be >= 0, got {value}")
+    return int(value)
+
+
+def _check_measured(measured, n_qubits: int) -> list[tuple[int, int]]:
+    """(qubit, clbit) pairs as ints, each qubit in range(n_qubits), each clbit >= 0."""
+    pairs = []
+    for pair in measured:
+        try:
+            q, c = pair
+        except (TypeError, ValueError):
+            raise CircuitError(f"measured must hold (qubit, clbit) pairs, got {pair!r}") from None
+        q = _check_count(q, "a measured qubit")
+        c = _check_count(c, "a measured clbit")
+        if q >= n_qubits:
+            raise CircuitError(f"measured qubit {q} is outside range(0, {n_qubits})")
+        pairs.append((q, c))
+    return pairs
 
 
 class Circuit:
@@ -29,9 +76,10 @@ class Circuit:
             raise CircuitError(f"n_qubits must be a positive int, got {n_qubits!r}")
         self.n_qubits = int(n_qubits)
         self.gates: list[Gate] = []
-        self.global_phase = float(global_phase)
-        self.measured = [(int(q), int(c)) for q, c in measured]
-        self.n_clbits = int(max([n_clbits] + [c + 1 for _, c in self.measured]))
+        self.global_phase = global_phase  # checked by the property's setter
+        self.measured = _check_measured(measured, self.n_qubits)
+        n_clbits = _check_count(n_clbits, "n_clbits")
+        self.n_clbits = max([n_clbits] + [c + 1 for _, c in self.measured])
         self.name = name
         for g in gates:
             self.append(g)
@@ -73,6 +121,15 @@ class Circuit:
                        global_phase=self.global_phase + other.global_phase, name=f"{self.name}+{other.name}")
 
     @property
+    def global_phase(self) -> float:
+        """The global phase in radians (a finite float)."""
+        return self._global_phase
+
+    @global_phase.setter
+    def global_phase(self, value) -> None:
+        self._global_phase = check_phase(value, "global_phase")
+
+    @property
     def phase_factor(self) -> complex:
         return cmath.exp(1j * self.global_phase)
 
@@ -98,13 +155,20 @@ class Circuit:
         )
 
     @classmethod
-    def load(cls, path: str | Path) -> Circuit:
-        """Read a circuit written by :meth:`save`."""
-        with np.load(path, allow_pickle=False) as z:
-            n = int(z["n_gates"])
-            names = [str(s) for s in z["names"]] if n else []
-            gates = [Gate(z[f"m{i}"], tuple(int(q) for q in z[f"q{i}"]), names[i], check_unitary=False)
-                     for i in range(n)]
-            return cls(int(z["n_qubits"]), gates, global_phase=float(z["global_phase"]),
-                       measured=[tuple(r) for r in z["measured"]], n_clbits=int(z["n_clbits"]),
-                       name=str(z["circuit_name"]))
+    def load(cls, path: str | Path, *, check_unitary: bool = True, max_bytes: int = MAX_LOAD_BYTES) -> Circuit:
+        """Read a circuit written by :meth:`save`, with the checks a built circuit gets.
+
+        Args:
+            path: the ``.npz`` file.
+            check_unitary: check every gate matrix is unitary (as :class:`Gate` does).
+            max_bytes: the most memory the file's arrays may declare (checked from the archive's
+                headers before any array is read).
+
+        Raises:
+            CircuitError: a malformed file, or a field that fails the checks of :class:`Gate` or
+                :class:`Circuit`; the message names the file and the field.
+            FileNotFoundError / OSError: the file cannot be opened.
+        """
+        from circuits.circuit_file import load_circuit  # noqa: PLC0415 - the file format needs Circuit
+
+        return load_circuit(path, check_unitary=check_unitary, max_bytes=max_bytes)

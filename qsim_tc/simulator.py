@@ -76,7 +76,7 @@ def as_circuit(circuit) -> Circuit:
     """A :class:`circuits.Circuit` from a Circuit or a ``qiskit.QuantumCircuit``."""
     if isinstance(circuit, Circuit):
         return circuit
-    if type(circuit).__module__.startswith("qiskit.") and type(circuit).__name__ == "QuantumCircuit":
+    if any(c.__name__ == "QuantumCircuit" and c.__module__.startswith("qiskit.") for c in type(circuit).__mro__):
         from circuits import from_qiskit  # noqa: PLC0415 - qiskit stays optional
 
         return from_qiskit(circuit)
