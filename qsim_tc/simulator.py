@@ -156,8 +156,8 @@ class Simulator:
                                  "leave precision out")
             self.precision = own
         if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
-                                      or not tolerance > 0):
-            raise ValueError(f"tolerance must be a positive number, got {tolerance!r}")
+                                      or not 0 < tolerance < float("inf")):
+            raise ValueError(f"tolerance must be a finite positive number, got {tolerance!r}")
         if tolerance is not None and backend != AUTO:
             raise ValueError(f"tolerance applies to backend='auto' (its accuracy guard), not to {backend!r}")
         self.tolerance = tolerance

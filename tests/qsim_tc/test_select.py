@@ -225,7 +225,7 @@ def test_auto_argument_errors():
         Simulator(threshold=1.0)
     with pytest.raises(ValueError, match="precision='single' does not match backend 'native'"):
         Simulator("native", precision="single")
-    with pytest.raises(ValueError, match="tolerance must be a positive number, got -1"):
+    with pytest.raises(ValueError, match="tolerance must be a finite positive number, got -1"):
         Simulator(tolerance=-1)
     with pytest.raises(ValueError, match="precision must be one of"):
         Simulator(precision="half")

@@ -192,3 +192,33 @@ def test_quantum_circuit_subclasses_run(make):
 def test_other_objects_are_still_refused():
     with pytest.raises(TypeError, match="circuit must be a circuits.Circuit or a qiskit.QuantumCircuit, got list"):
         Simulator("native", device="cpu").run([Gate(haar_unitary(2, np.random.default_rng(1)), [0])])
+
+
+# --- options that would carry a non-finite value into a result --------------------------------------
+
+def test_non_finite_options_are_refused():
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="tolerance must be a finite positive number"):
+            Simulator(tolerance=bad)
+
+
+def test_estimator_refuses_infinite_precision():
+    qiskit = pytest.importorskip("qiskit")
+    from qsim_tc.qiskit import Estimator
+
+    with pytest.raises(ValueError, match="default_precision must be a finite float >= 0, got inf"):
+        Estimator(default_precision=float("inf"))
+    qc = qiskit.QuantumCircuit(1)
+    qc.h(0)
+    with pytest.raises(ValueError, match="precision of PUB 0 must be finite, got inf"):
+        Estimator(backend="native", device="cpu").run([(qc, "X")], precision=float("inf"))
+
+
+def test_openqasm3_gphase_overflow_is_refused(tmp_path):
+    pytest.importorskip("qiskit_qasm3_import")
+    from circuits import from_qasm
+
+    path = tmp_path / "phase.qasm"
+    path.write_text('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[1] q;\ngphase(1e999);\nh q[0];\n')
+    with pytest.raises(CircuitError, match="global_phase must be a finite number"):
+        from_qasm(path)
