@@ -222,3 +222,17 @@ def test_openqasm3_gphase_overflow_is_refused(tmp_path):
     path.write_text('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[1] q;\ngphase(1e999);\nh q[0];\n')
     with pytest.raises(CircuitError, match="global_phase must be a finite number"):
         from_qasm(path)
+
+
+def test_reference_initial_state_must_have_norm_one():
+    from circuits import brickwork
+    from qsim_tc.reference import simulate_dd
+
+    c = brickwork(3, 2, 1, seed=0)
+    with pytest.raises(ValueError, match="initial_state has norm 2.82843, not 1"):
+        simulate_dd(c, device="cpu", initial_state=np.ones(8))
+    with pytest.raises(ValueError, match="initial_state is all zero"):
+        simulate_dd(c, device="cpu", initial_state=np.zeros(8))
+    start = np.zeros(8)
+    start[5] = 1
+    assert simulate_dd(c, device="cpu", initial_state=start).n_qubits == 3
