@@ -236,3 +236,17 @@ def test_reference_initial_state_must_have_norm_one():
     start = np.zeros(8)
     start[5] = 1
     assert simulate_dd(c, device="cpu", initial_state=start).n_qubits == 3
+
+
+@pytest.mark.parametrize("atol,err", [(float("nan"), ValueError), (float("inf"), ValueError), (-1e-3, ValueError),
+                                      ("1e-3", TypeError)])
+def test_unitarity_tolerance_must_be_finite(atol, err):
+    with pytest.raises(err, match="atol must be a"):
+        Gate(5 * np.eye(2), [0], atol=atol)  # a NaN tolerance used to pass any matrix
+    qiskit = pytest.importorskip("qiskit")
+    from circuits import from_qiskit
+
+    qc = qiskit.QuantumCircuit(1)
+    qc.h(0)
+    with pytest.raises(err, match="atol must be a"):
+        from_qiskit(qc, atol=atol)
