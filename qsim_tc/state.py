@@ -357,11 +357,7 @@ class StateVector:
     def _check_norm(self, what: str, sum_of_squares: float | None = None) -> None:
         """Raise StateNormError unless the state's norm is finite and nonzero (``sum_of_squares``:
         the squared norm, where the caller has it already)."""
-        total = self.norm() ** 2 if sum_of_squares is None else sum_of_squares
-        if not math.isfinite(total) or total <= 0:
-            raise StateNormError(
-                f"{what} needs a state of finite, nonzero norm; this state's squared norm is {total} (a gate "
-                "applied with check_unitary=False, or data taken over with copy=False, made it so)")
+        check_norm_squared(self.norm() ** 2 if sum_of_squares is None else sum_of_squares, what)
 
     def norm(self) -> float:
         """The 2-norm of the state (summed over chunks: no state-sized temporary)."""
@@ -500,10 +496,20 @@ class StateVector:
         return f"StateVector(n_qubits={self._n}, dtype={self._dtype}, device={self._device.name!r})"
 
 
+def check_norm_squared(total: float, what: str) -> None:
+    """Raise StateNormError unless ``total``, a state's squared norm, is finite and nonzero: NaN,
+    infinite or zero amplitudes define no probabilities for ``what`` to read."""
+    if not math.isfinite(total) or total <= 0:
+        raise StateNormError(
+            f"{what} needs a state of finite, nonzero norm; this state's squared norm is {total} (a gate applied "
+            "with check_unitary=False, or data taken over with copy=False, made it so)")
+
+
 def _check_data_norm(arr, source: np.dtype, normalize: bool, xp) -> None:
     """Refuse all-zero amplitudes, and amplitudes whose norm is not 1 unless ``normalize`` (then
     scale ``arr``, the state's own copy, to norm 1). ``source``: the dtype the data came in."""
-    scale = _norm_of(arr, xp)
+    with np.errstate(over="ignore"):  # an overflow is handled just below
+        scale = _norm_of(arr, xp)
     if scale == 0 or not math.isfinite(scale):  # all zero, or squares that under- or overflowed
         scale = max((float(xp.abs(arr[i:i + NORM_CHUNK]).max()) for i in range(0, arr.size, NORM_CHUNK)),
                     default=0.0)

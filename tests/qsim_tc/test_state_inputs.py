@@ -86,8 +86,9 @@ def _zero_norm_state():
 
 def _infinite_state():
     st = _plus()
-    for _ in range(3):
-        st.apply(1e200 * np.eye(2), [1], check_unitary=False)
+    with np.errstate(over="ignore", invalid="ignore"):  # the point of the exercise
+        for _ in range(3):
+            st.apply(1e200 * np.eye(2), [1], check_unitary=False)
     return st
 
 
@@ -250,3 +251,16 @@ def test_unitarity_tolerance_must_be_finite(atol, err):
     qc.h(0)
     with pytest.raises(err, match="atol must be a"):
         from_qiskit(qc, atol=atol)
+
+
+def test_distributed_state_refuses_zero_norm_on_every_rank():
+    """One process (COMM_SELF): the check follows the collective, so every rank decides alike."""
+    mpi = pytest.importorskip("mpi4py.MPI")
+    from qsim_tc.distributed.state import DistributedState
+
+    st = DistributedState(mpi.COMM_SELF, 3, data=np.zeros(8, dtype=np.complex128))
+    for read in (lambda: st.sample(5, seed=1), lambda: st.probabilities([0]), lambda: st.expectation_value("ZZZ")):
+        with pytest.raises(StateNormError, match="needs a state of finite, nonzero norm"):
+            read()
+    good = DistributedState(mpi.COMM_SELF, 3)
+    assert good.sample(4, seed=1).tolist() == [0, 0, 0, 0]
