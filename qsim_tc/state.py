@@ -392,19 +392,9 @@ class StateVector:
             InsufficientMemoryError: the samples of ``shots`` would not fit in memory.
             StateNormError: the state's norm is NaN, infinite or zero.
         """
-        if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)):
-            raise TypeError(f"shots must be an int, got {shots!r} ({type(shots).__name__})")
-        if shots < 1:
-            raise ValueError(f"shots must be >= 1, got {shots}")
+        shots = check_shots(shots, "shots", device=self._device)
         if qubits is not None:
             qs = check_qubits(qubits, self._n)
-        shots = int(shots)
-        if shots * SAMPLE_BYTES_PER_SHOT > SAMPLE_CHECK_BYTES:
-            need, what = shots * SAMPLE_BYTES_PER_SHOT, f"sample(shots={shots:,})"
-            hint = "draw the samples in smaller batches (several sample() calls with different seeds)"
-            memory.check_fits(what, need, gemm.resolve_device("cpu"), hint)
-            if self._device.is_gpu:
-                memory.check_fits(what, need, self._device, hint)
         xp = self.xp
         data = self._valid().data
         p = data.real.astype(np.float64) ** 2 + data.imag.astype(np.float64) ** 2
@@ -494,6 +484,36 @@ class StateVector:
 
     def __repr__(self) -> str:
         return f"StateVector(n_qubits={self._n}, dtype={self._dtype}, device={self._device.name!r})"
+
+
+def check_shots(shots, what: str = "shots", *, device=None, bytes_per_shot: int = SAMPLE_BYTES_PER_SHOT) -> int:
+    """``shots`` as an int >= 1 whose samples fit in memory, checked before any work is done.
+
+    Args:
+        shots: the number of samples asked for.
+        what: the argument's name, for messages (``"--shots"`` on the command line).
+        device: a ``gemm.Device`` whose memory must hold the draws too (the host always must).
+        bytes_per_shot: the caller's peak memory per shot.
+
+    Returns:
+        ``shots`` as an int.
+
+    Raises:
+        TypeError: not an int. ValueError: < 1.
+        InsufficientMemoryError: the samples would not fit (the message names ``what``).
+    """
+    if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)):
+        raise TypeError(f"{what} must be an int, got {shots!r} ({type(shots).__name__})")
+    if shots < 1:
+        raise ValueError(f"{what} must be >= 1, got {shots}")
+    shots = int(shots)
+    need = shots * bytes_per_shot
+    if need > SAMPLE_CHECK_BYTES:
+        label, hint = f"sampling {what}={shots:,}", "draw the samples in smaller batches, with different seeds"
+        memory.check_fits(label, need, gemm.resolve_device("cpu"), hint)
+        if device is not None and device.is_gpu:
+            memory.check_fits(label, need, device, hint)
+    return shots
 
 
 def check_norm_squared(total: float, what: str) -> None:

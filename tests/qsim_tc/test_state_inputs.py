@@ -159,7 +159,7 @@ def test_normalized_single_precision_data_is_accepted(rng):
 
 def test_sample_shots_are_checked_first():
     st = _plus()
-    with pytest.raises(InsufficientMemoryError, match=r"sample\(shots=1,099,511,627,776\) needs"):
+    with pytest.raises(InsufficientMemoryError, match=r"sampling shots=1,099,511,627,776 needs"):
         st.sample(2**40)
     with pytest.raises(TypeError, match=r"shots must be an int, got 1.5 \(float\)"):
         st.sample(1.5)
@@ -264,3 +264,14 @@ def test_distributed_state_refuses_zero_norm_on_every_rank():
             read()
     good = DistributedState(mpi.COMM_SELF, 3)
     assert good.sample(4, seed=1).tolist() == [0, 0, 0, 0]
+
+
+def test_cli_checks_shots_before_the_run(tmp_path, capsys):
+    from qsim_tc.cli import main
+
+    path = tmp_path / "bell.qasm"
+    path.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[2];\nh q[0];\ncx q[0],q[1];\n')
+    rc = main(["run", str(path), "--shots", str(2**40), "--backend", "native", "--device", "cpu"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "sampling --shots=1,099,511,627,776 needs" in err and "counts" not in out
+    assert "time:" not in out  # refused before anything ran
