@@ -3,60 +3,15 @@
 from __future__ import annotations
 
 import cmath
-import math
-import numbers
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
+from circuits.circuit_file import MAX_LOAD_BYTES, load_circuit
 from circuits.errors import CircuitError
 from circuits.gate import Gate
-
-
-# Circuit.load refuses a file whose arrays declare more than this many bytes (unless told more):
-# a few MB of compressed zeros can declare gigabytes
-MAX_LOAD_BYTES = 1 << 30
-
-
-def check_phase(value, what: str) -> float:
-    """``value`` as a finite float (an angle in radians).
-
-    Raises:
-        TypeError: not a real number.
-        CircuitError: NaN or infinite (it would turn every amplitude into NaN).
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what} must be a real number (radians), got {value!r} ({type(value).__name__})")
-    phase = float(value)
-    if not math.isfinite(phase):
-        raise CircuitError(f"{what} must be a finite number of radians, got {phase!r}")
-    return phase
-
-
-def _check_count(value, what: str) -> int:
-    """``value`` as a non-negative int (TypeError for another type, CircuitError below 0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what} must be an int, got {value!r} ({type(value).__name__})")
-    if value < 0:
-        raise CircuitError(f"{what} must be >= 0, got {value}")
-    return int(value)
-
-
-def _check_measured(measured, n_qubits: int) -> list[tuple[int, int]]:
-    """(qubit, clbit) pairs as ints, each qubit in range(n_qubits), each clbit >= 0."""
-    pairs = []
-    for pair in measured:
-        try:
-            q, c = pair
-        except (TypeError, ValueError):
-            raise CircuitError(f"measured must hold (qubit, clbit) pairs, got {pair!r}") from None
-        q = _check_count(q, "a measured qubit")
-        c = _check_count(c, "a measured clbit")
-        if q >= n_qubits:
-            raise CircuitError(f"measured qubit {q} is outside range(0, {n_qubits})")
-        pairs.append((q, c))
-    return pairs
+from circuits.validate import check_count, check_measured, check_phase
 
 
 class Circuit:
@@ -77,8 +32,8 @@ class Circuit:
         self.n_qubits = int(n_qubits)
         self.gates: list[Gate] = []
         self.global_phase = global_phase  # checked by the property's setter
-        self.measured = _check_measured(measured, self.n_qubits)
-        n_clbits = _check_count(n_clbits, "n_clbits")
+        self.measured = check_measured(measured, self.n_qubits)
+        n_clbits = check_count(n_clbits, "n_clbits")
         self.n_clbits = max([n_clbits] + [c + 1 for _, c in self.measured])
         self.name = name
         for g in gates:
@@ -169,6 +124,4 @@ class Circuit:
                 :class:`Circuit`; the message names the file and the field.
             FileNotFoundError / OSError: the file cannot be opened.
         """
-        from circuits.circuit_file import load_circuit  # noqa: PLC0415 - the file format needs Circuit
-
-        return load_circuit(path, check_unitary=check_unitary, max_bytes=max_bytes)
+        return load_circuit(cls, path, check_unitary=check_unitary, max_bytes=max_bytes)

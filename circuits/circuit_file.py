@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from circuits.circuit import MAX_LOAD_BYTES, Circuit, check_phase
 from circuits.errors import CircuitError
 from circuits.gate import Gate, check_qubits
+from circuits.validate import check_phase
 
 # the fields every file has, and what each must be: (number of dimensions, dtype kinds)
 _FIELDS = {
@@ -39,13 +39,17 @@ _FIELDS = {
     "measured": (2, "iu"),
 }
 _GATE_FIELD = re.compile(r"([mq])(0|[1-9][0-9]*)")  # m{i}: gate i's matrix; q{i}: its qubits
+# Circuit.load refuses a file whose arrays declare more than this many bytes (unless told more):
+# a few MB of compressed zeros can declare gigabytes
+MAX_LOAD_BYTES = 1 << 30
 _KINDS = {"iu": "integers", "fiu": "a real number", "U": "text", "fciu": "numbers"}
 # numpy's own default bound on an .npy header; a longer one is refused unread
 _MAX_HEADER = 10000
 
 
-def load_circuit(path: str | Path, *, check_unitary: bool = True, max_bytes: int = MAX_LOAD_BYTES) -> Circuit:
-    """The circuit in the ``.npz`` file ``path`` (see :meth:`Circuit.load`).
+def load_circuit(cls, path: str | Path, *, check_unitary: bool = True, max_bytes: int = MAX_LOAD_BYTES):
+    """The circuit in the ``.npz`` file ``path``, built by ``cls`` (:class:`Circuit` or a
+    subclass; see :meth:`Circuit.load`).
 
     Raises:
         TypeError: ``check_unitary`` not a bool, ``max_bytes`` not an int.
@@ -65,7 +69,7 @@ def load_circuit(path: str | Path, *, check_unitary: bool = True, max_bytes: int
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
         raise CircuitError(f"{label}: not a circuit file (an .npz archive written by Circuit.save): {exc}") from None
     with archive:
-        return _Reader(archive, label).circuit(check_unitary, int(max_bytes))
+        return _Reader(archive, label).circuit(cls, check_unitary, int(max_bytes))
 
 
 class _Reader:
@@ -135,7 +139,7 @@ class _Reader:
     def scalar(self, name: str):
         return self.read(name)[()]
 
-    def circuit(self, check_unitary: bool, max_bytes: int) -> Circuit:
+    def circuit(self, cls, check_unitary: bool, max_bytes: int):
         for name, (ndim, kinds) in _FIELDS.items():
             self.expect(name, ndim, kinds)
         if self.headers["measured"][0][1] != 2:
@@ -173,7 +177,7 @@ class _Reader:
         with self.field("circuit_name"):
             name = str(self.scalar("circuit_name"))
         with self.field("measured"):  # the fields above are checked: what Circuit refuses is here
-            return Circuit(n_qubits, gates, global_phase=phase, measured=measured, n_clbits=n_clbits, name=name)
+            return cls(n_qubits, gates, global_phase=phase, measured=measured, n_clbits=n_clbits, name=name)
 
     def _check_gate_fields(self, n_gates: int, n_qubits: int, total: int, max_bytes: int) -> None:
         """Every gate's two fields present, of the shapes its qubit count implies, and the whole
