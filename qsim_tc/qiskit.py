@@ -43,7 +43,7 @@ from qiskit.primitives.containers.sampler_pub import SamplerPub  # noqa: E402
 from qiskit.primitives.primitive_job import PrimitiveJob  # noqa: E402
 
 from qsim_tc.simulator import Simulator  # noqa: E402
-from qsim_tc.state import StateVector  # noqa: E402
+from qsim_tc.state import SAMPLE_BYTES_PER_SHOT, StateVector, check_shots  # noqa: E402
 
 __all__ = ["Estimator", "Sampler", "pauli_expectation_values"]
 
@@ -123,6 +123,10 @@ class Sampler(_Backed, BaseSamplerV2):
         if shots is None:
             shots = self._default_shots
         coerced = [SamplerPub.coerce(pub, shots) for pub in pubs]
+        for i, pub in enumerate(coerced):  # before any simulation: every PUB's results must fit
+            n_bits = pub.circuit.num_clbits
+            per_shot = SAMPLE_BYTES_PER_SHOT + 2 * n_bits + math.prod(pub.shape) * ((n_bits + 7) // 8)
+            check_shots(pub.shots, f"PUB {i}'s shots", bytes_per_shot=per_shot)
         if any(len(pub.circuit.cregs) == 0 for pub in coerced):
             warnings.warn("One of your circuits has no output classical registers and so the result will be "
                           "empty. Did you mean to add measurement instructions?", UserWarning, stacklevel=2)

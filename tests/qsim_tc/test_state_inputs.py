@@ -275,3 +275,14 @@ def test_cli_checks_shots_before_the_run(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 2 and "sampling --shots=1,099,511,627,776 needs" in err and "counts" not in out
     assert "time:" not in out  # refused before anything ran
+
+
+def test_sampler_checks_shots_before_simulating():
+    qiskit = pytest.importorskip("qiskit")
+    from qsim_tc.qiskit import Sampler
+
+    qc = qiskit.QuantumCircuit(2)
+    qc.h(0)
+    qc.measure_all()
+    with pytest.raises(InsufficientMemoryError, match=r"sampling PUB 0's shots=1,099,511,627,776 needs"):
+        Sampler(backend="native", device="cpu").run([qc], shots=2**40)
