@@ -300,14 +300,12 @@ class StateVector:
             QubitError: a qubit out of range or repeated.
             StateNormError: the state's norm is NaN, infinite or zero.
         """
-        if qubits is not None:
-            check_qubits(qubits, self._n)
+        qs = None if qubits is None else check_qubits(qubits, self._n)
         d = self.data()
         p = d.real**2 + d.imag**2
         self._check_norm("probabilities", float(p.sum(dtype=np.float64)))
-        if qubits is None:
+        if qs is None:
             return p
-        qs = check_qubits(qubits, self._n)
         n = self._n
         t = p.astype(np.float64).reshape((2,) * n)  # axis a holds qubit n - 1 - a
         keep = [n - 1 - q for q in qs]
