@@ -16,6 +16,7 @@ first. The arrays then go through the same constructors as a built circuit (:cla
 from __future__ import annotations
 
 import contextlib
+import lzma
 import math
 import re
 import zipfile
@@ -45,6 +46,10 @@ MAX_LOAD_BYTES = 1 << 30
 _KINDS = {"iu": "integers", "fiu": "a real number", "U": "text", "fciu": "numbers"}
 # numpy's own default bound on an .npy header; a longer one is refused unread
 _MAX_HEADER = 10000
+# what a damaged archive or .npy raises while read: zipfile's NotImplementedError (an unknown
+# compression or zip version) and RuntimeError (an encrypted member), the decompressors' errors
+_READ_ERRORS = (TypeError, ValueError, EOFError, OSError, NotImplementedError, RuntimeError, zipfile.BadZipFile,
+                zlib.error, lzma.LZMAError)
 
 
 def load_circuit(cls, path: str | Path, *, check_unitary: bool = True, max_bytes: int = MAX_LOAD_BYTES):
@@ -64,12 +69,16 @@ def load_circuit(cls, path: str | Path, *, check_unitary: bool = True, max_bytes
     if max_bytes < 1:
         raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
     label = str(path)
-    try:
-        archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
-        raise CircuitError(f"{label}: not a circuit file (an .npz archive written by Circuit.save): {exc}") from None
-    with archive:
-        return _Reader(archive, label).circuit(cls, check_unitary, int(max_bytes))
+    # opened first, so that a missing or unreadable file is the OSError it is, and whatever the
+    # archive's bytes make zipfile raise is a malformed file
+    with open(path, "rb") as fp:
+        try:
+            archive = zipfile.ZipFile(fp)
+        except (zipfile.LargeZipFile, *_READ_ERRORS) as exc:
+            raise CircuitError(f"{label}: not a circuit file (an .npz archive written by Circuit.save): {exc}") \
+                from None
+        with archive:
+            return _Reader(archive, label).circuit(cls, check_unitary, int(max_bytes))
 
 
 class _Reader:
@@ -100,7 +109,7 @@ class _Reader:
             if str(exc).startswith(self.label + ": "):
                 raise
             raise CircuitError(f"{self.label}: field {name!r}: {exc}") from None
-        except (TypeError, ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as exc:
+        except _READ_ERRORS as exc:
             raise CircuitError(f"{self.label}: field {name!r} cannot be read: {exc}") from None
 
     def fail(self, name: str, message: str) -> CircuitError:

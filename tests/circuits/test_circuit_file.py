@@ -173,3 +173,33 @@ def test_load_argument_types(tmp_path):
         Circuit.load(path, max_bytes=0)
     with pytest.raises(TypeError, match="check_unitary must be True or False"):
         Circuit.load(path, check_unitary="no")
+
+
+def test_damaged_files_raise_circuit_error_only(tmp_path):
+    """Bytes flipped, cut, inserted or deleted anywhere (zip headers, .npy headers, compressed
+    data): every load ends in a checked Circuit or a CircuitError naming the file."""
+    c = brickwork(4, 2, 2, seed=1)
+    c.measured = [(0, 0)]
+    c.save(tmp_path / "good.npz")
+    good = (tmp_path / "good.npz").read_bytes()
+    rng = np.random.default_rng(7)
+    path = tmp_path / "damaged.npz"
+    for _ in range(300):
+        b = bytearray(good)
+        i = int(rng.integers(len(b)))
+        kind = int(rng.integers(4))
+        if kind == 0:
+            b[i] = int(rng.integers(256))
+        elif kind == 1:
+            del b[i:]
+        elif kind == 2:
+            b[i:i] = rng.integers(0, 256, int(rng.integers(1, 16))).astype(np.uint8).tobytes()
+        else:
+            del b[i:i + int(rng.integers(1, 16))]
+        path.write_bytes(bytes(b))
+        try:
+            loaded = Circuit.load(path)
+        except CircuitError as exc:
+            assert str(exc).startswith(str(path))
+        else:
+            assert all(np.allclose(g.matrix.conj().T @ g.matrix, np.eye(len(g.matrix)), atol=1e-10) for g in loaded)
