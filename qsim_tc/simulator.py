@@ -228,6 +228,9 @@ class Simulator:
             InsufficientMemoryError: before anything is allocated, if state + workspace do not fit.
         """
         circuit = as_circuit(circuit)
+        if initial_state is not None and not isinstance(initial_state, StateVector):
+            raise TypeError(f"initial_state must be a StateVector (StateVector.from_array(amplitudes) makes one), "
+                            f"got {type(initial_state).__name__}")
         if not isinstance(in_place, bool):
             raise TypeError(f"in_place must be True or False, got {type(in_place).__name__}")
         if in_place and initial_state is None:

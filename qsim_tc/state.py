@@ -395,6 +395,10 @@ class StateVector:
             qs = check_qubits(qubits, self._n)
         xp = self.xp
         data = self._valid().data
+        table = 16 << self._n  # |amplitude|^2 and its running sum, float64 each, held together
+        if table > SAMPLE_CHECK_BYTES:
+            memory.check_fits(f"sample's probability table for {self._n} qubits", table, self._device,
+                              "16 bytes per amplitude beside the state")
         p = data.real.astype(np.float64) ** 2 + data.imag.astype(np.float64) ** 2
         cdf = xp.cumsum(p)
         total = float(cdf[-1])

@@ -286,3 +286,19 @@ def test_sampler_checks_shots_before_simulating():
     qc.measure_all()
     with pytest.raises(InsufficientMemoryError, match=r"sampling PUB 0's shots=1,099,511,627,776 needs"):
         Sampler(backend="native", device="cpu").run([qc], shots=2**40)
+
+
+def test_initial_state_must_be_a_state_vector():
+    from circuits import brickwork
+
+    with pytest.raises(TypeError, match=r"initial_state must be a StateVector \(StateVector.from_array"):
+        Simulator("native", device="cpu").run(brickwork(2, 2, 1, seed=0), initial_state=np.array([1, 0, 0, 0]))
+
+
+def test_sample_checks_its_probability_table_fits(monkeypatch):
+    from qsim_tc import memory
+
+    st = StateVector(23, device="cpu")  # a 128 MiB table
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 64 << 20)
+    with pytest.raises(InsufficientMemoryError, match="sample's probability table for 23 qubits needs 134,217,728"):
+        st.sample(10)
