@@ -8,8 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
+from circuits.circuit_file import MAX_LOAD_BYTES, load_circuit
 from circuits.errors import CircuitError
 from circuits.gate import Gate
+from circuits.validate import check_count, check_measured, check_phase
 
 
 class Circuit:
@@ -29,9 +31,10 @@ class Circuit:
             raise CircuitError(f"n_qubits must be a positive int, got {n_qubits!r}")
         self.n_qubits = int(n_qubits)
         self.gates: list[Gate] = []
-        self.global_phase = float(global_phase)
-        self.measured = [(int(q), int(c)) for q, c in measured]
-        self.n_clbits = int(max([n_clbits] + [c + 1 for _, c in self.measured]))
+        self.global_phase = global_phase  # checked by the property's setter
+        self.measured = check_measured(measured, self.n_qubits)
+        n_clbits = check_count(n_clbits, "n_clbits")
+        self.n_clbits = max([n_clbits] + [c + 1 for _, c in self.measured])
         self.name = name
         for g in gates:
             self.append(g)
@@ -73,6 +76,15 @@ class Circuit:
                        global_phase=self.global_phase + other.global_phase, name=f"{self.name}+{other.name}")
 
     @property
+    def global_phase(self) -> float:
+        """The global phase in radians (a finite float)."""
+        return self._global_phase
+
+    @global_phase.setter
+    def global_phase(self, value) -> None:
+        self._global_phase = check_phase(value, "global_phase")
+
+    @property
     def phase_factor(self) -> complex:
         return cmath.exp(1j * self.global_phase)
 
@@ -98,13 +110,18 @@ class Circuit:
         )
 
     @classmethod
-    def load(cls, path: str | Path) -> Circuit:
-        """Read a circuit written by :meth:`save`."""
-        with np.load(path, allow_pickle=False) as z:
-            n = int(z["n_gates"])
-            names = [str(s) for s in z["names"]] if n else []
-            gates = [Gate(z[f"m{i}"], tuple(int(q) for q in z[f"q{i}"]), names[i], check_unitary=False)
-                     for i in range(n)]
-            return cls(int(z["n_qubits"]), gates, global_phase=float(z["global_phase"]),
-                       measured=[tuple(r) for r in z["measured"]], n_clbits=int(z["n_clbits"]),
-                       name=str(z["circuit_name"]))
+    def load(cls, path: str | Path, *, check_unitary: bool = True, max_bytes: int = MAX_LOAD_BYTES) -> Circuit:
+        """Read a circuit written by :meth:`save`, with the checks a built circuit gets.
+
+        Args:
+            path: the ``.npz`` file.
+            check_unitary: check every gate matrix is unitary (as :class:`Gate` does).
+            max_bytes: the most memory the file's arrays may declare (checked from the archive's
+                headers before any array is read).
+
+        Raises:
+            CircuitError: a malformed file, or a field that fails the checks of :class:`Gate` or
+                :class:`Circuit`; the message names the file and the field.
+            FileNotFoundError / OSError: the file cannot be opened.
+        """
+        return load_circuit(cls, path, check_unitary=check_unitary, max_bytes=max_bytes)

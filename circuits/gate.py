@@ -6,6 +6,8 @@ matrix index, so ``qiskit.quantum_info.Operator(instruction).data`` is directly 
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,10 +92,16 @@ def check_matrix(matrix, n_targets: int, *, label: str = "matrix", check_unitary
     """``matrix`` as a host complex128 (2^d, 2^d) array, after shape, finiteness and unitarity checks.
 
     Raises:
-        TypeError: not numeric.
+        TypeError: not numeric; ``atol`` not a real number.
+        ValueError: ``atol`` negative, NaN or infinite (a NaN tolerance would pass any matrix).
         QubitError: the shape does not match ``n_targets`` qubits.
         CircuitError: NaN/Inf, or not unitary to ``atol`` (``check_unitary=False`` skips that).
     """
+    if check_unitary:
+        if isinstance(atol, bool) or not isinstance(atol, numbers.Real):
+            raise TypeError(f"atol must be a real number, got {atol!r} ({type(atol).__name__})")
+        if not 0 <= atol < math.inf:
+            raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
     if hasattr(matrix, "get") and not isinstance(matrix, np.ndarray):  # a cupy array
         matrix = matrix.get()
     m = np.array(matrix, copy=True) if copy else np.asarray(matrix)

@@ -5,11 +5,12 @@
     result = Simulator(backend="native").run(brickwork(20, 4, 10, seed=1))
 """
 
-from qsim_tc.errors import InsufficientMemoryError, QubitError, SimulationError, StateInvalidError
+from qsim_tc.errors import (InsufficientMemoryError, QubitError, SimulationError, StateInvalidError,
+                            StateNormError)
 from qsim_tc.simulator import GateStat, Result, Simulator
 from qsim_tc.state import StateVector
 
 __version__ = "0.1.0"
 
 __all__ = ["GateStat", "InsufficientMemoryError", "QubitError", "Result", "SimulationError", "Simulator",
-           "StateInvalidError", "StateVector", "__version__"]
+           "StateInvalidError", "StateNormError", "StateVector", "__version__"]

@@ -2,7 +2,8 @@
 
 from circuits.errors import CircuitError, QubitError
 
-__all__ = ["CircuitError", "InsufficientMemoryError", "QubitError", "SimulationError", "StateInvalidError"]
+__all__ = ["CircuitError", "InsufficientMemoryError", "QubitError", "SimulationError", "StateInvalidError",
+           "StateNormError"]
 
 
 class SimulationError(Exception):
@@ -25,3 +26,8 @@ class InsufficientMemoryError(SimulationError, MemoryError):
 class StateInvalidError(SimulationError):
     """A gate failed after part of the state was overwritten: the amplitudes are no longer a
     valid state, and the StateVector refuses every use until ``reset()``."""
+
+
+class StateNormError(SimulationError, ValueError):
+    """The state's norm is NaN, infinite or zero: its amplitudes define no probabilities, so
+    sampling, probabilities and expectation values refuse it."""

@@ -20,6 +20,7 @@ Needs qiskit (``pip install qsim-tc[qiskit]``).
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable
 
@@ -42,7 +43,7 @@ from qiskit.primitives.containers.sampler_pub import SamplerPub  # noqa: E402
 from qiskit.primitives.primitive_job import PrimitiveJob  # noqa: E402
 
 from qsim_tc.simulator import Simulator  # noqa: E402
-from qsim_tc.state import StateVector  # noqa: E402
+from qsim_tc.state import SAMPLE_BYTES_PER_SHOT, StateVector, check_shots  # noqa: E402
 
 __all__ = ["Estimator", "Sampler", "pauli_expectation_values"]
 
@@ -122,6 +123,10 @@ class Sampler(_Backed, BaseSamplerV2):
         if shots is None:
             shots = self._default_shots
         coerced = [SamplerPub.coerce(pub, shots) for pub in pubs]
+        for i, pub in enumerate(coerced):  # before any simulation: every PUB's results must fit
+            n_bits = pub.circuit.num_clbits
+            per_shot = SAMPLE_BYTES_PER_SHOT + 2 * n_bits + math.prod(pub.shape) * ((n_bits + 7) // 8)
+            check_shots(pub.shots, f"PUB {i}'s shots", bytes_per_shot=per_shot)
         if any(len(pub.circuit.cregs) == 0 for pub in coerced):
             warnings.warn("One of your circuits has no output classical registers and so the result will be "
                           "empty. Did you mean to add measurement instructions?", UserWarning, stacklevel=2)
@@ -172,8 +177,8 @@ class Estimator(_Backed, BaseEstimatorV2):
                  seed: np.random.Generator | int | None = None, numeric_precision: str | None = None,
                  **backend_options):
         if isinstance(default_precision, bool) or not isinstance(default_precision, (int, float, np.floating)) \
-                or not default_precision >= 0:
-            raise ValueError(f"default_precision must be a float >= 0, got {default_precision!r}")
+                or not 0 <= default_precision < math.inf:
+            raise ValueError(f"default_precision must be a finite float >= 0, got {default_precision!r}")
         self._init_simulator(backend, device, fuse, numeric_precision, backend_options, seed)
         self._default_precision = float(default_precision)
 
@@ -187,6 +192,9 @@ class Estimator(_Backed, BaseEstimatorV2):
         if precision is None:
             precision = self._default_precision
         coerced = [EstimatorPub.coerce(pub, precision) for pub in pubs]
+        for i, pub in enumerate(coerced):  # Qiskit checks >= 0 only: inf would make every value NaN
+            if not math.isfinite(pub.precision):
+                raise ValueError(f"precision of PUB {i} must be finite, got {pub.precision!r}")
         return self._submit(coerced)
 
     def _run_pub(self, pub: EstimatorPub) -> PubResult:
@@ -225,7 +233,9 @@ def pauli_expectation_values(state: StateVector, observables) -> np.ndarray:
 
     Raises:
         ValueError: a label of the wrong length or with a letter other than I, X, Y, Z.
+        StateNormError: the state's norm is NaN, infinite or zero.
     """
+    state._check_norm("expectation values")  # noqa: SLF001 - the state's own check, shared
     n = state.n_qubits
     index: dict[str, int] = {}
     rows = []

@@ -9,6 +9,7 @@ arrays, tracked lazily by a :class:`~qsim_tc.layout.Layout`) and is one DD GEMM
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from gemm.dd import arith as dd_arith
 from qsim_tc import memory
 from qsim_tc.engine.permute import permute_bits
 from qsim_tc.layout import Layout
+from qsim_tc.state import NORM_ATOL
 
 
 @dataclass
@@ -150,4 +152,9 @@ def _initial(state, n, xp):
         raise ValueError(f"initial_state has {hi.size} amplitudes; a {n}-qubit circuit needs {1 << n}")
     if not (bool(xp.isfinite(hi).all()) and bool(xp.isfinite(lo).all())):
         raise ValueError("initial_state holds NaN or Inf")
+    norm = math.sqrt(float(xp.vdot(hi, hi).real))  # the low parts change it by ~1e-16 at most
+    if norm == 0:
+        raise ValueError("initial_state is all zero; a state needs at least one nonzero amplitude")
+    if abs(norm - 1) > NORM_ATOL[8]:
+        raise ValueError(f"initial_state has norm {norm:.6g}, not 1; divide it by its norm first")
     return hi, lo

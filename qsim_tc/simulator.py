@@ -76,7 +76,7 @@ def as_circuit(circuit) -> Circuit:
     """A :class:`circuits.Circuit` from a Circuit or a ``qiskit.QuantumCircuit``."""
     if isinstance(circuit, Circuit):
         return circuit
-    if type(circuit).__module__.startswith("qiskit.") and type(circuit).__name__ == "QuantumCircuit":
+    if any(c.__name__ == "QuantumCircuit" and c.__module__.startswith("qiskit.") for c in type(circuit).__mro__):
         from circuits import from_qiskit  # noqa: PLC0415 - qiskit stays optional
 
         return from_qiskit(circuit)
@@ -156,8 +156,8 @@ class Simulator:
                                  "leave precision out")
             self.precision = own
         if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(tolerance, (int, float))
-                                      or not tolerance > 0):
-            raise ValueError(f"tolerance must be a positive number, got {tolerance!r}")
+                                      or not 0 < tolerance < float("inf")):
+            raise ValueError(f"tolerance must be a finite positive number, got {tolerance!r}")
         if tolerance is not None and backend != AUTO:
             raise ValueError(f"tolerance applies to backend='auto' (its accuracy guard), not to {backend!r}")
         self.tolerance = tolerance
@@ -228,6 +228,9 @@ class Simulator:
             InsufficientMemoryError: before anything is allocated, if state + workspace do not fit.
         """
         circuit = as_circuit(circuit)
+        if initial_state is not None and not isinstance(initial_state, StateVector):
+            raise TypeError(f"initial_state must be a StateVector (StateVector.from_array(amplitudes) makes one), "
+                            f"got {type(initial_state).__name__}")
         if not isinstance(in_place, bool):
             raise TypeError(f"in_place must be True or False, got {type(in_place).__name__}")
         if in_place and initial_state is None:

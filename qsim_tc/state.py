@@ -11,12 +11,14 @@ from __future__ import annotations
 import cmath
 import functools
 import math
+import numbers
 
 import numpy as np
 
 import gemm
 from circuits.gate import check_matrix, check_qubits
 from qsim_tc import memory
+from qsim_tc.errors import StateNormError
 from qsim_tc.engine import ApplyInfo, GateRequest, PhysicalState, apply_gate
 from qsim_tc.layout import Layout
 
@@ -25,6 +27,14 @@ MAX_QUBITS = 40
 # norm() sums |amplitude|^2 over chunks of this many amplitudes (256 MiB of complex128): a 32-qubit
 # state has no room for a state-sized temporary
 NORM_CHUNK = 1 << 24
+# the most |norm - 1| of the amplitudes a state is made from (StateVector(data=...), from_array),
+# by the lower of the data's and the state's precision: rounding to complex64 alone moves a
+# normalized vector's norm by up to ~1e-7, a forgotten normalization moves it by far more
+NORM_ATOL = {8: 1e-8, 4: 1e-5}  # keyed by the bytes of one real part
+# sample() holds about this many bytes per shot at its peak (the uniform draws and their scaled
+# copy, the searched indices, the logical indices and the result: int64/float64 each)
+SAMPLE_BYTES_PER_SHOT = 40
+SAMPLE_CHECK_BYTES = 64 << 20  # smaller draws skip asking the system for its free memory
 
 
 _PAULI_PHASES = {"": 1, "-": -1, "i": 1j, "-i": -1j, "+": 1, "+i": 1j}
@@ -71,6 +81,9 @@ class StateVector:
         dtype: complex128 or complex64.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"`` (or a resolved ``gemm.Device``).
         data: optional initial amplitudes (length 2**n_qubits, logical order); |0...0> if None.
+            They must have norm 1 (to 1e-8; 1e-5 where the data or the state is single precision).
+        normalize: ``True``: scale ``data`` to norm 1 instead of refusing another norm (all-zero
+            data is refused either way).
         workspace_bytes: the most memory gates may use beside the state (GEMM blocks, the GEMM
             method's own workspace, swap temporaries); default: the smaller of 1/16 of the
             state and 4 GiB (at least 1 MiB).
@@ -85,19 +98,22 @@ class StateVector:
             reaches twice the state size.
 
     Raises:
-        ValueError: bad n_qubits, dtype, device, data length or workspace_bytes.
-        TypeError: workspace_bytes not an int.
+        ValueError: bad n_qubits, dtype, device, data length or workspace_bytes; data holding
+            NaN/Inf, all zero, or (without ``normalize``) not of norm 1.
+        TypeError: workspace_bytes not an int, normalize not a bool, non-numeric data.
         InsufficientMemoryError: the state and its workspace do not fit on the device (the
             message names the largest qubit count that would).
     """
 
     def __init__(self, n_qubits: int, *, dtype=np.complex128, device="auto", data=None,
-                 workspace_bytes: int | None = None, double_buffer: bool | None = None):
+                 workspace_bytes: int | None = None, double_buffer: bool | None = None, normalize: bool = False):
         if isinstance(n_qubits, bool) or not isinstance(n_qubits, (int, np.integer)) or not 1 <= n_qubits <= MAX_QUBITS:
             raise ValueError(f"n_qubits must be an int in 1..{MAX_QUBITS}, got {n_qubits!r}")
         dtype = np.dtype(dtype)
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be complex128 or complex64, got {dtype}")
+        if not isinstance(normalize, bool):
+            raise TypeError(f"normalize must be True or False, got {normalize!r}")
         self._device = gemm.resolve_device(device)
         self._n = int(n_qubits)
         self._dtype = dtype
@@ -120,10 +136,12 @@ class StateVector:
                 raise ValueError(f"data has shape {tuple(arr.shape)}; a {n_qubits}-qubit state needs ({1 << n_qubits},)")
             if arr.dtype.kind not in "fciu":
                 raise TypeError(f"data must be numeric, got dtype {arr.dtype}")
+            source = arr.dtype
             with np.errstate(over="ignore", invalid="ignore"):  # reported just below
                 arr = arr.astype(dtype, copy=True)
             if not bool(xp.isfinite(arr).all()):  # after the cast: 1e39 does not fit complex64
                 raise ValueError(f"data holds NaN or Inf (as {dtype})")
+            _check_data_norm(arr, source, normalize, xp)
         # the amplitudes as stored, their layout and the engine's settings
         self._phys = PhysicalState(arr, self._device, workspace_limit=memory.workspace_limit(n_qubits, dtype,
                                                                                               workspace_bytes),
@@ -138,19 +156,25 @@ class StateVector:
 
     @classmethod
     def from_array(cls, data, *, dtype=None, device="auto", copy: bool = True, workspace_bytes: int | None = None,
-                   double_buffer: bool | None = None) -> StateVector:
+                   double_buffer: bool | None = None, normalize: bool = False) -> StateVector:
         """A state holding a copy of ``data`` (a 1-D numpy/cupy array or sequence, logical order).
 
         The dtype defaults to complex64 for complex64 data and complex128 otherwise.
 
         Args:
-            copy: False: the state takes ``data`` itself over, with no copy and no NaN scan (for
-                states too large to hold twice, e.g. a rank's slice of a distributed state).
-                ``data`` must then be a contiguous 1-D complex64/complex128 array on the state's
-                device. Gates change it in place, in the state's physical layout, and the
-                double-buffer engine may move the amplitudes to its spare buffer: read them back
-                through the StateVector, not through ``data``.
-            workspace_bytes, double_buffer: as for :class:`StateVector`.
+            copy: False: the state takes ``data`` itself over, with no copy and no NaN or norm
+                scan (for states too large to hold twice, e.g. a rank's slice of a distributed
+                state, whose norm is not 1). ``data`` must then be a contiguous 1-D
+                complex64/complex128 array on the state's device. Gates change it in place, in
+                the state's physical layout, and the double-buffer engine may move the amplitudes
+                to its spare buffer: read them back through the StateVector, not through ``data``.
+            workspace_bytes, double_buffer, normalize: as for :class:`StateVector`.
+
+        Raises:
+            ValueError: data not 1-D, of a length that is not a power of two, holding NaN/Inf,
+                all zero, or (without ``normalize``) not of norm 1; ``normalize`` with
+                ``copy=False``.
+            TypeError: non-numeric data.
         """
         if not hasattr(data, "shape"):
             data = np.asarray(data)
@@ -163,7 +187,9 @@ class StateVector:
         dt = dtype if dtype is not None else (np.complex64 if np.dtype(data.dtype) == np.complex64 else np.complex128)
         if copy:
             return cls(n, dtype=dt, device=device, data=data, workspace_bytes=workspace_bytes,
-                       double_buffer=double_buffer)
+                       double_buffer=double_buffer, normalize=normalize)
+        if normalize:
+            raise ValueError("normalize=True needs copy=True (data used without a copy is not scanned or changed)")
         return cls._adopt(data, n, np.dtype(dt), gemm.resolve_device(device), workspace_bytes, double_buffer)
 
     @classmethod
@@ -272,12 +298,14 @@ class StateVector:
 
         Raises:
             QubitError: a qubit out of range or repeated.
+            StateNormError: the state's norm is NaN, infinite or zero.
         """
+        qs = None if qubits is None else check_qubits(qubits, self._n)
         d = self.data()
         p = d.real**2 + d.imag**2
-        if qubits is None:
+        self._check_norm("probabilities", float(p.sum(dtype=np.float64)))
+        if qs is None:
             return p
-        qs = check_qubits(qubits, self._n)
         n = self._n
         t = p.astype(np.float64).reshape((2,) * n)  # axis a holds qubit n - 1 - a
         keep = [n - 1 - q for q in qs]
@@ -299,9 +327,11 @@ class StateVector:
 
         Raises:
             TypeError: an unsupported operator type. ValueError: a label of another width or with
-                letters other than I, X, Y, Z.
+                letters other than I, X, Y, Z. StateNormError: the state's norm is NaN, infinite
+                or zero.
         """
         terms = _pauli_terms(operator)
+        self._check_norm("expectation_value")
         psi = self.data().astype(np.complex128, copy=False).reshape((2,) * self._n)
         xp = self.xp
         total = 0j
@@ -321,6 +351,11 @@ class StateVector:
             value = complex(xp.vdot(psi, phi)) * (1j**n_y)  # Y = i X Z
             total += complex(coeff) * value
         return total
+
+    def _check_norm(self, what: str, sum_of_squares: float | None = None) -> None:
+        """Raise StateNormError unless the state's norm is finite and nonzero (``sum_of_squares``:
+        the squared norm, where the caller has it already)."""
+        check_norm_squared(self.norm() ** 2 if sum_of_squares is None else sum_of_squares, what)
 
     def norm(self) -> float:
         """The 2-norm of the state (summed over chunks: no state-sized temporary)."""
@@ -349,14 +384,25 @@ class StateVector:
 
         Returns:
             numpy int64 array of outcomes (logical indices).
+
+        Raises:
+            TypeError: shots not an int. ValueError: shots < 1.
+            InsufficientMemoryError: the samples of ``shots`` would not fit in memory.
+            StateNormError: the state's norm is NaN, infinite or zero.
         """
-        if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
-            raise ValueError(f"shots must be a positive int, got {shots!r}")
+        shots = check_shots(shots, "shots", device=self._device)
+        if qubits is not None:
+            qs = check_qubits(qubits, self._n)
         xp = self.xp
         data = self._valid().data
+        table = 16 << self._n  # |amplitude|^2 and its running sum, float64 each, held together
+        if table > SAMPLE_CHECK_BYTES:
+            memory.check_fits(f"sample's probability table for {self._n} qubits", table, self._device,
+                              "16 bytes per amplitude beside the state")
         p = data.real.astype(np.float64) ** 2 + data.imag.astype(np.float64) ** 2
         cdf = xp.cumsum(p)
         total = float(cdf[-1])
+        self._check_norm("sample", total)
         rng = np.random.default_rng(seed)
         u = xp.asarray(rng.random(shots) * total)
         phys = xp.searchsorted(cdf, u, side="right")
@@ -365,7 +411,6 @@ class StateVector:
             phys = phys.get()
         out = self._phys.layout.logical_indices(np.asarray(phys, dtype=np.int64))
         if qubits is not None:
-            qs = check_qubits(qubits, self._n)
             out = sum(((out >> q) & 1) << i for i, q in enumerate(qs))
         return np.asarray(out, dtype=np.int64)
 
@@ -428,11 +473,96 @@ class StateVector:
 
         Args:
             phase: the angle in radians.
+
+        Raises:
+            TypeError: phase not a real number. ValueError: phase NaN or infinite (it would
+                turn every amplitude into NaN); the state is then unchanged.
         """
-        self._valid().data *= cmath.exp(1j * phase)
+        if isinstance(phase, bool) or not isinstance(phase, numbers.Real):
+            raise TypeError(f"phase must be a real number (radians), got {phase!r} ({type(phase).__name__})")
+        if not math.isfinite(phase):
+            raise ValueError(f"phase must be a finite number of radians, got {phase!r}")
+        self._valid().data *= cmath.exp(1j * float(phase))
 
     def __repr__(self) -> str:
         return f"StateVector(n_qubits={self._n}, dtype={self._dtype}, device={self._device.name!r})"
+
+
+def check_shots(shots, what: str = "shots", *, device=None, bytes_per_shot: int = SAMPLE_BYTES_PER_SHOT) -> int:
+    """``shots`` as an int >= 1 whose samples fit in memory, checked before any work is done.
+
+    Args:
+        shots: the number of samples asked for.
+        what: the argument's name, for messages (``"--shots"`` on the command line).
+        device: a ``gemm.Device`` whose memory must hold the draws too (the host always must).
+        bytes_per_shot: the caller's peak memory per shot.
+
+    Returns:
+        ``shots`` as an int.
+
+    Raises:
+        TypeError: not an int. ValueError: < 1.
+        InsufficientMemoryError: the samples would not fit (the message names ``what``).
+    """
+    if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)):
+        raise TypeError(f"{what} must be an int, got {shots!r} ({type(shots).__name__})")
+    if shots < 1:
+        raise ValueError(f"{what} must be >= 1, got {shots}")
+    shots = int(shots)
+    need = shots * bytes_per_shot
+    if need > SAMPLE_CHECK_BYTES:
+        label, hint = f"sampling {what}={shots:,}", "draw the samples in smaller batches, with different seeds"
+        memory.check_fits(label, need, gemm.resolve_device("cpu"), hint)
+        if device is not None and device.is_gpu:
+            memory.check_fits(label, need, device, hint)
+    return shots
+
+
+def check_norm_squared(total: float, what: str) -> None:
+    """Raise StateNormError unless ``total``, a state's squared norm, is finite and nonzero: NaN,
+    infinite or zero amplitudes define no probabilities for ``what`` to read."""
+    if not math.isfinite(total) or total <= 0:
+        raise StateNormError(
+            f"{what} needs a state of finite, nonzero norm; this state's squared norm is {total} (a gate applied "
+            "with check_unitary=False, or data taken over with copy=False, made it so)")
+
+
+def _check_data_norm(arr, source: np.dtype, normalize: bool, xp) -> None:
+    """Refuse all-zero amplitudes, and amplitudes whose norm is not 1 unless ``normalize`` (then
+    scale ``arr``, the state's own copy, to norm 1). ``source``: the dtype the data came in."""
+    with np.errstate(over="ignore"):  # an overflow is handled just below
+        scale = _norm_of(arr, xp)
+    if scale == 0 or not math.isfinite(scale):  # all zero, or squares that under- or overflowed
+        scale = max((float(xp.abs(arr[i:i + NORM_CHUNK]).max()) for i in range(0, arr.size, NORM_CHUNK)),
+                    default=0.0)
+        if scale == 0:
+            raise ValueError("data is all zero; a state needs at least one nonzero amplitude")
+        with np.errstate(under="ignore"):
+            scale *= _norm_of(arr, xp, 1 / scale)
+    source = np.dtype(source)
+    real_bytes = source.itemsize // (2 if source.kind == "c" else 1) if source.kind in "fc" else 8
+    atol = NORM_ATOL.get(min(real_bytes, arr.dtype.itemsize // 2), 1e-2)  # float16 data: ~3 digits
+    if abs(scale - 1) <= atol:
+        return
+    if not normalize:
+        raise ValueError(f"data has norm {scale:.6g}, not 1 (|norm - 1| > {atol:g}); divide it by its norm first, "
+                         "or pass normalize=True")
+    for i in range(0, arr.size, NORM_CHUNK):
+        arr[i:i + NORM_CHUNK] /= scale
+
+
+def _norm_of(arr, xp, factor: float = 1.0) -> float:
+    """The 2-norm of ``factor * arr``, accumulated in float64 over chunks of 16 MiB (complex64
+    chunks are widened first: a float32 dot product would round its sum)."""
+    chunk = 1 << 20
+    total = 0.0
+    for i in range(0, arr.size, chunk):
+        v = arr[i:i + chunk].astype(np.complex128, copy=False)
+        if factor != 1.0:
+            v = v * factor  # not in place: v may be arr itself
+        v = v.view(np.float64)
+        total += float(xp.dot(v, v))
+    return math.sqrt(total)
 
 
 @functools.lru_cache(maxsize=None)

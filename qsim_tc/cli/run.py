@@ -34,6 +34,7 @@ from qsim_tc.cli.common import (
 from qsim_tc.cli.distributed import launched_ranks, run_ranks
 from qsim_tc.environment import environment
 from qsim_tc.reference import simulate_dd
+from qsim_tc.state import SAMPLE_BYTES_PER_SHOT, check_shots
 
 
 def register(sub) -> None:
@@ -118,6 +119,8 @@ def _load(path: str, params: dict):
 def run(args) -> int:
     if args.shots < 0:
         raise ValueError(f"--shots must be >= 0, got {args.shots}")
+    if args.shots:  # before the run: the samples and their counts must fit in memory
+        check_shots(args.shots, "--shots", bytes_per_shot=2 * SAMPLE_BYTES_PER_SHOT)
     params = _parse_params(args.param)
     methods = methods_of([args.backend])
     check_options_used(args, methods)

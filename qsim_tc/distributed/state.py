@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from qsim_tc.distributed.exchange import DEFAULT_PIECE_BYTES, MpiExchange, NcclExchange
+from qsim_tc.state import check_norm_squared
 
 READ_CHUNK = 1 << 24  # amplitudes per step of a readout (256 MiB of complex128)
 
@@ -184,7 +185,9 @@ class DistributedState:
             for i, p in local_bits:
                 idx |= ((ar >> p) & 1) << i
             out += xp.bincount(idx, weights=w, minlength=out.size)
-        return self.comm.allreduce(_host(out))
+        result = self.comm.allreduce(_host(out))
+        check_norm_squared(float(result.sum()), "probabilities")  # the same on every rank
+        return result
 
     def expectation_value(self, operator) -> complex:
         """<psi|O|psi> for a Pauli operator, as :meth:`qsim_tc.StateVector.expectation_value`
@@ -196,8 +199,10 @@ class DistributedState:
         """
         from qsim_tc.state import _pauli_terms  # noqa: PLC0415 - the label parser StateVector uses
 
+        terms = _pauli_terms(operator)
+        check_norm_squared(self.norm() ** 2, "expectation_value")  # collective: all raise or none
         total = 0j
-        for label, coeff in _pauli_terms(operator):
+        for label, coeff in terms:
             if len(label) != self.n_qubits:
                 raise ValueError(f"operator acts on {len(label)} qubits ({label!r}); the state has {self.n_qubits}")
             x = z = n_y = 0
@@ -246,6 +251,7 @@ class DistributedState:
             raise ValueError(f"shots must be an int >= 0, got {shots!r}")
         chunk_w = [float(w.sum()) for _, w in self._weights()]
         weights = self.comm.allgather(sum(chunk_w))
+        check_norm_squared(sum(weights), "sample")  # every rank has the same weights: all raise or none
         counts = None
         if self.rank == 0:
             w = np.asarray(weights) / sum(weights)

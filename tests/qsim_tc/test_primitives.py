@@ -219,7 +219,7 @@ def test_bad_input():
         pauli_expectation_values(st, [{"XXX": 1.0}])
     with pytest.raises(ValueError, match="default_shots must be a positive int, got 0"):
         Sampler(default_shots=0)
-    with pytest.raises(ValueError, match=r"default_precision must be a float >= 0, got -1"):
+    with pytest.raises(ValueError, match=r"default_precision must be a finite float >= 0, got -1"):
         Estimator(default_precision=-1.0)
     with pytest.raises(ValueError, match="unknown GEMM method 'fast'"):
         Sampler(backend="fast")
