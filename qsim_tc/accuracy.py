@@ -24,9 +24,10 @@ import numpy as np
 import gemm
 from gemm.dd import arith as dd_arith
 from gemm.diagnostics.style import REFERENCE_LABEL, method_style, offsets, require_matplotlib
+from qsim_tc.plan.select import PRECISION_CLASSES
 from qsim_tc.progress import Progress
 from qsim_tc.reference import simulate_dd
-from qsim_tc.simulator import Simulator, as_circuit
+from qsim_tc.simulator import AUTO, Simulator, as_circuit
 from qsim_tc.state import StateVector
 
 METRICS = ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity", "norm_drift")
@@ -226,8 +227,9 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
 
     Args:
         circuit: a :class:`circuits.Circuit`.
-        backends: GEMM method names (``gemm.methods()``); ``"native"`` is added first if absent,
-            as the speed baseline.
+        backends: GEMM method names (``gemm.methods()``) or ``"auto"`` (the per-block choice of
+            :class:`~qsim_tc.Simulator`; ``options_per_backend["auto"]`` may give its
+            ``precision``); ``"native"`` is added first if absent, as the speed baseline.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
         reference: ``"dd"`` (a :func:`~qsim_tc.reference.simulate_dd` run on the same device)
             or None (no reference metrics).
@@ -254,7 +256,8 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
     if not backends:
         raise ValueError("backends is empty; give at least one GEMM method name")
     for b in backends:
-        gemm.get_method(b)  # raises with the list of valid names
+        if b != AUTO:
+            gemm.get_method(b)  # raises with the list of valid names
     if reference not in ("dd", None):
         raise ValueError(f"reference={reference!r} is not valid; expected 'dd' or None")
     options_per_backend = dict(options_per_backend or {})
@@ -293,7 +296,7 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
             sim.run(circuit, progress=bar)
         say(f"{b}: run")
         result = sim.run(circuit, progress=bar)
-        row: dict[str, Any] = {"backend": b, "precision": sim.method.precision, "device": dev.name,
+        row: dict[str, Any] = {"backend": b, "precision": _precision_of(sim), "device": dev.name,
                                "time_s": result.wall_s, "options": options_per_backend.get(b, {})}
         if ref is not None:
             row.update(compare(result.state, ref, floor=floor))
@@ -313,6 +316,12 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
                      "speedup_vs_native": t_native / ref_time if ref_time > 0 else float("nan"),
                      "options": {}})
     return rows
+
+
+def _precision_of(sim: Simulator) -> str:
+    """The precision class of a simulator's method ("fp64", "fp32"); with ``backend="auto"``, that
+    of the precision it chooses within (auto has no single method)."""
+    return sim.method.precision if sim.method is not None else PRECISION_CLASSES[sim.precision]
 
 
 def _vs_native(v: float) -> str:

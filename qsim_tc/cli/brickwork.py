@@ -159,6 +159,10 @@ def _compare(args, circ, backends) -> int:
           f"backends {', '.join(backends)}; reference {args.reference or 'none'}"
           + ("; mirror" if args.mirror else ""))
     options = {b: backend_options(args, gemm.get_method(b)) for b in backends if b != "auto"}
+    if "auto" in backends:
+        options["auto"] = {"precision": precision_option(args, "auto")}
+    elif args.precision is not None:
+        raise ValueError("--precision applies to --backend auto; add auto to the backends or drop --precision")
     rows = accuracy_table(circ, backends, device=args.device, reference=args.reference, mirror=args.mirror,
                           options_per_backend=options, progress=Progress("reference"))
     print(format_table(rows))
