@@ -30,6 +30,7 @@ from qsim_tc.cli.common import (
     print_stages,
     time_text,
     write_json,
+    write_plot,
 )
 from qsim_tc.cli.distributed import launched_ranks, run_ranks
 from qsim_tc.environment import environment
@@ -167,8 +168,7 @@ def _compare(args, circ, backends) -> int:
                           options_per_backend=options, progress=Progress("reference"))
     print(format_table(rows))
     if args.plot:
-        plot_rows(rows, args.plot, circuit=circ)
-        print(f"wrote {args.plot}")
+        write_plot(args.plot, lambda tmp: plot_rows(rows, tmp, circuit=circ))
     if args.json:
         write_json(args.json, {"command": "brickwork", "args": vars(args) | {"func": None},
                                "environment": environment(), "rows": rows})

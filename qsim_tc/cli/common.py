@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 
+from circuits._atomic import atomic_path, write_atomic
 from gemm.diagnostics.style import require_matplotlib
 from qsim_tc.progress import Progress  # noqa: F401 - the subcommands' progress bar
 
@@ -143,16 +145,13 @@ def parse_list(text: str) -> list[str]:
 
 
 def check_outputs(args, *, plot: bool = True) -> None:
-    """Before any work: the folders of ``--json`` / ``--plot`` exist, and ``--plot`` has matplotlib."""
+    """Before any work: the folders of ``--json`` / ``--plot`` exist and take new files, the paths
+    are not folders, and ``--plot`` has matplotlib (a run's results are not lost at its end)."""
     for opt in ("json", "plot") if plot else ("json",):
         path = getattr(args, opt, None)
         if not path:
             continue
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise ValueError(f"--{opt} {path}: the folder {folder} does not exist; create it first")
-        if os.path.isdir(path):
-            raise ValueError(f"--{opt} {path} is a folder; give a file name")
+        check_writable(f"--{opt} {path}", path)
     if plot and getattr(args, "plot", None):
         try:
             require_matplotlib("--plot")
@@ -160,9 +159,37 @@ def check_outputs(args, *, plot: bool = True) -> None:
             raise RuntimeError(str(exc)) from None
 
 
+def check_writable(what: str, path: str) -> None:
+    """That a file can be written at ``path``: its folder exists and a new file can be made there
+    (tried, then removed: permissions, read-only file systems and full quotas all show).
+
+    Raises:
+        ValueError: naming ``what``, the folder and the reason.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{what}: the folder {folder} does not exist; create it first")
+    if os.path.isdir(path):
+        raise ValueError(f"{what} is a folder; give a file name")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".qsim-tc-probe-", dir=folder)
+    except OSError as exc:
+        raise ValueError(f"{what}: cannot write in {folder} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def write_json(path: str, payload: dict) -> None:
-    with open(path, "w") as f:
-        json.dump(payload, f, indent=1, default=_default)
+    """Write ``payload`` as JSON to ``path``, whole or not at all (an existing file survives a
+    failed write), and say so."""
+    write_atomic(path, json.dumps(payload, indent=1, default=_default))
+    print(f"wrote {path}")
+
+
+def write_plot(path: str, draw) -> None:
+    """Call ``draw(tmp_path)`` to write a plot beside ``path``, then rename it over ``path``."""
+    with atomic_path(path) as tmp:
+        draw(str(tmp))
     print(f"wrote {path}")
 
 
