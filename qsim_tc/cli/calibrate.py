@@ -57,8 +57,9 @@ def run(args) -> int:
     if not args.no_store:
         try:
             old = cal.load_cached(table.key)
-        except cal.CostTableError:
-            old = None  # unreadable: replaced
+        except cal.CostTableError as exc:
+            print(f"{exc}; replaced by this calibration")
+            old = None
         if old is not None:
             table = cal.merge(old, table)
         print(f"stored {cal.store(table)}")

@@ -47,6 +47,7 @@ from circuits.haar import haar_unitary
 from qsim_tc import memory
 from qsim_tc.engine.apply import MAX_BATCHES, MIN_BATCHED_L
 from qsim_tc.errors import InsufficientMemoryError
+from qsim_tc.plan import cache
 from qsim_tc.plan.costs import ANY, PLACEMENTS, CostRow, CostTable, CostTableError, shipped_names, shipped_table
 from qsim_tc.plan.select import auto_candidates, check_precision, qualifying_methods
 from qsim_tc.progress import is_emulated
@@ -124,28 +125,15 @@ def load_cached(key: dict) -> CostTable | None:
     """The cached table of ``key``, or None when there is none.
 
     Raises:
-        CostTableError: the file exists but is not a table of this key (the message names the file).
+        CostTableError: the file exists but is not a valid table of this key (the message names the
+            file; :func:`qsim_tc.plan.cache.read`).
     """
-    path = cache_path(key)
-    if not path.is_file():
-        return None
-    try:
-        table = CostTable.from_json(path.read_text(), origin=f"cache:{path}")
-    except (CostTableError, OSError, UnicodeDecodeError) as exc:
-        raise CostTableError(f"cost table {path} is unreadable: {exc}") from None
-    if table.key != key:
-        raise CostTableError(f"cost table {path} was measured for {table.key}, not {key}")
-    return table
+    return cache.read(cache_path(key), key)
 
 
 def store(table: CostTable) -> Path:
     """Write ``table`` to the cache file of its key (atomically); return the path."""
-    path = cache_path(table.key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(table.to_json() + "\n")
-    os.replace(tmp, path)
-    return path
+    return cache.write(cache_path(table.key), table)
 
 
 def nearest_shipped(key: dict) -> CostTable:
@@ -188,8 +176,8 @@ def table_for(device, precision: str | None = None, *, calibrate_missing="auto",
         try:
             table = load_cached(key)
         except CostTableError as exc:
-            say(f"{exc}; recalibrating" if _may_calibrate(dev, calibrate_missing) else
-                f"{exc}; using a shipped table")
+            cache.report_once(exc, "recalibrating" if _may_calibrate(dev, calibrate_missing) else
+                              "using a shipped table (qsim-tc calibrate replaces it)", message)
             table = None
     allowed = _may_calibrate(dev, calibrate_missing)
     missing = [p for p in precisions if table is None or not _covers(table, p)]
@@ -302,6 +290,7 @@ def merge(old: CostTable, new: CostTable) -> CostTable:
 def forget() -> None:
     """Drop this process's memory of the tables in use (after the cache changed)."""
     _MEMO.clear()
+    cache.forget_reports()
 
 
 # --- measuring --------------------------------------------------------------------------------
