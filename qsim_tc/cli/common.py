@@ -107,12 +107,15 @@ def fuse_option(args):
         return None
     if text == "auto":
         return "auto"
+    from circuits.fusion import MAX_FUSE_QUBITS  # noqa: PLC0415
+
+    expected = f"--fuse must be none, auto or an int d in 1..{MAX_FUSE_QUBITS} (the widest fused block)"
     try:
         d = int(text)
     except ValueError:
-        raise ValueError(f"--fuse must be none, auto or an int d >= 1, got {text!r}") from None
-    if d < 1:
-        raise ValueError(f"--fuse must be none, auto or an int d >= 1, got {text!r}")
+        raise ValueError(f"{expected}, got {text!r}") from None
+    if not 1 <= d <= MAX_FUSE_QUBITS:
+        raise ValueError(f"{expected}, got {text!r}")
     return d
 
 
