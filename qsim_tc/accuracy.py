@@ -296,7 +296,7 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
             sim.run(circuit, progress=bar)
         say(f"{b}: run")
         result = sim.run(circuit, progress=bar)
-        row: dict[str, Any] = {"backend": b, "precision": _precision_of(sim), "device": dev.name,
+        row: dict[str, Any] = {"backend": b, "precision": precision_class(sim), "device": dev.name,
                                "time_s": result.wall_s, "options": options_per_backend.get(b, {})}
         if ref is not None:
             row.update(compare(result.state, ref, floor=floor))
@@ -318,7 +318,7 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
     return rows
 
 
-def _precision_of(sim: Simulator) -> str:
+def precision_class(sim: Simulator) -> str:
     """The precision class of a simulator's method ("fp64", "fp32"); with ``backend="auto"``, that
     of the precision it chooses within (auto has no single method)."""
     return sim.method.precision if sim.method is not None else PRECISION_CLASSES[sim.precision]
@@ -398,6 +398,13 @@ def describe_circuit(circuit) -> str:
 _REF_METRICS = (("amp0_real_rel", "Re(amplitude 0)\nrelative"), ("max_rel", "max amplitude\nrelative"),
                 ("mean_rel", "mean amplitude\nrelative"), ("l2_rel", "L2 norm\nrelative"))
 _MIRROR_METRICS = (("mirror_amp0_rel", "Re(amplitude 0)\nrelative"), ("mirror_l2_rel", "L2 norm\nrelative"))
+
+
+def _drew_positive(ax) -> bool:
+    """Whether a panel holds a finite positive value (its points or bars) to put on a log axis."""
+    ys = [y for line in ax.get_lines() for y in np.asarray(line.get_ydata(), dtype=float).ravel()]
+    ys += [p.get_height() for p in ax.patches]
+    return any(math.isfinite(y) and y > 0 for y in ys)
 
 
 def _pos(v):
@@ -495,9 +502,12 @@ def plot_rows(rows: list[dict], path: str, title: str | None = None, *, circuit=
                 ax.set_title("run time (hatched: circuit + inverse)", fontsize=9)
             ax.set_ylabel("wall time (seconds)")
             ax.set_xlabel("method")
-        ax.set_yscale("log")
-        if kind != "time":  # the time axis keeps its minor labels: its range is often under a decade
-            ax.yaxis.set_minor_formatter(plt.NullFormatter())
+        if _drew_positive(ax):
+            ax.set_yscale("log")
+            if kind != "time":  # the time axis keeps its minor labels: its range is often under a decade
+                ax.yaxis.set_minor_formatter(plt.NullFormatter())
+        else:  # every value 0 (an exact result) or missing: a log axis has nothing to show
+            ax.text(0.5, 0.5, "all values 0 or missing", transform=ax.transAxes, ha="center", va="center")
         if not ax.get_title():
             ax.set_title(ptitle, fontsize=9)
         ax.grid(True, axis="y", which="major", alpha=0.3)

@@ -22,6 +22,7 @@ from qsim_tc.cli.common import (
     backend_options,
     check_options_used,
     check_outputs,
+    explain_table,
     fuse_option,
     methods_of,
     parse_list,
@@ -132,23 +133,6 @@ def _single(args, circ, backend) -> int:
                    "result": result.to_dict(), "amp0": [amp0.real, amp0.imag], "norm": st.norm()}
         write_json(args.json, payload)
     return 0
-
-
-def explain_table(blocks) -> str:
-    """One line per block: index, width, placement, method, predicted and measured ms, and why."""
-    lines = [f"{'block':>5s} {'d':>2s} {'placement':9s} {'method':10s} {'predicted':>10s} {'measured':>10s}  why"]
-    for b in blocks:
-        why = b["reason"]
-        if b["redone"]:
-            why = "redone after " + "; ".join(f"{r['method']}: {r['why']}" for r in b["redone"]) + "; " + why
-        lines.append(f"{b['index']:5d} {b['d']:2d} {b['placement']:9s} {b['method']:10s} "
-                     f"{_cell(b['predicted_ms'])} {_cell(b['measured_ms'])}  {why}")
-    lines.append("(times in ms; - where a stage is not timed apart)")
-    return "\n".join(lines)
-
-
-def _cell(ms) -> str:
-    return f"{ms:9.3f}m" if ms is not None else f"{'-':>10s}"
 
 
 def _ms(ms) -> str:
