@@ -29,6 +29,7 @@ from qsim_tc.cli.common import (
     plan_option,
     precision_option,
     print_stages,
+    run_or_hint,
     time_text,
     write_json,
     write_plot,
@@ -96,7 +97,7 @@ def _single(args, circ, backend) -> int:
                     plan=plan_option(args), workspace_bytes=args.max_workspace, **options)
     print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates, "
           f"backend {backend}, device {sim.device.name} ({sim.device.reason})")
-    result = sim.run(circ, progress=Progress("simulating"))
+    result = run_or_hint(sim, circ, args, Progress("simulating"))
     print_stages(result)
     st = result.state
     probs = st.probabilities()

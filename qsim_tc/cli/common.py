@@ -7,6 +7,8 @@ import json
 import os
 import tempfile
 
+import numpy as np
+
 from circuits._atomic import atomic_path, write_atomic
 from gemm.diagnostics.style import require_matplotlib
 from qsim_tc.progress import Progress  # noqa: F401 - the subcommands' progress bar
@@ -97,6 +99,38 @@ def time_text(result, n_gates: int) -> str:
         return f"time: {result.wall_s:.3f} s wall, {n_gates} gates in {k} stage{'' if k == 1 else 's'} (passes)"
     return (f"time: {result.wall_s:.3f} s wall, {len(result.stats)} blocks applied, {result.gate_time_ms:.1f} ms in "
             f"gates ({result.gate_time_ms / max(n_gates, 1):.2f} ms/gate)")
+
+
+def run_or_hint(sim, circ, args, progress):
+    """``sim.run(circ)``; where it does not fit, its InsufficientMemoryError with what would
+    (:func:`memory_hint`) added to the message."""
+    from qsim_tc.errors import InsufficientMemoryError  # noqa: PLC0415
+
+    try:
+        return sim.run(circ, progress=progress)
+    except InsufficientMemoryError as exc:
+        exc.args = (str(exc) + memory_hint(exc, circ.n_qubits, sim, args),)
+        raise
+
+
+def memory_hint(exc, n_qubits: int, sim, args) -> str:
+    """What would fit where a run of ``n_qubits`` did not (``exc``: its InsufficientMemoryError):
+    single precision, or the bounded engine (state plus a bounded workspace, no spare buffer);
+    "" when neither fits."""
+    from qsim_tc import memory  # noqa: PLC0415
+
+    avail = exc.available
+    hints = []
+    dtype = np.dtype(sim.dtype)
+    if dtype == np.complex128:
+        need = memory.state_bytes(n_qubits, np.complex64) + memory.default_workspace_bytes(n_qubits, np.complex64)
+        if need <= avail:
+            flag = "--precision single" if args.backend == "auto" else "--backend native32"
+            hints.append(f"{flag} (complex64: {need / 2**30:.1f} GiB with the bounded engine)")
+    need = memory.state_bytes(n_qubits, dtype) + (1 << 30)
+    if getattr(args, "max_workspace", None) is None and need <= avail < exc.needed:
+        hints.append(f"--max-workspace 1G (the bounded engine: {need / 2**30:.1f} GiB)")
+    return f"; would fit: {' or '.join(hints)}" if hints else ""
 
 
 def parse_bytes(text: str) -> int:

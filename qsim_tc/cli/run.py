@@ -30,6 +30,7 @@ from qsim_tc.cli.common import (
     plan_option,
     precision_option,
     print_stages,
+    run_or_hint,
     time_text,
     write_json,
     write_plot,
@@ -146,7 +147,7 @@ def run(args) -> int:
                     plan=plan_option(args), workspace_bytes=args.max_workspace, **options)
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
           f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
-    result = sim.run(circ, progress=Progress(f"{args.backend}"))
+    result = run_or_hint(sim, circ, args, Progress(f"{args.backend}"))
     print_stages(result)
     st = result.state
     if sim.fusion_choice is not None:
