@@ -49,6 +49,7 @@ from qsim_tc.engine.apply import MAX_BATCHES, MIN_BATCHED_L
 from qsim_tc.errors import InsufficientMemoryError
 from qsim_tc.plan import cache
 from qsim_tc.plan.costs import ANY, PLACEMENTS, CostRow, CostTable, CostTableError, shipped_names, shipped_table
+from qsim_tc.plan.noise import Spread
 from qsim_tc.plan.select import auto_candidates, check_precision, qualifying_methods
 from qsim_tc.progress import is_emulated
 from qsim_tc.state import StateVector
@@ -316,7 +317,8 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
         progress: called with one line per method and width measured.
 
     Returns:
-        The measured :class:`~qsim_tc.plan.costs.CostTable` (``origin`` ``"measured"``).
+        The measured :class:`~qsim_tc.plan.costs.CostTable` (``origin`` ``"measured"``; ``noise``
+        says when the repeats of too many points scattered, :mod:`qsim_tc.plan.noise`).
 
     Raises:
         ValueError: a bad precision, placement, size or count; no method could be measured.
@@ -353,6 +355,7 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
     t_start = time.perf_counter()
     rows: list[CostRow] = []
     skipped: dict[str, str] = {}
+    spread = Spread()
     machine = _machine(dev)
     hard_stop = t_start + HARD_STOP * budget
     for _precision, names in by_precision:
@@ -407,7 +410,7 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
                         if qubits is None:
                             continue
                         times[m][placement][d] = _time_gate(state, m, u, qubits, repeats, warm=(i == 0), rng=rng,
-                                                            deadline=deadline)
+                                                            deadline=deadline, spread=spread)
                         if spent[m] + time.perf_counter() - t0 >= share and not (
                                 first and times[m][placement][d] < CHEAP_GATE_MS):
                             # a wide emulated gate costs seconds a placement: stop inside the
@@ -441,7 +444,7 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
     elapsed = time.perf_counter() - t_start
     table = CostTable(device_key(dev), tuple(rows), "measured",
                       note=("skipped: " + "; ".join(f"{k} ({v})" for k, v in skipped.items())) if skipped else "",
-                      elapsed_s=elapsed)
+                      elapsed_s=elapsed, noise=spread.verdict())
     return table
 
 
@@ -523,9 +526,10 @@ def _placement_qubits(placement: str, n: int, d: int, dev, rng) -> list[int] | N
 
 
 def _time_gate(state: StateVector, method: str, u: np.ndarray, qubits, repeats: int, *, warm: bool, rng,
-               deadline: float = float("inf")) -> float:
+               deadline: float = float("inf"), spread: Spread | None = None) -> float:
     """Median milliseconds of ``u`` (with fresh phases each run) on ``qubits`` from the identity
-    layout; past ``deadline`` no further repeat starts (one timed run is always kept)."""
+    layout; past ``deadline`` no further repeat starts (one timed run is always kept). The runs
+    go to ``spread`` (the calibration's noise)."""
     times = []
     r = 0
     while True:
@@ -546,6 +550,8 @@ def _time_gate(state: StateVector, method: str, u: np.ndarray, qubits, repeats: 
                 break
         elif len(times) >= repeats:
             break
+    if spread is not None and times[0] <= SLOW_MS:  # (a slow gate's two runs may include a compilation)
+        spread.add(times)
     return float(min(times)) if times[0] > SLOW_MS else float(np.median(times))
 
 

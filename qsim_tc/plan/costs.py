@@ -189,6 +189,8 @@ class CostTable:
         origin: ``"shipped:<name>"``, ``"cache:<path>"``, ``"measured"`` or ``"given"``.
         note: why this table is used (a stand-in for another device, a fallback), or "".
         elapsed_s: how long the calibration that made it took (0 when unknown).
+        noise: a calibration's one-line warning that its timings scattered (``qsim_tc.plan.noise``),
+            or "" (not stored in the JSON: it describes the measurement, not the costs).
     """
 
     key: dict
@@ -196,6 +198,7 @@ class CostTable:
     origin: str = "given"
     note: str = ""
     elapsed_s: float = 0.0
+    noise: str = ""
 
     def methods(self) -> list[str]:
         """The methods that have at least one row, in the rows' order."""
