@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gemm
 from circuits import brickwork
-from qsim_tc import Simulator
+from qsim_tc import Simulator, memory
 from qsim_tc.accuracy import accuracy_table, format_table, plot_rows
 from qsim_tc.cli.common import (
     Progress,
@@ -81,6 +81,7 @@ def run(args) -> int:
         raise ValueError("--plot compares backends: give several (--backend native,native32), --reference dd "
                          "or --mirror")
     check_outputs(args)
+    _check_size(args)
     circ = brickwork(args.qubits, args.gate_qubits, args.depth, args.seed, periodic=args.periodic)
     if launched_ranks() > 1:
         if compare or args.explain:
@@ -89,6 +90,23 @@ def run(args) -> int:
     if compare:
         return _compare(args, circ, backends)
     return _single(args, circ, backends[0])
+
+
+MAX_GATES = 1_000_000  # a brickwork circuit larger than this is a typo, not a benchmark
+
+
+def _check_size(args) -> None:
+    """``--qubits`` and ``--depth`` within what a state and a circuit can hold, before the circuit's
+    Haar gates are drawn (100,000 qubits took minutes to draw before failing)."""
+    most = memory.MAX_QUBITS + max(launched_ranks() - 1, 0).bit_length()  # ranks hold 2^k slices
+    if not 1 <= args.qubits <= most:
+        raise ValueError(f"--qubits must be in 1..{most} (a state of N qubits holds 2^N amplitudes), got {args.qubits}")
+    if not 1 <= args.gate_qubits <= args.qubits:
+        raise ValueError(f"--gate-qubits must be in 1..{args.qubits} (--qubits), got {args.gate_qubits}")
+    gates = args.depth * -(-args.qubits // args.gate_qubits)
+    if args.depth < 1 or gates > MAX_GATES:
+        raise ValueError(f"--depth must be >= 1 and give at most {MAX_GATES:,} gates, got {args.depth} "
+                         f"(~{gates:,} gates)")
 
 
 def _single(args, circ, backend) -> int:
