@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import cmath
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
+from circuits._atomic import atomic_path
 from circuits.circuit_file import MAX_LOAD_BYTES, load_circuit
 from circuits.errors import CircuitError
 from circuits.gate import Gate
@@ -94,20 +96,31 @@ class Circuit:
     # --- persistence -------------------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        """Write the circuit to an ``.npz`` file (matrices, qubits, names, phase, measurements)."""
+        """Write the circuit to an ``.npz`` file (matrices, qubits, names, phase, measurements).
+
+        ``.npz`` is appended to a name without it (as numpy does). The file is written whole or
+        not at all: a failed write leaves an existing file as it was.
+
+        Raises:
+            OSError: the folder is missing or not writable, or the write failed.
+        """
+        path = os.fspath(path)
+        if not path.endswith(".npz"):
+            path += ".npz"
         arrays = {f"m{i}": g.matrix for i, g in enumerate(self.gates)}
         arrays.update({f"q{i}": np.array(g.qubits, dtype=np.int64) for i, g in enumerate(self.gates)})
-        np.savez_compressed(
-            path,
-            n_qubits=np.int64(self.n_qubits),
-            n_gates=np.int64(len(self.gates)),
-            names=np.array([g.name for g in self.gates], dtype=str),
-            global_phase=np.float64(self.global_phase),
-            measured=np.array(self.measured, dtype=np.int64).reshape(-1, 2),
-            n_clbits=np.int64(self.n_clbits),
-            circuit_name=np.array(self.name),
-            **arrays,
-        )
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            np.savez_compressed(
+                f,
+                n_qubits=np.int64(self.n_qubits),
+                n_gates=np.int64(len(self.gates)),
+                names=np.array([g.name for g in self.gates], dtype=str),
+                global_phase=np.float64(self.global_phase),
+                measured=np.array(self.measured, dtype=np.int64).reshape(-1, 2),
+                n_clbits=np.int64(self.n_clbits),
+                circuit_name=np.array(self.name),
+                **arrays,
+            )
 
     @classmethod
     def load(cls, path: str | Path, *, check_unitary: bool = True, max_bytes: int = MAX_LOAD_BYTES) -> Circuit:

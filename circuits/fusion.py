@@ -313,4 +313,6 @@ def check_fuse_option(fuse):
         return fuse
     if isinstance(fuse, bool) or not isinstance(fuse, (int, np.integer)):
         raise TypeError(f"fuse must be None, 'auto' or an int in 1..{MAX_FUSE_QUBITS}, got {fuse!r}")
-    return _check_max_qubits(fuse)
+    if not 1 <= fuse <= MAX_FUSE_QUBITS:
+        raise ValueError(f"fuse must be None, 'auto' or an int in 1..{MAX_FUSE_QUBITS}, got {fuse}")
+    return int(fuse)

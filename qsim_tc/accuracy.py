@@ -24,9 +24,10 @@ import numpy as np
 import gemm
 from gemm.dd import arith as dd_arith
 from gemm.diagnostics.style import REFERENCE_LABEL, method_style, offsets, require_matplotlib
+from qsim_tc.plan.select import PRECISION_CLASSES
 from qsim_tc.progress import Progress
 from qsim_tc.reference import simulate_dd
-from qsim_tc.simulator import Simulator, as_circuit
+from qsim_tc.simulator import AUTO, Simulator, as_circuit
 from qsim_tc.state import StateVector
 
 METRICS = ("amp0_real_rel", "max_rel", "mean_rel", "l2_rel", "infidelity", "norm_drift")
@@ -226,8 +227,9 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
 
     Args:
         circuit: a :class:`circuits.Circuit`.
-        backends: GEMM method names (``gemm.methods()``); ``"native"`` is added first if absent,
-            as the speed baseline.
+        backends: GEMM method names (``gemm.methods()``) or ``"auto"`` (the per-block choice of
+            :class:`~qsim_tc.Simulator`; ``options_per_backend["auto"]`` may give its
+            ``precision``); ``"native"`` is added first if absent, as the speed baseline.
         device: ``"auto"``, ``"cpu"`` or ``"gpu"``.
         reference: ``"dd"`` (a :func:`~qsim_tc.reference.simulate_dd` run on the same device)
             or None (no reference metrics).
@@ -254,7 +256,8 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
     if not backends:
         raise ValueError("backends is empty; give at least one GEMM method name")
     for b in backends:
-        gemm.get_method(b)  # raises with the list of valid names
+        if b != AUTO:
+            gemm.get_method(b)  # raises with the list of valid names
     if reference not in ("dd", None):
         raise ValueError(f"reference={reference!r} is not valid; expected 'dd' or None")
     options_per_backend = dict(options_per_backend or {})
@@ -293,7 +296,7 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
             sim.run(circuit, progress=bar)
         say(f"{b}: run")
         result = sim.run(circuit, progress=bar)
-        row: dict[str, Any] = {"backend": b, "precision": sim.method.precision, "device": dev.name,
+        row: dict[str, Any] = {"backend": b, "precision": precision_class(sim), "device": dev.name,
                                "time_s": result.wall_s, "options": options_per_backend.get(b, {})}
         if ref is not None:
             row.update(compare(result.state, ref, floor=floor))
@@ -313,6 +316,12 @@ def accuracy_table(circuit, backends, device="auto", reference: str | None = "dd
                      "speedup_vs_native": t_native / ref_time if ref_time > 0 else float("nan"),
                      "options": {}})
     return rows
+
+
+def precision_class(sim: Simulator) -> str:
+    """The precision class of a simulator's method ("fp64", "fp32"); with ``backend="auto"``, that
+    of the precision it chooses within (auto has no single method)."""
+    return sim.method.precision if sim.method is not None else PRECISION_CLASSES[sim.precision]
 
 
 def _vs_native(v: float) -> str:
@@ -389,6 +398,13 @@ def describe_circuit(circuit) -> str:
 _REF_METRICS = (("amp0_real_rel", "Re(amplitude 0)\nrelative"), ("max_rel", "max amplitude\nrelative"),
                 ("mean_rel", "mean amplitude\nrelative"), ("l2_rel", "L2 norm\nrelative"))
 _MIRROR_METRICS = (("mirror_amp0_rel", "Re(amplitude 0)\nrelative"), ("mirror_l2_rel", "L2 norm\nrelative"))
+
+
+def _drew_positive(ax) -> bool:
+    """Whether a panel holds a finite positive value (its points or bars) to put on a log axis."""
+    ys = [y for line in ax.get_lines() for y in np.asarray(line.get_ydata(), dtype=float).ravel()]
+    ys += [p.get_height() for p in ax.patches]
+    return any(math.isfinite(y) and y > 0 for y in ys)
 
 
 def _pos(v):
@@ -486,9 +502,12 @@ def plot_rows(rows: list[dict], path: str, title: str | None = None, *, circuit=
                 ax.set_title("run time (hatched: circuit + inverse)", fontsize=9)
             ax.set_ylabel("wall time (seconds)")
             ax.set_xlabel("method")
-        ax.set_yscale("log")
-        if kind != "time":  # the time axis keeps its minor labels: its range is often under a decade
-            ax.yaxis.set_minor_formatter(plt.NullFormatter())
+        if _drew_positive(ax):
+            ax.set_yscale("log")
+            if kind != "time":  # the time axis keeps its minor labels: its range is often under a decade
+                ax.yaxis.set_minor_formatter(plt.NullFormatter())
+        else:  # every value 0 (an exact result) or missing: a log axis has nothing to show
+            ax.text(0.5, 0.5, "all values 0 or missing", transform=ax.transAxes, ha="center", va="center")
         if not ax.get_title():
             ax.set_title(ptitle, fontsize=9)
         ax.grid(True, axis="y", which="major", alpha=0.3)

@@ -385,8 +385,11 @@ class Simulator:
             run_plan(state._phys, plan, program=decision.program, on_stage=progress if callable(progress) else None,
                      fresh=fresh, wide=decision.wide, pools=self._stage_pools[1])
         else:
-            from qsim_tc.engine.stages_cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
+            from qsim_tc.engine.cpu_warmup import ensure_ready  # noqa: PLC0415
 
+            # importing numba and compiling or loading the kernels is not the run's time
+            t_start += ensure_ready(self.dtype)
+            from qsim_tc.engine.stages_cpu import run_stages  # noqa: PLC0415 - imported by ensure_ready
             state = self._start_state(n, initial_state)
             try:  # the executor writes the state chunk by chunk: a failure leaves it mixed
                 run_stages(state._phys, plan)  # (from any layout; the global phase included)

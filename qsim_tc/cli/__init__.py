@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
+import threading
 import warnings
+
+from qsim_tc.errors import SimulationError
 
 # one module per subcommand; each defines register(subparsers) that sets ``func`` on its parser
 SUBCOMMANDS = (
@@ -83,22 +88,68 @@ def _show_warning_once(seen: dict):
     return show
 
 
+class Terminated(BaseException):
+    """Raised in the main thread when the process receives SIGTERM (like KeyboardInterrupt for
+    SIGINT): the run unwinds, temporary output files are removed, and the CLI exits 128 + 15."""
+
+
+# a user's mistake or the machine's limits: a one-line message and exit status 2
+USER_ERRORS = (ValueError, TypeError, MemoryError, RuntimeError, ImportError, OSError, ArithmeticError)
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
 def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the ``qsim-tc`` command line; the exit status.
+
+    0 on success (a subcommand may return another status); 2 for a user error (one line on stderr,
+    no traceback); 130 on SIGINT and 143 on SIGTERM (one line); 1 for an unexpected error (one line
+    naming it; ``QSIM_TC_DEBUG=1`` shows the traceback).
+    """
     seen: dict = {}
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    name = "qsim-tc"
     with warnings.catch_warnings():
         warnings.simplefilter("always")  # every warning reaches show(), which prints each text once
         warnings.showwarning = _show_warning_once(seen)
         try:
+            args = build_parser().parse_args(argv)  # (argparse's own errors exit 2 through SystemExit)
+            name = f"qsim-tc {args.command}"
             return int(args.func(args) or 0)
-        except (ValueError, TypeError, MemoryError, RuntimeError, ImportError) as exc:
-            print(f"qsim-tc {args.command}: error: {exc}", file=sys.stderr)
+        except KeyboardInterrupt:
+            print(f"\n{name}: interrupted", file=sys.stderr)
+            return 128 + signal.SIGINT
+        except Terminated:
+            print(f"\n{name}: terminated", file=sys.stderr)
+            return 128 + signal.SIGTERM
+        except USER_ERRORS + (SimulationError,) as exc:
+            print(f"{name}: error: {_one_line(exc)}", file=sys.stderr)
             return 2
+        except Exception as exc:
+            if os.environ.get("QSIM_TC_DEBUG"):
+                raise
+            print(f"{name}: internal error: {type(exc).__name__}: {_one_line(exc)} (please report it; "
+                  "QSIM_TC_DEBUG=1 shows where)", file=sys.stderr)
+            return 1
         finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
             repeats = sum(n - 1 for n in seen.values())
             if repeats:
                 print(f"qsim-tc: warning: ({repeats} repeat(s) of the warnings above not shown)", file=sys.stderr)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line (an OSError's without its errno tuple)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gemm
 from circuits import brickwork
-from qsim_tc import Simulator
+from qsim_tc import Simulator, memory
 from qsim_tc.accuracy import accuracy_table, format_table, plot_rows
 from qsim_tc.cli.common import (
     Progress,
@@ -22,14 +22,17 @@ from qsim_tc.cli.common import (
     backend_options,
     check_options_used,
     check_outputs,
+    explain_table,
     fuse_option,
     methods_of,
     parse_list,
     plan_option,
     precision_option,
     print_stages,
+    run_or_hint,
     time_text,
     write_json,
+    write_plot,
 )
 from qsim_tc.cli.distributed import launched_ranks, run_ranks
 from qsim_tc.environment import environment
@@ -78,6 +81,7 @@ def run(args) -> int:
         raise ValueError("--plot compares backends: give several (--backend native,native32), --reference dd "
                          "or --mirror")
     check_outputs(args)
+    _check_size(args)
     circ = brickwork(args.qubits, args.gate_qubits, args.depth, args.seed, periodic=args.periodic)
     if launched_ranks() > 1:
         if compare or args.explain:
@@ -88,13 +92,30 @@ def run(args) -> int:
     return _single(args, circ, backends[0])
 
 
+MAX_GATES = 1_000_000  # a brickwork circuit larger than this is a typo, not a benchmark
+
+
+def _check_size(args) -> None:
+    """``--qubits`` and ``--depth`` within what a state and a circuit can hold, before the circuit's
+    Haar gates are drawn (100,000 qubits took minutes to draw before failing)."""
+    most = memory.MAX_QUBITS + max(launched_ranks() - 1, 0).bit_length()  # ranks hold 2^k slices
+    if not 1 <= args.qubits <= most:
+        raise ValueError(f"--qubits must be in 1..{most} (a state of N qubits holds 2^N amplitudes), got {args.qubits}")
+    if not 1 <= args.gate_qubits <= args.qubits:
+        raise ValueError(f"--gate-qubits must be in 1..{args.qubits} (--qubits), got {args.gate_qubits}")
+    gates = args.depth * -(-args.qubits // args.gate_qubits)
+    if args.depth < 1 or gates > MAX_GATES:
+        raise ValueError(f"--depth must be >= 1 and give at most {MAX_GATES:,} gates, got {args.depth} "
+                         f"(~{gates:,} gates)")
+
+
 def _single(args, circ, backend) -> int:
     options = backend_options(args, gemm.get_method(backend)) if backend != "auto" else {}
     sim = Simulator(backend, device=args.device, precision=precision_option(args, backend), fuse=fuse_option(args),
                     plan=plan_option(args), workspace_bytes=args.max_workspace, **options)
     print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates, "
           f"backend {backend}, device {sim.device.name} ({sim.device.reason})")
-    result = sim.run(circ, progress=Progress("simulating"))
+    result = run_or_hint(sim, circ, args, Progress("simulating"))
     print_stages(result)
     st = result.state
     probs = st.probabilities()
@@ -133,23 +154,6 @@ def _single(args, circ, backend) -> int:
     return 0
 
 
-def explain_table(blocks) -> str:
-    """One line per block: index, width, placement, method, predicted and measured ms, and why."""
-    lines = [f"{'block':>5s} {'d':>2s} {'placement':9s} {'method':10s} {'predicted':>10s} {'measured':>10s}  why"]
-    for b in blocks:
-        why = b["reason"]
-        if b["redone"]:
-            why = "redone after " + "; ".join(f"{r['method']}: {r['why']}" for r in b["redone"]) + "; " + why
-        lines.append(f"{b['index']:5d} {b['d']:2d} {b['placement']:9s} {b['method']:10s} "
-                     f"{_cell(b['predicted_ms'])} {_cell(b['measured_ms'])}  {why}")
-    lines.append("(times in ms; - where a stage is not timed apart)")
-    return "\n".join(lines)
-
-
-def _cell(ms) -> str:
-    return f"{ms:9.3f}m" if ms is not None else f"{'-':>10s}"
-
-
 def _ms(ms) -> str:
     return f"{ms:.1f} ms" if ms is not None else "-"
 
@@ -159,12 +163,15 @@ def _compare(args, circ, backends) -> int:
           f"backends {', '.join(backends)}; reference {args.reference or 'none'}"
           + ("; mirror" if args.mirror else ""))
     options = {b: backend_options(args, gemm.get_method(b)) for b in backends if b != "auto"}
+    if "auto" in backends:
+        options["auto"] = {"precision": precision_option(args, "auto")}
+    elif args.precision is not None:
+        raise ValueError("--precision applies to --backend auto; add auto to the backends or drop --precision")
     rows = accuracy_table(circ, backends, device=args.device, reference=args.reference, mirror=args.mirror,
                           options_per_backend=options, progress=Progress("reference"))
     print(format_table(rows))
     if args.plot:
-        plot_rows(rows, args.plot, circuit=circ)
-        print(f"wrote {args.plot}")
+        write_plot(args.plot, lambda tmp: plot_rows(rows, tmp, circuit=circ))
     if args.json:
         write_json(args.json, {"command": "brickwork", "args": vars(args) | {"func": None},
                                "environment": environment(), "rows": rows})

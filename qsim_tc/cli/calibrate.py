@@ -3,6 +3,7 @@ and store it in the cache, where ``backend="auto"`` and ``fuse="auto"`` find it.
 
 from __future__ import annotations
 
+import sys
 import time
 
 from qsim_tc.cli.common import add_device, check_outputs, parse_list, write_json
@@ -53,12 +54,15 @@ def run(args) -> int:
           f"{len(table.rows)} rows in {wall:.1f} s (measuring {table.elapsed_s:.1f} s)")
     if table.note:
         print(table.note)
+    if table.noise:
+        print(f"qsim-tc: warning: {table.noise}", file=sys.stderr)
     print(format_table(table))
     if not args.no_store:
         try:
             old = cal.load_cached(table.key)
-        except cal.CostTableError:
-            old = None  # unreadable: replaced
+        except cal.CostTableError as exc:
+            print(f"{exc}; replaced by this calibration")
+            old = None
         if old is not None:
             table = cal.merge(old, table)
         print(f"stored {cal.store(table)}")

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 
+import numpy as np
+
+from circuits._atomic import atomic_path, write_atomic
 from gemm.diagnostics.style import require_matplotlib
 from qsim_tc.progress import Progress  # noqa: F401 - the subcommands' progress bar
 
@@ -67,6 +71,23 @@ def print_stages(result) -> None:
         print(f"stages: {'yes' if st['use'] else 'no'} ({st['why']})")
 
 
+def explain_table(blocks) -> str:
+    """One line per block: index, width, placement, method, predicted and measured ms, and why."""
+    lines = [f"{'block':>5s} {'d':>2s} {'placement':9s} {'method':10s} {'predicted':>10s} {'measured':>10s}  why"]
+    for b in blocks:
+        why = b["reason"]
+        if b["redone"]:
+            why = "redone after " + "; ".join(f"{r['method']}: {r['why']}" for r in b["redone"]) + "; " + why
+        lines.append(f"{b['index']:5d} {b['d']:2d} {b['placement']:9s} {b['method']:10s} "
+                     f"{_cell(b['predicted_ms'])} {_cell(b['measured_ms'])}  {why}")
+    lines.append("(times in ms; - where a stage is not timed apart)")
+    return "\n".join(lines)
+
+
+def _cell(ms) -> str:
+    return f"{ms:9.3f}m" if ms is not None else f"{'-':>10s}"
+
+
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -78,6 +99,38 @@ def time_text(result, n_gates: int) -> str:
         return f"time: {result.wall_s:.3f} s wall, {n_gates} gates in {k} stage{'' if k == 1 else 's'} (passes)"
     return (f"time: {result.wall_s:.3f} s wall, {len(result.stats)} blocks applied, {result.gate_time_ms:.1f} ms in "
             f"gates ({result.gate_time_ms / max(n_gates, 1):.2f} ms/gate)")
+
+
+def run_or_hint(sim, circ, args, progress):
+    """``sim.run(circ)``; where it does not fit, its InsufficientMemoryError with what would
+    (:func:`memory_hint`) added to the message."""
+    from qsim_tc.errors import InsufficientMemoryError  # noqa: PLC0415
+
+    try:
+        return sim.run(circ, progress=progress)
+    except InsufficientMemoryError as exc:
+        exc.args = (str(exc) + memory_hint(exc, circ.n_qubits, sim, args),)
+        raise
+
+
+def memory_hint(exc, n_qubits: int, sim, args) -> str:
+    """What would fit where a run of ``n_qubits`` did not (``exc``: its InsufficientMemoryError):
+    single precision, or the bounded engine (state plus a bounded workspace, no spare buffer);
+    "" when neither fits."""
+    from qsim_tc import memory  # noqa: PLC0415
+
+    avail = exc.available
+    hints = []
+    dtype = np.dtype(sim.dtype)
+    if dtype == np.complex128:
+        need = memory.state_bytes(n_qubits, np.complex64) + memory.default_workspace_bytes(n_qubits, np.complex64)
+        if need <= avail:
+            flag = "--precision single" if args.backend == "auto" else "--backend native32"
+            hints.append(f"{flag} (complex64: {need / 2**30:.1f} GiB with the bounded engine)")
+    need = memory.state_bytes(n_qubits, dtype) + (1 << 30)
+    if getattr(args, "max_workspace", None) is None and need <= avail < exc.needed:
+        hints.append(f"--max-workspace 1G (the bounded engine: {need / 2**30:.1f} GiB)")
+    return f"; would fit: {' or '.join(hints)}" if hints else ""
 
 
 def parse_bytes(text: str) -> int:
@@ -105,12 +158,15 @@ def fuse_option(args):
         return None
     if text == "auto":
         return "auto"
+    from circuits.fusion import MAX_FUSE_QUBITS  # noqa: PLC0415
+
+    expected = f"--fuse must be none, auto or an int d in 1..{MAX_FUSE_QUBITS} (the widest fused block)"
     try:
         d = int(text)
     except ValueError:
-        raise ValueError(f"--fuse must be none, auto or an int d >= 1, got {text!r}") from None
-    if d < 1:
-        raise ValueError(f"--fuse must be none, auto or an int d >= 1, got {text!r}")
+        raise ValueError(f"{expected}, got {text!r}") from None
+    if not 1 <= d <= MAX_FUSE_QUBITS:
+        raise ValueError(f"{expected}, got {text!r}")
     return d
 
 
@@ -143,16 +199,13 @@ def parse_list(text: str) -> list[str]:
 
 
 def check_outputs(args, *, plot: bool = True) -> None:
-    """Before any work: the folders of ``--json`` / ``--plot`` exist, and ``--plot`` has matplotlib."""
+    """Before any work: the folders of ``--json`` / ``--plot`` exist and take new files, the paths
+    are not folders, and ``--plot`` has matplotlib (a run's results are not lost at its end)."""
     for opt in ("json", "plot") if plot else ("json",):
         path = getattr(args, opt, None)
         if not path:
             continue
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            raise ValueError(f"--{opt} {path}: the folder {folder} does not exist; create it first")
-        if os.path.isdir(path):
-            raise ValueError(f"--{opt} {path} is a folder; give a file name")
+        check_writable(f"--{opt} {path}", path)
     if plot and getattr(args, "plot", None):
         try:
             require_matplotlib("--plot")
@@ -160,9 +213,37 @@ def check_outputs(args, *, plot: bool = True) -> None:
             raise RuntimeError(str(exc)) from None
 
 
+def check_writable(what: str, path: str) -> None:
+    """That a file can be written at ``path``: its folder exists and a new file can be made there
+    (tried, then removed: permissions, read-only file systems and full quotas all show).
+
+    Raises:
+        ValueError: naming ``what``, the folder and the reason.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{what}: the folder {folder} does not exist; create it first")
+    if os.path.isdir(path):
+        raise ValueError(f"{what} is a folder; give a file name")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".qsim-tc-probe-", dir=folder)
+    except OSError as exc:
+        raise ValueError(f"{what}: cannot write in {folder} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def write_json(path: str, payload: dict) -> None:
-    with open(path, "w") as f:
-        json.dump(payload, f, indent=1, default=_default)
+    """Write ``payload`` as JSON to ``path``, whole or not at all (an existing file survives a
+    failed write), and say so."""
+    write_atomic(path, json.dumps(payload, indent=1, default=_default))
+    print(f"wrote {path}")
+
+
+def write_plot(path: str, draw) -> None:
+    """Call ``draw(tmp_path)`` to write a plot beside ``path``, then rename it over ``path``."""
+    with atomic_path(path) as tmp:
+        draw(str(tmp))
     print(f"wrote {path}")
 
 

@@ -14,7 +14,7 @@ from gemm.diagnostics.accuracy_tests import (
     plot_results,
     run_accuracy_test,
 )
-from qsim_tc.cli.common import add_device, check_outputs, parse_list, write_json
+from qsim_tc.cli.common import add_device, check_outputs, parse_list, write_json, write_plot
 from qsim_tc.environment import environment
 from qsim_tc.progress import CPU_SLOWDOWN, Progress, is_emulated
 
@@ -67,7 +67,7 @@ def run(args) -> int:
                             progress=Progress(f"{args.test} test", unit="methods"))
     print(format_results(out))
     if args.plot:
-        print(f"wrote {plot_results(out, args.plot)}")
+        write_plot(args.plot, lambda tmp: plot_results(out, tmp))
     if args.json:
         write_json(args.json, {"command": "gemm-accuracy", "args": vars(args) | {"func": None},
                                "environment": environment(), **out})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gemm
 from gemm.diagnostics import probe
-from qsim_tc.cli.common import write_json
+from qsim_tc.cli.common import check_outputs, write_json
 from qsim_tc.environment import environment
 
 
@@ -18,6 +18,7 @@ def run(args) -> int:
     if not gemm.gpu_available():
         raise RuntimeError("the probe runs mma instructions on a CUDA GPU; none is available (install cupy on a "
                            "machine with an NVIDIA GPU)")
+    check_outputs(args, plot=False)
     rows = probe.probe_all()
     print(probe.format_table(rows))
     status = 0

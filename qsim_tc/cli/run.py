@@ -13,6 +13,7 @@ import gemm
 from circuits import from_qasm
 from circuits.errors import CircuitError
 from qsim_tc import Simulator, accuracy
+from qsim_tc.accuracy import plot_rows, precision_class
 from qsim_tc.cli.common import (
     Progress,
     add_backend_options,
@@ -23,14 +24,18 @@ from qsim_tc.cli.common import (
     backend_options,
     check_options_used,
     check_outputs,
+    explain_table,
     fuse_option,
     methods_of,
     plan_option,
     precision_option,
     print_stages,
+    run_or_hint,
     time_text,
     write_json,
+    write_plot,
 )
+from qsim_tc.cli.expression import evaluate
 from qsim_tc.cli.distributed import launched_ranks, run_ranks
 from qsim_tc.environment import environment
 from qsim_tc.reference import simulate_dd
@@ -49,10 +54,14 @@ def register(sub) -> None:
                    help="sample this many shots of the measured bits (all qubits if nothing is measured)")
     p.add_argument("--seed", type=int, default=None, help="seed of the samples (default: fresh entropy)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="bind the circuit parameter NAME (an OpenQASM 3 'input float NAME;') to VALUE; repeat "
-                        "for each parameter")
+                   help="bind the circuit parameter NAME (an OpenQASM 3 'input float NAME;') to VALUE, a number "
+                        "or an OpenQASM expression (pi/2, -3*tau/8, sqrt(2)/2); repeat for each parameter")
     p.add_argument("--reference", default=None, metavar="METHOD",
                    help="also simulate with METHOD (dd: the double-double reference) and report the errors")
+    p.add_argument("--explain", action="store_true",
+                   help="with --backend auto: print each block's method, predicted and measured time, and why")
+    p.add_argument("--plot", metavar="FILE.png", help="plot the errors and time of the run against --reference "
+                   "(needs matplotlib and --reference)")
     add_fuse(p)
     add_workspace(p)  # imported circuits are mostly small gates: fusing pays
     p.add_argument("--top", type=int, default=10, help="how many of the most frequent outcomes to print")
@@ -70,9 +79,9 @@ def _parse_params(items) -> dict[str, float]:
         if not sep or not name:
             raise ValueError(f"--param takes NAME=VALUE, got {item!r}")
         try:
-            out[name] = float(value)
-        except ValueError:
-            raise ValueError(f"--param {name}: the value must be a number, got {value!r}") from None
+            out[name] = evaluate(value)
+        except ValueError as exc:
+            raise ValueError(f"--param {name}: {exc}") from None
     return out
 
 
@@ -125,18 +134,23 @@ def run(args) -> int:
     methods = methods_of([args.backend])
     check_options_used(args, methods)
     precision = precision_option(args, args.backend)
-    check_outputs(args, plot=False)
+    if args.explain and args.backend != "auto":
+        raise ValueError(f"--explain shows the choices of --backend auto; backend {args.backend!r} makes none")
+    if args.plot and not args.reference:
+        raise ValueError("--plot draws the run's errors against a reference: add --reference dd (or a method)")
+    check_outputs(args)
     circ = _load(args.file, params)
     if launched_ranks() > 1:
-        if args.shots or args.reference:
-            raise ValueError("under mpiexec, run simulates the circuit only (no --shots or --reference yet)")
+        if args.shots or args.reference or args.explain:
+            raise ValueError("under mpiexec, run simulates the circuit only (no --shots, --reference or --explain "
+                             "yet)")
         return run_ranks(args, circ, args.backend, args.file)
     options = backend_options(args, methods[0]) if methods else {}
     sim = Simulator(args.backend, device=args.device, precision=precision, fuse=fuse_option(args),
                     plan=plan_option(args), workspace_bytes=args.max_workspace, **options)
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
           f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
-    result = sim.run(circ, progress=Progress(f"{args.backend}"))
+    result = run_or_hint(sim, circ, args, Progress(f"{args.backend}"))
     print_stages(result)
     st = result.state
     if sim.fusion_choice is not None:
@@ -157,8 +171,17 @@ def run(args) -> int:
         payload["fusion"] = sim.fusion_choice.to_dict()
     if sim.stage_decision is not None:
         payload["stages"] = sim.stage_decision.to_dict()
+    if args.explain:
+        print(explain_table(result.metadata["blocks"]))
     if args.reference:
-        payload["reference"] = {"method": args.reference, **_compare(st, circ, args)}
+        metrics, ref_s = _compare(st, circ, args)
+        payload["reference"] = {"method": args.reference, **metrics}
+        if args.plot:
+            row = {"backend": args.backend, "precision": precision_class(sim), "device": sim.device.name,
+                   "time_s": result.wall_s, **metrics}
+            rows = [row] + ([{"backend": "dd (reference)", "precision": "dd", "device": sim.device.name,
+                              "time_s": ref_s}] if args.reference == "dd" else [])
+            write_plot(args.plot, lambda tmp: plot_rows(rows, tmp, circuit=circ))
     if args.shots:
         counts = _counts(st, circ, args.shots, args.seed)
         width = max(len(k) for k in counts)
@@ -172,15 +195,18 @@ def run(args) -> int:
     return 0
 
 
-def _compare(state, circ, args) -> dict:
+def _compare(state, circ, args) -> tuple[dict, float]:
+    """The error metrics of ``state`` against the reference run, and that run's seconds."""
     if args.reference == "dd":
         ref = simulate_dd(circ, device=args.device)
+        ref_s = ref.wall_s
     else:
-        ref = Simulator(args.reference, device=args.device).run(circ).state.data()
+        res = Simulator(args.reference, device=args.device).run(circ)
+        ref, ref_s = res.state.data(), res.wall_s
     m = accuracy.compare(state, ref)
     print(f"vs {args.reference}: max_rel {m['max_rel']:.3e}, l2_rel {m['l2_rel']:.3e}, "
           f"infidelity {m['infidelity']:.3e}, amp0_real_rel {m['amp0_real_rel']:.3e}")
-    return m
+    return m, ref_s
 
 
 def _counts(state, circ, shots: int, seed) -> Counter:

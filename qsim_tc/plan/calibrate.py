@@ -47,7 +47,9 @@ from circuits.haar import haar_unitary
 from qsim_tc import memory
 from qsim_tc.engine.apply import MAX_BATCHES, MIN_BATCHED_L
 from qsim_tc.errors import InsufficientMemoryError
+from qsim_tc.plan import cache
 from qsim_tc.plan.costs import ANY, PLACEMENTS, CostRow, CostTable, CostTableError, shipped_names, shipped_table
+from qsim_tc.plan.noise import Spread
 from qsim_tc.plan.select import auto_candidates, check_precision, qualifying_methods
 from qsim_tc.progress import is_emulated
 from qsim_tc.state import StateVector
@@ -124,28 +126,15 @@ def load_cached(key: dict) -> CostTable | None:
     """The cached table of ``key``, or None when there is none.
 
     Raises:
-        CostTableError: the file exists but is not a table of this key (the message names the file).
+        CostTableError: the file exists but is not a valid table of this key (the message names the
+            file; :func:`qsim_tc.plan.cache.read`).
     """
-    path = cache_path(key)
-    if not path.is_file():
-        return None
-    try:
-        table = CostTable.from_json(path.read_text(), origin=f"cache:{path}")
-    except (CostTableError, OSError, UnicodeDecodeError) as exc:
-        raise CostTableError(f"cost table {path} is unreadable: {exc}") from None
-    if table.key != key:
-        raise CostTableError(f"cost table {path} was measured for {table.key}, not {key}")
-    return table
+    return cache.read(cache_path(key), key)
 
 
 def store(table: CostTable) -> Path:
     """Write ``table`` to the cache file of its key (atomically); return the path."""
-    path = cache_path(table.key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(table.to_json() + "\n")
-    os.replace(tmp, path)
-    return path
+    return cache.write(cache_path(table.key), table)
 
 
 def nearest_shipped(key: dict) -> CostTable:
@@ -188,8 +177,8 @@ def table_for(device, precision: str | None = None, *, calibrate_missing="auto",
         try:
             table = load_cached(key)
         except CostTableError as exc:
-            say(f"{exc}; recalibrating" if _may_calibrate(dev, calibrate_missing) else
-                f"{exc}; using a shipped table")
+            cache.report_once(exc, "recalibrating" if _may_calibrate(dev, calibrate_missing) else
+                              "using a shipped table (qsim-tc calibrate replaces it)", message)
             table = None
     allowed = _may_calibrate(dev, calibrate_missing)
     missing = [p for p in precisions if table is None or not _covers(table, p)]
@@ -302,6 +291,7 @@ def merge(old: CostTable, new: CostTable) -> CostTable:
 def forget() -> None:
     """Drop this process's memory of the tables in use (after the cache changed)."""
     _MEMO.clear()
+    cache.forget_reports()
 
 
 # --- measuring --------------------------------------------------------------------------------
@@ -327,7 +317,8 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
         progress: called with one line per method and width measured.
 
     Returns:
-        The measured :class:`~qsim_tc.plan.costs.CostTable` (``origin`` ``"measured"``).
+        The measured :class:`~qsim_tc.plan.costs.CostTable` (``origin`` ``"measured"``; ``noise``
+        says when the repeats of too many points scattered, :mod:`qsim_tc.plan.noise`).
 
     Raises:
         ValueError: a bad precision, placement, size or count; no method could be measured.
@@ -364,6 +355,7 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
     t_start = time.perf_counter()
     rows: list[CostRow] = []
     skipped: dict[str, str] = {}
+    spread = Spread()
     machine = _machine(dev)
     hard_stop = t_start + HARD_STOP * budget
     for _precision, names in by_precision:
@@ -418,7 +410,7 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
                         if qubits is None:
                             continue
                         times[m][placement][d] = _time_gate(state, m, u, qubits, repeats, warm=(i == 0), rng=rng,
-                                                            deadline=deadline)
+                                                            deadline=deadline, spread=spread)
                         if spent[m] + time.perf_counter() - t0 >= share and not (
                                 first and times[m][placement][d] < CHEAP_GATE_MS):
                             # a wide emulated gate costs seconds a placement: stop inside the
@@ -452,7 +444,7 @@ def calibrate(device="auto", *, precisions=("double", "single"), methods=None, n
     elapsed = time.perf_counter() - t_start
     table = CostTable(device_key(dev), tuple(rows), "measured",
                       note=("skipped: " + "; ".join(f"{k} ({v})" for k, v in skipped.items())) if skipped else "",
-                      elapsed_s=elapsed)
+                      elapsed_s=elapsed, noise=spread.verdict())
     return table
 
 
@@ -534,9 +526,10 @@ def _placement_qubits(placement: str, n: int, d: int, dev, rng) -> list[int] | N
 
 
 def _time_gate(state: StateVector, method: str, u: np.ndarray, qubits, repeats: int, *, warm: bool, rng,
-               deadline: float = float("inf")) -> float:
+               deadline: float = float("inf"), spread: Spread | None = None) -> float:
     """Median milliseconds of ``u`` (with fresh phases each run) on ``qubits`` from the identity
-    layout; past ``deadline`` no further repeat starts (one timed run is always kept)."""
+    layout; past ``deadline`` no further repeat starts (one timed run is always kept). The runs
+    go to ``spread`` (the calibration's noise)."""
     times = []
     r = 0
     while True:
@@ -557,6 +550,8 @@ def _time_gate(state: StateVector, method: str, u: np.ndarray, qubits, repeats: 
                 break
         elif len(times) >= repeats:
             break
+    if spread is not None and times[0] <= SLOW_MS:  # (a slow gate's two runs may include a compilation)
+        spread.add(times)
     return float(min(times)) if times[0] > SLOW_MS else float(np.median(times))
 
 

@@ -94,24 +94,89 @@ class CostRow:
 
     @classmethod
     def from_dict(cls, raw: dict) -> CostRow:
-        """A row from :meth:`to_dict`'s form.
+        """A row from :meth:`to_dict`'s form, every field checked for its type and range.
 
         Raises:
-            CostTableError: a missing or malformed field (named).
+            CostTableError: a missing, unknown, wrong-typed or out-of-range field (named).
         """
         if not isinstance(raw, dict):
             raise CostTableError(f"a cost row must be an object, got {type(raw).__name__}")
-        try:
-            ms = {int(k): float(v) for k, v in raw["ms"].items()}
-            row = cls(**{**raw, "ms": ms, "measured": tuple(int(d) for d in raw.get("measured", ()))})
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CostTableError(f"malformed cost row {raw.get('backend', '?')!r}: {exc}") from None
-        if not ms or any(v <= 0 or not math.isfinite(v) for v in ms.values()) or min(ms) < 1:
-            raise CostTableError(f"cost row {row.backend!r}: ms must map widths >= 1 to positive times, got {ms}")
-        if row.placement not in PLACEMENTS + (ANY,):
-            raise CostTableError(f"cost row {row.backend!r}: placement {row.placement!r} is not one of "
-                                 f"{', '.join(PLACEMENTS + (ANY,))}")
-        return row
+        name = raw.get("backend") if isinstance(raw.get("backend"), str) else "?"
+        where = f"cost row {name!r}"
+        missing = [k for k in _REQUIRED if k not in raw]
+        if missing:
+            raise CostTableError(f"{where}: missing field(s) {', '.join(missing)}")
+        unknown = sorted(str(k) for k in set(raw) - set(_ROW_FIELDS))
+        if unknown:
+            raise CostTableError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        values = {k: _check_field(where, k, v) for k, v in raw.items()}
+        ms = values["ms"]
+        measured = values.get("measured", ())
+        if any(d not in ms for d in measured):
+            raise CostTableError(f"{where}: measured widths {list(measured)} are not all widths of ms {sorted(ms)}")
+        return cls(**values)
+
+
+# the JSON fields of a row: (type check, range check, what is expected) per field; an absurd value
+# (a negative time, a width no state reaches, a gate of a week) is refused, not used
+_MAX_WIDTH = 64
+_MAX_MS = 1e9  # ~12 days: any larger per-gate time is a corrupt entry
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_time(v, positive: bool) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return False
+    return (v > 0 if positive else v >= 0) and v <= _MAX_MS
+
+
+def _ms_field(v) -> dict | None:
+    if not isinstance(v, dict) or not v:
+        return None
+    out = {}
+    for k, t in v.items():
+        if not isinstance(k, str) or not k.isdigit() or not 1 <= int(k) <= _MAX_WIDTH or not _is_time(t, True):
+            return None
+        out[int(k)] = float(t)
+    return dict(sorted(out.items()))
+
+
+def _measured_field(v) -> tuple | None:
+    if not isinstance(v, list) or not all(_is_int(d) and 1 <= d <= _MAX_WIDTH for d in v):
+        return None
+    return tuple(v)
+
+
+_ROW_FIELDS = {
+    "device": (lambda v: v if v in ("cpu", "gpu") else None, "'cpu' or 'gpu'"),
+    "dtype": (lambda v: v if v in ("complex128", "complex64") else None, "'complex128' or 'complex64'"),
+    "backend": (lambda v: v if isinstance(v, str) and v.strip() and len(v) <= 64 else None, "a method name"),
+    "n_qubits": (lambda v: v if _is_int(v) and 1 <= v <= _MAX_WIDTH else None, f"an int in 1..{_MAX_WIDTH}"),
+    "ms": (_ms_field, f"an object of widths '1'..'{_MAX_WIDTH}' to positive finite milliseconds"),
+    "permute_ms": (lambda v: float(v) if _is_time(v, False) else None, "finite milliseconds >= 0"),
+    "machine": (lambda v: v if isinstance(v, str) else None, "a string"),
+    "source": (lambda v: v if isinstance(v, str) else None, "a string"),
+    "kernel_max_d": (lambda v: v if _is_int(v) and 0 <= v <= _MAX_WIDTH else None, f"an int in 0..{_MAX_WIDTH}"),
+    "overhead_ms": (lambda v: float(v) if _is_time(v, False) else None, "finite milliseconds >= 0"),
+    "placement": (lambda v: v if v in PLACEMENTS + (ANY,) else None, f"one of {', '.join(PLACEMENTS + (ANY,))}"),
+    "measured": (_measured_field, f"a list of widths in 1..{_MAX_WIDTH}"),
+}
+_REQUIRED = ("device", "dtype", "backend", "n_qubits", "ms")
+
+
+def _check_field(where: str, key: str, value):
+    check, expected = _ROW_FIELDS[key]
+    try:
+        out = check(value)
+    except TypeError:  # an unhashable value tested for membership
+        out = None
+    if out is None:
+        shown = repr(value)
+        raise CostTableError(f"{where}: {key} must be {expected}, got {shown[:60]}{'...' if len(shown) > 60 else ''}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -124,6 +189,8 @@ class CostTable:
         origin: ``"shipped:<name>"``, ``"cache:<path>"``, ``"measured"`` or ``"given"``.
         note: why this table is used (a stand-in for another device, a fallback), or "".
         elapsed_s: how long the calibration that made it took (0 when unknown).
+        noise: a calibration's one-line warning that its timings scattered (``qsim_tc.plan.noise``),
+            or "" (not stored in the JSON: it describes the measurement, not the costs).
     """
 
     key: dict
@@ -131,6 +198,7 @@ class CostTable:
     origin: str = "given"
     note: str = ""
     elapsed_s: float = 0.0
+    noise: str = ""
 
     def methods(self) -> list[str]:
         """The methods that have at least one row, in the rows' order."""
@@ -167,23 +235,35 @@ class CostTable:
 
     @classmethod
     def from_json(cls, text: str, origin: str = "given") -> CostTable:
-        """A table from :meth:`to_json`'s text.
+        """A table from :meth:`to_json`'s text, every field checked (:meth:`CostRow.from_dict`).
 
         Raises:
-            CostTableError: not JSON, another format version, or a malformed row.
+            CostTableError: not JSON, another format version, or a missing, unknown, wrong-typed
+                or out-of-range field (named).
         """
         try:
             raw = json.loads(text)
-        except ValueError as exc:
-            raise CostTableError(f"not JSON ({exc})") from None
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-            got = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
-            raise CostTableError(f"format {got!r}, expected {FORMAT}")
+        except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the parser goes
+            raise CostTableError(f"not JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
+        if not isinstance(raw, dict):
+            raise CostTableError(f"expected a JSON object, got {type(raw).__name__}")
+        fmt = raw.get("format")
+        if not _is_int(fmt) or fmt != FORMAT:
+            raise CostTableError(f"format {fmt!r}, expected {FORMAT}")
+        unknown = sorted(str(k) for k in set(raw) - {"format", "key", "elapsed_s", "rows"})
+        if unknown:
+            raise CostTableError(f"unknown field(s) {', '.join(unknown)}")
+        key = raw.get("key", {})
+        if not isinstance(key, dict) or not all(
+                isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in key.values()):
+            raise CostTableError("key must be an object of strings and numbers")
+        elapsed = raw.get("elapsed_s", 0.0)
+        if isinstance(elapsed, bool) or not isinstance(elapsed, (int, float)) or not 0 <= elapsed < 1e7:
+            raise CostTableError(f"elapsed_s must be finite seconds >= 0, got {elapsed!r}")
         rows = raw.get("rows")
         if not isinstance(rows, list) or not rows:
             raise CostTableError("no rows")
-        return cls(dict(raw.get("key") or {}), tuple(CostRow.from_dict(r) for r in rows), origin,
-                   elapsed_s=float(raw.get("elapsed_s", 0.0)))
+        return cls(dict(key), tuple(CostRow.from_dict(r) for r in rows), origin, elapsed_s=float(elapsed))
 
 
 def shipped_table(name: str) -> CostTable:

@@ -170,7 +170,7 @@ def test_bad_fuse_arguments():
         check_fuse_option("fast")
     with pytest.raises(TypeError, match=r"fuse must be None, 'auto' or an int"):
         Simulator("native", device="cpu", fuse="fast")
-    with pytest.raises(CircuitError, match=r"max_qubits must be in 1..14, got 20"):
+    with pytest.raises(ValueError, match=r"fuse must be None, 'auto' or an int in 1..14, got 20"):
         Simulator("native", device="cpu", fuse=20)
 
 

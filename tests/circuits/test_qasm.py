@@ -180,4 +180,4 @@ def test_cli_run_errors(tmp_path, capsys):
     g = tmp_path / "ok.qasm"
     g.write_text('OPENQASM 2.0;\ninclude "qelib1.inc";\nqreg q[1];\nh q[0];\n')
     assert main(["run", str(g), "--device", "cpu", "--fuse", "wide"]) == 2
-    assert "--fuse must be none, auto or an int d >= 1, got 'wide'" in capsys.readouterr().err
+    assert "--fuse must be none, auto or an int d in 1..14 (the widest fused block), got 'wide'" in capsys.readouterr().err

@@ -48,7 +48,7 @@ def test_option_no_backend_takes_is_an_error(capsys):
     assert "--splits is not an option of native" in capsys.readouterr().err
     rc = main(["brickwork", "--qubits", "4", "--fuse", "-1", "--device", "cpu"])
     assert rc == 2
-    assert "--fuse must be none, auto or an int d >= 1" in capsys.readouterr().err
+    assert "--fuse must be none, auto or an int d in 1..14" in capsys.readouterr().err
 
 
 # --- what a user meets: version, help, checks before a run, parameters, tables -----------------
