@@ -15,11 +15,11 @@ import numpy as np
 import gemm
 from circuits import Circuit, fusion
 from qsim_tc import memory
+from qsim_tc.calibrate import table_for
 from qsim_tc.engine import ApplyInfo
 from qsim_tc.engine.apply import layout_after, predict_layout_path, predict_path
 from qsim_tc.errors import InsufficientMemoryError
 from qsim_tc.plan import choose_fusion, guard
-from qsim_tc.plan.calibrate import table_for
 from qsim_tc.plan.costs import lookup
 from qsim_tc.plan.select import PRECISION_CLASSES, Selector, check_precision, needs_guard, placement_of
 from qsim_tc.progress import Progress, warn_emulated_on_cpu
@@ -112,10 +112,10 @@ class Simulator:
         fuse: None (no fusion), the most qubits a fused block may have, or ``"auto"`` (chosen per
             circuit from the device's cost table, :mod:`qsim_tc.plan.costs`).
         cost_table: with ``backend="auto"`` or ``fuse="auto"``: the cost table to use (default:
-            :func:`qsim_tc.plan.calibrate.table_for` this device, measured once per device on a GPU).
+            :func:`qsim_tc.calibrate.table_for` this device, measured once per device on a GPU).
         plan: ``"auto"`` (default): with ``backend="auto"``, ``"native"`` or ``"native32"``, run
-            the circuit as stages (:mod:`qsim_tc.plan.stages`: many gates per pass over the
-            state) where that is expected faster (:mod:`qsim_tc.plan.stage_choice`): on a GPU in
+            the circuit as stages (:mod:`qsim_tc.stages.plan`: many gates per pass over the
+            state) where that is expected faster (:mod:`qsim_tc.stages.choice`): on a GPU in
             the stage kernel when every gate fits it and the device's costs predict it faster;
             on a CPU in the compiled stage executor when every gate mixes at most 4 qubits and
             two states fit in memory; not with an int ``fuse`` (a
@@ -315,7 +315,7 @@ class Simulator:
             return None
         if isinstance(self.fuse, int) and self.plan == "auto":
             return None  # a fusion width asked for is a setting of the gate-by-gate path
-        from qsim_tc.plan import stage_choice  # noqa: PLC0415
+        from qsim_tc.stages import choice as stage_choice  # noqa: PLC0415
 
         if len(circuit) == 0:
             return None
@@ -333,7 +333,7 @@ class Simulator:
             decision = stage_choice.decide_cpu(circuit, np.dtype(self.dtype).itemsize, always=self.plan == "always")
             self._stage_cache = (circuit, len(circuit), decision)
             return decision
-        from qsim_tc.engine.stage_kernel import block_qubits, max_dense, sm_ghz, tensor_core_ops  # noqa: PLC0415
+        from qsim_tc.stages.kernel import block_qubits, max_dense, sm_ghz, tensor_core_ops  # noqa: PLC0415
 
         dtype = str(np.dtype(self.dtype))
         n = circuit.n_qubits
@@ -366,8 +366,8 @@ class Simulator:
                           self.device)
         plan = decision.plan
         if self.device.is_gpu:
-            from qsim_tc.engine.stage_kernel import upload  # noqa: PLC0415
-            from qsim_tc.engine.stages_gpu import run_plan  # noqa: PLC0415
+            from qsim_tc.stages.gpu import run_plan  # noqa: PLC0415
+            from qsim_tc.stages.kernel import upload  # noqa: PLC0415
 
             fresh = initial_state is None  # the first stage makes |0...0> itself: no zeroing pass
             if fresh:
@@ -382,7 +382,7 @@ class Simulator:
             run_plan(state._phys, plan, program=decision.program, on_stage=progress if callable(progress) else None,
                      fresh=fresh, wide=decision.wide, pools=self._stage_pools[1])
         else:
-            from qsim_tc.engine.stages_cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
+            from qsim_tc.stages.cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
 
             state = self._start_state(n, initial_state)
             try:  # the executor writes the state chunk by chunk: a failure leaves it mixed

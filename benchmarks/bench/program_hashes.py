@@ -24,9 +24,9 @@ import numpy as np
 from benchmarks.bench.qiskit_circuits import prepend_hadamards, qft_circuit, qv_circuit
 from circuits import brickwork
 from qsim_tc import Simulator
-from qsim_tc.plan.stage_choice import decide, decide_cpu
-from qsim_tc.engine.stages_cpu import FUSE_COST
-from qsim_tc.plan.stage_fusion import fuse_stage
+from qsim_tc.stages.choice import decide, decide_cpu
+from qsim_tc.stages.cpu import FUSE_COST
+from qsim_tc.stages.fusion import fuse_stage
 
 
 def _feed(h, obj) -> None:

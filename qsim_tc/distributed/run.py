@@ -2,7 +2,7 @@
 which qubits are local per stage, swaps bring them in, and each stage's gates run on every rank's
 slice as an ordinary L-qubit circuit (any backend, fusion, stages or GPU engine of this package).
 
-The plan is :func:`qsim_tc.plan.stages.plan_stages` with L = N - g local qubits: its swaps are the
+The plan is :func:`qsim_tc.stages.plan.plan_stages` with L = N - g local qubits: its swaps are the
 global-local index-bit swaps (pairwise exchanges of half a slice), and every gate of a stage needs
 only local qubits for what it mixes. A gate's fixed (global) bits are read from the rank: a global
 control enables or skips the gate on the whole slice; a diagonal's global bits select a slice of
@@ -17,8 +17,8 @@ import numpy as np
 
 from circuits import Circuit, Gate
 from qsim_tc.distributed.state import DistributedState
-from qsim_tc.plan.stages import RELABEL, plan_stages
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
+from qsim_tc.stages.plan import RELABEL, plan_stages
+from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
 
 
 def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cpu", dtype=None,
