@@ -22,7 +22,7 @@ from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, classify, controlled_
 
 
 def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cpu", dtype=None,
-                    piece_bytes: int | None = None, **simulator_options) -> DistributedState:
+                    piece_bytes: int | None = None, on_stage=None, **simulator_options) -> DistributedState:
     """Simulate ``circuit`` from |0...0> over the ranks of ``comm`` (collective).
 
     Args:
@@ -33,6 +33,8 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
             rank's index among the ranks of its node picks the GPU; NCCL exchange).
         dtype: the state dtype (default: the Simulator's).
         piece_bytes: the largest message of a swap (see :class:`DistributedState`).
+        on_stage: called as ``on_stage(index, gates, seconds)`` after each stage: the indices of
+            the circuit's gates it applied and this rank's seconds in it (swaps included).
 
     Returns:
         This rank's DistributedState (its ``phys`` the final layout; ``swaps`` and
@@ -61,7 +63,8 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
     # The plan's bit numbers follow its own layout; the state's differs once a stage's run leaves
     # its slice permuted (absorbed, not undone), so both are followed through logical qubits.
     planned = list(range(circuit.n_qubits))  # the plan's physical bit -> logical qubit
-    for stage in plan.stages:
+    for index, stage in enumerate(plan.stages):
+        t_stage = time.perf_counter()
         for p, g in stage.swaps:
             state.swap(state.position(planned[p]), g)  # global bits agree in both layouts
             planned[p], planned[g] = planned[g], planned[p]
@@ -85,6 +88,8 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
             state.compute_s += time.perf_counter() - t0  # the run ends synchronised
         if scale != 1.0:
             state.data *= state.data.dtype.type(scale)
+        if on_stage is not None:
+            on_stage(index, tuple(op.gate for op in stage.ops), time.perf_counter() - t_stage)
     if circuit.global_phase:
         state.data *= state.data.dtype.type(np.exp(1j * circuit.global_phase))
     return state

@@ -48,7 +48,7 @@ _THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, threads: int | None = None,
-               fuse_cost=None):
+               fuse_cost=None, on_stage=None):
     """Apply ``plan`` to a state.
 
     Args:
@@ -64,6 +64,7 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
         fuse_cost: the relative cost of a dense op of 1, 2, ... targets, by which each stage's
             runs of local gates are fused (:func:`~qsim_tc.stages.fusion.fuse_stage`;
             default :data:`FUSE_COST` of the state's itemsize; ``()``: no fusion).
+        on_stage: called as ``on_stage(done, total)`` after each stage.
 
     Returns:
         The PhysicalState, or for an array input the final amplitudes in logical order (a numpy
@@ -104,6 +105,8 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
             if ops is not None:
                 _run_stage(phys, geo, ops, scratch, pool)
             _rename(phys, stage)  # the stage's relabels (SWAPs) moved no amplitude
+            if on_stage is not None:
+                on_stage(i + 1, plan.n_stages)
     finally:
         if pool is not None:
             pool.shutdown()
