@@ -175,6 +175,12 @@ def fuse(circuit: Circuit, max_qubits: int, *, min_qubits: int = 1) -> Circuit:
         TypeError / CircuitError: ``max_qubits`` not an int in 1..14, or ``min_qubits`` not an
             int in 1..max_qubits.
     """
+    return fuse_blocks(circuit, max_qubits, min_qubits=min_qubits)[0]
+
+
+def fuse_blocks(circuit: Circuit, max_qubits: int, *, min_qubits: int = 1) -> tuple[Circuit, list[tuple[int, ...]]]:
+    """:func:`fuse`, and for each gate of the fused circuit the indices of the gates of
+    ``circuit`` it applies (in the order they were multiplied)."""
     if not isinstance(circuit, Circuit):
         raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
     blocks = plan(circuit, max_qubits)
@@ -191,8 +197,9 @@ def fuse(circuit: Circuit, max_qubits: int, *, min_qubits: int = 1) -> Circuit:
         qubits = tuple(sorted(_padded(blk.qubits, pad_to, circuit.n_qubits)))
         m = block_matrix([circuit.gates[i] for i in blk.gates], qubits)
         gates.append(Gate(m, qubits, f"fused{len(blk.gates)}", check_unitary=False))
-    return Circuit(circuit.n_qubits, gates, global_phase=circuit.global_phase, measured=circuit.measured,
-                   n_clbits=circuit.n_clbits, name=f"{circuit.name}_fused{int(max_qubits)}")
+    fused = Circuit(circuit.n_qubits, gates, global_phase=circuit.global_phase, measured=circuit.measured,
+                    n_clbits=circuit.n_clbits, name=f"{circuit.name}_fused{int(max_qubits)}")
+    return fused, [tuple(blk.gates) for blk in blocks]
 
 
 def _padded(qubits: set, width: int, n_qubits: int) -> set:

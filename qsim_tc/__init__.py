@@ -7,7 +7,9 @@
 
 from qsim_tc.errors import (InsufficientMemoryError, QubitError, SimulationError, StateInvalidError,
                             StateNormError)
-from qsim_tc.simulator import GateStat, Result, Simulator
+from qsim_tc.result import Result
+from qsim_tc.runners.records import GateStat
+from qsim_tc.simulator import Simulator
 from qsim_tc.state import StateVector
 
 __version__ = "0.1.0"

@@ -5,7 +5,7 @@ The pass floor (one read+write of the state) bounds a stage plan from the memory
 it from the arithmetic side. The stage kernel applies a dense op of k targets to every amplitude
 (where its controls hold), as one of:
 
-- tensor-core records (complex128 programs on sm_90, :func:`~qsim_tc.engine.stage_kernel.tensor_core_ops`):
+- tensor-core records (complex128 programs on sm_90, :func:`~qsim_tc.stages.kernel.tensor_core_ops`):
   a 3-qubit op is one FP64 ``mma.m16n8k16`` a tile of 64 amplitudes (the complex 8 x 8 matrix in its
   real 16 x 16 form), 64 flops an amplitude; a 2-qubit op one ``m16n8k8`` a tile of 32 (half of A
   zero, counted as executed), also 64; a pair record two 3-qubit ops, 128. A tile loop runs over
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qsim_tc.engine.stage_program import MMA_K, MMA_PAIR, OP_DENSE, W_CMASK, W_K, W_MMA, W_PCOUNT, W_TYPE
+from qsim_tc.stages.program import MMA_K, MMA_PAIR, OP_DENSE, W_CMASK, W_K, W_MMA, W_PCOUNT, W_TYPE
 
 _PEAK_SOURCE = r"""
 extern "C" __global__ void dmma_peak(double* out, int iters) {
@@ -69,7 +69,7 @@ THREADS = 256
 
 
 def program_flops(program, tensor: bool) -> dict[str, float]:
-    """The floating-point work of ``program`` (a :class:`~qsim_tc.engine.stage_program.StageProgram`)
+    """The floating-point work of ``program`` (a :class:`~qsim_tc.stages.program.StageProgram`)
     as the stage kernel executes it: ``{"tensor": FP64 mma flops, "fma": FMA-loop and phase flops}``
     (the latter in the program's precision). ``tensor``: the kernel runs its tensor-core records on
     the tensor cores (else every dense op takes the FMA loops)."""

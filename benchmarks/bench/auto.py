@@ -28,7 +28,7 @@ from benchmarks.bench.qiskit_circuits import prepend_hadamards, qft_circuit, qv_
 from benchmarks.common import write_results
 from circuits import brickwork
 from qsim_tc import Simulator, accuracy
-from qsim_tc.plan.calibrate import table_for
+from qsim_tc.calibrate import table_for
 from qsim_tc.plan.select import qualifying_methods
 from qsim_tc.reference import simulate_dd
 

@@ -35,10 +35,10 @@ import numpy as np
 from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from qsim_tc import Simulator
-from qsim_tc.engine.stages_cpu import DEFAULT_BLOCK_BYTES, run_stages
-from qsim_tc.plan.stage_choice import decide_cpu
-from qsim_tc.plan.stages import plan_stages
-from qsim_tc.plan.structure import classify
+from qsim_tc.stages.choice import decide_cpu
+from qsim_tc.stages.cpu import DEFAULT_BLOCK_BYTES, run_stages
+from qsim_tc.stages.plan import plan_stages
+from qsim_tc.stages.structure import classify
 
 MODULE = "benchmarks.bench.cpu_vs_qsim"
 CIRCUITS = ("qft", "qv", "brickwork4")

@@ -13,7 +13,7 @@ t_pass is one read+write pass over the slice (2^L amplitudes); the extra t_pass 
 the local copying (qsim_tc.distributed.exchange packs a strided half into piece buffers, and NCCL
 receives into a buffer copied over the piece): one pass at most, half for a contiguous half. A swapped global bit j (physical bit L + j, bit j of the rank) is a node-level bit when
 2^j >= GPUs per node: ranks are numbered node by node, so the low rank bits pick a GPU inside a
-node. sweeps() is the project's stage model (qsim_tc.plan.stage_choice: a pass per stage plus a
+node. sweeps() is the project's stage model (qsim_tc.stages.choice: a pass per stage plus a
 weight per kernel op, fitted on an H100) where every gate fits the stage kernel, else one pass
 per gate (brickwork d = 4 at 28 qubits: 65 gates took 191 ms = 67 passes on an H100), whichever
 is less. The busiest rank is modelled: every global control of the rank is 1.
@@ -40,9 +40,9 @@ import numpy as np
 from benchmarks.bench.qiskit_circuits import prepend_hadamards, qft_circuit
 from benchmarks.common import parse_range, write_results
 from circuits import Circuit, Gate, brickwork
-from qsim_tc.plan.stage_choice import decide
-from qsim_tc.plan.stages import RELABEL, plan_stages
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, controlled_matrix
+from qsim_tc.stages.choice import decide
+from qsim_tc.stages.plan import RELABEL, plan_stages
+from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, controlled_matrix
 
 MODULE = "benchmarks.bench.scaling_model"
 

@@ -3,8 +3,8 @@
 Times every stage of the stage kernel's programs for QFT, QuantumVolume(N, seed=7) and brickwork
 circuits of gate widths 1-3 (and 4 in complex64) at N qubits, one kernel launch a stage (median of
 five after a warm-up), with each stage's op counts (dense ops by width, phase ops, pre-phases).
-Then fits, per precision, the model of :mod:`qsim_tc.plan.stage_choice`: a stage costs
-``STAGE_PASSES`` and each op its ``OP_PASSES`` weight (:mod:`qsim_tc.engine.stage_program`), in
+Then fits, per precision, the model of :mod:`qsim_tc.stages.choice`: a stage costs
+``STAGE_PASSES`` and each op its ``OP_PASSES`` weight (:mod:`qsim_tc.stages.program`), in
 reference passes (``REFERENCE_PASS_MS`` at N = 28; scaled by 2^(N - 28) and by the GPU's SM count
 times clock), by least squares on the relative error of each stage (non-negative weights). Prints
 the weights and each circuit's measured and predicted total.
@@ -21,10 +21,11 @@ import numpy as np
 from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from benchmarks.gate_timing import event_times
-from qsim_tc.engine import stage_kernel, stage_program
-from qsim_tc.plan import stage_choice
-from qsim_tc.plan.stage_choice import REFERENCE_PASS_MS, REFERENCE_SM_GHZ, reference_pass_ms
-from qsim_tc.plan.stages import plan_stages
+from qsim_tc.stages import choice as stage_choice
+from qsim_tc.stages import kernel as stage_kernel
+from qsim_tc.stages import program as stage_program
+from qsim_tc.stages.choice import REFERENCE_PASS_MS, REFERENCE_SM_GHZ, reference_pass_ms
+from qsim_tc.stages.plan import plan_stages
 
 CIRCUITS = {"complex128": ("qft", "qv", "brickwork1", "brickwork2", "brickwork3"),
             "complex64": ("qft", "qv", "brickwork1", "brickwork2", "brickwork3", "brickwork4")}

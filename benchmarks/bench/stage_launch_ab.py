@@ -2,7 +2,7 @@
 
 Each of QFT-28, QuantumVolume(28, seed=7) and brickwork(28, 2, 20) runs its default program
 (L = 12, C = 3 rotating, pairs) two ways: every launch first copies its stage's op records and
-slot maps from host memory (as launches did before :class:`~qsim_tc.engine.stage_kernel.Pools`),
+slot maps from host memory (as launches did before :class:`~qsim_tc.stages.kernel.Pools`),
 and the program uploaded once. Best of two rounds of five after a warm-up.
 
     python -m benchmarks.bench.stage_launch_ab --qubits 28
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+
 import numpy as np
 
 from benchmarks.bench.auto import build
 from benchmarks.bench.stages_gpu import best_time
-from qsim_tc.engine import stage_kernel as sk
-from qsim_tc.engine.stage_program import build_program
-from qsim_tc.plan.stages import plan_stages
+from qsim_tc.stages import kernel as sk
+from qsim_tc.stages.plan import plan_stages
+from qsim_tc.stages.program import build_program
 
 
 def main(argv=None) -> int:

@@ -17,8 +17,8 @@ import time
 from benchmarks.bench.qiskit_circuits import prepend_hadamards, qft_circuit, qv_circuit
 from benchmarks.common import parse_range, write_results
 from circuits import Circuit, brickwork
-from qsim_tc.plan.stages import plan_stages
-from qsim_tc.plan.structure import classify
+from qsim_tc.stages.plan import plan_stages
+from qsim_tc.stages.structure import classify
 
 MODULE = "benchmarks.bench.stages"
 

@@ -25,9 +25,9 @@ from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from qsim_tc import Simulator
 from qsim_tc.engine.permute import permute_bits
-from qsim_tc.engine.stage_kernel import block_qubits, max_dense, program_dtype, run_program, tensor_core_ops
-from qsim_tc.engine.stage_program import build_program
-from qsim_tc.plan.stages import DEFAULT_SEEDS, plan_stages
+from qsim_tc.stages.kernel import block_qubits, max_dense, program_dtype, run_program, tensor_core_ops
+from qsim_tc.stages.plan import DEFAULT_SEEDS, plan_stages
+from qsim_tc.stages.program import build_program
 
 CIRCUITS = {"qft": "qft", "qv": "qv", "bw2": "brickwork2"}
 

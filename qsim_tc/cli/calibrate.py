@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 import time
 
+from qsim_tc import calibrate as cal
 from qsim_tc.cli.common import add_device, check_outputs, parse_list, write_json
-from qsim_tc.plan import calibrate as cal
 from qsim_tc.plan.costs import PLACEMENTS
 
 

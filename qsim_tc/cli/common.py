@@ -92,13 +92,15 @@ _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
 def time_text(result, n_gates: int) -> str:
-    """The run's time line: wall time, and the time in gates where gates were timed one by one
-    (a stage is one pass over the state for many gates, timed only as part of the wall time)."""
-    if result.stats and all(st.info.path == "stage" for st in result.stats):
-        k = len(result.stats)
-        return f"time: {result.wall_s:.3f} s wall, {n_gates} gates in {k} stage{'' if k == 1 else 's'} (passes)"
-    return (f"time: {result.wall_s:.3f} s wall, {len(result.stats)} blocks applied, {result.gate_time_ms:.1f} ms in "
-            f"gates ({result.gate_time_ms / max(n_gates, 1):.2f} ms/gate)")
+    """The run's time line: wall time, the circuit's gates and the steps that applied them, and
+    the time in the steps where they were timed one by one (a CPU stage or a gate; a GPU stage is
+    one asynchronous launch, timed only as part of the wall time)."""
+    t, k = result.gate_time_ms, len(result.steps or result.stats)
+    if result.step_kind == "stage":
+        line = f"time: {result.wall_s:.3f} s wall, {n_gates} gates in {k} stage{'' if k == 1 else 's'} (passes)"
+        return line + ("" if t is None else f", {t:.1f} ms in stages ({t / max(k, 1):.2f} ms/stage)")
+    return (f"time: {result.wall_s:.3f} s wall, {n_gates} gates in {k} blocks applied, {t:.1f} ms in "
+            f"gates ({t / max(n_gates, 1):.2f} ms/gate)")
 
 
 def run_or_hint(sim, circ, args, progress):

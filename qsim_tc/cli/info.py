@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import gemm
+from qsim_tc import calibrate
 from qsim_tc.cli.common import add_device
 from qsim_tc.environment import environment
-from qsim_tc.plan import calibrate
 
 
 def register(sub) -> None:

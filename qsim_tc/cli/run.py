@@ -165,7 +165,7 @@ def run(args) -> int:
     print(f"norm: {st.norm():.15f}")
     print(f"amplitude[0] = {st.amplitude(0):.6e}")
     payload = {"command": "run", "args": vars(args) | {"func": None}, "environment": environment(),
-               "result": result.to_dict(gates=False), "norm": st.norm(),
+               "result": result.to_dict(gates=False, steps=True), "norm": st.norm(),
                "amp0": [st.amplitude(0).real, st.amplitude(0).imag]}
     if sim.fusion_choice is not None:
         payload["fusion"] = sim.fusion_choice.to_dict()

@@ -2,7 +2,7 @@
 which qubits are local per stage, swaps bring them in, and each stage's gates run on every rank's
 slice as an ordinary L-qubit circuit (any backend, fusion, stages or GPU engine of this package).
 
-The plan is :func:`qsim_tc.plan.stages.plan_stages` with L = N - g local qubits: its swaps are the
+The plan is :func:`qsim_tc.stages.plan.plan_stages` with L = N - g local qubits: its swaps are the
 global-local index-bit swaps (pairwise exchanges of half a slice), and every gate of a stage needs
 only local qubits for what it mixes. A gate's fixed (global) bits are read from the rank: a global
 control enables or skips the gate on the whole slice; a diagonal's global bits select a slice of
@@ -18,12 +18,12 @@ import numpy as np
 from circuits import Circuit, Gate
 from qsim_tc.distributed.abort import abort_on_error
 from qsim_tc.distributed.state import DistributedState
-from qsim_tc.plan.stages import RELABEL, plan_stages
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
+from qsim_tc.stages.plan import RELABEL, plan_stages
+from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
 
 
 def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cpu", dtype=None,
-                    piece_bytes: int | None = None, **simulator_options) -> DistributedState:
+                    piece_bytes: int | None = None, on_stage=None, **simulator_options) -> DistributedState:
     """Simulate ``circuit`` from |0...0> over the ranks of ``comm`` (collective).
 
     Args:
@@ -34,6 +34,8 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
             rank's index among the ranks of its node picks the GPU; NCCL exchange).
         dtype: the state dtype (default: the Simulator's).
         piece_bytes: the largest message of a swap (see :class:`DistributedState`).
+        on_stage: called as ``on_stage(index, gates, seconds)`` after each stage: the indices of
+            the circuit's gates it applied and this rank's seconds in it (swaps included).
 
     Returns:
         This rank's DistributedState (its ``phys`` the final layout; ``swaps`` and
@@ -45,10 +47,10 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
     """
     with abort_on_error(comm):
         return _run(circuit, comm, backend=backend, device=device, dtype=dtype, piece_bytes=piece_bytes,
-                    **simulator_options)
+                    on_stage=on_stage, **simulator_options)
 
 
-def _run(circuit, comm, *, backend, device, dtype, piece_bytes, **simulator_options) -> DistributedState:
+def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, **simulator_options) -> DistributedState:
     from qsim_tc import Simulator, StateVector  # noqa: PLC0415 - the package imports this module lazily
 
     if not isinstance(circuit, Circuit):
@@ -71,7 +73,8 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, **simulator_opti
     # The plan's bit numbers follow its own layout; the state's differs once a stage's run leaves
     # its slice permuted (absorbed, not undone), so both are followed through logical qubits.
     planned = list(range(circuit.n_qubits))  # the plan's physical bit -> logical qubit
-    for stage in plan.stages:
+    for index, stage in enumerate(plan.stages):
+        t_stage = time.perf_counter()
         for p, g in stage.swaps:
             state.swap(state.position(planned[p]), g)  # global bits agree in both layouts
             planned[p], planned[g] = planned[g], planned[p]
@@ -95,6 +98,8 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, **simulator_opti
             state.compute_s += time.perf_counter() - t0  # the run ends synchronised
         if scale != 1.0:
             state.data *= state.data.dtype.type(scale)
+        if on_stage is not None:
+            on_stage(index, tuple(op.gate for op in stage.ops), time.perf_counter() - t_stage)
     if circuit.global_phase:
         state.data *= state.data.dtype.type(np.exp(1j * circuit.global_phase))
     return state

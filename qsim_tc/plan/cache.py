@@ -1,6 +1,6 @@
 """The cost-table cache file: reading it without trusting it, writing it whole.
 
-A cached table (one JSON file per device key, :func:`qsim_tc.plan.calibrate.cache_path`) is data
+A cached table (one JSON file per device key, :func:`qsim_tc.calibrate.cache_path`) is data
 from outside the process: a file left by another version, cut short by a full disk, or edited.
 :func:`read` checks every field (:meth:`qsim_tc.plan.costs.CostTable.from_json`), the file's size
 and kind, the device key and the method names, and raises :class:`~qsim_tc.plan.costs.CostTableError`

@@ -17,7 +17,7 @@ needs on average) and stands in for every placement the table has no row for.
 
 The table is stored as JSON (:meth:`CostTable.to_json`); tables shipped with the package, for
 the machines where they were measured, live in ``qsim_tc/plan/tables/`` (:func:`shipped_table`),
-and per-device tables measured by :mod:`qsim_tc.plan.calibrate` in the user's cache. Widths
+and per-device tables measured by :mod:`qsim_tc.calibrate` in the user's cache. Widths
 missing from a row are interpolated in log space between their neighbours, held constant below
 the narrowest and grown 4x per qubit above the widest (GEMM flops grow 4x per qubit).
 """
@@ -184,7 +184,7 @@ class CostTable:
     """The cost rows of one device, and where they come from.
 
     Attributes:
-        key: the device identity the rows were measured on (``qsim_tc.plan.calibrate.device_key``).
+        key: the device identity the rows were measured on (``qsim_tc.calibrate.device_key``).
         rows: the rows.
         origin: ``"shipped:<name>"``, ``"cache:<path>"``, ``"measured"`` or ``"given"``.
         note: why this table is used (a stand-in for another device, a fallback), or "".

@@ -12,7 +12,7 @@ block the guard reads two cheap signals:
 - the norm: a unitary block keeps it, so a relative change beyond the precision's bound (or the
   user's ``tolerance``) means lost accuracy.
 
-It runs in one of two modes (the simulator's ``_run_auto``):
+It runs in one of two modes (:func:`qsim_tc.runners.auto.run_auto`):
 
 - **run** (the default): the statistics are read after every block, the norm once at the end of
   the run, against :func:`run_bound` of the blocks' bounds. No copy of the state and no host

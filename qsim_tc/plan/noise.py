@@ -1,6 +1,6 @@
 """How much a calibration's timings scatter: the spread of each point's repeated runs.
 
-A calibration (:func:`qsim_tc.plan.calibrate.calibrate`) times every point (method, width,
+A calibration (:func:`qsim_tc.calibrate.calibrate`) times every point (method, width,
 placement) several times and keeps the median. On a busy machine the repeats of one point differ
 by tens of percent and the table that comes out misleads ``backend="auto"`` and fusion for as
 long as it is cached. :class:`Spread` collects the relative spread of every point's runs, and

@@ -151,3 +151,79 @@ def test_gemm_function_local_imports_are_optional_dependencies():
                     continue
                 bad += [(m, node.lineno, n) for n in names if n.split(".")[0] not in LAZY_OK]
     assert not bad, f"function-local imports in gemm that are not optional dependencies: {bad}"
+
+
+# qsim_tc's layers, lowest first: a module imports modules of its own layer or lower ones only (the
+# groups that must not import each other sideways are named in test_groups_stay_apart). The
+# longest matching prefix names a module's group. runners.distributed runs a Simulator on each
+# rank's slice: it sits above the Simulator, the other runners below it.
+LAYERS = (
+    ("qsim_tc.errors", "qsim_tc.layout", "qsim_tc.memory", "qsim_tc.progress", "qsim_tc.environment",
+     "qsim_tc.transfer"),
+    ("qsim_tc.plan", "qsim_tc.engine"),
+    ("qsim_tc.stages", "qsim_tc.state"),
+    ("qsim_tc.runners", "qsim_tc.result", "qsim_tc.reference"),
+    ("qsim_tc.calibrate",),
+    ("qsim_tc.simulator",),
+    ("qsim_tc.accuracy", "qsim_tc.qiskit", "qsim_tc.distributed", "qsim_tc.runners.distributed", "qsim_tc.cli",
+     "qsim_tc"),
+)
+# the stage pipeline in data-path order: each module imports only those before it
+STAGE_PIPELINE = ("structure", "plan", "fusion", "relabel", "program", "kernel", "gpu", "cpu_kernels", "cpu", "cpu_warmup", "choice")
+
+
+def _group(module: str) -> tuple[int, str] | None:
+    best = None
+    for rank, groups in enumerate(LAYERS):
+        for g in groups:
+            if (module == g or module.startswith(g + ".")) and (best is None or len(g) > len(best[1])):
+                best = (rank, g)
+    return best
+
+
+def test_every_qsim_tc_module_has_a_layer():
+    missing = [m for m in MODULES if m.split(".")[0] == "qsim_tc" and _group(m) is None]
+    assert not missing, f"modules without a layer in LAYERS: {missing}"
+
+
+def test_layers_are_read():
+    assert _group("qsim_tc.stages.kernel") == (2, "qsim_tc.stages")
+    assert _group("qsim_tc.runners.distributed") == (6, "qsim_tc.runners.distributed")
+    assert _group("qsim_tc") == (6, "qsim_tc")
+
+
+def test_qsim_tc_imports_point_down_the_layers():
+    bad = []
+    for m in MODULES:
+        if m.split(".")[0] != "qsim_tc":
+            continue
+        rank, group = _group(m)
+        for t, _, line in _imports(m):
+            if t.split(".")[0] != "qsim_tc":
+                continue
+            if _group(t)[0] > rank:
+                bad.append(f"{m}:{line} imports {t} ({group} is in layer {rank}, {_group(t)[1]} in {_group(t)[0]})")
+    assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+def test_stage_pipeline_imports_point_back():
+    assert set(STAGE_PIPELINE) == {m.rpartition(".")[2] for m in MODULES if m.startswith("qsim_tc.stages.")}
+    bad = []
+    for i, name in enumerate(STAGE_PIPELINE):
+        for t, _, line in _imports(f"qsim_tc.stages.{name}"):
+            if t.startswith("qsim_tc.stages") and (t == "qsim_tc.stages" or STAGE_PIPELINE.index(t.split(".")[2]) >= i):
+                bad.append(f"qsim_tc.stages.{name}:{line} imports {t}")
+    assert not bad, "the stage pipeline imports forward:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("package, forbidden", [
+    ("qsim_tc.plan", ("qsim_tc.engine", "qsim_tc.stages", "qsim_tc.state", "qsim_tc.runners")),
+    ("qsim_tc.engine", ("qsim_tc.plan", "qsim_tc.stages", "qsim_tc.runners", "qsim_tc.calibrate")),
+    ("qsim_tc.stages", ("qsim_tc.state", "qsim_tc.plan", "qsim_tc.runners", "qsim_tc.calibrate")),
+    ("qsim_tc.state", ("qsim_tc.stages", "qsim_tc.plan")),
+    ("qsim_tc.runners", ("qsim_tc.calibrate", "qsim_tc.simulator", "qsim_tc.result")),
+])
+def test_groups_stay_apart(package, forbidden):
+    bad = [(m, t, line) for m in MODULES if m == package or m.startswith(package + ".")
+           for t, _, line in _imports(m) if any(t == f or t.startswith(f + ".") for f in forbidden)]
+    assert not bad, f"{package} imports {forbidden}: {bad}"

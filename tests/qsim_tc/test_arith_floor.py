@@ -7,8 +7,8 @@ from test_stages import random_pairs
 
 from benchmarks.bench.arith_floor import floor_seconds, measure_peaks, program_flops
 from circuits import Circuit, haar_unitary
-from qsim_tc.engine.stage_program import MMA_PAIR, OP_DENSE, W_CMASK, W_MMA, W_TYPE, build_program
-from qsim_tc.plan.stages import plan_stages
+from qsim_tc.stages.plan import plan_stages
+from qsim_tc.stages.program import MMA_PAIR, OP_DENSE, W_CMASK, W_MMA, W_TYPE, build_program
 
 N, L = 10, 6
 
@@ -60,7 +60,7 @@ def test_the_floor_takes_the_slower_unit():
 
 @pytest.mark.gpu
 def test_peaks_are_measured_and_the_floor_lies_below_a_run(cp):
-    from qsim_tc.engine.stage_kernel import block_qubits, max_dense, run_program, tensor_core_ops
+    from qsim_tc.stages.kernel import block_qubits, max_dense, run_program, tensor_core_ops
 
     peaks = measure_peaks(cp, repeats=1)
     assert all(np.isfinite(v) and v > 1e9 for v in peaks.values()), peaks

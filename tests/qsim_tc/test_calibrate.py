@@ -1,4 +1,4 @@
-"""Per-device calibration (qsim_tc.plan.calibrate): measuring, keying, the cache, fallbacks, and
+"""Per-device calibration (qsim_tc.calibrate): measuring, keying, the cache, fallbacks, and
 the CLI subcommands around it."""
 
 import json
@@ -11,8 +11,8 @@ import pytest
 import gemm
 from circuits import brickwork
 from qsim_tc import Simulator
+from qsim_tc import calibrate as cal
 from qsim_tc.cli import main
-from qsim_tc.plan import calibrate as cal
 from qsim_tc.plan.costs import PLACEMENTS, CostTable, CostTableError, shipped_names, shipped_table
 
 
@@ -223,7 +223,7 @@ def test_gpu_auto_on_brickwork_d10_chooses_valid_methods(cache):
 def test_width_order_spans_the_range_for_native_and_starts_large_for_emulated():
     """A share that runs out early must still leave native rows spanning d = 1..max (the widths
     between are interpolated) and emulated rows measured where they can win (large d)."""
-    from qsim_tc.plan.calibrate import _width_order
+    from qsim_tc.calibrate import _width_order
 
     for max_d in (10, 11, 12):
         native = _width_order(gemm.get_method("native"), max_d)

@@ -13,7 +13,13 @@ def test_brickwork_runs_and_writes_json(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "norm: 1.0000000000000" in text and "time:" in text
     payload = json.loads(out.read_text())
-    assert payload["result"]["n_gates"] == len(payload["result"]["gates"]) > 0
+    res = payload["result"]
+    # n_gates: the circuit's (brickwork(8, 2, 3): 4 + 3 + 4 gates); each step, a stage here, covers some
+    assert res["n_gates"] == 11 and res["step_kind"] == "stage"
+    assert res["n_steps"] == len(res["gates"]) == len(res["steps"]) > 0
+    assert sorted(i for st in res["steps"] for i in st["gates"]) == list(range(11))
+    assert res["gate_time_ms"] == sum(st["time_ms"] for st in res["steps"]) > 0
+    assert "11 gates in" in text
     assert payload["environment"]["numpy"]
 
 

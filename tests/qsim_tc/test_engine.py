@@ -133,9 +133,14 @@ def test_global_phase_applied():
 
 
 def test_stats_and_json_shape():
-    res = Simulator(device="cpu", plan=None).run(brickwork(8, 2, 3, seed=0))  # gate by gate: per-gate stats
+    circ = brickwork(8, 2, 3, seed=0)
+    res = Simulator(device="cpu", plan=None).run(circ)  # gate by gate (fused blocks): per-gate stats
     d = res.to_dict()
-    assert d["n_gates"] == len(res.stats) > 0
+    # n_gates counts the circuit's gates; each applied block is a step covering some of them
+    assert d["n_gates"] == len(circ) and d["step_kind"] == "gate"
+    assert d["n_steps"] == len(res.stats) == len(d["steps"]) > 0
+    assert sorted(i for s in d["steps"] for i in s["gates"]) == list(range(len(circ)))
+    assert d["gate_time_ms"] == pytest.approx(sum(s["time_ms"] for s in d["steps"]))
     g = d["gates"][0]
     assert g["method"] == "native" and g["report"]["method"] == "native" and g["time_ms"] >= 0
 

@@ -1,6 +1,7 @@
 """The example scripts run and print what they promise (small sizes, CPU)."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,12 @@ def test_brickwork_example():
     out = run("brickwork.py", "--qubits", "10", "--depth", "4", "--device", "cpu")
     assert "norm = 0.99999999999999" in out or "norm = 1.00000000000000" in out
     assert "heaviest outcomes" in out
+    # a staged run reports the circuit's gates and its stages, with a measured time per stage
+    from circuits import brickwork
+
+    n_gates = len(brickwork(10, 4, 4, seed=1))
+    assert re.search(rf"{n_gates} gates in [1-9]\d* stages, \d+\.\d\d ms per stage", out), out
+    assert "0.00 ms per gate" not in out
 
 
 @pytest.mark.parametrize("script,args", [("accuracy_table.py", ["--qubits", "8", "--depth", "3", "--device", "cpu",

@@ -11,8 +11,8 @@ from circuits import brickwork
 from qsim_tc import Simulator
 from qsim_tc.cli import main
 from qsim_tc.cli.expression import evaluate
-from qsim_tc.engine import cpu_warmup
-from qsim_tc.plan import calibrate as cal
+from qsim_tc.stages import cpu_warmup
+from qsim_tc import calibrate as cal
 from qsim_tc.plan.noise import NOISY_SPREAD, Spread
 
 # --- CPU kernels: compiled or loaded before the timer starts -------------------------------------
@@ -46,7 +46,7 @@ def test_compiling_is_said_once_and_only_when_it_happens(monkeypatch):
 
 
 def test_the_disk_cache_check_reads_numbas_index():
-    from qsim_tc.engine import stages_cpu_kernels as kernels
+    from qsim_tc.stages import cpu_kernels as kernels
 
     cpu_warmup.ensure_ready(np.complex128)  # compiled or loaded, and so saved where numba caches it
     if not kernels.run_chunks._cache._cache_file._load_index():

@@ -6,7 +6,7 @@ from test_stages import random_circuit, random_pairs, random_state
 
 from circuits import Circuit, Gate, haar_unitary
 from qsim_tc import Simulator, StateVector
-from qsim_tc.plan import stage_choice
+from qsim_tc.stages import choice as stage_choice
 
 
 def test_a_gate_wider_than_the_kernel_keeps_gate_by_gate():
@@ -38,7 +38,7 @@ def test_complex64_prices_the_complex128_programs_where_the_gpu_has_them():
     """wide=(max_dense, block_qubits) of the complex128 programs: complex64 takes the form the
     model prices lower, the complex128 one with its L, pairs and a kept low bit; a gate wider
     than those programs' ops keeps complex64's own."""
-    from qsim_tc.engine.stage_program import MMA_PAIR, W_MMA
+    from qsim_tc.stages.program import MMA_PAIR, W_MMA
 
     c = random_pairs(16, 16, seed=3)
     own = stage_choice.decide(c, max_dense=4, pass_ms=1.0, gate_ms=1e6, itemsize=8, block_qubits=2)
@@ -163,7 +163,7 @@ def test_the_model_counts_in_a_unit_common_to_gpus_and_weighs_the_gate_estimate(
 
 def test_the_stage_fit_recovers_the_weights_that_made_the_times():
     from benchmarks.bench.stage_fit import fit, op_counts
-    from qsim_tc.engine.stage_program import W_K, W_PCOUNT, W_TYPE, OP_DENSE, OP_PHASE, OP_WORDS
+    from qsim_tc.stages.program import OP_DENSE, OP_PHASE, OP_WORDS, W_K, W_PCOUNT, W_TYPE
 
     rng = np.random.default_rng(3)
     truth = {"stage": 1.1, "d1": 0.2, "d2": 0.25, "d3": 0.3, "phase": 0.4, "pre": 0.8}

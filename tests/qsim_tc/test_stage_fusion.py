@@ -1,17 +1,17 @@
-"""Gate fusion inside a stage (qsim_tc.plan.stage_fusion) and the CPU executor that uses it."""
+"""Gate fusion inside a stage (qsim_tc.stages.fusion) and the CPU executor that uses it."""
 
 import numpy as np
 import pytest
+from test_stage_program import to_logical
 from test_stages import gate_at_a_time, random_circuit, random_state
 
 from circuits import Circuit, Gate
 from circuits.haar import haar_unitary
-from qsim_tc.engine.stage_program import build_program, emulate
-from qsim_tc.engine.stages_cpu import FUSE_COST, run_stages
-from qsim_tc.plan.stage_fusion import commuting_blocks, fuse_plan, fuse_stage
-from qsim_tc.plan.stages import RELABEL, plan_stages
-from test_stage_program import to_logical
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
+from qsim_tc.stages.cpu import FUSE_COST, run_stages
+from qsim_tc.stages.fusion import commuting_blocks, fuse_plan, fuse_stage
+from qsim_tc.stages.plan import RELABEL, plan_stages
+from qsim_tc.stages.program import build_program, emulate
+from qsim_tc.stages.structure import CONTROLLED, DIAGONAL
 
 TOL = {np.complex128: 1e-13, np.complex64: 1e-5}
 WIDEST = (1.0, 1.0, 1.0, 1.0)  # every width costs the same: fuse as wide as 4 qubits allow

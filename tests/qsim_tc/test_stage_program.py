@@ -12,7 +12,8 @@ from test_stages import check_plan, gate_at_a_time, random_circuit, random_pairs
 
 from circuits import Circuit, Gate
 from qsim_tc.engine.permute import permute_bits
-from qsim_tc.engine.stage_program import (
+from qsim_tc.stages.plan import plan_stages
+from qsim_tc.stages.program import (
     MAX_DENSE,
     OP_DENSE,
     OP_PHASE,
@@ -24,13 +25,12 @@ from qsim_tc.engine.stage_program import (
     diagonal_terms,
     emulate,
 )
-from qsim_tc.plan.stages import plan_stages
 
 
 def device_program(plan, keep_low: int, dtype, **options):
     """``plan``'s program as the GPU stage path builds it for ``dtype`` on this GPU (amplitude
     size, and tensor-core ops with their widening and pairs where the kernel has them)."""
-    from qsim_tc.engine.stage_kernel import tensor_core_ops
+    from qsim_tc.stages.kernel import tensor_core_ops
 
     return build_program(plan, keep_low, itemsize=np.dtype(dtype).itemsize, widen=tensor_core_ops(dtype), **options)
 
@@ -134,7 +134,7 @@ def test_local_slots_are_renamed_against_bank_conflicts():
     """A tensor-core program renames each stage's local slots above the kept low bits where that
     spares its pairs bank conflicts (bank_relabel): fewer conflicts than the plan's own names, the
     same result, and the store's exchanges follow the renaming."""
-    from qsim_tc.engine import stage_program as sp
+    from qsim_tc.stages import program as sp
 
     c = random_pairs(16, 16, seed=5)
     plan = plan_stages(c, 12, keep_low=3, rotate_low=True)
@@ -158,7 +158,7 @@ def test_local_slots_are_renamed_against_bank_conflicts():
 def test_bank_relabel_keeps_an_exchange_partners_residue():
     """Two ops whose targets each share one residue conflict in a pair; renamed, they do not, and
     the slot a low bit exchanges with keeps the low bit's residue. Nothing to spare: None."""
-    from qsim_tc.engine.bank_relabel import _pair_cost, bank_relabel
+    from qsim_tc.stages.relabel import _pair_cost, bank_relabel
 
     groups = [[([3, 6, 9], False), ([4, 7, 10], False)]]
     assert _pair_cost((0, 0, 0), (1, 1, 1)) > 0
@@ -204,7 +204,7 @@ def test_non_unit_diagonal_is_refused():
 @pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("rotate", [False, True])
 def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_low, n_gates, seed, fused, rotate):
-    from qsim_tc.engine.stage_kernel import max_dense, run_program
+    from qsim_tc.stages.kernel import max_dense, run_program
 
     width = min(local - keep_low, max_dense(dtype))
     c = random_circuit(n, n_gates, seed, max_width=width)
@@ -225,7 +225,7 @@ def test_kernel_equals_interpreter_and_gate_at_a_time(cp, dtype, n, local, keep_
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 def test_a_fresh_first_stage_makes_the_zero_state(cp, dtype):
     """fresh: the first stage writes every amplitude without reading one (the state starts as NaN)."""
-    from qsim_tc.engine.stage_kernel import max_dense, run_program
+    from qsim_tc.stages.kernel import max_dense, run_program
 
     c = random_circuit(14, 150, 11, max_width=3)
     plan = plan_stages(c, 10, keep_low=3, rotate_low=True)
@@ -249,7 +249,7 @@ def test_a_complex64_state_runs_the_complex128_program(cp, n, local, keep_low, n
     so the result is the complex128 program's to one rounding a stage: in 2-norm at most
     (stages + 1) x 2^-24 of the state's (the input's rounding, then each store's; the ops are
     unitary)."""
-    from qsim_tc.engine.stage_kernel import max_dense, run_program
+    from qsim_tc.stages.kernel import max_dense, run_program
 
     width = min(local - keep_low, max_dense(np.complex128))
     c = random_circuit(n, n_gates, seed, max_width=width)
@@ -270,7 +270,7 @@ def test_a_complex64_state_runs_the_complex128_program(cp, n, local, keep_low, n
 
 
 def test_only_a_complex64_state_runs_the_complex128_programs():
-    from qsim_tc.engine.stage_kernel import program_dtype
+    from qsim_tc.stages.kernel import program_dtype
 
     assert program_dtype(np.complex64, wide=True) == np.complex128
     assert program_dtype(np.complex64) == np.complex64 and program_dtype(np.complex128) == np.complex128
@@ -282,7 +282,7 @@ def test_only_a_complex64_state_runs_the_complex128_programs():
 def test_a_wide_program_is_refused_where_the_kernel_cannot_widen(cp):
     """A wide run needs a complex64 state, at most WIDE_MAX_LOCAL local qubits and a kept low bit
     (two amplitudes a copy); the state is left as it was."""
-    from qsim_tc.engine.stage_kernel import WIDE_MAX_LOCAL, run_program
+    from qsim_tc.stages.kernel import WIDE_MAX_LOCAL, run_program
 
     c = random_circuit(14, 40, 3, max_width=3)
     for local, keep_low, dtype, match in [(WIDE_MAX_LOCAL + 1, 3, np.complex64, "at most"),
@@ -298,7 +298,7 @@ def test_a_wide_program_is_refused_where_the_kernel_cannot_widen(cp):
 
 def _bank_slot(i: int) -> int:
     """The 16-byte bank slot of local index i in the complex128 kernel's swizzled chunk (swz)."""
-    from qsim_tc.engine.stage_program import swizzle
+    from qsim_tc.stages.program import swizzle
 
     return swizzle(i) & 7
 
@@ -310,7 +310,7 @@ def test_tensor_core_layout_spreads_quarter_warps_over_the_banks(k):
     mod 3 (else at most two to a slot)."""
     from itertools import combinations
 
-    from qsim_tc.engine.stage_program import _mma_layout
+    from qsim_tc.stages.program import _mma_layout
 
     assert _mma_layout([0, 1], 4) is None and _mma_layout([0], 12) is None
     for targets in combinations(range(12), k):
@@ -336,7 +336,7 @@ def test_tensor_core_address_constants_cover_the_chunk_once(k):
     and the stores each meet every amplitude of the chunk exactly once, at its swizzled place."""
     from itertools import combinations
 
-    from qsim_tc.engine.stage_program import (
+    from qsim_tc.stages.program import (
         MMA_WARPS,
         W_FIXED,
         W_G,
@@ -405,7 +405,7 @@ def test_a_pair_record_replayed_as_the_kernel_runs_it(seed):
     stores each meet the chunk once, and the result equals the two ops applied one after the
     other; the bank slots of a quarter-warp's loads and stores are distinct where residues allow."""
     from circuits import haar_unitary
-    from qsim_tc.engine.stage_program import (
+    from qsim_tc.stages.program import (
         MMA_PAIR,
         MMA_WARPS,
         W_DATA,
@@ -414,8 +414,8 @@ def test_a_pair_record_replayed_as_the_kernel_runs_it(seed):
         W_MC,
         W_MMA,
         W_PAIR,
-        _dense,
         _Dense,
+        _dense,
         _pair_record,
         _Pools,
         pair_targets,
@@ -492,7 +492,7 @@ def test_stage_ops_on_disjoint_targets_run_in_pairs():
     records (a quarter or more of a brickwork's and a random circuit's at 16 qubits, L = 10; about
     70-80% at 28 qubits, L = 12); complex64 programs none."""
     from circuits import brickwork
-    from qsim_tc.engine.stage_program import MMA_PAIR, W_MMA
+    from qsim_tc.stages.program import MMA_PAIR, W_MMA
 
     for c in (brickwork(16, 2, 12, seed=1), random_circuit(16, 200, seed=9, max_width=2)):
         plan = plan_stages(c, 10, keep_low=3, rotate_low=True)
@@ -520,7 +520,7 @@ def test_two_qubit_ops_widen_to_three_on_a_free_local_qubit():
     """complex128 programs take 2-qubit dense ops as 3-qubit ones (the identity on a local qubit
     that is neither a target nor a control, of the residue mod 3 the layout wants), with the
     interpreter's result unchanged; complex64 programs keep them."""
-    from qsim_tc.engine.stage_program import W_K, W_SORTED, _pad_target
+    from qsim_tc.stages.program import W_K, W_SORTED, _pad_target
 
     for targets in [(0, 1), (3, 6), (2, 5), (7, 11)]:
         p = _pad_target(list(targets), 1 << 4, 12)
@@ -535,7 +535,7 @@ def test_two_qubit_ops_widen_to_three_on_a_free_local_qubit():
     fma = build_program(plan, 2, fuse_qubits=2, itemsize=16, widen=False)  # a GPU without the FP64 mma shapes
     ks = lambda prog: {int(r[W_K]) for s in prog.stages for r in s.ops if r[W_TYPE] == OP_DENSE}  # noqa: E731
     assert ks(wide) == {3} and 2 in ks(narrow) and 2 in ks(fma)
-    from qsim_tc.engine.stage_kernel import tensor_core_ops
+    from qsim_tc.stages.kernel import tensor_core_ops
 
     assert tensor_core_ops(np.complex128, 90) and not tensor_core_ops(np.complex128, 80)
     assert not tensor_core_ops(np.complex64, 90)
@@ -570,7 +570,7 @@ def _phase_heavy(n: int, seed: int) -> Circuit:
 def test_phase_runs_are_cut_to_the_kernels_tables():
     """Every phase op's groups fit the block's tables (a lone group always: its condition is
     tested per amplitude), and the program still equals the gate-at-a-time path."""
-    from qsim_tc.engine.stage_program import OP_DENSE, OP_PHASE, W_DATA, W_PDATA, phase_table_entries, table_size
+    from qsim_tc.stages.program import OP_DENSE, OP_PHASE, W_DATA, W_PDATA, phase_table_entries, table_size
 
     c = _phase_heavy(12, seed=2)
     too_wide = 0
@@ -597,7 +597,7 @@ def test_phase_runs_are_cut_to_the_kernels_tables():
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 @pytest.mark.parametrize(("n", "local", "keep_low", "fuse_qubits"), [(12, 8, 2, 0), (14, 10, 3, 3), (16, 12, 3, 3)])
 def test_kernel_applies_phase_runs_of_any_condition(cp, dtype, n, local, keep_low, fuse_qubits):
-    from qsim_tc.engine.stage_kernel import block_qubits, run_program
+    from qsim_tc.stages.kernel import block_qubits, run_program
 
     c = _phase_heavy(n, seed=n)
     psi = random_state(n, n, dtype)
@@ -611,7 +611,7 @@ def test_kernel_applies_phase_runs_of_any_condition(cp, dtype, n, local, keep_lo
 
 def test_stages_without_phase_groups_take_the_kernel_without_phase_code():
     from circuits import brickwork
-    from qsim_tc.engine.stage_kernel import has_phases
+    from qsim_tc.stages.kernel import has_phases
 
     dense = build_program(plan_stages(brickwork(12, 2, 6, seed=1), 8, keep_low=2), 2, fuse_qubits=3)
     assert not any(has_phases(s.ops) for s in dense.stages)

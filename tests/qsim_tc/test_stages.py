@@ -9,10 +9,10 @@ import gemm
 from circuits import Circuit, Gate, brickwork, from_qiskit, haar_unitary
 from qsim_tc import Simulator, StateVector
 from qsim_tc.engine.permute import permute_bits
-from qsim_tc.engine.stages_cpu import run_stages
 from qsim_tc.engine.storage import PhysicalState
-from qsim_tc.plan.stages import RELABEL, cpu_local_qubits, plan_stages
-from qsim_tc.plan.structure import classify
+from qsim_tc.stages.cpu import run_stages
+from qsim_tc.stages.plan import RELABEL, cpu_local_qubits, plan_stages
+from qsim_tc.stages.structure import classify
 
 qiskit = pytest.importorskip("qiskit")
 lib = qiskit.circuit.library

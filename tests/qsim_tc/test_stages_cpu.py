@@ -13,9 +13,9 @@ from test_stages import _mcx, _qiskit, gate_at_a_time, lib, random_circuit, rand
 import gemm
 from circuits import Circuit
 from qsim_tc.engine.permute import permute_bits
-from qsim_tc.engine.stages_cpu import run_stages
 from qsim_tc.engine.storage import PhysicalState
-from qsim_tc.plan.stages import plan_stages
+from qsim_tc.stages.cpu import run_stages
+from qsim_tc.stages.plan import plan_stages
 
 TOL = {np.complex128: 1e-13, np.complex64: 1e-5}
 
@@ -127,7 +127,7 @@ def test_wide_gates(dtype, n, local, block_bits):
     """3-5 target qubits, plain and controlled (controls in lanes, local and above the chunk),
     with runs from 2^W up to 2^11 amplitudes: shorter and longer than the wide kernel's step."""
     from circuits import haar_unitary
-    from qsim_tc.plan.structure import CONTROLLED, classify
+    from qsim_tc.stages.structure import CONTROLLED, classify
 
     rng = np.random.default_rng(block_bits)
 

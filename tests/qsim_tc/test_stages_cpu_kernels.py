@@ -6,10 +6,10 @@ import pytest
 from test_stages import gate_at_a_time, random_state
 
 from circuits import Circuit, haar_unitary
-from qsim_tc.engine import stages_cpu as sc
-from qsim_tc.engine import stages_cpu_kernels as kernels
-from qsim_tc.engine.stages_cpu import run_stages
-from qsim_tc.plan.stages import plan_stages
+from qsim_tc.stages import cpu as sc
+from qsim_tc.stages import cpu_kernels as kernels
+from qsim_tc.stages.cpu import run_stages
+from qsim_tc.stages.plan import plan_stages
 
 REAL = {np.complex128: np.float64, np.complex64: np.float32}
 TOL = {np.complex128: 1e-13, np.complex64: 1e-5}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from circuits import haar_unitary
-from qsim_tc.plan.structure import CONTROLLED, DENSE, DIAGONAL, PERMUTATION, classify
+from qsim_tc.stages.structure import CONTROLLED, DENSE, DIAGONAL, PERMUTATION, classify
 
 qiskit = pytest.importorskip("qiskit")
 lib = qiskit.circuit.library
@@ -124,7 +124,7 @@ def test_bad_shape_is_rejected():
 def test_controlled_matrix_rebuilds_the_gate_and_drops_known_controls():
     import pytest
 
-    from qsim_tc.plan.structure import classify, controlled_matrix
+    from qsim_tc.stages.structure import classify, controlled_matrix
 
     x = np.array([[0, 1], [1, 0]], dtype=complex)
     ccx = np.eye(8, dtype=complex)

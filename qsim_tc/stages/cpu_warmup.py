@@ -31,9 +31,9 @@ def ensure_ready(dtype, *, say=None) -> float:
     if dt in _READY:
         return 0.0
     t0 = time.perf_counter()
-    from qsim_tc.engine import stages_cpu_kernels as kernels  # noqa: PLC0415 - imports numba
-    from qsim_tc.engine.stages_cpu import run_stages  # noqa: PLC0415
-    from qsim_tc.plan.stages import plan_stages  # noqa: PLC0415
+    from qsim_tc.stages import cpu_kernels as kernels  # noqa: PLC0415 - imports numba
+    from qsim_tc.stages.cpu import run_stages  # noqa: PLC0415
+    from qsim_tc.stages.plan import plan_stages  # noqa: PLC0415
 
     if not _on_disk(kernels.run_chunks, np.float32 if dt == np.complex64 else np.float64):
         (say or (lambda text: print(f"qsim-tc: {text}", file=sys.stderr, flush=True)))(COMPILE_MESSAGE)

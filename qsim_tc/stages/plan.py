@@ -6,7 +6,7 @@ pass that loads each chunk once (into GPU shared memory, or into a CPU cache) ca
 the stage's gates to it. Between stages, index-bit swaps (physical bit g >= L exchanged with
 physical bit p < L) bring the next stage's qubits in.
 
-What a gate needs to be local (:mod:`qsim_tc.plan.structure` reads it from the matrix):
+What a gate needs to be local (:mod:`qsim_tc.stages.structure` reads it from the matrix):
 
 - dense or permutation: all of its qubits;
 - controlled-U: only its targets. In a chunk every global bit is fixed, so a global control
@@ -61,7 +61,7 @@ import numpy as np
 
 from circuits.circuit import Circuit
 from qsim_tc.layout import Layout
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, PERMUTATION, GateStructure, classify
+from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, PERMUTATION, GateStructure, classify
 
 RELABEL = "relabel"  # a SWAP applied to the layout only
 DEFAULT_LOOKAHEAD = 2048
@@ -83,7 +83,7 @@ class StageOp:
         kind: ``"diagonal"``, ``"controlled"``, ``"permutation"``, ``"dense"`` or ``"relabel"``.
         positions: the physical bit of each of the gate's qubits (in the gate's qubit order)
             when the gate runs; for ``"relabel"``, the two physical bits whose qubits trade names.
-        structure: the gate's :class:`~qsim_tc.plan.structure.GateStructure` (matrices, and
+        structure: the gate's :class:`~qsim_tc.stages.structure.GateStructure` (matrices, and
             which bits are controls and targets, in the gate's bit order).
     """
 
@@ -203,7 +203,7 @@ def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[Gat
         circuit: the circuit.
         local_qubits: L, the qubits a chunk holds (e.g. 10-13 for GPU shared memory,
             :func:`cpu_local_qubits` on a CPU). Values above N are clipped to N.
-        structures: the gates' structures (default: :func:`~qsim_tc.plan.structure.classify`
+        structures: the gates' structures (default: :func:`~qsim_tc.stages.structure.classify`
             of each matrix); pass them to reuse a classification.
         initial_layout: the state's layout at the start (``phys`` list; default identity).
         lookahead: how many remaining gates step 2 of the algorithm looks at.

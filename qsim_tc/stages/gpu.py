@@ -1,15 +1,15 @@
 """Runs a stage plan on a GPU :class:`~qsim_tc.engine.storage.PhysicalState`: the plan's program
-(:mod:`qsim_tc.engine.stage_program`) one kernel launch per stage, in place; the state's layout
+(:mod:`qsim_tc.stages.program`) one kernel launch per stage, in place; the state's layout
 becomes the program's final storage layout (no amplitude moves for the plan's swaps)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from qsim_tc.engine.stage_kernel import block_qubits, max_dense, program_dtype, run_stage, tensor_core_ops, upload
-from qsim_tc.engine.stage_program import build_program
 from qsim_tc.engine.storage import PhysicalState
-from qsim_tc.plan.stages import StagePlan
+from qsim_tc.stages.kernel import block_qubits, max_dense, program_dtype, run_stage, tensor_core_ops, upload
+from qsim_tc.stages.plan import StagePlan
+from qsim_tc.stages.program import build_program
 
 
 def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = None, program=None,
@@ -22,8 +22,8 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
     each stage is launched. ``fresh``: ``phys`` holds no amplitudes yet and stands for |0...0>
     (in its layout): the first stage makes its chunks instead of reading them. ``wide``: a complex64
     state runs a complex128 program (widened in the kernel's shared memory:
-    :func:`~qsim_tc.engine.stage_kernel.program_dtype`). ``pools``: ``program`` already on the
-    device for this state (:func:`~qsim_tc.engine.stage_kernel.upload`, with ``program``).
+    :func:`~qsim_tc.stages.kernel.program_dtype`). ``pools``: ``program`` already on the
+    device for this state (:func:`~qsim_tc.stages.kernel.upload`, with ``program``).
 
     The circuit's global phase is applied: folded into an op's matrix where the program allows
     (``StageProgram.global_phase`` is then 0), else as a pass after the last stage. A launch that

@@ -1,5 +1,5 @@
-"""Runs a stage program (:mod:`qsim_tc.engine.stage_program`) on a GPU state: one kernel launch,
-one pass over the state, per stage, in place (the kernel: ``stage_kernel.cu``)."""
+"""Runs a stage program (:mod:`qsim_tc.stages.program`) on a GPU state: one kernel launch,
+one pass over the state, per stage, in place (the kernel: ``kernel.cu``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gemm.cuda.compile import raw_module
-from qsim_tc.engine.stage_program import (
+from qsim_tc.stages.program import (
     MAX_DENSE,
     MAX_GROUPS,
     MAX_STORE_LOW,
@@ -37,7 +37,7 @@ MIN_BLOCKS = {8: 3, 16: 3}
 # own); complex128 at 2 spilled under the 80-register bound
 PRE_MAX_K = {8: 2, 16: 1}
 # complex128 dense ops of 2 and 3 qubits on the FP64 tensor cores (mma m16n8k8 / m16n8k16), the
-# chunk swizzled in shared memory against bank conflicts (stage_kernel.cu dense_mma), in the
+# chunk swizzled in shared memory against bank conflicts (kernel.cu dense_mma), in the
 # stages that have such ops. H200, 28 qubits (stage_mma_h200.json, with m8n8k4): QuantumVolume
 # 293 -> 262 ms, brickwork(28, 2, 20) 183 -> 144; the sm_90 shapes run at twice m8n8k4's rate
 # (stage_tiles_h200.json: QV 191 -> 179, brickwork 111 -> 98). The swizzle alone would cost QFT's
@@ -53,7 +53,7 @@ MMA_GPU = {8: False, 16: True}
 WIDE_MAX_LOCAL = 12
 
 
-# the widest block of the stage program's commuting blocks (stage_program.build_program): the
+# the widest block of the stage program's commuting blocks (program.build_program): the
 # complex128 tensor-core ops take 3 qubits at the cost of 1; complex64's FMA loops cost more per
 # target. H200, 28 qubits, QFT (stage_blocks_h200.json): complex128 72.4 ms unblocked, 62.7 at
 # width 2, 49.7 at 3; complex64 46.4 unblocked, 38.1 at 2, 39.8 at 3, 41.1 at 4. Since its ops with
@@ -67,7 +67,7 @@ def tensor_core_ops(dtype, compute_capability: int | None = None) -> bool:
     """Whether the stage kernel runs the dense ops of a state of ``dtype`` on its tensor cores on a
     GPU of ``compute_capability`` (default: the current GPU's; FP64 mma in the shapes m16n8k8 /
     m16n8k16 needs sm_90: an sm_80 GPU takes the FMA loops). Programs for it widen 2-qubit ops to
-    3 (stage_program.WIDEN_2_TO_3), which would double an FMA loop's work."""
+    3 (program.WIDEN_2_TO_3), which would double an FMA loop's work."""
     if not MMA_GPU.get(np.dtype(dtype).itemsize, False):
         return False
     if compute_capability is None:
@@ -122,7 +122,7 @@ def _kernel(device_id: int, itemsize: int, mma: bool = False, phases: bool = Tru
                f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", f"-DMIN_BLOCKS={MIN_BLOCKS[itemsize]}",
                f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", f"-DSTAGE_MMA={int(mma)}", f"-DSTAGE_PHASES={int(phases)}",
                f"-DMMA_WARPS={MMA_WARPS}", f"-DSTATE_C64={int(wide)}", "-std=c++17")
-    return raw_module(__package__, "stage_kernel.cu", options, device_id).get_function("stage_kernel")
+    return raw_module(__package__, "kernel.cu", options, device_id).get_function("stage_kernel")
 
 
 def program_dtype(dtype, wide: bool = False) -> np.dtype:

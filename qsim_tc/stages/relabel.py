@@ -1,11 +1,11 @@
 """A stage's local slots renamed so that its tensor-core ops meet no shared-memory bank conflicts.
 
 The complex128 stage kernel swizzles its chunk so that flipping local index bit t moves an
-amplitude's 16-byte bank slot by bit ``t % 3`` (``swz`` in ``stage_kernel.cu``). A quarter-warp of
+amplitude's 16-byte bank slot by bit ``t % 3`` (``swz`` in ``kernel.cu``). A quarter-warp of
 a tensor-core op touches eight amplitudes that differ in three index bits; they fall in eight
 distinct bank slots when the three bits have distinct residues mod 3, else two or more to a slot
 (a 2-way conflict doubles that access's wavefronts). A single op can always pick such bits (its
-group bits are free slots, ``stage_program._mma_layout``), but a pair record's group bits are its
+group bits are free slots, ``program._mma_layout``), but a pair record's group bits are its
 second op's targets: its loads (T1[0], T1[1], G0) and stores (T1[1], T1[2], G1) are conflict-free
 for some target orders only where both target sets have the residues for it (``_pair_record``).
 In a quantum-volume stage, 50 of 89 pairs' accesses met conflicts (ncu: 12% of the stage's
@@ -25,7 +25,7 @@ from itertools import permutations, product
 
 import numpy as np
 
-WILD = 3  # a widened 2-qubit op's pad: its residue is chosen with the op (stage_program._pad_target)
+WILD = 3  # a widened 2-qubit op's pad: its residue is chosen with the op (program._pad_target)
 
 
 def missing_residues(bits) -> int:

@@ -1,9 +1,9 @@
 """Gate fusion inside a stage: a stage's consecutive local gates merged into wider dense ops.
 
-A stage (:mod:`qsim_tc.plan.stages`) applies its gates to a chunk that sits in fast memory, so
+A stage (:mod:`qsim_tc.stages.plan`) applies its gates to a chunk that sits in fast memory, so
 a gate costs its arithmetic more than its traffic, and a kernel's arithmetic rate grows with its
 width: on the 2-core AVX-512 host the CPU stage kernels reach 53-67 GFMA/s a core at 3-4 targets
-against ~27 at 2 (:mod:`qsim_tc.engine.stages_cpu_kernels`). Two 2-qubit gates that share a qubit
+against ~27 at 2 (:mod:`qsim_tc.stages.cpu_kernels`). Two 2-qubit gates that share a qubit
 cost 8 complex multiply-adds an amplitude apart or fused, so fusing them halves the time; three
 on four qubits cost 12 apart and 16 fused, still faster at twice the rate.
 
@@ -27,8 +27,8 @@ import numpy as np
 from circuits.circuit import Circuit
 from circuits.fusion import block_matrix, plan
 from circuits.gate import Gate
-from qsim_tc.plan.stages import RELABEL, Stage, StageOp, StagePlan
-from qsim_tc.plan.structure import CONTROLLED, DENSE, DIAGONAL, PERMUTATION, classify, controlled_matrix
+from qsim_tc.stages.plan import RELABEL, Stage, StageOp, StagePlan
+from qsim_tc.stages.structure import CONTROLLED, DENSE, DIAGONAL, PERMUTATION, classify, controlled_matrix
 
 
 def full_matrix(s) -> np.ndarray:
@@ -44,16 +44,16 @@ def fuse_stage(stage: Stage, local_qubits: int, cost) -> Stage:
     """``stage`` with each run of local gates fused where the fused ops cost less.
 
     Args:
-        stage: a stage of a :class:`~qsim_tc.plan.stages.StagePlan`.
+        stage: a stage of a :class:`~qsim_tc.stages.plan.StagePlan`.
         local_qubits: the plan's L (slots below it are local).
         cost: ``cost[k - 1]`` is the relative time of a k-target dense op of the executor, for
             k = 1 .. K; K is the widest fused block (K <= 1: the stage unchanged).
 
     Returns:
-        A :class:`~qsim_tc.plan.stages.Stage` with the same swaps and layout. Each run is fused
+        A :class:`~qsim_tc.stages.plan.Stage` with the same swaps and layout. Each run is fused
         with the greatest width in 2 .. K whose blocks cost least in total (a block of one gate
         priced at the qubits it mixes), or left as it is when no width beats it. A fused op has
-        kind ``"dense"`` (or what :func:`~qsim_tc.plan.structure.classify` finds its matrix to
+        kind ``"dense"`` (or what :func:`~qsim_tc.stages.structure.classify` finds its matrix to
         be), its sorted slots as positions and the circuit index of its first gate as ``gate``.
     """
     cost = tuple(float(c) for c in cost)
@@ -137,14 +137,14 @@ def commuting_blocks(stage: Stage, local_qubits: int, width: int) -> Stage:
     nothing follows in the stage end it, in one run.
 
     Args:
-        stage: a stage of a :class:`~qsim_tc.plan.stages.StagePlan`.
+        stage: a stage of a :class:`~qsim_tc.stages.plan.StagePlan`.
         local_qubits: the plan's L.
         width: the widest block (>= 1).
 
     Returns:
-        A :class:`~qsim_tc.plan.stages.Stage` with the same swaps and layout that applies the same
+        A :class:`~qsim_tc.stages.plan.Stage` with the same swaps and layout that applies the same
         unitary. A block of one gate keeps its op; a block of several is one op of kind
-        ``"dense"`` (or what :func:`~qsim_tc.plan.structure.classify` finds its matrix to be) on
+        ``"dense"`` (or what :func:`~qsim_tc.stages.structure.classify` finds its matrix to be) on
         its sorted slots, named by its first gate. Relabels keep their place among the emitted ops.
     """
     out: list[StageOp] = []

@@ -1,6 +1,6 @@
-"""Runs a stage plan (:mod:`qsim_tc.plan.stages`) on a numpy state, one cache-sized chunk at a time.
+"""Runs a stage plan (:mod:`qsim_tc.stages.plan`) on a numpy state, one cache-sized chunk at a time.
 
-Per stage, one pass over the state: compiled kernels (:mod:`qsim_tc.engine.stages_cpu_kernels`)
+Per stage, one pass over the state: compiled kernels (:mod:`qsim_tc.stages.cpu_kernels`)
 load a chunk of 2^B amplitudes, apply every gate of the stage to it while it is in cache, and
 store it. The index-bit swaps that bring the stage's layout in are folded into the load: a chunk
 of the new layout is gathered from wherever the old layout holds it, and the pass writes into
@@ -26,18 +26,18 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 import gemm
-from qsim_tc.engine import stages_cpu_kernels as kernels
 from qsim_tc.engine.storage import PhysicalState
-from qsim_tc.plan.stage_fusion import fuse_stage
-from qsim_tc.plan.stages import RELABEL, Stage, StagePlan
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
+from qsim_tc.stages import cpu_kernels as kernels
+from qsim_tc.stages.fusion import fuse_stage
+from qsim_tc.stages.plan import RELABEL, Stage, StagePlan
+from qsim_tc.stages.structure import CONTROLLED, DIAGONAL
 
 # The chunk (2^B amplitudes) by itemsize. 24 qubits, 2 cores, against the chunk of 4 MiB in one
 # run: complex128 at 2 MiB QFT 0.99 -> 0.82 s, QuantumVolume 3.29 -> 3.10 s, brickwork(24, 4, 10)
 # 1.85 -> 1.46 s; complex64 at 2 MiB won QFT (0.52 -> 0.46 s) and QV (1.64 -> 1.57 s) but lost
 # brickwork d = 4 (0.81 -> 1.03 s), so it keeps 4 MiB.
 DEFAULT_BLOCK_BYTES = {8: 4 << 20, 16: 2 << 20}
-# In-stage fusion (qsim_tc.plan.stage_fusion): the time of one k-target dense op (k = 1 .. 4) over
+# In-stage fusion (qsim_tc.stages.fusion): the time of one k-target dense op (k = 1 .. 4) over
 # a 24-qubit state at the default chunk, ms, 2 threads, one stage of 40 Haar gates on random local
 # qubits (2-core AVX-512 host). A chunk in cache makes small ops cheap for their width: two
 # 2-qubit gates that share a qubit cost 9.4 ms apart and 6.6 fused (complex64).
@@ -48,7 +48,7 @@ _THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, threads: int | None = None,
-               fuse_cost=None):
+               fuse_cost=None, on_stage=None):
     """Apply ``plan`` to a state.
 
     Args:
@@ -56,14 +56,15 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
             data, layout and spare buffer; its layout is left as the last stage needs it,
             lazily), or a 1-D numpy complex array in logical order (used as storage and
             overwritten).
-        plan: from :func:`~qsim_tc.plan.stages.plan_stages` for a circuit of the state's width.
+        plan: from :func:`~qsim_tc.stages.plan.plan_stages` for a circuit of the state's width.
         block_bytes: the size of a chunk (default: :data:`DEFAULT_BLOCK_BYTES` for the state's
             itemsize), 2^B amplitudes (rounded down to a power of two, at
             least 2^L, at most the state); its B - L low bits are lanes.
         threads: worker threads over chunks (default: the CPU count, at most 8).
         fuse_cost: the relative cost of a dense op of 1, 2, ... targets, by which each stage's
-            runs of local gates are fused (:func:`~qsim_tc.plan.stage_fusion.fuse_stage`;
+            runs of local gates are fused (:func:`~qsim_tc.stages.fusion.fuse_stage`;
             default :data:`FUSE_COST` of the state's itemsize; ``()``: no fusion).
+        on_stage: called as ``on_stage(done, total)`` after each stage.
 
     Returns:
         The PhysicalState, or for an array input the final amplitudes in logical order (a numpy
@@ -104,6 +105,8 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
             if ops is not None:
                 _run_stage(phys, geo, ops, scratch, pool)
             _rename(phys, stage)  # the stage's relabels (SWAPs) moved no amplitude
+            if on_stage is not None:
+                on_stage(i + 1, plan.n_stages)
     finally:
         if pool is not None:
             pool.shutdown()
@@ -192,7 +195,7 @@ class _Scratch:
 
 
 class _Ops:
-    """A stage's gates as the kernels' tables (see ``stages_cpu_kernels``)."""
+    """A stage's gates as the kernels' tables (see ``cpu_kernels``)."""
 
     def __init__(self, table, offs, fixed, highs, m_re, m_im, skip):
         self.table, self.offs, self.fixed, self.highs = table, offs, fixed, highs

@@ -1,7 +1,7 @@
-"""Compiled (numba) kernels of the CPU stage executor (:mod:`qsim_tc.engine.stages_cpu`).
+"""Compiled (numba) kernels of the CPU stage executor (:mod:`qsim_tc.stages.cpu`).
 
 The executor hands :func:`run_chunks` a range of chunks of the state and a stage's gates encoded
-as flat integer and float tables (see ``stages_cpu._encode``). A chunk is 2^B contiguous
+as flat integer and float tables (see ``cpu._encode``). A chunk is 2^B contiguous
 amplitudes whose low W bits are *lanes* (global qubits that no gate of the stage mixes) and
 whose next L bits are the stage's local qubits, so every target of a gate is a chunk bit >= W
 and every gate loop runs over at least 2^W consecutive amplitudes. Per chunk:

@@ -1,6 +1,6 @@
 """The structure of a gate, read from its matrix: diagonal, controlled-U, permutation or dense.
 
-A stage of the planner (:mod:`qsim_tc.plan.stages`) needs, for each gate, the qubits whose
+A stage of the planner (:mod:`qsim_tc.stages.plan`) needs, for each gate, the qubits whose
 amplitudes the gate mixes; only those must be local. A diagonal gate mixes none (it multiplies
 each amplitude by a phase), a controlled-U gate mixes only its targets (a control qubit merely
 selects which amplitudes change), a dense gate mixes all of its qubits.

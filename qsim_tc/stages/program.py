@@ -1,7 +1,7 @@
 """A stage plan as the program of the GPU stage kernel, and a numpy interpreter of that program.
 
-The stage kernel (:mod:`qsim_tc.engine.stage_kernel`) runs one stage of a
-:class:`~qsim_tc.plan.stages.StagePlan` in one pass: each thread block loads a chunk of 2^L
+The stage kernel (:mod:`qsim_tc.stages.kernel`) runs one stage of a
+:class:`~qsim_tc.stages.plan.StagePlan` in one pass: each thread block loads a chunk of 2^L
 amplitudes into shared memory, applies the stage's ops there and writes the chunk back. The
 planner's index-bit swaps are *virtual*: no amplitude moves between stages. Instead each stage
 says where its *slots* live in storage: ``slot_bits[p]`` is the storage bit of slot p (the
@@ -56,10 +56,10 @@ import numpy as np
 
 from circuits import Circuit, Gate
 from circuits.fusion import fuse
-from qsim_tc.engine.bank_relabel import bank_relabel, missing_residues, pair_conflicts
-from qsim_tc.plan.stage_fusion import commuting_blocks, full_matrix
-from qsim_tc.plan.stages import RELABEL, StagePlan
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL
+from qsim_tc.stages.fusion import commuting_blocks, full_matrix
+from qsim_tc.stages.plan import RELABEL, StagePlan
+from qsim_tc.stages.relabel import bank_relabel, missing_residues, pair_conflicts
+from qsim_tc.stages.structure import CONTROLLED, DIAGONAL
 
 MAX_DENSE = 5  # the widest dense op: 2^5 amplitudes a thread
 MAX_STORE_LOW = 6  # store exchanges reach low slots 0..5 (the kernel packs 5 bits a slot in an int)
@@ -82,7 +82,7 @@ W_TYPE, W_K, W_CMASK, W_DATA, W_PCOUNT, W_MMA, W_COUNT, W_PDATA, W_SORTED = rang
 W_OFFS = W_SORTED + MAX_DENSE
 W_G = W_OFFS + (1 << MAX_DENSE)
 W_FIXED = W_G + 3
-# the tensor-core kernel's warps (stage_kernel.cu dense_mma: THREADS / 32), which the address
+# the tensor-core kernel's warps (kernel.cu dense_mma: THREADS / 32), which the address
 # constants depend on
 MMA_WARPS = 8
 # W_MC: [tile step, warp base [MMA_WARPS], swz(in bits) [8], swz(offset) [8], swz(out bits) [4],
@@ -110,8 +110,8 @@ WIDEN_2_TO_3 = (16,)
 _TURN = 1 << 64
 # the stage model's time of an op record by amplitude size (16: complex128, its 3-qubit ops on the
 # tensor cores; 8: complex64, FMA loops): dense ops by width, phase ops, and a dense op's
-# pre-phase, in units of the reference pass (stage_choice.REFERENCE_PASS_MS: one complex128
-# read+write of 2^28 amplitudes on an H200). Fitted with stage_choice.STAGE_PASSES to the time of
+# pre-phase, in units of the reference pass (choice.REFERENCE_PASS_MS: one complex128
+# read+write of 2^28 amplitudes on an H200). Fitted with choice.STAGE_PASSES to the time of
 # every stage of QFT, quantum volume and brickwork (gate widths 1-3, and 4 in complex64) programs
 # at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json); circuit
 # totals within 0.4-7%. An H100 ran the previous kernel's programs within 1% of the H200 in
@@ -224,14 +224,14 @@ def build_program(plan: StagePlan, keep_low: int, *, fuse_qubits: int = 0,
     directly precedes a dense op becomes that op's *pre-phase* (applied to the amplitudes as the
     op loads them), which saves the run its own pass over shared memory. Where the stage model
     (:func:`op_passes` for amplitudes of ``itemsize`` bytes) prices it lower, a stage is first
-    regrouped by :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` into blocks of at most
+    regrouped by :func:`~qsim_tc.stages.fusion.commuting_blocks` into blocks of at most
     ``block_qubits`` (default: ``fuse_qubits``) qubits. ``widen``: 2-qubit dense ops become
     3-qubit ones (default: where ``itemsize`` is in :data:`WIDEN_2_TO_3`; pass False where the
     kernel will run its FMA loops, as on GPUs without the FP64 tensor-core shapes). ``pairs``:
     3-qubit ops on disjoint targets join in pair records (default: ``widen``; the tensor-core
     kernel runs them, :func:`_paired`). ``relabel``: a stage of pairs (no phases) renames its local
     slots above the kept low bits where that spares bank conflicts
-    (:func:`~qsim_tc.engine.bank_relabel.bank_relabel`).
+    (:func:`~qsim_tc.stages.relabel.bank_relabel`).
 
     Raises:
         ValueError: a dense op wider than :data:`MAX_DENSE`, a dense op on a global slot, or a
@@ -315,7 +315,7 @@ def op_passes(records, itemsize: int = 16) -> float:
 
 def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int, widen: bool = False,
              pairs: bool = False):
-    """``stage``, or its :func:`~qsim_tc.plan.stage_fusion.commuting_blocks` form where the stage
+    """``stage``, or its :func:`~qsim_tc.stages.fusion.commuting_blocks` form where the stage
     model prices that form's ops lower (it wins where diagonal runs split the gates: QFT; the
     convex fusion of the plain form wins on dense 2-qubit layers: quantum volume)."""
     if fuse_qubits <= 1 or width <= 1:
@@ -623,7 +623,7 @@ def _mma_layout(targets, big_l: int):
     None where the kernel keeps its FMA loop (other widths, or fewer than k + 3 local slots).
 
     The kernel's shared memory moves an amplitude's 16-byte bank slot by bit ``t % 3`` when index
-    bit t flips (``swz`` in ``stage_kernel.cu``). A quarter-warp loads eight amplitudes that
+    bit t flips (``swz`` in ``kernel.cu``). A quarter-warp loads eight amplitudes that
     differ in the op's first two targets and group bit G0, and stores eight that differ in its
     first target and group bits G1, G2: where those three bits have distinct residues mod 3 the
     eight land in eight distinct slots (no bank conflict). Returns ``(order, (G0, G1, G2))``:
@@ -674,7 +674,7 @@ def _pad_target(targets, cmask: int, big_l: int, avoid=()):
 
 def swizzle(i: int) -> int:
     """Where local index ``i`` lives in the complex128 tensor-core kernel's shared memory
-    (``swz`` in ``stage_kernel.cu``)."""
+    (``swz`` in ``kernel.cu``)."""
     return i ^ (((i >> 3) ^ (i >> 6) ^ (i >> 9) ^ (i >> 12) ^ (i >> 15)) & 7)
 
 
@@ -794,7 +794,7 @@ def phase_table_entries(local_qubits: int) -> int:
 def table_size(conds, local_qubits: int) -> int:
     """The entries the kernel's tables F and G take for groups of these local conditions: the
     bits all share are tested per amplitude, the others index the tables, split at the s that
-    makes them smallest (``prepare_phases`` in ``stage_kernel.cu`` picks the same)."""
+    makes them smallest (``prepare_phases`` in ``kernel.cu`` picks the same)."""
     need = -1
     for c in conds:
         need &= c

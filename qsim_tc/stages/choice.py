@@ -1,7 +1,7 @@
-"""Whether a circuit runs as stages (:mod:`qsim_tc.plan.stages`, one pass over the state per stage)
+"""Whether a circuit runs as stages (:mod:`qsim_tc.stages.plan`, one pass over the state per stage)
 or gate by gate, and the stage plan when it does.
 
-The GPU stage kernel (:mod:`qsim_tc.engine.stage_kernel`) applies gates that mix at most
+The GPU stage kernel (:mod:`qsim_tc.stages.kernel`) applies gates that mix at most
 ``max_dense`` qubits (3 for complex128, 4 for complex64) among the local ones; diagonal gates,
 controlled gates' controls and SWAPs cost it no local qubit. A circuit runs as stages when every
 gate fits and the model below predicts the stages faster than the gate-at-a-time path (priced by
@@ -10,8 +10,8 @@ the same cost table fusion uses, :func:`qsim_tc.plan.fusion.choose_fusion`).
 Stage model, in reference passes (``REFERENCE_PASS_MS``: one complex128 read+write of 2^28
 amplitudes on an H200, scaled by 2^(n - 28) and by the GPU's SM count times clock against the
 H100 / H200's): a stage costs ``STAGE_PASSES`` and each op of the stage kernel's program (after
-its in-stage fusion, :func:`qsim_tc.engine.stage_program.build_program`) its weight there
-(``OP_PASSES``, :func:`~qsim_tc.engine.stage_program.op_passes`). The stage kernel is bound by its
+its in-stage fusion, :func:`qsim_tc.stages.program.build_program`) its weight there
+(``OP_PASSES``, :func:`~qsim_tc.stages.program.op_passes`). The stage kernel is bound by its
 SMs: an H100 and an H200 ran the same programs within 1% of each other while their passes differ
 1.45x, so the unit is not the device's own pass. The gate path's estimate (the fusion planner's
 sum of the cost table's gate times) came in 13-33% under the measured runs on both GPUs, so the
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from circuits import Circuit
-from qsim_tc.plan.stages import StagePlan, plan_stages
-from qsim_tc.plan.structure import CONTROLLED, DIAGONAL, classify
+from qsim_tc.stages.plan import StagePlan, plan_stages
+from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, classify
 
 # L by itemsize: a block's chunk of 2^L amplitudes is 64 KiB of shared memory either way. On an
 # H200 (28 qubits, benchmarks/results/stages_gpu_planner_h200.json) complex64 at L = 13 against 12:
@@ -62,7 +62,7 @@ KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of compl
 # was slower still (149.2, 89.9 ms; stage_rotate_h100.json).
 ROTATE_LOW = {16: True, 8: False}
 # the model's unit (see the module docstring) and a stage's cost in it by amplitude size, fitted
-# with stage_program.OP_PASSES to every stage of 5 (complex128) and 6 (complex64) circuits' programs
+# with program.OP_PASSES to every stage of 5 (complex128) and 6 (complex64) circuits' programs
 # at 28 qubits on an H200 (python -m benchmarks.bench.stage_fit, stage_fit_h200.json). A complex64
 # stage costs half a pass beyond its ops: its FMA-loop ops overlap the other blocks' copies
 REFERENCE_PASS_MS = 2.05
@@ -100,7 +100,7 @@ class StageDecision:
     gate_ms: float | None = None
     keep_low: int = 0
     program: object = field(default=None, repr=False)  # the plan's stage program, built for the model
-    wide: bool = False  # a complex64 state on the complex128 program (stage_kernel.program_dtype)
+    wide: bool = False  # a complex64 state on the complex128 program (kernel.program_dtype)
 
     def to_dict(self) -> dict:
         out = {"use": self.use, "why": self.why, "predicted_ms": self.predicted_ms, "gate_ms": self.gate_ms,
@@ -143,9 +143,9 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
             ``itemsize``); C shrinks for gates that need more of L.
         block_qubits: the width of the program's commuting blocks (default: ``max_dense``).
         widen: the program's 2-qubit ops become 3-qubit ones (default by ``itemsize``:
-            :func:`~qsim_tc.engine.stage_program.build_program`).
+            :func:`~qsim_tc.stages.program.build_program`).
         rotate_low: the kept low bits' qubits change between stages
-            (:func:`~qsim_tc.plan.stages.plan_stages`; default by ``itemsize``: :data:`ROTATE_LOW`).
+            (:func:`~qsim_tc.stages.plan.plan_stages`; default by ``itemsize``: :data:`ROTATE_LOW`).
         wide: complex64 only: (max_dense, block_qubits) of the complex128 programs where the GPU
             can run a complex64 state on them (tensor-core ops, widened in shared memory); that
             form (complex128's shape, pairs and rotation, at least one kept low bit) is priced too
@@ -184,7 +184,7 @@ def _priced(circuit: Circuit, structures, widest: int, max_dense: int, itemsize:
             block_qubits: int | None, widen: bool | None, rotate: bool, stage_passes: float):
     """One stage form of ``circuit``: (plan, program, kept low bits, predicted reference passes),
     the program's ops priced at ``itemsize``'s weights."""
-    from qsim_tc.engine.stage_program import build_program, op_passes  # noqa: PLC0415
+    from qsim_tc.stages.program import build_program, op_passes  # noqa: PLC0415
 
     keep = max(0, min(keep_low, big_l - max(widest, 1)))
     plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep, rotate_low=rotate)
