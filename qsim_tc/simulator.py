@@ -196,6 +196,18 @@ class Simulator:
         progress = self._check_run(initial_state, progress, in_place)
         settings = self.settings
         start = Start(circuit.n_qubits, settings, initial_state, in_place)
+        try:
+            out, wall, meta = self._dispatch(circuit, start, settings, progress)
+        except BaseException as exc:
+            if in_place and not isinstance(exc, Exception):
+                # an interruption (Ctrl-C, SystemExit) stops the run at no known point of the
+                # circuit: the state run on in place must not stay marked valid
+                initial_state._phys.invalid = f"the run was interrupted ({type(exc).__name__})"
+            raise
+        return Result(out.state, out.stats, self.backend, self.device.name, wall, meta, out.steps, len(circuit))
+
+    def _dispatch(self, circuit: Circuit, start: Start, settings: Settings, progress):
+        """Decide stages or gates, run the chosen runner; (its output, wall seconds, metadata)."""
         t0 = time.perf_counter()
         self.stage_decision = self._stages.decide(circuit, settings, self.plan, self.fuse, self._table)
         meta = {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options),
@@ -226,4 +238,4 @@ class Simulator:
             if self.stage_decision is not None:
                 meta["stages"] = self.stage_decision.to_dict()
             meta.update(out.metadata)
-        return Result(out.state, out.stats, self.backend, self.device.name, wall, meta, out.steps, len(circuit))
+        return out, wall, meta

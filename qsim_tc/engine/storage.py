@@ -109,14 +109,18 @@ class PhysicalState:
             self.mark_invalid(f"reordering the state into logical order failed half-way ({exc.__cause__!r})", exc)
 
     def mark_invalid(self, why: str, cause: BaseException):
-        """Record that the amplitudes are no longer a valid state and raise StateInvalidError.
+        """Record that the amplitudes are no longer a valid state and raise.
 
         Raises:
-            StateInvalidError: always, chained to ``cause``.
+            StateInvalidError: chained to ``cause``, when ``cause`` is an error (an ``Exception``).
+            BaseException: ``cause`` itself when it is an interruption (KeyboardInterrupt,
+                SystemExit, ...): Ctrl-C must still end the program, with the state marked.
         """
         from qsim_tc.errors import StateInvalidError  # noqa: PLC0415
 
         self.invalid = why
+        if not isinstance(cause, Exception):
+            raise cause
         raise StateInvalidError(f"{why}; the state is no longer valid: reset() it (or make a new one)") from cause
 
     def check_valid(self) -> None:

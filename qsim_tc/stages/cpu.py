@@ -103,7 +103,11 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
             geo = _Placement(phys.layout.phys, stage.layout, big_l, nbits, next_local[i + 1])
             ops = _encode(fuse_stage(stage, big_l, cost), geo, real)
             if ops is not None:
-                _run_stage(phys, geo, ops, scratch, pool)
+                try:  # chunks are written back one by one: any failure or interruption leaves a mix
+                    _run_stage(phys, geo, ops, scratch, pool)
+                except BaseException as exc:
+                    phys.mark_invalid(f"stage {i + 1} of {plan.n_stages} of the CPU stage executor stopped "
+                                      f"half-way ({type(exc).__name__})", exc)
             _rename(phys, stage)  # the stage's relabels (SWAPs) moved no amplitude
             if on_stage is not None:
                 on_stage(i + 1, plan.n_stages)

@@ -56,8 +56,8 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
     for i in range(len(program.stages)):
         try:
             run_stage(phys.data, program, i, pools, fresh=fresh and i == 0)
-        except Exception as exc:
-            if i == 0:  # nothing written yet; a fresh state holds no amplitudes at all
+        except BaseException as exc:
+            if i == 0 and isinstance(exc, Exception):  # nothing written yet; a fresh state holds no amplitudes
                 if fresh:
                     phys.invalid = "the first stage, which makes |0...0>, failed"
                 raise
