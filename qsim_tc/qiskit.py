@@ -44,7 +44,9 @@ from qiskit.primitives.primitive_job import PrimitiveJob  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402
 from qsim_tc.state import StateVector  # noqa: E402
 
-__all__ = ["Estimator", "Sampler", "pauli_expectation_values"]
+from qsim_tc.qiskit_backend import QsimTcBackend, QsimTcJob  # noqa: E402
+
+__all__ = ["Estimator", "QsimTcBackend", "QsimTcJob", "Sampler", "pauli_expectation_values"]
 
 # elements of one pass over the state in the expectation value (host or device)
 _CHUNK = {"cpu": 1 << 20, "gpu": 1 << 24}
