@@ -20,6 +20,7 @@ may be complex.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ import numpy as np
 # low index bits that form the columns of the product matrix (its sign matrices are cols x K)
 LOW_BITS = 10
 # rows of one chunk: bounds the temporaries of a pass (elements = rows x cols)
-CHUNK_ELEMENTS = {"cpu": 1 << 18, "gpu": 1 << 24}
+CHUNK_ELEMENTS = {"cpu": 1 << 19, "gpu": 1 << 24}
 _FACTOR = np.array([1.0, -1.0, -1.0, 1.0])  # Re(i^ny W) = FACTOR[ny % 4] * (Re W or Im W)
 
 
@@ -57,8 +58,8 @@ def _label_masks(label: str, n: int, what: str) -> tuple[int, int, complex]:
         if ch in "ZY":
             z |= 1 << q
         if ch not in "IXYZ":
-            raise ValueError(f"{what}: Pauli label {label!r} holds {ch!r}; expected only I, X, Y, Z "
-                             "(rightmost on qubit 0)")
+            raise ValueError(f"{what}: Pauli label {label!r} holds {ch!r}; expected only I, X, Y, Z (letters "
+                             "I, X, Y, Z, the rightmost on qubit 0)")
     return x, z, phases[prefix]
 
 
@@ -94,11 +95,13 @@ def _terms_of(operator, n: int, what: str):
     return x, z, coeffs
 
 
-def collect(observables, n_qubits: int) -> tuple[PauliTerms, np.ndarray]:
-    """The distinct terms of all ``observables`` and the (observables x terms) coefficients."""
+def collect(observables, n_qubits: int, *, names=None) -> tuple[PauliTerms, np.ndarray]:
+    """The distinct terms of all ``observables`` and the (observables x terms) coefficients.
+
+    ``names``: how errors name each observable (default ``"observable i"``)."""
     xs, zs, rows = [], [], []
     for i, o in enumerate(observables):
-        x, z, c = _terms_of(o, n_qubits, f"observable {i}")
+        x, z, c = _terms_of(o, n_qubits, names[i] if names is not None else f"observable {i}")
         xs.append(x)
         zs.append(z)
         rows.append((np.full(len(x), i), c))
@@ -114,6 +117,15 @@ def collect(observables, n_qubits: int) -> tuple[PauliTerms, np.ndarray]:
     np.add.at(matrix, (owner, inverse), coeff)
     ny = np.array([bin(int(a & b)).count("1") for a, b in keys], dtype=np.int64)
     return PauliTerms(n_qubits, keys[:, 0].copy(), keys[:, 1].copy(), ny), matrix
+
+
+def expectation_value(state, operator) -> complex:
+    """``<psi|O|psi>`` of one observable (as :func:`expectation_values`; errors name it ``operator``)."""
+    terms, matrix = collect([operator], state.n_qubits, names=["operator"])
+    if matrix.size == 0:
+        return 0j
+    values = term_values(state.data(), terms, chunk_elements=CHUNK_ELEMENTS[state.device.name])
+    return complex((matrix @ values)[0])
 
 
 def expectation_values(state, observables) -> np.ndarray:
@@ -152,6 +164,9 @@ def _parity(v, xp):
 def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.ndarray:
     """``<psi|P_t|psi>`` (real, float64 numpy) of each term, one pass per distinct X mask.
 
+    Both halves of a pair ``(b, b ^ x)`` give conjugate products, so a group with X bits among
+    the rows reads only the rows where the highest of them is 0, and doubles the sums.
+
     Args:
         psi: the amplitudes in logical order, a 1-D numpy or cupy complex array.
         terms: from :func:`collect`.
@@ -164,8 +179,10 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
     a2 = psi.reshape(rows, cols)
     real = a2.real.dtype
     chunk = max(1, min(rows, chunk_elements // cols))
+    products = _cpu_products() if xp is np else None
     out = np.zeros(len(terms.x), dtype=np.float64)
     lo = xp.arange(cols, dtype=np.int64)
+    all_rows = xp.arange(rows, dtype=np.int64)
     order = np.argsort(terms.x, kind="stable")
     bounds = np.flatnonzero(np.diff(terms.x[order])) + 1
     for group in np.split(order, bounds):
@@ -174,41 +191,70 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
         zl, k_of = np.unique(terms.z[group] & (cols - 1), return_inverse=True)
         zh = xp.asarray(terms.z[group] >> m)
         odd = xp.asarray(terms.ny[group] % 2 == 1)
-        factor = xp.asarray(_FACTOR[terms.ny[group] % 4])
         k_of = xp.asarray(k_of.reshape(-1))
-        signs = (1 - 2 * _parity(lo[:, None] & xp.asarray(zl)[None, :], xp)).astype(real)  # cols x K
         n_k = len(zl)
-        if x:  # interleaved (re, im) columns against a block sign matrix: Re and Im sums in one product
-            s2 = xp.zeros((2 * cols, 2 * n_k), dtype=real)
-            s2[0::2, :n_k] = signs
-            s2[1::2, n_k:] = signs
-        perm_lo = lo ^ xl
+        signs = (1 - 2 * _parity(lo[:, None] & xp.asarray(zl)[None, :], xp)).astype(real)  # cols x K
+        scale = _FACTOR[terms.ny[group] % 4]
+        if xh:  # the rows whose highest X bit is 0; their partners hold the conjugate products
+            top = 1 << (xh.bit_length() - 1)
+            row_set = all_rows[(all_rows & top) == 0]
+            scale = 2 * scale
+        else:
+            row_set = all_rows
         acc = xp.zeros(len(group), dtype=np.float64)
-        for r0 in range(0, rows, chunk):
-            r1 = min(rows, r0 + chunk)
-            a = a2[r0:r1]
+        for i0 in range(0, len(row_set), chunk):
+            r_idx = row_set[i0:i0 + chunk]
+            if x == 0 or products is None:  # the chunk itself (a slice where the row set is all rows)
+                a = a2[int(r_idx[0]):int(r_idx[0]) + len(r_idx)] if xh == 0 else xp.take(a2, r_idx, axis=0)
             if x == 0:
-                w = (a.real * a.real + a.imag * a.imag) @ signs  # (rows, K), all real
-                part = w[:, k_of]
+                part = ((a.real * a.real + a.imag * a.imag) @ signs)[:, k_of]  # (rows, terms), all real
             else:
-                r_idx = xp.arange(r0, r1, dtype=np.int64)
-                # partner rows r ^ xh: a contiguous block where xh leaves the chunk's own bits alone
-                g = a2[r0 ^ xh:(r0 ^ xh) + (r1 - r0)] if xh % chunk == 0 else xp.take(a2, r_idx ^ xh, axis=0)
-                if xl:
-                    g = xp.take(g, perm_lo, axis=1)
-                c = xp.conj(g)
-                c *= a
-                w = c.view(real).reshape(r1 - r0, 2 * cols) @ s2  # (rows, 2K): Re sums, then Im sums
-                part = xp.where(odd[None, :], w[:, n_k + k_of], w[:, k_of])
-            if rows > 1:
-                r_idx = xp.arange(r0, r1, dtype=np.int64)
-                row_sign = (1 - 2 * _parity(r_idx[:, None] & zh[None, :], xp)).astype(real)
-                acc += (part * row_sign).sum(axis=0)
-            else:
-                acc += part.sum(axis=0)
-        acc = acc * factor
-        out[group] = acc.get() if hasattr(acc, "get") else acc
+                nr = len(r_idx)
+                if products is not None:
+                    c = np.empty((2, nr, cols), dtype=real)  # Re, then Im of the products
+                    products(a2, r_idx, xh, xl, c)
+                else:
+                    g = xp.take(a2, r_idx ^ xh, axis=0)
+                    if xl:
+                        g = xp.take(g, lo ^ xl, axis=1)
+                    g = xp.conj(g)
+                    g *= a
+                    c = xp.stack([g.real, g.imag])
+                w = (c.reshape(2 * nr, cols) @ signs).reshape(2, nr, n_k)  # column sums of Re and Im
+                part = xp.where(odd[None, :], w[1][:, k_of], w[0][:, k_of])
+            row_sign = (1 - 2 * _parity(r_idx[:, None] & zh[None, :], xp)).astype(real)
+            acc += (part * row_sign).sum(axis=0)
+        acc = acc.get() if hasattr(acc, "get") else acc
+        out[group] = acc * scale
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_products():
+    """A compiled ``conj(psi[b ^ x]) * psi[b]`` over chunks of rows (CPU), or None without numba.
+
+    numpy needs a gather, a conjugate and a product, each a pass through memory; fused in one
+    loop the product reads each amplitude pair once and writes its real and imaginary parts as
+    two row blocks, so the column sums of both are one matrix product.
+    """
+    try:
+        import numba  # noqa: PLC0415 - optional speed-up; the array code above is the fallback
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def products(a2, rows, xh, xl, out):
+        cols = a2.shape[1]
+        for i in numba.prange(rows.shape[0]):
+            r = rows[i]
+            pr = r ^ xh
+            for c in range(cols):
+                u = a2[pr, c ^ xl]
+                v = a2[r, c]
+                out[0, i, c] = u.real * v.real + u.imag * v.imag
+                out[1, i, c] = u.real * v.imag - u.imag * v.real
+
+    return products
 
 
 def _array_module(a):

@@ -10,10 +10,13 @@ control is rejected with a ``circuits.CircuitError`` that names the instruction.
     from qsim_tc.qiskit import Sampler, Estimator
     result = Sampler(seed=7).run([(qc, params)], shots=1000).result()
 
-Expectation values of Pauli sums are computed on the state vector itself: a Pauli string is a
-bit flip (X part) and a sign (Z part) times i^(number of Y); terms that flip the same bits share
-one pass over the state, in which their signs are one small matrix product. No 2^N x 2^N
-operator is ever built.
+Expectation values of Pauli sums are computed on the state vector itself
+(:mod:`qsim_tc.observables`): a Pauli string is a bit flip (X part) and a sign (Z part) times
+i^(number of Y); terms that flip the same bits share one pass over the state, in which their
+signs are one small matrix product. No 2^N x 2^N operator is ever built.
+
+``QsimTcBackend`` (:mod:`qsim_tc.qiskit_backend`) is the BackendV2 for ``transpile`` and
+``backend.run``, with dynamic circuits (:mod:`qsim_tc.dynamic`).
 
 Needs qiskit (``pip install qsim-tc[qiskit]``).
 """
@@ -41,6 +44,7 @@ from qiskit.primitives.containers.estimator_pub import EstimatorPub  # noqa: E40
 from qiskit.primitives.containers.sampler_pub import SamplerPub  # noqa: E402
 from qiskit.primitives.primitive_job import PrimitiveJob  # noqa: E402
 
+from qsim_tc.observables import collect, term_values  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402
 from qsim_tc.state import StateVector  # noqa: E402
 
@@ -50,7 +54,6 @@ __all__ = ["Estimator", "QsimTcBackend", "QsimTcJob", "Sampler", "pauli_expectat
 
 # elements of one pass over the state in the expectation value (host or device)
 _CHUNK = {"cpu": 1 << 20, "gpu": 1 << 24}
-_LOW_BITS = 12  # the low bits of an index form the columns of a chunk
 
 
 class _Backed:
@@ -245,8 +248,13 @@ def pauli_expectation_values(state: StateVector, observables) -> np.ndarray:
     for i, row in enumerate(rows):
         for t, c in row.items():
             coeffs[i, t] = c
-    values = _term_values(state, labels) if labels else np.zeros(0, np.complex128)
-    return (coeffs @ values).real
+    if not labels:
+        return np.zeros(len(observables), np.float64)
+    terms, _ = collect([{label: 1.0} for label in labels], n)
+    order = {(int(x), int(z)): t for t, (x, z) in enumerate(zip(terms.x, terms.z))}
+    values = term_values(state.data(), terms, chunk_elements=_CHUNK[state.device.name])
+    per_label = np.array([values[order[_masks(lb)[:2]]] for lb in labels])
+    return (coeffs @ per_label).real
 
 
 def _items(o):
@@ -274,55 +282,3 @@ def _masks(label: str) -> tuple[int, int, int]:
         else:
             raise ValueError(f"Pauli label {label!r} holds {ch!r}; expected only I, X, Y, Z")
     return x, z, ny
-
-
-def _parity(v):
-    """Parity of the set bits of each int64 in ``v`` (0 or 1)."""
-    v = v.copy()
-    for s in (32, 16, 8, 4, 2, 1):
-        v ^= v >> s
-    return v & 1
-
-
-def _term_values(state: StateVector, labels: list[str]) -> np.ndarray:
-    """<psi|P|psi> for each Pauli label, complex, grouped by X mask."""
-    xp = state.xp
-    n = state.n_qubits
-    psi = state.data()
-    m = min(n, _LOW_BITS)
-    cols = 1 << m
-    n_rows = 1 << (n - m)
-    psi2 = psi.reshape(n_rows, cols)
-    chunk_rows = max(1, min(n_rows, _CHUNK[state.device.name] // cols))
-    masks = [_masks(lb) for lb in labels]
-    groups: dict[int, list[int]] = {}
-    for t, (x, _, _) in enumerate(masks):
-        groups.setdefault(x, []).append(t)
-    out = np.zeros(len(labels), dtype=np.complex128)
-    lo = xp.arange(cols, dtype=np.int64)
-    for x, terms in groups.items():
-        x_lo, x_hi = x & (cols - 1), x >> m
-        z_lo = xp.asarray(np.array([masks[t][1] & (cols - 1) for t in terms], dtype=np.int64))
-        z_hi = xp.asarray(np.array([masks[t][1] >> m for t in terms], dtype=np.int64))
-        sign_lo = (1 - 2 * _parity(lo[None, :] & z_lo[:, None])).astype(np.float64)  # (terms, cols)
-        perm_lo = lo ^ x_lo
-        acc = xp.zeros(len(terms), dtype=np.complex128)
-        for r0 in range(0, n_rows, chunk_rows):
-            r1 = min(n_rows, r0 + chunk_rows)
-            rows = xp.arange(r0, r1, dtype=np.int64)
-            a = psi2[r0:r1].astype(np.complex128, copy=False)
-            if x:
-                b = psi2[(rows ^ x_hi)[:, None], perm_lo[None, :]].astype(np.complex128, copy=False)
-                prod = b.conj() * a
-            else:
-                prod = (a.real**2 + a.imag**2).astype(np.complex128)
-            per_row = prod @ sign_lo.T.astype(np.complex128)  # (rows, terms)
-            if n_rows > 1:
-                sign_hi = (1 - 2 * _parity(rows[:, None] & z_hi[None, :])).astype(np.float64)
-                acc += (per_row * sign_hi).sum(axis=0)
-            else:
-                acc += per_row.sum(axis=0)
-        acc_host = acc.get() if hasattr(acc, "get") else acc
-        for k, t in enumerate(terms):
-            out[t] = acc_host[k] * (1j ** masks[t][2])
-    return out

@@ -27,39 +27,6 @@ MAX_QUBITS = 40
 NORM_CHUNK = 1 << 24
 
 
-_PAULI_PHASES = {"": 1, "-": -1, "i": 1j, "-i": -1j, "+": 1, "+i": 1j}
-
-
-def _pauli_label(text: str) -> tuple[str, complex]:
-    """A Pauli label's letters and its phase prefix ("-iXZ" -> ("XZ", -1j))."""
-    letters = text.lstrip("+-ij")
-    prefix = text[: len(text) - len(letters)].replace("j", "i")
-    if prefix not in _PAULI_PHASES:
-        raise ValueError(f"Pauli label {text!r} has an unknown phase prefix {prefix!r}")
-    bad = sorted(set(letters) - set("IXYZ"))
-    if not letters or bad:
-        raise ValueError(f"Pauli label {text!r} must be letters I, X, Y, Z (rightmost on qubit 0)")
-    return letters, _PAULI_PHASES[prefix]
-
-
-def _pauli_terms(operator) -> list[tuple[str, complex]]:
-    """(label, coefficient) pairs of a Pauli string, a qiskit Pauli / SparsePauliOp, or pairs."""
-    if isinstance(operator, str):
-        label, phase = _pauli_label(operator)
-        return [(label, phase)]
-    kind = type(operator).__name__
-    if kind == "SparsePauliOp" and hasattr(operator, "to_list"):
-        return [(_pauli_label(lbl)[0], _pauli_label(lbl)[1] * complex(c)) for lbl, c in operator.to_list()]
-    if kind == "Pauli" and hasattr(operator, "to_label"):
-        label, phase = _pauli_label(operator.to_label())
-        return [(label, phase)]
-    if isinstance(operator, (list, tuple)) and operator and all(
-            isinstance(t, (list, tuple)) and len(t) == 2 and isinstance(t[0], str) for t in operator):
-        return [(_pauli_label(lbl)[0], _pauli_label(lbl)[1] * complex(c)) for lbl, c in operator]
-    raise TypeError(f"operator must be a Pauli label, a qiskit Pauli or SparsePauliOp, or (label, coefficient) "
-                    f"pairs, got {kind}")
-
-
 _UNSET = object()  # StateVector._unset's data: storage not written
 
 
@@ -247,9 +214,43 @@ class StateVector:
         return self._phys.data
 
     def to_numpy(self) -> np.ndarray:
-        """A host copy of the amplitudes in logical order."""
+        """A host copy of the amplitudes in logical order.
+
+        Raises:
+            InsufficientMemoryError: the copy does not fit in the free host memory (checked
+                before anything is copied); the message names the zero-copy route.
+        """
+        host = gemm.resolve_device("cpu")
+        memory.check_fits(f"to_numpy() of a {self._n}-qubit {self._dtype} state", self.nbytes, host,
+                          hint="read the amplitudes in place instead: state.data(), or without a copy through "
+                               "DLPack (numpy.from_dlpack(state) on the CPU, cupy.from_dlpack(state) or "
+                               "torch.from_dlpack(state) on the GPU)")
         d = self.data()
         return d.get() if self._device.is_gpu else d.copy()
+
+    # --- zero-copy export --------------------------------------------------------------------
+    # The exported array is the state's own storage in logical order: a pending qubit permutation
+    # is applied in place first (as data() does). It stays valid until the state next changes: a
+    # gate may permute the storage again or move the amplitudes to the engine's spare buffer, so
+    # export again after running more gates.
+
+    def __dlpack__(self, *args, **kwargs):
+        """DLPack capsule of the amplitudes (logical order, no copy): ``numpy.from_dlpack(state)``,
+        ``cupy.from_dlpack(state)``, ``torch.from_dlpack(state)``. Arguments go to the array's own
+        ``__dlpack__`` (``stream=`` on the GPU)."""
+        return self.data().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        """The DLPack device of the amplitudes: (1, 0) on the CPU, (2, device id) on the GPU."""
+        return self._phys.data.__dlpack_device__()
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA array interface of the amplitudes (GPU states only; logical order, no copy)."""
+        if not self._device.is_gpu:
+            raise AttributeError("__cuda_array_interface__ exists only for GPU states; on the CPU use "
+                                 "numpy.from_dlpack(state) or state.data()")
+        return self.data().__cuda_array_interface__
 
     def amplitude(self, index: int) -> complex:
         """The amplitude of basis state ``index`` (logical, little-endian)."""
@@ -289,38 +290,26 @@ class StateVector:
     def expectation_value(self, operator) -> complex:
         """<psi|O|psi> for a Pauli operator, as Qiskit's ``Statevector.expectation_value``.
 
+        Terms that flip the same qubits share one pass over the state
+        (:func:`qsim_tc.observables.expectation_values`): a many-term Hamiltonian costs one pass
+        per distinct X part, not one per term.
+
         Args:
             operator: a Pauli label (``"XZI"``, optionally with a sign/phase prefix such as
                 ``"-iXY"``; the rightmost letter acts on qubit 0), a ``qiskit.quantum_info.Pauli``
                 or ``SparsePauliOp``, or a sequence of ``(label, coefficient)`` pairs.
 
         Returns:
-            complex: the expectation value (computed in complex128; the state is not changed).
+            complex: the expectation value (the state is not changed).
 
         Raises:
             TypeError: an unsupported operator type. ValueError: a label of another width or with
                 letters other than I, X, Y, Z.
         """
-        terms = _pauli_terms(operator)
-        psi = self.data().astype(np.complex128, copy=False).reshape((2,) * self._n)
-        xp = self.xp
-        total = 0j
-        for label, coeff in terms:
-            if len(label) != self._n:
-                raise ValueError(f"operator acts on {len(label)} qubits ({label!r}); the state has {self._n}")
-            phi = psi
-            n_y = 0
-            for a, letter in enumerate(label):  # label[a] acts on qubit n - 1 - a, i.e. on axis a
-                if letter in "ZY":
-                    shape = [1] * self._n
-                    shape[a] = 2
-                    phi = phi * xp.asarray(np.array([1.0, -1.0]).reshape(shape))
-                if letter in "XY":
-                    phi = xp.flip(phi, axis=a)
-                n_y += letter == "Y"
-            value = complex(xp.vdot(psi, phi)) * (1j**n_y)  # Y = i X Z
-            total += complex(coeff) * value
-        return total
+        from qsim_tc.observables import expectation_value  # noqa: PLC0415 - kept out of `import qsim_tc`
+
+        self._valid()
+        return expectation_value(self, operator)
 
     def norm(self) -> float:
         """The 2-norm of the state (summed over chunks: no state-sized temporary)."""
