@@ -44,6 +44,8 @@ from qiskit.primitives.containers.estimator_pub import EstimatorPub  # noqa: E40
 from qiskit.primitives.containers.sampler_pub import SamplerPub  # noqa: E402
 from qiskit.primitives.primitive_job import PrimitiveJob  # noqa: E402
 
+from circuits import CircuitError  # noqa: E402
+from qsim_tc.batched import BatchedCircuit  # noqa: E402
 from qsim_tc.observables import collect, term_values  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402
 from qsim_tc.state import StateVector  # noqa: E402
@@ -196,24 +198,57 @@ class Estimator(_Backed, BaseEstimatorV2):
 
     def _run_pub(self, pub: EstimatorPub) -> PubResult:
         rng = np.random.default_rng(self._seed)
-        bound = pub.parameter_values.bind_all(pub.circuit)
         obs = pub.observables.__array__()  # object array of {pauli label: real coefficient}
-        shape = np.broadcast_shapes(bound.shape, obs.shape)
-        ci, oi = np.broadcast_arrays(np.arange(bound.size).reshape(bound.shape), np.arange(obs.size).reshape(obs.shape))
+        params = pub.parameter_values
+        shape = np.broadcast_shapes(params.shape, obs.shape)
+        ci, oi = np.broadcast_arrays(np.arange(params.size).reshape(params.shape), np.arange(obs.size).reshape(obs.shape))
+        batched = self._batched(pub.circuit, params.size)
         evs = np.zeros(shape, dtype=np.float64)
-        for c in range(bound.size):
-            where = ci == c
-            if not where.any():
-                continue
-            state, _ = self._state(bound.flat[c])
-            wanted = np.unique(oi[where])
-            values = dict(zip(wanted.tolist(), pauli_expectation_values(state, [obs.flat[o] for o in wanted])))
-            evs[where] = [values[o] for o in oi[where].tolist()]
+        if batched is not None:
+            evs[...] = self._batched_values(batched, params, obs, ci, oi)
+        else:
+            bound = params.bind_all(pub.circuit)
+            for c in range(bound.size):
+                where = ci == c
+                if not where.any():
+                    continue
+                state, _ = self._state(bound.flat[c])
+                wanted = np.unique(oi[where])
+                values = dict(zip(wanted.tolist(), pauli_expectation_values(state, [obs.flat[o] for o in wanted])))
+                evs[where] = [values[o] for o in oi[where].tolist()]
         precision = pub.precision
         if precision != 0:
             evs = rng.normal(evs, precision).reshape(shape) if evs.size else evs
         data = DataBin(evs=evs, stds=np.zeros_like(evs), shape=evs.shape)
         return PubResult(data, metadata={"target_precision": precision, "circuit_metadata": pub.circuit.metadata})
+
+    def _batched(self, circuit, n_bindings: int):
+        """The circuit prepared once for its bindings (:class:`qsim_tc.batched.BatchedCircuit`), where
+        that applies: several bindings and a backend that computes in the state's own arithmetic
+        (``auto``, ``native``, ``native32``); else None (each binding runs through the Simulator)."""
+        if n_bindings < 2 or not circuit.num_parameters or self._simulator.backend not in ("auto", "native",
+                                                                                          "native32"):
+            return None
+        try:
+            return BatchedCircuit(circuit)
+        except CircuitError:
+            return None  # (the Simulator's path reports what it cannot run)
+
+    def _batched_values(self, batched, params, obs, ci, oi) -> np.ndarray:
+        """Expectation values of every (binding, observable) pair wanted, through ``batched``."""
+        sim = self._simulator
+        n = batched.n_qubits
+        values = params.as_array(batched.parameters).reshape(params.size, len(batched.parameters))
+        wanted = [np.unique(oi[ci == c]) for c in range(params.size)]
+        all_terms = collect([obs.flat[o] for o in range(obs.size)], n)
+        table = np.zeros((params.size, obs.size))
+        for b0, block in batched.states(values, dtype=sim.dtype, device=sim.device):
+            for i in range(block.shape[0]):
+                want = wanted[b0 + i]
+                terms, matrix = all_terms if len(want) == obs.size else collect([obs.flat[o] for o in want], n)
+                vals = (matrix @ term_values(block[i], terms, chunk_elements=_CHUNK[sim.device.name])).real
+                table[b0 + i, want if len(want) != obs.size else slice(None)] = vals
+        return table[ci, oi]
 
 
 # --- expectation values ----------------------------------------------------------------------
