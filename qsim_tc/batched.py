@@ -82,6 +82,7 @@ class BatchedCircuit:
         self.parameters = list(qc.parameters)
         self._column = {p: k for k, p in enumerate(self.parameters)}
         self._phase = qc.global_phase
+        self.measured: list = []  # (qubit, clbit) of the final measurements, by clbit (as from_qiskit)
         self.steps = self._compile(qc, qiskit)
 
     # --- compile ------------------------------------------------------------------------------
@@ -93,6 +94,7 @@ class BatchedCircuit:
         pending: dict[int, list] = {}  # one-qubit gates not yet placed, per qubit
         mono: list = []  # fixed monomial gates (qubits, matrix) not yet placed
         measured = set()
+        clbits: dict = {}  # clbit -> the qubit measured into it (the last measurement wins)
 
         def flush_qubits(qs):
             flush_mono()
@@ -113,6 +115,7 @@ class BatchedCircuit:
                 continue
             if op.name == "measure":
                 measured.update(qs)
+                clbits[qc.find_bit(inst.clbits[0]).index] = qs[0]
                 continue
             if measured.intersection(qs):
                 raise CircuitError(f"{where} acts on a measured qubit; batched bindings take unitary circuits "
@@ -134,6 +137,7 @@ class BatchedCircuit:
                 steps.append(_Dense(qs, matrix))
         flush_qubits(sorted(pending))
         flush_mono()
+        self.measured = sorted(((q, c) for c, q in clbits.items()), key=lambda qc_: qc_[1])
         return steps
 
     def _values(self, param, where):

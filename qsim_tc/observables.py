@@ -168,21 +168,26 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
     the rows reads only the rows where the highest of them is 0, and doubles the sums.
 
     Args:
-        psi: the amplitudes in logical order, a 1-D numpy or cupy complex array.
+        psi: the amplitudes in logical order, a 1-D numpy or cupy complex array; or a block of
+            states, shape (B, 2^n): their rows stack into one taller matrix (the X and Z masks
+            of the rows stay below the state's own rows), so a block costs one pass per mask.
         terms: from :func:`collect`.
         chunk_elements: amplitudes per chunk of a pass (the size of the temporaries).
+
+    Returns:
+        shape (T,) for one state, (B, T) for a block.
     """
     xp = _array_module(psi)
     n = terms.n_qubits
     m = min(n, LOW_BITS)
     cols, rows = 1 << m, 1 << (n - m)
-    a2 = psi.reshape(rows, cols)
+    n_states = psi.shape[0] if psi.ndim == 2 else 1
+    a2 = psi.reshape(n_states * rows, cols)
     real = a2.real.dtype
-    chunk = max(1, min(rows, chunk_elements // cols))
     products = _cpu_products() if xp is np else None
-    out = np.zeros(len(terms.x), dtype=np.float64)
+    out = np.zeros((n_states, len(terms.x)), dtype=np.float64)
     lo = xp.arange(cols, dtype=np.int64)
-    all_rows = xp.arange(rows, dtype=np.int64)
+    all_rows = xp.arange(n_states * rows, dtype=np.int64)
     order = np.argsort(terms.x, kind="stable")
     bounds = np.flatnonzero(np.diff(terms.x[order])) + 1
     for group in np.split(order, bounds):
@@ -201,7 +206,10 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
             scale = 2 * scale
         else:
             row_set = all_rows
-        acc = xp.zeros(len(group), dtype=np.float64)
+        per_state = len(row_set) // n_states  # rows of each state in the row set, consecutive
+        chunk = per_state * max(1, chunk_elements // (cols * per_state)) if chunk_elements >= cols * per_state \
+            else max(1, chunk_elements // cols)
+        acc = xp.zeros((n_states, len(group)), dtype=np.float64)
         for i0 in range(0, len(row_set), chunk):
             r_idx = row_set[i0:i0 + chunk]
             if x == 0 or products is None:  # the chunk itself (a slice where the row set is all rows)
@@ -223,10 +231,15 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
                 w = (c.reshape(2 * nr, cols) @ signs).reshape(2, nr, n_k)  # column sums of Re and Im
                 part = xp.where(odd[None, :], w[1][:, k_of], w[0][:, k_of])
             row_sign = (1 - 2 * _parity(r_idx[:, None] & zh[None, :], xp)).astype(real)
-            acc += (part * row_sign).sum(axis=0)
+            signed = part * row_sign
+            if len(r_idx) >= per_state:  # whole states: one sum each
+                s0 = i0 // per_state
+                acc[s0:s0 + len(r_idx) // per_state] += signed.reshape(-1, per_state, len(group)).sum(axis=1)
+            else:  # part of one state
+                acc[i0 // per_state] += signed.sum(axis=0)
         acc = acc.get() if hasattr(acc, "get") else acc
-        out[group] = acc * scale
-    return out
+        out[:, group] = acc * scale
+    return out if psi.ndim == 2 else out[0]
 
 
 @functools.lru_cache(maxsize=1)

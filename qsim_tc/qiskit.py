@@ -89,6 +89,18 @@ class _Backed:
         circuit = from_qiskit(bound_circuit)
         return self._simulator.run(circuit).state, circuit
 
+    def _batched(self, circuit, n_bindings: int):
+        """The circuit prepared once for its bindings (:class:`qsim_tc.batched.BatchedCircuit`), where
+        that applies: several bindings and a backend that computes in the state's own arithmetic
+        (``auto``, ``native``, ``native32``); else None (each binding runs through the Simulator)."""
+        if n_bindings < 2 or not circuit.num_parameters or self._simulator.backend not in ("auto", "native",
+                                                                                          "native32"):
+            return None
+        try:
+            return BatchedCircuit(circuit)
+        except CircuitError:
+            return None  # (the Simulator's path reports what it cannot run)
+
     def _sim_metadata(self) -> dict:
         sim = self._simulator
         return {"backend": sim.backend, "device": sim.device.name, "fuse": sim.fuse, "numeric_precision": sim.precision}
@@ -138,12 +150,11 @@ class Sampler(_Backed, BaseSamplerV2):
         qc = pub.circuit
         rng = np.random.default_rng(self._seed)
         registers = [(creg.name, creg.size, [qc.find_bit(bit).index for bit in creg]) for creg in qc.cregs]
-        bound = pub.parameter_values.bind_all(qc)
-        arrays = {name: np.zeros(bound.shape + (pub.shots, (size + 7) // 8), dtype=np.uint8)
+        params = pub.parameter_values
+        arrays = {name: np.zeros(params.shape + (pub.shots, (size + 7) // 8), dtype=np.uint8)
                   for name, size, _ in registers}
-        for index, bound_circuit in np.ndenumerate(bound):
-            state, circuit = self._state(bound_circuit)
-            clbit_qubit = {c: q for q, c in circuit.measured}
+        for index, state, measured in self._states_of(qc, params):
+            clbit_qubit = {c: q for q, c in measured}
             qargs = sorted(set(clbit_qubit.values()))
             slot = {q: i for i, q in enumerate(qargs)}
             samples = state.sample(pub.shots, seed=rng, qubits=qargs) if qargs else np.zeros(pub.shots, np.int64)
@@ -156,6 +167,23 @@ class Sampler(_Backed, BaseSamplerV2):
         data = {name: BitArray(arrays[name], size) for name, size, _ in registers}
         return SamplerPubResult(DataBin(**data, shape=pub.shape),
                                 metadata={"shots": pub.shots, "circuit_metadata": qc.metadata})
+
+    def _states_of(self, qc, params):
+        """(index, state, measured pairs) of each binding, in order: one plan for all bindings
+        where :meth:`_batched` applies, else one Simulator run per bound circuit."""
+        batched = self._batched(qc, params.size)
+        if batched is None:
+            bound = params.bind_all(qc)
+            for index, bound_circuit in np.ndenumerate(bound):
+                state, circuit = self._state(bound_circuit)
+                yield index, state, circuit.measured
+            return
+        sim = self._simulator
+        values = params.as_array(batched.parameters).reshape(params.size, len(batched.parameters))
+        for b0, block in batched.states(values, dtype=sim.dtype, device=sim.device):
+            for i in range(block.shape[0]):
+                state = StateVector.from_array(block[i], copy=False, device=sim.device)
+                yield np.unravel_index(b0 + i, params.shape), state, batched.measured
 
 
 class Estimator(_Backed, BaseEstimatorV2):
@@ -222,18 +250,6 @@ class Estimator(_Backed, BaseEstimatorV2):
         data = DataBin(evs=evs, stds=np.zeros_like(evs), shape=evs.shape)
         return PubResult(data, metadata={"target_precision": precision, "circuit_metadata": pub.circuit.metadata})
 
-    def _batched(self, circuit, n_bindings: int):
-        """The circuit prepared once for its bindings (:class:`qsim_tc.batched.BatchedCircuit`), where
-        that applies: several bindings and a backend that computes in the state's own arithmetic
-        (``auto``, ``native``, ``native32``); else None (each binding runs through the Simulator)."""
-        if n_bindings < 2 or not circuit.num_parameters or self._simulator.backend not in ("auto", "native",
-                                                                                          "native32"):
-            return None
-        try:
-            return BatchedCircuit(circuit)
-        except CircuitError:
-            return None  # (the Simulator's path reports what it cannot run)
-
     def _batched_values(self, batched, params, obs, ci, oi) -> np.ndarray:
         """Expectation values of every (binding, observable) pair wanted, through ``batched``."""
         sim = self._simulator
@@ -242,7 +258,13 @@ class Estimator(_Backed, BaseEstimatorV2):
         wanted = [np.unique(oi[ci == c]) for c in range(params.size)]
         all_terms = collect([obs.flat[o] for o in range(obs.size)], n)
         table = np.zeros((params.size, obs.size))
+        everything = all(len(w) == obs.size for w in wanted)
         for b0, block in batched.states(values, dtype=sim.dtype, device=sim.device):
+            if everything:  # the block's states in one pass per X mask
+                terms, matrix = all_terms
+                per_term = term_values(block, terms, chunk_elements=_CHUNK[sim.device.name])
+                table[b0:b0 + block.shape[0]] = (per_term @ matrix.T).real
+                continue
             for i in range(block.shape[0]):
                 want = wanted[b0 + i]
                 terms, matrix = all_terms if len(want) == obs.size else collect([obs.flat[o] for o in want], n)

@@ -94,3 +94,17 @@ def test_bindings_are_checked():
         next(bc.states(np.zeros((3, 5))))
     with pytest.raises(ValueError, match="bindings lack parameter"):
         next(bc.states({bc.parameters[0]: [0.1]}))
+
+
+def test_sampler_sweep_gives_the_bits_of_one_run_per_binding(monkeypatch):
+    from qsim_tc.qiskit import Sampler
+
+    qc = efficient_su2(3, reps=1)
+    qc.measure_all()
+    values = np.random.default_rng(4).uniform(0, 6, (2, 3, qc.num_parameters))
+    batched_bits = Sampler(device="cpu", seed=9).run([(qc, values)], shots=64).result()[0].data.meas
+    monkeypatch.setattr(Sampler, "_batched", lambda self, circuit, n: None)  # one Simulator run per binding
+    looped_bits = Sampler(device="cpu", seed=9).run([(qc, values)], shots=64).result()[0].data.meas
+    assert batched_bits.shape == (2, 3)
+    np.testing.assert_array_equal(batched_bits.array, looped_bits.array)
+    assert len(batched_bits.get_counts((1, 2))) > 1

@@ -89,3 +89,15 @@ def test_gpu_values_match_cpu(cupy):
     want = sv.expectation_value(op)
     assert abs(obs.expectation_values(gpu, [op])[0] - want) < 1e-12
     assert abs(gpu.expectation_value(op) - cpu.expectation_value(op)) < 1e-12
+
+
+@pytest.mark.parametrize("chunk", [1 << 19, 64, 8])
+def test_a_block_of_states_gives_each_states_values(chunk, monkeypatch):
+    n = 7
+    monkeypatch.setattr(obs, "LOW_BITS", 3)
+    states = np.stack([random_statevector(2**n, seed=s).data for s in range(3)])
+    terms, _ = obs.collect([grouped_op(n, 8)], n)
+    block = obs.term_values(states, terms, chunk_elements=chunk)
+    assert block.shape == (3, len(terms.x))
+    for i in range(3):
+        np.testing.assert_allclose(block[i], obs.term_values(states[i], terms), atol=1e-13)
