@@ -51,6 +51,13 @@ class _OneQubit:
 
 
 @dataclass
+class _Layer:
+    """Consecutive one-qubit steps, applied in one call per block (each state's passes back to back)."""
+
+    steps: list  # _OneQubit
+
+
+@dataclass
 class _Monomial:
     index: np.ndarray  # new psi[i] = phase[i] * psi[index[i]]
     phase: np.ndarray | None
@@ -138,7 +145,7 @@ class BatchedCircuit:
         flush_qubits(sorted(pending))
         flush_mono()
         self.measured = sorted(((q, c) for c, q in clbits.items()), key=lambda qc_: qc_[1])
-        return steps
+        return _layers(steps)
 
     def _values(self, param, where):
         """A function (B x P values) -> B floats for one instruction parameter."""
@@ -236,6 +243,40 @@ class BatchedCircuit:
             yield b0, psi
 
 
+def _one_matrix(step: _OneQubit, v) -> np.ndarray:
+    """The (b, 2, 2) product of a one-qubit step's matrices."""
+    m = step.matrices[0].batch(v)
+    for later in step.matrices[1:]:
+        m = later.batch(v) @ m
+    return np.ascontiguousarray(m)
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_layer():
+    """A compiled run of one-qubit gates over a block of states (CPU), or None without numba:
+    each state gets all its passes back to back, while it is in cache."""
+    try:
+        import numba  # noqa: PLC0415 - optional speed-up
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def layer(psi, ms, qubits):
+        size = psi.shape[1]
+        for bi in numba.prange(psi.shape[0]):
+            for j in range(qubits.shape[0]):
+                stride = 1 << qubits[j]
+                m00, m01, m10, m11 = ms[bi, j, 0, 0], ms[bi, j, 0, 1], ms[bi, j, 1, 0], ms[bi, j, 1, 1]
+                for base in range(0, size, 2 * stride):
+                    for k in range(base, base + stride):
+                        a0 = psi[bi, k]
+                        a1 = psi[bi, k + stride]
+                        psi[bi, k] = m00 * a0 + m01 * a1
+                        psi[bi, k + stride] = m10 * a0 + m11 * a1
+
+    return layer
+
+
 @functools.lru_cache(maxsize=1)
 def _cpu_one_qubit():
     """A compiled one-qubit gate over a block of states (CPU), or None without numba.
@@ -262,6 +303,20 @@ def _cpu_one_qubit():
                     psi[bi, k + stride] = m10 * a0 + m11 * a1
 
     return one_qubit
+
+
+def _layers(steps: list) -> list:
+    """``steps`` with each run of one-qubit steps as one :class:`_Layer`."""
+    out: list = []
+    for step in steps:
+        if isinstance(step, _OneQubit):
+            if out and isinstance(out[-1], _Layer):
+                out[-1].steps.append(step)
+            else:
+                out.append(_Layer([step]))
+        else:
+            out.append(step)
+    return out
 
 
 def _rotation(name: str, p: list) -> np.ndarray:
@@ -327,6 +382,15 @@ def _apply(step, psi, v, n: int, xp):
         if phase is not None:
             out *= phase[None, :]
         return out
+    if isinstance(step, _Layer):
+        kernel = _cpu_layer() if xp is np else None
+        if kernel is None:
+            for one in step.steps:
+                psi = _apply(one, psi, v, n, xp)
+            return psi
+        ms = np.stack([_one_matrix(one, v) for one in step.steps], axis=1).astype(psi.dtype)  # (b, k, 2, 2)
+        kernel(psi, ms, np.array([one.qubit for one in step.steps], dtype=np.int64))
+        return psi
     if isinstance(step, _OneQubit):
         m = step.matrices[0].batch(v)
         for later in step.matrices[1:]:

@@ -42,6 +42,7 @@ def mixed_circuit():
 def test_states_match_qiskit(make, kernel, monkeypatch):
     if not kernel:
         monkeypatch.setattr(batched, "_cpu_one_qubit", lambda: None)
+        monkeypatch.setattr(batched, "_cpu_layer", lambda: None)
     qc = make()
     values = np.random.default_rng(1).uniform(-3, 3, (7, qc.num_parameters))
     seen = 0
@@ -57,7 +58,8 @@ def test_one_plan_gathers_monomial_runs():
     steps = BatchedCircuit(efficient_su2(6, reps=3)).steps
     kinds = [type(s).__name__ for s in steps]
     assert kinds.count("_Monomial") == 3  # each entangling layer of 5 CX: one gather
-    assert kinds.count("_OneQubit") == 4 * 6  # ry then rz on a qubit: one 2x2 per binding
+    assert kinds == ["_Layer", "_Monomial"] * 3 + ["_Layer"]  # rotations, then one gather per CX layer
+    assert all(len(s.steps) == 6 for s in steps[::2])  # ry then rz on a qubit: one 2x2 per binding
 
 
 def test_estimator_sweep_matches_qiskit_without_running_the_simulator(monkeypatch):
