@@ -15,6 +15,11 @@ Expectation values of Pauli sums are computed on the state vector itself
 i^(number of Y); terms that flip the same bits share one pass over the state, in which their
 signs are one small matrix product. No 2^N x 2^N operator is ever built.
 
+A PUB with several parameter sets of a unitary circuit runs through one plan for all of them
+(:mod:`qsim_tc.batched`: a block of states evolved together; the Estimator then reads the whole
+block in one pass per X mask), where the simulator computes in the state's own arithmetic
+(``backend`` "auto", "native" or "native32"); other backends run each bound circuit.
+
 ``QsimTcBackend`` (:mod:`qsim_tc.qiskit_backend`) is the BackendV2 for ``transpile`` and
 ``backend.run``, with dynamic circuits (:mod:`qsim_tc.dynamic`).
 

@@ -110,3 +110,13 @@ def test_sampler_sweep_gives_the_bits_of_one_run_per_binding(monkeypatch):
     assert batched_bits.shape == (2, 3)
     np.testing.assert_array_equal(batched_bits.array, looped_bits.array)
     assert len(batched_bits.get_counts((1, 2))) > 1
+
+
+@pytest.mark.gpu
+def test_gpu_block_matches_cpu(cupy):
+    qc = mixed_circuit()
+    values = np.random.default_rng(5).uniform(-3, 3, (5, qc.num_parameters))
+    bc = BatchedCircuit(qc)
+    cpu = np.concatenate([blk for _, blk in bc.states(values, device="cpu")])
+    gpu = np.concatenate([blk.get() for _, blk in bc.states(values, device="gpu")])
+    np.testing.assert_allclose(gpu, cpu, atol=1e-12)

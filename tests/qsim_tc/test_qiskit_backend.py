@@ -314,3 +314,12 @@ def test_shot_branching_holds_few_states(backend):
     assert res.results[0].metadata["branches"] <= 8  # 2^3 outcome histories, not 2000 states
     one = backend.run(qc, shots=1, memory=True, seed_simulator=4).result()
     assert len(one.get_memory()) == 1 and one.results[0].metadata["branches"] == 1
+
+
+@pytest.mark.gpu
+def test_gpu_dynamic_circuit_matches_cpu_distribution(cupy):
+    qc = teleport()
+    gpu = QsimTcBackend(device="gpu").run(qc, shots=3000, seed_simulator=5).result().get_counts()
+    cpu = QsimTcBackend(device="cpu").run(qc, shots=3000, seed_simulator=6).result().get_counts()
+    keys = sorted(set(gpu) | set(cpu))
+    assert chi2_contingency([[gpu.get(k, 0) for k in keys], [cpu.get(k, 0) for k in keys]]).pvalue > 0.01
