@@ -397,10 +397,11 @@ class Runner:
         self.saver = _Saver()
         self.final: list = []  # (branch, samples) of the final measurement
 
-    def run(self, program: Program, shots: int) -> Outcome:
-        """All shots of ``program``; the classical bits of each shot and the saved data."""
+    def run(self, program: Program, shots: int, state: StateVector | None = None) -> Outcome:
+        """All shots of ``program`` (from ``state``, default |0...0>, which it may change); the
+        classical bits of each shot and the saved data."""
         self.program = program
-        branches = self._ops(program.ops, [_Branch(None, shots)])
+        branches = self._ops(program.ops, [_Branch(state, shots)])
         wide = program.n_clbits > 62
         values = []
         for b in branches:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,9 +44,11 @@ from qiskit.result.models import ExperimentResult  # noqa: E402
 from qiskit.transpiler import Target  # noqa: E402
 
 from qsim_tc import __version__  # noqa: E402
-from qsim_tc.dynamic import Runner, compile_circuit  # noqa: E402
+from circuits.errors import CircuitError  # noqa: E402
+from qsim_tc.batched import BatchedCircuit  # noqa: E402
+from qsim_tc.dynamic import FinalMeasure, Program, Runner, compile_circuit  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402
-from qsim_tc.state import MAX_QUBITS  # noqa: E402
+from qsim_tc.state import MAX_QUBITS, StateVector  # noqa: E402
 
 __all__ = ["QsimTcBackend", "QsimTcJob"]
 
@@ -192,32 +195,41 @@ class QsimTcBackend(BackendV2):
                 raise TypeError(f"run_input[{i}] must be a qiskit.QuantumCircuit, got {type(qc).__name__}")
         opts = dict(self.options.__dict__)
         opts.update(_check_options(options, self.options))
-        experiments = _bind(circuits, opts["parameter_binds"])
-        programs = [compile_circuit(qc) for qc in experiments]  # every error before the first run
-        for qc in experiments:
+        for qc in circuits:
             if qc.num_qubits > self._target.num_qubits:
                 raise ValueError(f"circuit {qc.name!r} has {qc.num_qubits} qubits; this backend's target has "
                                  f"{self._target.num_qubits} (QsimTcBackend(num_qubits=...))")
         simulator = self.simulator(**opts)
-        job = QsimTcJob(self, str(uuid.uuid4()), self._run_all, experiments, programs, simulator, opts)
+        items = _experiments(circuits, opts["parameter_binds"], simulator)  # every error before the first run
+        job = QsimTcJob(self, str(uuid.uuid4()), self._run_all, items, simulator, opts)
         job.submit()
         return job
 
-    def _run_all(self, job_id, experiments, programs, simulator, opts) -> Result:
+    def _run_all(self, job_id, items, simulator, opts) -> Result:
         seed = opts["seed_simulator"]
         if seed is None:
             seed = int(np.random.default_rng().integers(0, 2**31 - 1))
+        seed = int(seed)
         t0 = time.perf_counter()
-        results = [self._run_one(qc, prog, simulator, opts, int(seed) + i)
-                   for i, (qc, prog) in enumerate(zip(experiments, programs))]
+        results = []
+        for item in items:
+            if isinstance(item, _Sweep):  # one plan, a block of bound states at a time
+                for b0, block in item.batched.states(item.values, dtype=simulator.dtype, device=simulator.device):
+                    for i in range(block.shape[0]):
+                        state = StateVector.from_array(block[i], copy=False, device=simulator.device)
+                        results.append(self._run_one(item.qc, item.program, simulator, opts, seed + len(results),
+                                                     state=state, phase=float(item.phases[b0 + i])))
+            else:
+                qc, program = item
+                results.append(self._run_one(qc, program, simulator, opts, seed + len(results)))
         return Result(backend_name=self.name, backend_version=self.backend_version, job_id=job_id,
                       qobj_id=job_id, success=True, results=results, time_taken=time.perf_counter() - t0,
                       status="COMPLETED")
 
-    def _run_one(self, qc, program, simulator, opts, seed: int) -> ExperimentResult:
+    def _run_one(self, qc, program, simulator, opts, seed: int, state=None, phase=None) -> ExperimentResult:
         shots = opts["shots"]
         t0 = time.perf_counter()
-        outcome = Runner(simulator, np.random.default_rng(seed)).run(program, shots)
+        outcome = Runner(simulator, np.random.default_rng(seed)).run(program, shots, state)
         data = {}
         if program.has_measurements:
             keys = [hex(int(v)) for v in outcome.clbits]
@@ -235,7 +247,7 @@ class QsimTcBackend(BackendV2):
         header = {"name": qc.name, "n_qubits": qc.num_qubits, "memory_slots": qc.num_clbits,
                   "creg_sizes": [[r.name, r.size] for r in qc.cregs],
                   "qreg_sizes": [[r.name, r.size] for r in qc.qregs],
-                  "global_phase": float(qc.global_phase), "metadata": qc.metadata}
+                  "global_phase": float(qc.global_phase) if phase is None else phase, "metadata": qc.metadata}
         return ExperimentResult.from_dict({"shots": shots, "success": True, "data": data, "meas_level": 2, "header": header,
                 "status": "DONE", "seed_simulator": seed,
                 "metadata": {"time_taken": time.perf_counter() - t0, "method": "statevector",
@@ -280,10 +292,53 @@ def _check_options(options: dict, defaults) -> dict:
     return out
 
 
-def _bind(circuits: list, parameter_binds) -> list:
-    """The experiments: each circuit, or each circuit once per set of its bound values."""
+@dataclass
+class _Sweep:
+    """The bindings of one circuit, run through one plan (:class:`qsim_tc.batched.BatchedCircuit`)."""
+
+    qc: object
+    batched: BatchedCircuit
+    values: np.ndarray
+    phases: np.ndarray
+    program: Program
+
+
+def _experiments(circuits: list, parameter_binds, simulator) -> list:
+    """(circuit, program) per experiment, or a :class:`_Sweep` for the bindings of a unitary
+    circuit with final measurements only (where the simulator computes in the state's own
+    arithmetic: backend "auto", "native" or "native32")."""
+    out = []
+    binds = _bind_lists(circuits, parameter_binds)
+    for qc, values in zip(circuits, binds):
+        if values is None:
+            out.append((qc, compile_circuit(qc)))
+            continue
+        sweep = None
+        if len(next(iter(values.values()))) > 1 and simulator.backend in ("auto", "native", "native32"):
+            try:
+                batched = BatchedCircuit(qc)
+            except CircuitError:
+                batched = None  # (not unitary, saves...): each bound circuit is compiled below
+            if batched is not None:
+                array = batched.values_array(values)
+                phases = batched._values(qc.global_phase, "global_phase")(array)
+                final = [FinalMeasure(list(batched.measured))] if batched.measured else []
+                program = Program(qc.num_qubits, qc.num_clbits, final, bool(final), False)
+                sweep = _Sweep(qc, batched, array, phases, program)
+        if sweep is not None:
+            out.append(sweep)
+            continue
+        n_values = len(next(iter(values.values())))
+        for j in range(n_values):
+            bound = qc.assign_parameters({p: float(v[j]) for p, v in values.items()})
+            out.append((bound, compile_circuit(bound)))
+    return out
+
+
+def _bind_lists(circuits: list, parameter_binds) -> list:
+    """Per circuit: None (no bindings) or its checked {Parameter: float array}, as in Aer."""
     if parameter_binds is None:
-        return circuits
+        return [None] * len(circuits)
     if isinstance(parameter_binds, dict):
         parameter_binds = [parameter_binds]
     if not isinstance(parameter_binds, Sequence) or len(parameter_binds) != len(circuits):
@@ -294,7 +349,7 @@ def _bind(circuits: list, parameter_binds) -> list:
         if not isinstance(binds, dict):
             raise TypeError(f"parameter_binds[{i}] must be a dict {{Parameter: [values]}}, got {type(binds).__name__}")
         if not binds:
-            out.append(qc)
+            out.append(None)
             continue
         for p in binds:
             if not isinstance(p, Parameter):
@@ -303,6 +358,5 @@ def _bind(circuits: list, parameter_binds) -> list:
         lengths = {len(v) for v in values.values()}
         if len(lengths) != 1:
             raise ValueError(f"parameter_binds[{i}] has value lists of different lengths {sorted(lengths)}")
-        for j in range(lengths.pop()):
-            out.append(qc.assign_parameters({p: float(v[j]) for p, v in values.items()}))
+        out.append(values)
     return out

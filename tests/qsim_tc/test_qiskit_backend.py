@@ -323,3 +323,25 @@ def test_gpu_dynamic_circuit_matches_cpu_distribution(cupy):
     cpu = QsimTcBackend(device="cpu").run(qc, shots=3000, seed_simulator=6).result().get_counts()
     keys = sorted(set(gpu) | set(cpu))
     assert chi2_contingency([[gpu.get(k, 0) for k in keys], [cpu.get(k, 0) for k in keys]]).pvalue > 0.01
+
+
+def test_parameter_binds_of_a_measured_ansatz_run_through_one_plan(backend, monkeypatch):
+    import qsim_tc.qiskit_backend as qb
+
+    qc = efficient_su2(3, reps=1)
+    qc.measure_all()
+    values = np.random.default_rng(3).uniform(0, 6, (4, qc.num_parameters))
+    binds = [{p: values[:, k] for k, p in enumerate(qc.parameters)}]
+    swept = backend.run(qc, parameter_binds=binds, shots=200, memory=True, seed_simulator=4, save_state=True).result()
+    for j in range(4):
+        want = Statevector(qc.remove_final_measurements(inplace=False).assign_parameters(values[j])).data
+        np.testing.assert_allclose(swept.get_statevector(j).data, want, atol=1e-12)
+
+    def refuse(circuit):
+        raise CircuitError("no plan")
+
+    monkeypatch.setattr(qb, "BatchedCircuit", refuse)  # each bound circuit compiled and run apart
+    apart = backend.run(qc, parameter_binds=binds, shots=200, memory=True, seed_simulator=4).result()
+    assert len(swept.results) == len(apart.results) == 4
+    for j in range(4):
+        assert swept.get_memory(j) == apart.get_memory(j)
