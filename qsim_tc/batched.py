@@ -251,20 +251,43 @@ def _one_matrix(step: _OneQubit, v) -> np.ndarray:
     return np.ascontiguousarray(m)
 
 
+# one-qubit gates on qubits below this run block by block (2^LOW amplitudes, held in the L1 cache)
+LAYER_LOW_BITS = 10
+
+
 @functools.lru_cache(maxsize=1)
 def _cpu_layer():
-    """A compiled run of one-qubit gates over a block of states (CPU), or None without numba:
-    each state gets all its passes back to back, while it is in cache."""
+    """A compiled run of one-qubit gates over a block of states (CPU), or None without numba.
+
+    The gates act on distinct qubits or keep their order, and gates on distinct qubits commute:
+    the low qubits' gates run together on each small block of amplitudes while it is in the L1
+    cache (one pass through the state for all of them), the high qubits' gates one pass each.
+    """
     try:
         import numba  # noqa: PLC0415 - optional speed-up
     except ImportError:
         return None
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def layer(psi, ms, qubits):
+    def layer(psi, ms, qubits, low_bits):
         size = psi.shape[1]
+        blk = min(size, 1 << low_bits)
         for bi in numba.prange(psi.shape[0]):
+            for start in range(0, size, blk):
+                for j in range(qubits.shape[0]):
+                    if qubits[j] >= low_bits:
+                        continue
+                    stride = 1 << qubits[j]
+                    m00, m01, m10, m11 = ms[bi, j, 0, 0], ms[bi, j, 0, 1], ms[bi, j, 1, 0], ms[bi, j, 1, 1]
+                    for base in range(start, start + blk, 2 * stride):
+                        for k in range(base, base + stride):
+                            a0 = psi[bi, k]
+                            a1 = psi[bi, k + stride]
+                            psi[bi, k] = m00 * a0 + m01 * a1
+                            psi[bi, k + stride] = m10 * a0 + m11 * a1
             for j in range(qubits.shape[0]):
+                if qubits[j] < low_bits:
+                    continue
                 stride = 1 << qubits[j]
                 m00, m01, m10, m11 = ms[bi, j, 0, 0], ms[bi, j, 0, 1], ms[bi, j, 1, 0], ms[bi, j, 1, 1]
                 for base in range(0, size, 2 * stride):
@@ -389,7 +412,7 @@ def _apply(step, psi, v, n: int, xp):
                 psi = _apply(one, psi, v, n, xp)
             return psi
         ms = np.stack([_one_matrix(one, v) for one in step.steps], axis=1).astype(psi.dtype)  # (b, k, 2, 2)
-        kernel(psi, ms, np.array([one.qubit for one in step.steps], dtype=np.int64))
+        kernel(psi, ms, np.array([one.qubit for one in step.steps], dtype=np.int64), LAYER_LOW_BITS)
         return psi
     if isinstance(step, _OneQubit):
         m = step.matrices[0].batch(v)
