@@ -25,6 +25,9 @@ MAX_QUBITS = 40
 # norm() sums |amplitude|^2 over chunks of this many amplitudes (256 MiB of complex128): a 32-qubit
 # state has no room for a state-sized temporary
 NORM_CHUNK = 1 << 24
+# to_numpy() checks the free host memory before copying states of at least this many bytes (a
+# smaller copy is not where host memory runs out, and the check reads /proc/meminfo)
+TO_NUMPY_CHECKED_BYTES = 1 << 26
 
 
 _UNSET = object()  # StateVector._unset's data: storage not written
@@ -218,15 +221,21 @@ class StateVector:
 
         Raises:
             InsufficientMemoryError: the copy does not fit in the free host memory (checked
-                before anything is copied); the message names the zero-copy route.
+                before anything is copied, for states of at least
+                :data:`TO_NUMPY_CHECKED_BYTES`); the message names the zero-copy route.
         """
+        if self.nbytes >= TO_NUMPY_CHECKED_BYTES:
+            self._check_host_copy()
+        d = self.data()
+        return d.get() if self._device.is_gpu else d.copy()
+
+    def _check_host_copy(self) -> None:
+        """Raise InsufficientMemoryError if a host copy of the state does not fit in free host memory."""
         host = gemm.resolve_device("cpu")
         memory.check_fits(f"to_numpy() of a {self._n}-qubit {self._dtype} state", self.nbytes, host,
                           hint="read the amplitudes in place instead: state.data(), or without a copy through "
                                "DLPack (numpy.from_dlpack(state) on the CPU, cupy.from_dlpack(state) or "
                                "torch.from_dlpack(state) on the GPU)")
-        d = self.data()
-        return d.get() if self._device.is_gpu else d.copy()
 
     # --- zero-copy export --------------------------------------------------------------------
     # The exported array is the state's own storage in logical order: a pending qubit permutation

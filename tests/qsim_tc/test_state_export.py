@@ -40,7 +40,10 @@ def test_cuda_array_interface_only_on_gpu():
 
 
 def test_to_numpy_fails_early_naming_the_zero_copy_route(monkeypatch):
+    import qsim_tc.state as state_mod
+
     st = StateVector(10, device="cpu")
+    monkeypatch.setattr(state_mod, "TO_NUMPY_CHECKED_BYTES", 0)  # as for a state of 64 MiB or more
     monkeypatch.setattr(memory, "available_bytes", lambda device: 1000)
     with pytest.raises(InsufficientMemoryError, match=r"to_numpy\(\) of a 10-qubit.*numpy.from_dlpack\(state\)"):
         st.to_numpy()
