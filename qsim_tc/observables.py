@@ -195,7 +195,9 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
         xh, xl = x >> m, x & (cols - 1)
         zl, k_of = np.unique(terms.z[group] & (cols - 1), return_inverse=True)
         zh = xp.asarray(terms.z[group] >> m)
-        odd = xp.asarray(terms.ny[group] % 2 == 1)
+        odd_host = terms.ny[group] % 2 == 1
+        need_re, need_im = bool((~odd_host).any()), bool(odd_host.any())
+        odd = xp.asarray(odd_host)
         k_of = xp.asarray(k_of.reshape(-1))
         n_k = len(zl)
         signs = (1 - 2 * _parity(lo[:, None] & xp.asarray(zl)[None, :], xp)).astype(real)  # cols x K
@@ -218,18 +220,21 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
                 part = ((a.real * a.real + a.imag * a.imag) @ signs)[:, k_of]  # (rows, terms), all real
             else:
                 nr = len(r_idx)
+                # a term needs Re of its sum (even number of Y) or Im (odd): only those are formed
+                parts = (0, 1) if need_re and need_im else ((0,) if need_re else (1,))
                 if products is not None:
-                    c = np.empty((2, nr, cols), dtype=real)  # Re, then Im of the products
-                    products(a2, r_idx, xh, xl, c)
+                    c = np.empty((len(parts), nr, cols), dtype=real)
+                    products(a2, r_idx, xh, xl, c, need_re, need_im)
                 else:
                     g = xp.take(a2, r_idx ^ xh, axis=0)
                     if xl:
                         g = xp.take(g, lo ^ xl, axis=1)
                     g = xp.conj(g)
                     g *= a
-                    c = xp.stack([g.real, g.imag])
-                w = (c.reshape(2 * nr, cols) @ signs).reshape(2, nr, n_k)  # column sums of Re and Im
-                part = xp.where(odd[None, :], w[1][:, k_of], w[0][:, k_of])
+                    c = xp.stack([g.real if p == 0 else g.imag for p in parts])
+                w = (c.reshape(len(parts) * nr, cols) @ signs).reshape(len(parts), nr, n_k)  # column sums
+                re_w, im_w = w[0], w[-1]
+                part = xp.where(odd[None, :], im_w[:, k_of], re_w[:, k_of])
             row_sign = (1 - 2 * _parity(r_idx[:, None] & zh[None, :], xp)).astype(real)
             signed = part * row_sign
             if len(r_idx) >= per_state:  # whole states: one sum each
@@ -247,8 +252,8 @@ def _cpu_products():
     """A compiled ``conj(psi[b ^ x]) * psi[b]`` over chunks of rows (CPU), or None without numba.
 
     numpy needs a gather, a conjugate and a product, each a pass through memory; fused in one
-    loop the product reads each amplitude pair once and writes its real and imaginary parts as
-    two row blocks, so the column sums of both are one matrix product.
+    loop the product reads each amplitude pair once and writes its real and/or imaginary part
+    (those the group's terms need) as row blocks, so their column sums are one matrix product.
     """
     try:
         import numba  # noqa: PLC0415 - optional speed-up; the array code above is the fallback
@@ -256,16 +261,19 @@ def _cpu_products():
         return None
 
     @numba.njit(parallel=True, cache=True, nogil=True)
-    def products(a2, rows, xh, xl, out):
+    def products(a2, rows, xh, xl, out, want_re, want_im):
         cols = a2.shape[1]
+        im_at = 1 if want_re else 0  # out holds Re then Im, or only the one wanted
         for i in numba.prange(rows.shape[0]):
             r = rows[i]
             pr = r ^ xh
             for c in range(cols):
                 u = a2[pr, c ^ xl]
                 v = a2[r, c]
-                out[0, i, c] = u.real * v.real + u.imag * v.imag
-                out[1, i, c] = u.real * v.imag - u.imag * v.real
+                if want_re:
+                    out[0, i, c] = u.real * v.real + u.imag * v.imag
+                if want_im:
+                    out[im_at, i, c] = u.real * v.imag - u.imag * v.real
 
     return products
 

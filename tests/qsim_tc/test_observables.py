@@ -53,9 +53,9 @@ def test_one_pass_per_x_mask(monkeypatch):
     kernel = obs._cpu_products()
     assert kernel is not None  # numba is a dependency
 
-    def counting(a2, rows, xh, xl, out):
+    def counting(a2, rows, xh, xl, out, want_re, want_im):
         calls.append((xh, xl))
-        kernel(a2, rows, xh, xl, out)
+        kernel(a2, rows, xh, xl, out, want_re, want_im)
 
     monkeypatch.setattr(obs, "_cpu_products", lambda: counting)
     st = StateVector.from_array(random_statevector(2**n, seed=1).data, device="cpu")
