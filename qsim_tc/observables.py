@@ -263,17 +263,31 @@ def _cpu_products():
     @numba.njit(parallel=True, cache=True, nogil=True)
     def products(a2, rows, xh, xl, out, want_re, want_im):
         cols = a2.shape[1]
+        # c ^ xl = (base ^ xl) + j on aligned runs c = base + j shorter than xl's lowest set bit:
+        # contiguous reads on both sides
+        run = cols if xl == 0 else xl & -xl
         im_at = 1 if want_re else 0  # out holds Re then Im, or only the one wanted
         for i in numba.prange(rows.shape[0]):
             r = rows[i]
             pr = r ^ xh
-            for c in range(cols):
-                u = a2[pr, c ^ xl]
-                v = a2[r, c]
-                if want_re:
-                    out[0, i, c] = u.real * v.real + u.imag * v.imag
-                if want_im:
-                    out[im_at, i, c] = u.real * v.imag - u.imag * v.real
+            for base in range(0, cols, run):
+                src = base ^ xl
+                if want_re and want_im:
+                    for j in range(run):
+                        u = a2[pr, src + j]
+                        v = a2[r, base + j]
+                        out[0, i, base + j] = u.real * v.real + u.imag * v.imag
+                        out[1, i, base + j] = u.real * v.imag - u.imag * v.real
+                elif want_re:
+                    for j in range(run):
+                        u = a2[pr, src + j]
+                        v = a2[r, base + j]
+                        out[0, i, base + j] = u.real * v.real + u.imag * v.imag
+                else:
+                    for j in range(run):
+                        u = a2[pr, src + j]
+                        v = a2[r, base + j]
+                        out[im_at, i, base + j] = u.real * v.imag - u.imag * v.real
 
     return products
 
