@@ -10,10 +10,18 @@ control is rejected with a ``circuits.CircuitError`` that names the instruction.
     from qsim_tc.qiskit import Sampler, Estimator
     result = Sampler(seed=7).run([(qc, params)], shots=1000).result()
 
-Expectation values of Pauli sums are computed on the state vector itself: a Pauli string is a
-bit flip (X part) and a sign (Z part) times i^(number of Y); terms that flip the same bits share
-one pass over the state, in which their signs are one small matrix product. No 2^N x 2^N
-operator is ever built.
+Expectation values of Pauli sums are computed on the state vector itself
+(:mod:`qsim_tc.observables`): a Pauli string is a bit flip (X part) and a sign (Z part) times
+i^(number of Y); terms that flip the same bits share one pass over the state, in which their
+signs are one small matrix product. No 2^N x 2^N operator is ever built.
+
+A PUB with several parameter sets of a unitary circuit runs through one plan for all of them
+(:mod:`qsim_tc.batched`: a block of states evolved together; the Estimator then reads the whole
+block in one pass per X mask), where the simulator computes in the state's own arithmetic
+(``backend`` "auto", "native" or "native32"); other backends run each bound circuit.
+
+``QsimTcBackend`` (:mod:`qsim_tc.qiskit_backend`) is the BackendV2 for ``transpile`` and
+``backend.run``, with dynamic circuits (:mod:`qsim_tc.dynamic`).
 
 Needs qiskit (``pip install qsim-tc[qiskit]``).
 """
@@ -42,14 +50,18 @@ from qiskit.primitives.containers.estimator_pub import EstimatorPub  # noqa: E40
 from qiskit.primitives.containers.sampler_pub import SamplerPub  # noqa: E402
 from qiskit.primitives.primitive_job import PrimitiveJob  # noqa: E402
 
+from circuits import CircuitError  # noqa: E402
+from qsim_tc.batched import BatchedCircuit  # noqa: E402
+from qsim_tc.observables import collect, term_values  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402
 from qsim_tc.state import SAMPLE_BYTES_PER_SHOT, StateVector, check_shots  # noqa: E402
 
-__all__ = ["Estimator", "Sampler", "pauli_expectation_values"]
+from qsim_tc.qiskit_backend import QsimTcBackend, QsimTcJob  # noqa: E402
+
+__all__ = ["Estimator", "QsimTcBackend", "QsimTcJob", "Sampler", "pauli_expectation_values"]
 
 # elements of one pass over the state in the expectation value (host or device)
 _CHUNK = {"cpu": 1 << 20, "gpu": 1 << 24}
-_LOW_BITS = 12  # the low bits of an index form the columns of a chunk
 
 
 class _Backed:
@@ -82,6 +94,18 @@ class _Backed:
     def _state(self, bound_circuit) -> tuple[StateVector, object]:
         circuit = from_qiskit(bound_circuit)
         return self._simulator.run(circuit).state, circuit
+
+    def _batched(self, circuit, n_bindings: int):
+        """The circuit prepared once for its bindings (:class:`qsim_tc.batched.BatchedCircuit`), where
+        that applies: several bindings and a backend that computes in the state's own arithmetic
+        (``auto``, ``native``, ``native32``); else None (each binding runs through the Simulator)."""
+        if n_bindings < 2 or not circuit.num_parameters or self._simulator.backend not in ("auto", "native",
+                                                                                          "native32"):
+            return None
+        try:
+            return BatchedCircuit(circuit)
+        except CircuitError:
+            return None  # (the Simulator's path reports what it cannot run)
 
     def _sim_metadata(self) -> dict:
         sim = self._simulator
@@ -136,12 +160,11 @@ class Sampler(_Backed, BaseSamplerV2):
         qc = pub.circuit
         rng = np.random.default_rng(self._seed)
         registers = [(creg.name, creg.size, [qc.find_bit(bit).index for bit in creg]) for creg in qc.cregs]
-        bound = pub.parameter_values.bind_all(qc)
-        arrays = {name: np.zeros(bound.shape + (pub.shots, (size + 7) // 8), dtype=np.uint8)
+        params = pub.parameter_values
+        arrays = {name: np.zeros(params.shape + (pub.shots, (size + 7) // 8), dtype=np.uint8)
                   for name, size, _ in registers}
-        for index, bound_circuit in np.ndenumerate(bound):
-            state, circuit = self._state(bound_circuit)
-            clbit_qubit = {c: q for q, c in circuit.measured}
+        for index, state, measured in self._states_of(qc, params):
+            clbit_qubit = {c: q for q, c in measured}
             qargs = sorted(set(clbit_qubit.values()))
             slot = {q: i for i, q in enumerate(qargs)}
             samples = state.sample(pub.shots, seed=rng, qubits=qargs) if qargs else np.zeros(pub.shots, np.int64)
@@ -154,6 +177,23 @@ class Sampler(_Backed, BaseSamplerV2):
         data = {name: BitArray(arrays[name], size) for name, size, _ in registers}
         return SamplerPubResult(DataBin(**data, shape=pub.shape),
                                 metadata={"shots": pub.shots, "circuit_metadata": qc.metadata})
+
+    def _states_of(self, qc, params):
+        """(index, state, measured pairs) of each binding, in order: one plan for all bindings
+        where :meth:`_batched` applies, else one Simulator run per bound circuit."""
+        batched = self._batched(qc, params.size)
+        if batched is None:
+            bound = params.bind_all(qc)
+            for index, bound_circuit in np.ndenumerate(bound):
+                state, circuit = self._state(bound_circuit)
+                yield index, state, circuit.measured
+            return
+        sim = self._simulator
+        values = params.as_array(batched.parameters).reshape(params.size, len(batched.parameters))
+        for b0, block in batched.states(values, dtype=sim.dtype, device=sim.device):
+            for i in range(block.shape[0]):
+                state = StateVector.from_array(block[i], copy=False, device=sim.device)
+                yield np.unravel_index(b0 + i, params.shape), state, batched.measured
 
 
 class Estimator(_Backed, BaseEstimatorV2):
@@ -199,24 +239,51 @@ class Estimator(_Backed, BaseEstimatorV2):
 
     def _run_pub(self, pub: EstimatorPub) -> PubResult:
         rng = np.random.default_rng(self._seed)
-        bound = pub.parameter_values.bind_all(pub.circuit)
         obs = pub.observables.__array__()  # object array of {pauli label: real coefficient}
-        shape = np.broadcast_shapes(bound.shape, obs.shape)
-        ci, oi = np.broadcast_arrays(np.arange(bound.size).reshape(bound.shape), np.arange(obs.size).reshape(obs.shape))
+        params = pub.parameter_values
+        shape = np.broadcast_shapes(params.shape, obs.shape)
+        ci, oi = np.broadcast_arrays(np.arange(params.size).reshape(params.shape), np.arange(obs.size).reshape(obs.shape))
+        batched = self._batched(pub.circuit, params.size)
         evs = np.zeros(shape, dtype=np.float64)
-        for c in range(bound.size):
-            where = ci == c
-            if not where.any():
-                continue
-            state, _ = self._state(bound.flat[c])
-            wanted = np.unique(oi[where])
-            values = dict(zip(wanted.tolist(), pauli_expectation_values(state, [obs.flat[o] for o in wanted])))
-            evs[where] = [values[o] for o in oi[where].tolist()]
+        if batched is not None:
+            evs[...] = self._batched_values(batched, params, obs, ci, oi)
+        else:
+            bound = params.bind_all(pub.circuit)
+            for c in range(bound.size):
+                where = ci == c
+                if not where.any():
+                    continue
+                state, _ = self._state(bound.flat[c])
+                wanted = np.unique(oi[where])
+                values = dict(zip(wanted.tolist(), pauli_expectation_values(state, [obs.flat[o] for o in wanted])))
+                evs[where] = [values[o] for o in oi[where].tolist()]
         precision = pub.precision
         if precision != 0:
             evs = rng.normal(evs, precision).reshape(shape) if evs.size else evs
         data = DataBin(evs=evs, stds=np.zeros_like(evs), shape=evs.shape)
         return PubResult(data, metadata={"target_precision": precision, "circuit_metadata": pub.circuit.metadata})
+
+    def _batched_values(self, batched, params, obs, ci, oi) -> np.ndarray:
+        """Expectation values of every (binding, observable) pair wanted, through ``batched``."""
+        sim = self._simulator
+        n = batched.n_qubits
+        values = params.as_array(batched.parameters).reshape(params.size, len(batched.parameters))
+        wanted = [np.unique(oi[ci == c]) for c in range(params.size)]
+        all_terms = collect([obs.flat[o] for o in range(obs.size)], n)
+        table = np.zeros((params.size, obs.size))
+        everything = all(len(w) == obs.size for w in wanted)
+        for b0, block in batched.states(values, dtype=sim.dtype, device=sim.device):
+            if everything:  # the block's states in one pass per X mask
+                terms, matrix = all_terms
+                per_term = term_values(block, terms, chunk_elements=_CHUNK[sim.device.name])
+                table[b0:b0 + block.shape[0]] = (per_term @ matrix.T).real
+                continue
+            for i in range(block.shape[0]):
+                want = wanted[b0 + i]
+                terms, matrix = all_terms if len(want) == obs.size else collect([obs.flat[o] for o in want], n)
+                vals = (matrix @ term_values(block[i], terms, chunk_elements=_CHUNK[sim.device.name])).real
+                table[b0 + i, want if len(want) != obs.size else slice(None)] = vals
+        return table[ci, oi]
 
 
 # --- expectation values ----------------------------------------------------------------------
@@ -253,8 +320,13 @@ def pauli_expectation_values(state: StateVector, observables) -> np.ndarray:
     for i, row in enumerate(rows):
         for t, c in row.items():
             coeffs[i, t] = c
-    values = _term_values(state, labels) if labels else np.zeros(0, np.complex128)
-    return (coeffs @ values).real
+    if not labels:
+        return np.zeros(len(observables), np.float64)
+    terms, _ = collect([{label: 1.0} for label in labels], n)
+    order = {(int(x), int(z)): t for t, (x, z) in enumerate(zip(terms.x, terms.z))}
+    values = term_values(state.data(), terms, chunk_elements=_CHUNK[state.device.name])
+    per_label = np.array([values[order[_masks(lb)[:2]]] for lb in labels])
+    return (coeffs @ per_label).real
 
 
 def _items(o):
@@ -282,55 +354,3 @@ def _masks(label: str) -> tuple[int, int, int]:
         else:
             raise ValueError(f"Pauli label {label!r} holds {ch!r}; expected only I, X, Y, Z")
     return x, z, ny
-
-
-def _parity(v):
-    """Parity of the set bits of each int64 in ``v`` (0 or 1)."""
-    v = v.copy()
-    for s in (32, 16, 8, 4, 2, 1):
-        v ^= v >> s
-    return v & 1
-
-
-def _term_values(state: StateVector, labels: list[str]) -> np.ndarray:
-    """<psi|P|psi> for each Pauli label, complex, grouped by X mask."""
-    xp = state.xp
-    n = state.n_qubits
-    psi = state.data()
-    m = min(n, _LOW_BITS)
-    cols = 1 << m
-    n_rows = 1 << (n - m)
-    psi2 = psi.reshape(n_rows, cols)
-    chunk_rows = max(1, min(n_rows, _CHUNK[state.device.name] // cols))
-    masks = [_masks(lb) for lb in labels]
-    groups: dict[int, list[int]] = {}
-    for t, (x, _, _) in enumerate(masks):
-        groups.setdefault(x, []).append(t)
-    out = np.zeros(len(labels), dtype=np.complex128)
-    lo = xp.arange(cols, dtype=np.int64)
-    for x, terms in groups.items():
-        x_lo, x_hi = x & (cols - 1), x >> m
-        z_lo = xp.asarray(np.array([masks[t][1] & (cols - 1) for t in terms], dtype=np.int64))
-        z_hi = xp.asarray(np.array([masks[t][1] >> m for t in terms], dtype=np.int64))
-        sign_lo = (1 - 2 * _parity(lo[None, :] & z_lo[:, None])).astype(np.float64)  # (terms, cols)
-        perm_lo = lo ^ x_lo
-        acc = xp.zeros(len(terms), dtype=np.complex128)
-        for r0 in range(0, n_rows, chunk_rows):
-            r1 = min(n_rows, r0 + chunk_rows)
-            rows = xp.arange(r0, r1, dtype=np.int64)
-            a = psi2[r0:r1].astype(np.complex128, copy=False)
-            if x:
-                b = psi2[(rows ^ x_hi)[:, None], perm_lo[None, :]].astype(np.complex128, copy=False)
-                prod = b.conj() * a
-            else:
-                prod = (a.real**2 + a.imag**2).astype(np.complex128)
-            per_row = prod @ sign_lo.T.astype(np.complex128)  # (rows, terms)
-            if n_rows > 1:
-                sign_hi = (1 - 2 * _parity(rows[:, None] & z_hi[None, :])).astype(np.float64)
-                acc += (per_row * sign_hi).sum(axis=0)
-            else:
-                acc += per_row.sum(axis=0)
-        acc_host = acc.get() if hasattr(acc, "get") else acc
-        for k, t in enumerate(terms):
-            out[t] = acc_host[k] * (1j ** masks[t][2])
-    return out

@@ -68,6 +68,9 @@ def _pauli_terms(operator) -> list[tuple[str, complex]]:
         return [(_pauli_label(lbl)[0], _pauli_label(lbl)[1] * complex(c)) for lbl, c in operator]
     raise TypeError(f"operator must be a Pauli label, a qiskit Pauli or SparsePauliOp, or (label, coefficient) "
                     f"pairs, got {kind}")
+# to_numpy() checks the free host memory before copying states of at least this many bytes (a
+# smaller copy is not where host memory runs out, and the check reads /proc/meminfo)
+TO_NUMPY_CHECKED_BYTES = 1 << 26
 
 
 _UNSET = object()  # StateVector._unset's data: storage not written
@@ -273,9 +276,49 @@ class StateVector:
         return self._phys.data
 
     def to_numpy(self) -> np.ndarray:
-        """A host copy of the amplitudes in logical order."""
+        """A host copy of the amplitudes in logical order.
+
+        Raises:
+            InsufficientMemoryError: the copy does not fit in the free host memory (checked
+                before anything is copied, for states of at least
+                :data:`TO_NUMPY_CHECKED_BYTES`); the message names the zero-copy route.
+        """
+        if self.nbytes >= TO_NUMPY_CHECKED_BYTES:
+            self._check_host_copy()
         d = self.data()
         return d.get() if self._device.is_gpu else d.copy()
+
+    def _check_host_copy(self) -> None:
+        """Raise InsufficientMemoryError if a host copy of the state does not fit in free host memory."""
+        host = gemm.resolve_device("cpu")
+        memory.check_fits(f"to_numpy() of a {self._n}-qubit {self._dtype} state", self.nbytes, host,
+                          hint="read the amplitudes in place instead: state.data(), or without a copy through "
+                               "DLPack (numpy.from_dlpack(state) on the CPU, cupy.from_dlpack(state) or "
+                               "torch.from_dlpack(state) on the GPU)")
+
+    # --- zero-copy export --------------------------------------------------------------------
+    # The exported array is the state's own storage in logical order: a pending qubit permutation
+    # is applied in place first (as data() does). It stays valid until the state next changes: a
+    # gate may permute the storage again or move the amplitudes to the engine's spare buffer, so
+    # export again after running more gates.
+
+    def __dlpack__(self, *args, **kwargs):
+        """DLPack capsule of the amplitudes (logical order, no copy): ``numpy.from_dlpack(state)``,
+        ``cupy.from_dlpack(state)``, ``torch.from_dlpack(state)``. Arguments go to the array's own
+        ``__dlpack__`` (``stream=`` on the GPU)."""
+        return self.data().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        """The DLPack device of the amplitudes: (1, 0) on the CPU, (2, device id) on the GPU."""
+        return self._phys.data.__dlpack_device__()
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        """The CUDA array interface of the amplitudes (GPU states only; logical order, no copy)."""
+        if not self._device.is_gpu:
+            raise AttributeError("__cuda_array_interface__ exists only for GPU states; on the CPU use "
+                                 "numpy.from_dlpack(state) or state.data()")
+        return self.data().__cuda_array_interface__
 
     def amplitude(self, index: int) -> complex:
         """The amplitude of basis state ``index`` (logical, little-endian)."""
@@ -317,40 +360,28 @@ class StateVector:
     def expectation_value(self, operator) -> complex:
         """<psi|O|psi> for a Pauli operator, as Qiskit's ``Statevector.expectation_value``.
 
+        Terms that flip the same qubits share one pass over the state
+        (:func:`qsim_tc.observables.expectation_values`): a many-term Hamiltonian costs one pass
+        per distinct X part, not one per term.
+
         Args:
             operator: a Pauli label (``"XZI"``, optionally with a sign/phase prefix such as
                 ``"-iXY"``; the rightmost letter acts on qubit 0), a ``qiskit.quantum_info.Pauli``
                 or ``SparsePauliOp``, or a sequence of ``(label, coefficient)`` pairs.
 
         Returns:
-            complex: the expectation value (computed in complex128; the state is not changed).
+            complex: the expectation value (the state is not changed).
 
         Raises:
             TypeError: an unsupported operator type. ValueError: a label of another width or with
                 letters other than I, X, Y, Z. StateNormError: the state's norm is NaN, infinite
                 or zero.
         """
-        terms = _pauli_terms(operator)
+        from qsim_tc.observables import expectation_value  # noqa: PLC0415 - kept out of `import qsim_tc`
+
+        self._valid()
         self._check_norm("expectation_value")
-        psi = self.data().astype(np.complex128, copy=False).reshape((2,) * self._n)
-        xp = self.xp
-        total = 0j
-        for label, coeff in terms:
-            if len(label) != self._n:
-                raise ValueError(f"operator acts on {len(label)} qubits ({label!r}); the state has {self._n}")
-            phi = psi
-            n_y = 0
-            for a, letter in enumerate(label):  # label[a] acts on qubit n - 1 - a, i.e. on axis a
-                if letter in "ZY":
-                    shape = [1] * self._n
-                    shape[a] = 2
-                    phi = phi * xp.asarray(np.array([1.0, -1.0]).reshape(shape))
-                if letter in "XY":
-                    phi = xp.flip(phi, axis=a)
-                n_y += letter == "Y"
-            value = complex(xp.vdot(psi, phi)) * (1j**n_y)  # Y = i X Z
-            total += complex(coeff) * value
-        return total
+        return expectation_value(self, operator)
 
     def _check_norm(self, what: str, sum_of_squares: float | None = None) -> None:
         """Raise StateNormError unless the state's norm is finite and nonzero (``sum_of_squares``:

@@ -197,20 +197,18 @@ class DistributedState:
         holding the flipped amplitudes; the two trade their slices chunk by chunk (a slice's
         bytes each way, in pieces of :data:`READ_CHUNK` amplitudes), and no rank gathers more.
         """
-        from qsim_tc.state import _pauli_terms  # noqa: PLC0415 - the label parser StateVector uses
+        from qsim_tc.observables import terms_of  # noqa: PLC0415 - the parser StateVector's readout uses
 
-        terms = _pauli_terms(operator)
+        xs, zs, coeffs = terms_of(operator, self.n_qubits, "expectation_value")
         check_norm_squared(self.norm() ** 2, "expectation_value")  # collective: all raise or none
         total = 0j
-        for label, coeff in terms:
-            if len(label) != self.n_qubits:
-                raise ValueError(f"operator acts on {len(label)} qubits ({label!r}); the state has {self.n_qubits}")
-            x = z = n_y = 0
-            for a, letter in enumerate(label):  # label[a] acts on qubit n - 1 - a
-                p = self.position(self.n_qubits - 1 - a)
-                x |= (letter in "XY") << p
-                z |= (letter in "ZY") << p
-                n_y += letter == "Y"
+        for x_logical, z_logical, coeff in zip(xs.tolist(), zs.tolist(), coeffs.tolist()):
+            x = z = 0
+            for q in range(self.n_qubits):  # logical qubit q sits on physical bit position(q)
+                p = self.position(q)
+                x |= (x_logical >> q & 1) << p
+                z |= (z_logical >> q & 1) << p
+            n_y = bin(x_logical & z_logical).count("1")
             value = self.comm.allreduce(self._pauli_part(x, z))  # Y = i X Z
             total += complex(coeff) * value * (1j ** n_y)
         return total

@@ -1,0 +1,445 @@
+"""One plan for a parametrized circuit, many bindings: the states of a parameter sweep.
+
+:class:`BatchedCircuit` reads a parametrized ``QuantumCircuit`` once and turns it into steps
+whose structure does not depend on the parameter values:
+
+- runs of one-qubit gates on a qubit become one 2x2 matrix per binding (rotations ``rx``,
+  ``ry``, ``rz``, ``p``, ``u`` and ``r`` computed for all bindings at once; other gates per
+  binding);
+- runs of gates that map basis states to basis states (``cx``, ``swap``, ``cz``, ``x``, Toffoli,
+  any fixed monomial matrix) become one gather and phase over the state;
+- any other gate is one batched matrix product on its qubits.
+
+:meth:`BatchedCircuit.states` then evolves a block of bindings at once (one array of shape
+``(bindings, 2^n)``), so the per-gate Python and planning cost is paid once per block rather
+than once per binding. The code is written against the array module (numpy or cupy).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from circuits.errors import CircuitError
+from circuits.qiskit_import import require_qiskit
+
+# amplitudes (bindings x 2^n) of one block: bounds the memory of a sweep
+BLOCK_ELEMENTS = {"cpu": 1 << 18, "gpu": 1 << 26}
+_ROTATIONS = frozenset({"rx", "ry", "rz", "p", "u1", "u", "u3", "r"})
+
+
+@dataclass
+class _Matrix:
+    """A gate's matrix: fixed, or a function of the bindings' values (B x P) -> (B, 2^k, 2^k)."""
+
+    fixed: np.ndarray | None
+    make: object = None
+
+    def batch(self, values: np.ndarray) -> np.ndarray:
+        if self.fixed is not None:
+            return np.broadcast_to(self.fixed, (values.shape[0],) + self.fixed.shape)
+        return self.make(values)
+
+
+@dataclass
+class _OneQubit:
+    qubit: int
+    matrices: list  # _Matrix, in the order applied
+
+
+@dataclass
+class _Layer:
+    """Consecutive one-qubit steps, applied in one call per block (each state's passes back to back)."""
+
+    steps: list  # _OneQubit
+
+
+@dataclass
+class _Monomial:
+    index: np.ndarray  # new psi[i] = phase[i] * psi[index[i]]
+    phase: np.ndarray | None
+
+
+@dataclass
+class _Dense:
+    qubits: tuple
+    matrix: _Matrix
+
+
+class BatchedCircuit:
+    """A parametrized circuit prepared once for many bindings.
+
+    Args:
+        qc: a ``qiskit.QuantumCircuit`` of unitary instructions (barriers are skipped; final
+            measurements are not part of the state and are ignored).
+
+    Raises:
+        CircuitError: a non-unitary instruction (a reset, a mid-circuit measurement, control
+            flow), named with its index.
+    """
+
+    def __init__(self, qc):
+        qiskit = require_qiskit("qsim_tc.batched")
+        if not isinstance(qc, qiskit.QuantumCircuit):
+            raise TypeError(f"qc must be a qiskit.QuantumCircuit, got {type(qc).__name__}")
+        self.n_qubits = qc.num_qubits
+        self.parameters = list(qc.parameters)
+        self._column = {p: k for k, p in enumerate(self.parameters)}
+        self._phase = qc.global_phase
+        self.measured: list = []  # (qubit, clbit) of the final measurements, by clbit (as from_qiskit)
+        self.steps = self._compile(qc, qiskit)
+
+    # --- compile ------------------------------------------------------------------------------
+
+    def _compile(self, qc, qiskit) -> list:
+        n = self.n_qubits
+        qmap = {bit: i for i, bit in enumerate(qc.qubits)}
+        steps: list = []
+        pending: dict[int, list] = {}  # one-qubit gates not yet placed, per qubit
+        mono: list = []  # fixed monomial gates (qubits, matrix) not yet placed
+        measured = set()
+        clbits: dict = {}  # clbit -> the qubit measured into it (the last measurement wins)
+
+        def flush_qubits(qs):
+            flush_mono()
+            for q in qs:
+                if q in pending:
+                    steps.append(_OneQubit(q, pending.pop(q)))
+
+        def flush_mono():
+            if mono:
+                steps.append(_monomial(n, list(mono)))
+                mono.clear()
+
+        for index, inst in enumerate(qc.data):
+            op = inst.operation
+            qs = tuple(qmap[q] for q in inst.qubits)
+            where = f"instruction {index} ({op.name!r} on qubit(s) {list(qs)})"
+            if op.name in ("barrier", "delay"):
+                continue
+            if op.name == "measure":
+                measured.update(qs)
+                clbits[qc.find_bit(inst.clbits[0]).index] = qs[0]
+                continue
+            if measured.intersection(qs):
+                raise CircuitError(f"{where} acts on a measured qubit; batched bindings take unitary circuits "
+                                   "with final measurements only")
+            if inst.clbits or isinstance(op, qiskit.circuit.ControlFlowOp) or op.name == "reset":
+                raise CircuitError(f"{where} is not unitary; batched bindings take unitary circuits only")
+            matrix = self._matrix(op, where, qiskit)
+            if len(qs) == 1:
+                if mono and qs[0] in {q for g in mono for q in g[0]}:
+                    flush_mono()
+                pending.setdefault(qs[0], []).append(matrix)
+            elif matrix.fixed is not None and _is_monomial(matrix.fixed):
+                for q in qs:  # (no pending monomial gate touches q: they commute, and go after)
+                    if q in pending:
+                        steps.append(_OneQubit(q, pending.pop(q)))
+                mono.append((qs, matrix.fixed))
+            else:
+                flush_qubits(qs)
+                steps.append(_Dense(qs, matrix))
+        flush_qubits(sorted(pending))
+        flush_mono()
+        self.measured = sorted(((q, c) for c, q in clbits.items()), key=lambda qc_: qc_[1])
+        return _layers(steps)
+
+    def _values(self, param, where):
+        """A function (B x P values) -> B floats for one instruction parameter."""
+        qiskit = require_qiskit()
+        if isinstance(param, qiskit.circuit.Parameter):
+            k = self._column[param]
+            return lambda v: v[:, k]
+        if isinstance(param, qiskit.circuit.ParameterExpression):
+            if not param.parameters:
+                c = float(param)
+                return lambda v: np.full(v.shape[0], c)
+            cols = [(p, self._column[p]) for p in param.parameters]
+            return lambda v: np.array([float(param.bind({p: float(row[k]) for p, k in cols})) for row in v])
+        c = float(param)
+        return lambda v: np.full(v.shape[0], c)
+
+    def _matrix(self, op, where, qiskit) -> _Matrix:
+        params = list(getattr(op, "params", []))
+        symbolic = any(isinstance(p, qiskit.circuit.ParameterExpression) and p.parameters for p in params)
+        if not symbolic:
+            try:
+                m = op.to_matrix() if hasattr(op, "to_matrix") else qiskit.quantum_info.Operator(op).data
+            except Exception:  # noqa: BLE001 - no __array__: through Operator
+                try:
+                    m = qiskit.quantum_info.Operator(op).data
+                except Exception as exc:  # noqa: BLE001
+                    raise CircuitError(f"{where} has no unitary matrix: {exc}") from exc
+            return _Matrix(np.asarray(m, dtype=np.complex128))
+        fns = [self._values(p, where) for p in params]
+        if op.name in _ROTATIONS:
+            name = op.name
+            return _Matrix(None, lambda v: _rotation(name, [f(v) for f in fns]))
+
+        def per_binding(v, op=op):
+            out = []
+            for row in np.stack([f(v) for f in fns], axis=1):
+                g = op.to_mutable()
+                g.params = [float(x) for x in row]
+                out.append(np.asarray(g.to_matrix() if hasattr(g, "to_matrix") else
+                                      qiskit.quantum_info.Operator(g).data, dtype=np.complex128))
+            return np.stack(out)
+
+        return _Matrix(None, per_binding)
+
+    # --- run ----------------------------------------------------------------------------------
+
+    def values_array(self, bindings) -> np.ndarray:
+        """Bindings as a (B, P) float array, columns in ``self.parameters`` order.
+
+        Args:
+            bindings: a (B, P) array (columns in that order), or a dict {Parameter: values}.
+        """
+        if isinstance(bindings, dict):
+            missing = [p.name for p in self.parameters if p not in bindings]
+            if missing:
+                raise ValueError(f"bindings lack parameter(s) {', '.join(missing)}")
+            cols = [np.atleast_1d(np.asarray(bindings[p], dtype=np.float64)) for p in self.parameters]
+            return np.stack(cols, axis=1) if cols else np.zeros((1, 0))
+        values = np.asarray(bindings, dtype=np.float64)
+        if values.ndim == 1:
+            values = values[None, :]
+        if values.ndim != 2 or values.shape[1] != len(self.parameters):
+            raise ValueError(f"bindings must have shape (B, {len(self.parameters)}), got {values.shape}")
+        return values
+
+    def states(self, bindings, *, dtype=np.complex128, device="cpu", block: int | None = None) -> Iterator:
+        """The final states of the bindings, a block at a time.
+
+        Args:
+            bindings: see :meth:`values_array`.
+            dtype: complex128 or complex64.
+            device: ``"cpu"`` or ``"gpu"`` (or a resolved ``gemm.Device``).
+            block: bindings per block (default: :data:`BLOCK_ELEMENTS` amplitudes per block).
+
+        Yields:
+            (start, array of shape (b, 2^n) in logical order) for consecutive blocks of bindings.
+        """
+        import gemm  # noqa: PLC0415
+
+        dev = gemm.resolve_device(device)
+        xp = dev.xp
+        values = self.values_array(bindings)
+        n = self.n_qubits
+        if block is None:
+            block = max(1, BLOCK_ELEMENTS[dev.name] >> n)
+        for b0 in range(0, values.shape[0], block):
+            v = values[b0:b0 + block]
+            psi = xp.zeros((v.shape[0], 1 << n), dtype=dtype)
+            psi[:, 0] = 1
+            for step in self.steps:
+                psi = _apply(step, psi, v, n, xp)
+            phase = self._values(self._phase, "global_phase")(v)
+            if np.any(phase):
+                psi *= xp.asarray(np.exp(1j * phase).astype(dtype))[:, None]
+            yield b0, psi
+
+
+def _one_matrix(step: _OneQubit, v) -> np.ndarray:
+    """The (b, 2, 2) product of a one-qubit step's matrices."""
+    m = step.matrices[0].batch(v)
+    for later in step.matrices[1:]:
+        m = later.batch(v) @ m
+    return np.ascontiguousarray(m)
+
+
+# one-qubit gates on qubits below this run block by block (2^LOW amplitudes, held in the L1 cache)
+LAYER_LOW_BITS = 10
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_layer():
+    """A compiled run of one-qubit gates over a block of states (CPU), or None without numba.
+
+    The gates act on distinct qubits or keep their order, and gates on distinct qubits commute:
+    the low qubits' gates run together on each small block of amplitudes while it is in the L1
+    cache (one pass through the state for all of them), the high qubits' gates one pass each.
+    """
+    try:
+        import numba  # noqa: PLC0415 - optional speed-up
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def layer(psi, ms, qubits, low_bits):
+        size = psi.shape[1]
+        blk = min(size, 1 << low_bits)
+        for bi in numba.prange(psi.shape[0]):
+            for start in range(0, size, blk):
+                for j in range(qubits.shape[0]):
+                    if qubits[j] >= low_bits:
+                        continue
+                    stride = 1 << qubits[j]
+                    m00, m01, m10, m11 = ms[bi, j, 0, 0], ms[bi, j, 0, 1], ms[bi, j, 1, 0], ms[bi, j, 1, 1]
+                    for base in range(start, start + blk, 2 * stride):
+                        for k in range(base, base + stride):
+                            a0 = psi[bi, k]
+                            a1 = psi[bi, k + stride]
+                            psi[bi, k] = m00 * a0 + m01 * a1
+                            psi[bi, k + stride] = m10 * a0 + m11 * a1
+            for j in range(qubits.shape[0]):
+                if qubits[j] < low_bits:
+                    continue
+                stride = 1 << qubits[j]
+                m00, m01, m10, m11 = ms[bi, j, 0, 0], ms[bi, j, 0, 1], ms[bi, j, 1, 0], ms[bi, j, 1, 1]
+                for base in range(0, size, 2 * stride):
+                    for k in range(base, base + stride):
+                        a0 = psi[bi, k]
+                        a1 = psi[bi, k + stride]
+                        psi[bi, k] = m00 * a0 + m01 * a1
+                        psi[bi, k + stride] = m10 * a0 + m11 * a1
+
+    return layer
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_one_qubit():
+    """A compiled one-qubit gate over a block of states (CPU), or None without numba.
+
+    numpy's array code pays an inner loop of 2^q elements per pair of slices: for the low
+    qubits that is a loop of one or two elements, several times slower than a plain loop.
+    """
+    try:
+        import numba  # noqa: PLC0415 - optional speed-up; the array code is the fallback
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def one_qubit(psi, m, q):
+        stride = 1 << q
+        size = psi.shape[1]
+        for bi in numba.prange(psi.shape[0]):
+            m00, m01, m10, m11 = m[bi, 0, 0], m[bi, 0, 1], m[bi, 1, 0], m[bi, 1, 1]
+            for base in range(0, size, 2 * stride):
+                for k in range(base, base + stride):
+                    a0 = psi[bi, k]
+                    a1 = psi[bi, k + stride]
+                    psi[bi, k] = m00 * a0 + m01 * a1
+                    psi[bi, k + stride] = m10 * a0 + m11 * a1
+
+    return one_qubit
+
+
+def _layers(steps: list) -> list:
+    """``steps`` with each run of one-qubit steps as one :class:`_Layer`."""
+    out: list = []
+    for step in steps:
+        if isinstance(step, _OneQubit):
+            if out and isinstance(out[-1], _Layer):
+                out[-1].steps.append(step)
+            else:
+                out.append(_Layer([step]))
+        else:
+            out.append(step)
+    return out
+
+
+def _rotation(name: str, p: list) -> np.ndarray:
+    """(B, 2, 2) matrices of a rotation gate for B values of its parameters (Qiskit's conventions)."""
+    out = np.zeros((len(p[0]), 2, 2), dtype=np.complex128)
+    if name in ("rx", "ry", "r", "u", "u3"):
+        c, s = np.cos(p[0] / 2), np.sin(p[0] / 2)
+    if name == "rx":
+        out[:, 0, 0] = out[:, 1, 1] = c
+        out[:, 0, 1] = out[:, 1, 0] = -1j * s
+    elif name == "ry":
+        out[:, 0, 0] = out[:, 1, 1] = c
+        out[:, 0, 1], out[:, 1, 0] = -s, s
+    elif name == "rz":
+        out[:, 0, 0], out[:, 1, 1] = np.exp(-0.5j * p[0]), np.exp(0.5j * p[0])
+    elif name in ("p", "u1"):
+        out[:, 0, 0], out[:, 1, 1] = 1, np.exp(1j * p[0])
+    elif name == "r":  # exp(-i theta/2 (cos(phi) X + sin(phi) Y))
+        out[:, 0, 0] = out[:, 1, 1] = c
+        out[:, 0, 1] = -1j * np.exp(-1j * p[1]) * s
+        out[:, 1, 0] = -1j * np.exp(1j * p[1]) * s
+    else:  # u, u3
+        out[:, 0, 0] = c
+        out[:, 0, 1] = -np.exp(1j * p[2]) * s
+        out[:, 1, 0] = np.exp(1j * p[1]) * s
+        out[:, 1, 1] = np.exp(1j * (p[1] + p[2])) * c
+    return out
+
+
+def _is_monomial(m: np.ndarray) -> bool:
+    return bool(np.all(np.count_nonzero(np.abs(m) > 1e-14, axis=1) == 1))
+
+
+def _monomial(n: int, gates: list) -> _Monomial:
+    """The gather and phase of a run of monomial gates: psi'[i] = phase[i] * psi[index[i]]."""
+    out = np.arange(1 << n, dtype=np.int64)  # the output index i
+    idx = out.copy()
+    phase = np.ones(1 << n, dtype=np.complex128)
+    for qs, m in gates:
+        col = np.argmax(np.abs(m) > 1e-14, axis=1)  # row t -> its one column
+        t = np.zeros_like(out)
+        for k, q in enumerate(qs):
+            t |= ((out >> q) & 1) << k
+        c = col[t]
+        j = out.copy()
+        for k, q in enumerate(qs):
+            j = (j & ~(1 << q)) | (((c >> k) & 1) << q)
+        new_phase = m[t, c] * phase[j]
+        idx, phase = idx[j], new_phase
+    trivial = np.allclose(phase, 1, atol=0, rtol=0)
+    return _Monomial(idx, None if trivial else phase)
+
+
+def _apply(step, psi, v, n: int, xp):
+    """Apply one step to a block of states (b, 2^n)."""
+    b = psi.shape[0]
+    if isinstance(step, _Monomial):
+        if not hasattr(step, "_dev") or step._dev[0] is not xp:  # device copies, made once
+            step._dev = (xp, xp.asarray(step.index),
+                         None if step.phase is None else xp.asarray(step.phase.astype(psi.dtype)))
+        _, index, phase = step._dev
+        out = xp.take(psi, index, axis=1)
+        if phase is not None:
+            out *= phase[None, :]
+        return out
+    if isinstance(step, _Layer):
+        kernel = _cpu_layer() if xp is np else None
+        if kernel is None:
+            for one in step.steps:
+                psi = _apply(one, psi, v, n, xp)
+            return psi
+        ms = np.stack([_one_matrix(one, v) for one in step.steps], axis=1).astype(psi.dtype)  # (b, k, 2, 2)
+        kernel(psi, ms, np.array([one.qubit for one in step.steps], dtype=np.int64), LAYER_LOW_BITS)
+        return psi
+    if isinstance(step, _OneQubit):
+        m = step.matrices[0].batch(v)
+        for later in step.matrices[1:]:
+            m = later.batch(v) @ m
+        q = step.qubit
+        kernel = _cpu_one_qubit() if xp is np else None
+        if kernel is not None:
+            kernel(psi, np.ascontiguousarray(m).astype(psi.dtype), q)
+            return psi
+        m = xp.asarray(np.ascontiguousarray(m).astype(psi.dtype))
+        view = psi.reshape(b, -1, 2, 1 << q)
+        a0 = view[:, :, 0, :].copy()
+        a1 = view[:, :, 1, :]
+        m00, m01, m10, m11 = (m[:, i, j][:, None, None] for i, j in ((0, 0), (0, 1), (1, 0), (1, 1)))
+        view[:, :, 0, :] = m00 * a0 + m01 * a1
+        view[:, :, 1, :] = m10 * a0 + m11 * a1
+        return psi
+    # a dense gate: its qubits as the last axes (first listed qubit the lowest bit), one matmul
+    qs = step.qubits
+    k = len(qs)
+    m = xp.asarray(np.ascontiguousarray(step.matrix.batch(v)).astype(psi.dtype))
+    t = psi.reshape((b,) + (2,) * n)  # axis 1 + (n - 1 - q) holds qubit q
+    axes = [1 + n - 1 - q for q in reversed(qs)]
+    moved = xp.moveaxis(t, axes, list(range(n + 1 - k, n + 1)))
+    shape = moved.shape
+    flat = moved.reshape(b, -1, 1 << k)
+    out = flat @ xp.swapaxes(m, 1, 2)
+    back = xp.moveaxis(out.reshape(shape), list(range(n + 1 - k, n + 1)), axes)
+    return xp.ascontiguousarray(back).reshape(b, 1 << n)

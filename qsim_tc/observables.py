@@ -1,0 +1,300 @@
+"""Expectation values of many-term Pauli observables in a few passes over the state.
+
+A Pauli string with letters ``I, X, Y, Z`` is ``i^ny X^x Z^z`` (``x``, ``z`` the bit masks of
+its X and Z parts, ``ny`` its number of Y: ``Y = iXZ``), so
+
+    <psi|P|psi> = i^ny * sum_b conj(psi[b ^ x]) * (-1)^popcount(b & z) * psi[b].
+
+All terms with the same X mask share the product vector ``conj(psi[b ^ x]) * psi[b]``; each Z mask
+is then a signed sum of it. Splitting the index into high bits (rows) and low bits (columns), the
+signs factor as ``row sign * column sign``: a group's column sums for all its distinct low Z
+masks are one matrix product with a +-1 matrix, and the row signs finish each term on a small
+array. A group with only Z-type terms (``x = 0``) needs ``|psi|^2`` alone. So an observable costs
+one pass per distinct X mask (chemistry Hamiltonians have several terms per mask) instead of
+one per term, and no operator matrix is built.
+
+The code is written against the array module of the state (numpy on the CPU, cupy on the GPU).
+Values are computed in the state's precision; a letter-string's value is real, its coefficient
+may be complex.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+# low index bits that form the columns of the product matrix (its sign matrices are cols x K)
+LOW_BITS = 10
+# rows of one chunk: bounds the temporaries of a pass (elements = rows x cols)
+CHUNK_ELEMENTS = {"cpu": 1 << 19, "gpu": 1 << 24}
+_FACTOR = np.array([1.0, -1.0, -1.0, 1.0])  # Re(i^ny W) = FACTOR[ny % 4] * (Re W or Im W)
+
+
+@dataclass
+class PauliTerms:
+    """Distinct Pauli letter-strings as bit masks (qubit q = bit q), ``ny`` their Y counts."""
+
+    n_qubits: int
+    x: np.ndarray  # int64
+    z: np.ndarray  # int64
+    ny: np.ndarray  # int64
+
+
+def _label_masks(label: str, n: int, what: str) -> tuple[int, int, complex]:
+    """(x, z, phase) of a label such as ``"-iXZY"`` (its last letter on qubit 0)."""
+    letters = label.lstrip("+-ij")
+    prefix = label[: len(label) - len(letters)].replace("j", "i")
+    phases = {"": 1, "+": 1, "-": -1, "i": 1j, "+i": 1j, "-i": -1j}
+    if prefix not in phases:
+        raise ValueError(f"{what}: Pauli label {label!r} has an unknown phase prefix {prefix!r}")
+    if len(letters) != n:
+        raise ValueError(f"{what}: operator acts on {len(letters)} qubits ({label!r}); the state has {n}")
+    x = z = 0
+    for q, ch in enumerate(reversed(letters)):
+        if ch in "XY":
+            x |= 1 << q
+        if ch in "ZY":
+            z |= 1 << q
+        if ch not in "IXYZ":
+            raise ValueError(f"{what}: Pauli label {label!r} holds {ch!r}; expected only I, X, Y, Z (letters "
+                             "I, X, Y, Z, the rightmost on qubit 0)")
+    return x, z, phases[prefix]
+
+
+def terms_of(operator, n: int, what: str):
+    """(x masks, z masks, coefficients) of one observable."""
+    kind = type(operator).__name__
+    if kind in ("SparsePauliOp", "Pauli") and hasattr(operator, "num_qubits"):
+        if operator.num_qubits != n:
+            raise ValueError(f"{what}: operator acts on {operator.num_qubits} qubits; the state has {n}")
+        paulis = operator.paulis if kind == "SparsePauliOp" else operator
+        xb = np.atleast_2d(np.asarray(paulis.x, dtype=bool))
+        zb = np.atleast_2d(np.asarray(paulis.z, dtype=bool))
+        weights = np.left_shift(np.int64(1), np.arange(n, dtype=np.int64))
+        x = xb.astype(np.int64) @ weights
+        z = zb.astype(np.int64) @ weights
+        phase = (-1j) ** np.atleast_1d(np.asarray(paulis.phase, dtype=np.int64))  # the label's own phase
+        coeffs = np.asarray(operator.coeffs, dtype=np.complex128) if kind == "SparsePauliOp" else np.ones(1)
+        return x, z, coeffs * phase
+    if isinstance(operator, str):
+        pairs = [(operator, 1.0)]
+    elif isinstance(operator, dict):
+        pairs = list(operator.items())
+    elif isinstance(operator, (list, tuple)) and operator and all(
+            isinstance(t, (list, tuple)) and len(t) == 2 and isinstance(t[0], str) for t in operator):
+        pairs = list(operator)
+    else:
+        raise TypeError(f"{what} must be a Pauli label, a qiskit Pauli or SparsePauliOp, a dict "
+                        f"{{label: coefficient}} or (label, coefficient) pairs, got {kind}")
+    masks = [_label_masks(label, n, what) for label, _ in pairs]
+    x = np.array([m[0] for m in masks], dtype=np.int64)
+    z = np.array([m[1] for m in masks], dtype=np.int64)
+    coeffs = np.array([complex(c) * m[2] for (_, c), m in zip(pairs, masks)], dtype=np.complex128)
+    return x, z, coeffs
+
+
+def collect(observables, n_qubits: int, *, names=None) -> tuple[PauliTerms, np.ndarray]:
+    """The distinct terms of all ``observables`` and the (observables x terms) coefficients.
+
+    ``names``: how errors name each observable (default ``"observable i"``)."""
+    xs, zs, rows = [], [], []
+    for i, o in enumerate(observables):
+        x, z, c = terms_of(o, n_qubits, names[i] if names is not None else f"observable {i}")
+        xs.append(x)
+        zs.append(z)
+        rows.append((np.full(len(x), i), c))
+    if not xs:
+        return PauliTerms(n_qubits, *(np.zeros(0, np.int64),) * 3), np.zeros((0, 0), np.complex128)
+    x = np.concatenate(xs)
+    z = np.concatenate(zs)
+    keys, inverse = np.unique(np.stack([x, z], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    owner = np.concatenate([r[0] for r in rows])
+    coeff = np.concatenate([r[1] for r in rows])
+    matrix = np.zeros((len(observables), len(keys)), dtype=np.complex128)
+    np.add.at(matrix, (owner, inverse), coeff)
+    ny = np.array([bin(int(a & b)).count("1") for a, b in keys], dtype=np.int64)
+    return PauliTerms(n_qubits, keys[:, 0].copy(), keys[:, 1].copy(), ny), matrix
+
+
+def expectation_value(state, operator) -> complex:
+    """``<psi|O|psi>`` of one observable (as :func:`expectation_values`; errors name it ``operator``)."""
+    terms, matrix = collect([operator], state.n_qubits, names=["operator"])
+    if matrix.size == 0:
+        return 0j
+    values = term_values(state.data(), terms, chunk_elements=CHUNK_ELEMENTS[state.device.name])
+    return complex((matrix @ values)[0])
+
+
+def expectation_values(state, observables) -> np.ndarray:
+    """``<psi|O|psi>`` of each observable, from a few passes over the state.
+
+    Args:
+        state: a :class:`qsim_tc.StateVector` (CPU or GPU).
+        observables: a sequence of observables, each a Pauli label (``"XZI"``, optionally with a
+            phase prefix such as ``"-iXY"``; the rightmost letter acts on qubit 0), a qiskit
+            ``Pauli`` or ``SparsePauliOp``, a dict ``{label: coefficient}`` or a sequence of
+            ``(label, coefficient)`` pairs.
+
+    Returns:
+        numpy complex128 array, one value per observable (real for Hermitian observables).
+
+    Raises:
+        TypeError: an observable of another type. ValueError: a label of another width or with
+            letters other than I, X, Y, Z.
+    """
+    observables = list(observables)
+    terms, matrix = collect(observables, state.n_qubits)
+    if matrix.size == 0:
+        return np.zeros(len(observables), np.complex128)
+    values = term_values(state.data(), terms, chunk_elements=CHUNK_ELEMENTS[state.device.name])
+    return matrix @ values
+
+
+def _parity(v, xp):
+    """Parity of the set bits of each int64 in ``v`` (0 or 1)."""
+    v = v.copy()
+    for s in (32, 16, 8, 4, 2, 1):
+        v ^= v >> s
+    return v & 1
+
+
+def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.ndarray:
+    """``<psi|P_t|psi>`` (real, float64 numpy) of each term, one pass per distinct X mask.
+
+    Both halves of a pair ``(b, b ^ x)`` give conjugate products, so a group with X bits among
+    the rows reads only the rows where the highest of them is 0, and doubles the sums.
+
+    Args:
+        psi: the amplitudes in logical order, a 1-D numpy or cupy complex array; or a block of
+            states, shape (B, 2^n): their rows stack into one taller matrix (the X and Z masks
+            of the rows stay below the state's own rows), so a block costs one pass per mask.
+        terms: from :func:`collect`.
+        chunk_elements: amplitudes per chunk of a pass (the size of the temporaries).
+
+    Returns:
+        shape (T,) for one state, (B, T) for a block.
+    """
+    xp = _array_module(psi)
+    n = terms.n_qubits
+    m = min(n, LOW_BITS)
+    cols, rows = 1 << m, 1 << (n - m)
+    n_states = psi.shape[0] if psi.ndim == 2 else 1
+    a2 = psi.reshape(n_states * rows, cols)
+    real = a2.real.dtype
+    products = _cpu_products() if xp is np else None
+    out = np.zeros((n_states, len(terms.x)), dtype=np.float64)
+    lo = xp.arange(cols, dtype=np.int64)
+    all_rows = xp.arange(n_states * rows, dtype=np.int64)
+    order = np.argsort(terms.x, kind="stable")
+    bounds = np.flatnonzero(np.diff(terms.x[order])) + 1
+    for group in np.split(order, bounds):
+        x = int(terms.x[group[0]])
+        xh, xl = x >> m, x & (cols - 1)
+        zl, k_of = np.unique(terms.z[group] & (cols - 1), return_inverse=True)
+        zh = xp.asarray(terms.z[group] >> m)
+        odd_host = terms.ny[group] % 2 == 1
+        need_re, need_im = bool((~odd_host).any()), bool(odd_host.any())
+        odd = xp.asarray(odd_host)
+        k_of = xp.asarray(k_of.reshape(-1))
+        n_k = len(zl)
+        signs = (1 - 2 * _parity(lo[:, None] & xp.asarray(zl)[None, :], xp)).astype(real)  # cols x K
+        scale = _FACTOR[terms.ny[group] % 4]
+        if xh:  # the rows whose highest X bit is 0; their partners hold the conjugate products
+            top = 1 << (xh.bit_length() - 1)
+            row_set = all_rows[(all_rows & top) == 0]
+            scale = 2 * scale
+        else:
+            row_set = all_rows
+        per_state = len(row_set) // n_states  # rows of each state in the row set, consecutive
+        chunk = per_state * max(1, chunk_elements // (cols * per_state)) if chunk_elements >= cols * per_state \
+            else max(1, chunk_elements // cols)
+        acc = xp.zeros((n_states, len(group)), dtype=np.float64)
+        for i0 in range(0, len(row_set), chunk):
+            r_idx = row_set[i0:i0 + chunk]
+            if x == 0 or products is None:  # the chunk itself (a slice where the row set is all rows)
+                a = a2[int(r_idx[0]):int(r_idx[0]) + len(r_idx)] if xh == 0 else xp.take(a2, r_idx, axis=0)
+            if x == 0:
+                part = ((a.real * a.real + a.imag * a.imag) @ signs)[:, k_of]  # (rows, terms), all real
+            else:
+                nr = len(r_idx)
+                # a term needs Re of its sum (even number of Y) or Im (odd): only those are formed
+                parts = (0, 1) if need_re and need_im else ((0,) if need_re else (1,))
+                if products is not None:
+                    c = np.empty((len(parts), nr, cols), dtype=real)
+                    products(a2, r_idx, xh, xl, c, need_re, need_im)
+                else:
+                    g = xp.take(a2, r_idx ^ xh, axis=0)
+                    if xl:
+                        g = xp.take(g, lo ^ xl, axis=1)
+                    g = xp.conj(g)
+                    g *= a
+                    c = xp.stack([g.real if p == 0 else g.imag for p in parts])
+                w = (c.reshape(len(parts) * nr, cols) @ signs).reshape(len(parts), nr, n_k)  # column sums
+                re_w, im_w = w[0], w[-1]
+                part = xp.where(odd[None, :], im_w[:, k_of], re_w[:, k_of])
+            row_sign = (1 - 2 * _parity(r_idx[:, None] & zh[None, :], xp)).astype(real)
+            signed = part * row_sign
+            if len(r_idx) >= per_state:  # whole states: one sum each
+                s0 = i0 // per_state
+                acc[s0:s0 + len(r_idx) // per_state] += signed.reshape(-1, per_state, len(group)).sum(axis=1)
+            else:  # part of one state
+                acc[i0 // per_state] += signed.sum(axis=0)
+        acc = acc.get() if hasattr(acc, "get") else acc
+        out[:, group] = acc * scale
+    return out if psi.ndim == 2 else out[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_products():
+    """A compiled ``conj(psi[b ^ x]) * psi[b]`` over chunks of rows (CPU), or None without numba.
+
+    numpy needs a gather, a conjugate and a product, each a pass through memory; fused in one
+    loop the product reads each amplitude pair once and writes its real and/or imaginary part
+    (those the group's terms need) as row blocks, so their column sums are one matrix product.
+    """
+    try:
+        import numba  # noqa: PLC0415 - optional speed-up; the array code above is the fallback
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def products(a2, rows, xh, xl, out, want_re, want_im):
+        cols = a2.shape[1]
+        # c ^ xl = (base ^ xl) + j on aligned runs c = base + j shorter than xl's lowest set bit:
+        # contiguous reads on both sides
+        run = cols if xl == 0 else xl & -xl
+        im_at = 1 if want_re else 0  # out holds Re then Im, or only the one wanted
+        for i in numba.prange(rows.shape[0]):
+            r = rows[i]
+            pr = r ^ xh
+            for base in range(0, cols, run):
+                src = base ^ xl
+                if want_re and want_im:
+                    for j in range(run):
+                        u = a2[pr, src + j]
+                        v = a2[r, base + j]
+                        out[0, i, base + j] = u.real * v.real + u.imag * v.imag
+                        out[1, i, base + j] = u.real * v.imag - u.imag * v.real
+                elif want_re:
+                    for j in range(run):
+                        u = a2[pr, src + j]
+                        v = a2[r, base + j]
+                        out[0, i, base + j] = u.real * v.real + u.imag * v.imag
+                else:
+                    for j in range(run):
+                        u = a2[pr, src + j]
+                        v = a2[r, base + j]
+                        out[im_at, i, base + j] = u.real * v.imag - u.imag * v.real
+
+    return products
+
+
+def _array_module(a):
+    if isinstance(a, np.ndarray):
+        return np
+    import cupy  # noqa: PLC0415 - only for device arrays
+
+    return cupy

@@ -1,0 +1,123 @@
+"""One plan, many bindings (qsim_tc.batched) and the Estimator's use of it, against Qiskit."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("qiskit")
+
+from qiskit import QuantumCircuit  # noqa: E402
+from qiskit.circuit import Parameter  # noqa: E402
+from qiskit.circuit.library import efficient_su2  # noqa: E402
+from qiskit.primitives import StatevectorEstimator  # noqa: E402
+from qiskit.quantum_info import SparsePauliOp, Statevector  # noqa: E402
+
+import qsim_tc.batched as batched  # noqa: E402
+from circuits import CircuitError  # noqa: E402
+from qsim_tc import Simulator  # noqa: E402
+from qsim_tc.batched import BatchedCircuit  # noqa: E402
+from qsim_tc.qiskit import Estimator  # noqa: E402
+
+
+def mixed_circuit():
+    a, b = Parameter("a"), Parameter("b")
+    qc = QuantumCircuit(4)
+    qc.h(0)
+    qc.rx(a, 1)
+    qc.cx(0, 2)
+    qc.rzz(b, 1, 3)  # a parametrized two-qubit gate: per binding
+    qc.u(a, 2 * b, 0.3, 2)  # an expression
+    qc.ccx(2, 0, 1)  # monomial gates, composed into one gather
+    qc.cz(1, 3)
+    qc.swap(0, 3)
+    qc.p(a + b, 0)
+    qc.r(a, b, 3)
+    qc.crx(a, 3, 0)
+    qc.s(2)
+    qc.global_phase = a
+    return qc
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["compiled", "array-code"])
+@pytest.mark.parametrize("make", [mixed_circuit, lambda: efficient_su2(5, reps=2)], ids=["mixed", "su2"])
+def test_states_match_qiskit(make, kernel, monkeypatch):
+    monkeypatch.setattr(batched, "LAYER_LOW_BITS", 2)  # low qubits blocked, the others a pass each
+    if not kernel:
+        monkeypatch.setattr(batched, "_cpu_one_qubit", lambda: None)
+        monkeypatch.setattr(batched, "_cpu_layer", lambda: None)
+    qc = make()
+    values = np.random.default_rng(1).uniform(-3, 3, (7, qc.num_parameters))
+    seen = 0
+    for b0, block in BatchedCircuit(qc).states(values, block=3):
+        for i in range(block.shape[0]):
+            want = Statevector(qc.assign_parameters(values[b0 + i])).data
+            np.testing.assert_allclose(block[i], want, atol=1e-12)
+        seen += block.shape[0]
+    assert seen == 7
+
+
+def test_one_plan_gathers_monomial_runs():
+    steps = BatchedCircuit(efficient_su2(6, reps=3)).steps
+    kinds = [type(s).__name__ for s in steps]
+    assert kinds.count("_Monomial") == 3  # each entangling layer of 5 CX: one gather
+    assert kinds == ["_Layer", "_Monomial"] * 3 + ["_Layer"]  # rotations, then one gather per CX layer
+    assert all(len(s.steps) == 6 for s in steps[::2])  # ry then rz on a qubit: one 2x2 per binding
+
+
+def test_estimator_sweep_matches_qiskit_without_running_the_simulator(monkeypatch):
+    qc = efficient_su2(4, reps=2)
+    values = np.random.default_rng(2).uniform(0, 6, (6, qc.num_parameters))
+    ops = [SparsePauliOp(["ZZII", "IXXI"], [1.0, 0.5]), SparsePauliOp("YIIY")]
+    want = StatevectorEstimator().run([(qc, [[o] for o in ops], values)]).result()[0].data.evs
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a binding ran through Simulator.run")
+
+    monkeypatch.setattr(Simulator, "run", no_run)
+    got = Estimator(device="cpu").run([(qc, [[o] for o in ops], values)]).result()[0].data.evs
+    assert got.shape == want.shape == (2, 6)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    zipped = Estimator(device="cpu").run([(qc, [ops[0]] * 6, values)]).result()[0].data.evs
+    np.testing.assert_allclose(zipped, want[0], atol=1e-12)
+
+
+def test_non_unitary_sweeps_fall_back_to_the_simulator():
+    theta = Parameter("t")
+    qc = QuantumCircuit(1)
+    qc.rx(theta, 0)
+    qc.reset(0)
+    with pytest.raises(CircuitError, match="not unitary"):
+        BatchedCircuit(qc)
+    with pytest.raises(CircuitError, match="reset"):
+        Estimator(device="cpu").run([(qc, SparsePauliOp("Z"), [[0.1], [0.2]])]).result()
+
+
+def test_bindings_are_checked():
+    bc = BatchedCircuit(mixed_circuit())
+    with pytest.raises(ValueError, match=r"bindings must have shape \(B, 2\)"):
+        next(bc.states(np.zeros((3, 5))))
+    with pytest.raises(ValueError, match="bindings lack parameter"):
+        next(bc.states({bc.parameters[0]: [0.1]}))
+
+
+def test_sampler_sweep_gives_the_bits_of_one_run_per_binding(monkeypatch):
+    from qsim_tc.qiskit import Sampler
+
+    qc = efficient_su2(3, reps=1)
+    qc.measure_all()
+    values = np.random.default_rng(4).uniform(0, 6, (2, 3, qc.num_parameters))
+    batched_bits = Sampler(device="cpu", seed=9).run([(qc, values)], shots=64).result()[0].data.meas
+    monkeypatch.setattr(Sampler, "_batched", lambda self, circuit, n: None)  # one Simulator run per binding
+    looped_bits = Sampler(device="cpu", seed=9).run([(qc, values)], shots=64).result()[0].data.meas
+    assert batched_bits.shape == (2, 3)
+    np.testing.assert_array_equal(batched_bits.array, looped_bits.array)
+    assert len(batched_bits.get_counts((1, 2))) > 1
+
+
+@pytest.mark.gpu
+def test_gpu_block_matches_cpu(cupy):
+    qc = mixed_circuit()
+    values = np.random.default_rng(5).uniform(-3, 3, (5, qc.num_parameters))
+    bc = BatchedCircuit(qc)
+    cpu = np.concatenate([blk for _, blk in bc.states(values, device="cpu")])
+    gpu = np.concatenate([blk.get() for _, blk in bc.states(values, device="gpu")])
+    np.testing.assert_allclose(gpu, cpu, atol=1e-12)

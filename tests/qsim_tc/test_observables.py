@@ -1,0 +1,103 @@
+"""Grouped Pauli expectation values (qsim_tc.observables) against Qiskit's Statevector."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("qiskit")
+
+from qiskit.quantum_info import Pauli, SparsePauliOp, Statevector, random_pauli_list, random_statevector  # noqa: E402
+
+import qsim_tc.observables as obs  # noqa: E402
+from qsim_tc import StateVector  # noqa: E402
+
+
+def grouped_op(n, seed):
+    """A Hamiltonian with several terms per X mask (as Jordan-Wigner ones have) and phases."""
+    rng = np.random.default_rng(seed)
+    labels = []
+    for _ in range(6):
+        x = rng.integers(0, 2, n)
+        for _ in range(5):
+            z = rng.integers(0, 2, n)
+            labels.append("".join("IZXY"[2 * a + b] for a, b in zip(x[::-1], z[::-1])))
+    labels += ["I" * n, "Z" * n]
+    return SparsePauliOp(labels, rng.normal(size=len(labels)) + 0.1j * rng.normal(size=len(labels)))
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["compiled", "array-code"])
+@pytest.mark.parametrize("low_bits,chunk", [(10, 1 << 19), (3, 16), (2, 4)])
+@pytest.mark.parametrize("n", [1, 4, 9])
+def test_values_match_qiskit(n, low_bits, chunk, kernel, monkeypatch):
+    monkeypatch.setattr(obs, "LOW_BITS", low_bits)
+    monkeypatch.setitem(obs.CHUNK_ELEMENTS, "cpu", chunk)
+    if not kernel:
+        monkeypatch.setattr(obs, "_cpu_products", lambda: None)
+    sv = random_statevector(2**n, seed=n)
+    st = StateVector.from_array(sv.data, device="cpu")
+    pl = random_pauli_list(n, 25, seed=n, phase=True)
+    ops = [grouped_op(n, n), SparsePauliOp(pl, np.linspace(-1, 1, 25)), pl[3], pl[7].to_label(),
+           {"I" * n: 2.0}, [("X" * n, 0.5), ("Y" * n, -1j)]]
+    want = [sv.expectation_value(o if not isinstance(o, (str, dict, list)) else
+                                 (Pauli(o) if isinstance(o, str) else SparsePauliOp.from_list(list(dict(o).items()))))
+            for o in ops]
+    got = obs.expectation_values(st, ops)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert abs(st.expectation_value(ops[0]) - want[0]) < 1e-12
+
+
+def test_one_pass_per_x_mask(monkeypatch):
+    n = 8
+    op = grouped_op(n, 3)
+    masks = {int(np.dot(p.x, 1 << np.arange(n))) for p in op.paulis}
+    calls = []
+    kernel = obs._cpu_products()
+    assert kernel is not None  # numba is a dependency
+
+    def counting(a2, rows, xh, xl, out, want_re, want_im):
+        calls.append((xh, xl))
+        kernel(a2, rows, xh, xl, out, want_re, want_im)
+
+    monkeypatch.setattr(obs, "_cpu_products", lambda: counting)
+    st = StateVector.from_array(random_statevector(2**n, seed=1).data, device="cpu")
+    obs.expectation_values(st, [op])
+    # every X mask but 0 (which needs |psi|^2 alone) is one product pass over (half) the state
+    assert len(calls) == len(masks - {0}) == len(set(calls))
+    assert len(op) > 3 * len(calls)
+
+
+def test_a_complex64_state_and_errors():
+    sv = random_statevector(2**5, seed=4)
+    st = StateVector.from_array(sv.data.astype(np.complex64), device="cpu")
+    op = grouped_op(5, 2)
+    assert abs(st.expectation_value(op) - sv.expectation_value(op)) < 1e-5
+    with pytest.raises(ValueError, match=r"observable 1: operator acts on 3 qubits"):
+        obs.expectation_values(st, ["XXXXX", "XYZ"])
+    with pytest.raises(TypeError, match="observable 0 must be a Pauli label"):
+        obs.expectation_values(st, [np.eye(2)])
+    with pytest.raises(ValueError, match="unknown phase prefix"):
+        obs.expectation_values(st, ["--XXXXX"])
+    assert obs.expectation_values(st, []).shape == (0,)
+
+
+@pytest.mark.gpu
+def test_gpu_values_match_cpu(cupy):
+    n = 12
+    sv = random_statevector(2**n, seed=6)
+    op = grouped_op(n, 5)
+    cpu = StateVector.from_array(sv.data, device="cpu")
+    gpu = StateVector.from_array(sv.data, device="gpu")
+    want = sv.expectation_value(op)
+    assert abs(obs.expectation_values(gpu, [op])[0] - want) < 1e-12
+    assert abs(gpu.expectation_value(op) - cpu.expectation_value(op)) < 1e-12
+
+
+@pytest.mark.parametrize("chunk", [1 << 19, 64, 8])
+def test_a_block_of_states_gives_each_states_values(chunk, monkeypatch):
+    n = 7
+    monkeypatch.setattr(obs, "LOW_BITS", 3)
+    states = np.stack([random_statevector(2**n, seed=s).data for s in range(3)])
+    terms, _ = obs.collect([grouped_op(n, 8)], n)
+    block = obs.term_values(states, terms, chunk_elements=chunk)
+    assert block.shape == (3, len(terms.x))
+    for i in range(3):
+        np.testing.assert_allclose(block[i], obs.term_values(states[i], terms), atol=1e-13)
