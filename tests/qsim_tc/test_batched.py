@@ -114,7 +114,7 @@ def test_sampler_sweep_gives_the_bits_of_one_run_per_binding(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_block_matches_cpu(cupy):
+def test_gpu_block_matches_cpu(cp):
     qc = mixed_circuit()
     values = np.random.default_rng(5).uniform(-3, 3, (5, qc.num_parameters))
     bc = BatchedCircuit(qc)

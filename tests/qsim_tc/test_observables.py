@@ -80,7 +80,7 @@ def test_a_complex64_state_and_errors():
 
 
 @pytest.mark.gpu
-def test_gpu_values_match_cpu(cupy):
+def test_gpu_values_match_cpu(cp):
     n = 12
     sv = random_statevector(2**n, seed=6)
     op = grouped_op(n, 5)

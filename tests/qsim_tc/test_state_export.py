@@ -52,11 +52,11 @@ def test_to_numpy_fails_early_naming_the_zero_copy_route(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_export(cupy):
+def test_gpu_export(cp):
     st = StateVector(3, device="gpu")
     st.apply(np.array([[0, 1], [1, 0]]), [1])
-    view = cupy.from_dlpack(st)
-    assert int(cupy.argmax(cupy.abs(view))) == 2
+    view = cp.from_dlpack(st)
+    assert int(cp.argmax(cp.abs(view))) == 2
     assert st.__dlpack_device__()[0] == 2
     cai = st.__cuda_array_interface__
     assert cai["shape"] == (8,) and cai["data"][0] == view.data.ptr
