@@ -18,6 +18,7 @@ import contextlib
 import copy
 import functools
 import inspect
+import io
 import os
 import re
 from pathlib import Path
@@ -26,7 +27,7 @@ from circuits import limits
 from circuits.circuit import Circuit
 from circuits.errors import CircuitError
 from circuits.qasm_scan import scan
-from circuits.qiskit_import import from_qiskit, require_qiskit
+from circuits.qiskit_import import MAX_MATRIX_QUBITS, from_qiskit, require_qiskit
 
 QASM3_HINT = "pip install 'qsim-tc[qasm3]' (or pip install qiskit-qasm3-import)"
 
@@ -145,7 +146,9 @@ def _parse3(text: str, where: str):
     from qiskit_qasm3_import import ConversionError  # noqa: PLC0415
 
     try:
-        program = openqasm3.parse(text)
+        # the grammar's lexer also prints each error to stderr: the message below says it once
+        with contextlib.redirect_stderr(io.StringIO()):
+            program = openqasm3.parse(text)
     except QASM3ParsingError as exc:
         detail = str(exc) or _qasm3_syntax_message(text) or "the parser gave no detail"
         raise CircuitError(f"OpenQASM 3 syntax error in {where}: {detail}") from exc
@@ -161,7 +164,14 @@ def _parse3(text: str, where: str):
 def _checked_visitor():
     """The OpenQASM 3 importer's converter, with declared sizes checked before registers are
     built and any exception of a statement turned into a CircuitError naming its line."""
+    from openqasm3 import ast  # noqa: PLC0415
     from qiskit.circuit import Gate  # noqa: PLC0415
+    from qiskit.circuit.annotated_operation import (  # noqa: PLC0415
+        AnnotatedOperation,
+        ControlModifier,
+        InverseModifier,
+        PowerModifier,
+    )
     from qiskit_qasm3_import import ConversionError  # noqa: PLC0415
     from qiskit_qasm3_import.converter import ConvertVisitor, GateBuilder  # noqa: PLC0415
 
@@ -215,6 +225,27 @@ def _checked_visitor():
                 sharing.__dict__.update(definition.__dict__)
                 definition = sharing
             return super()._define_gate(name, definition, *args, **kwargs)
+
+        def _apply_gate_modifier(self, modifier, gate, context):
+            # on a defined gate, inv / pow / ctrl are kept as annotations whose matrix
+            # circuits.qiskit_import builds from the gate's (shared) matrix: Qiskit's own
+            # inverse(), power() and control() expand the definition down to every leaf
+            annotated = isinstance(gate, AnnotatedOperation)
+            if not (annotated or getattr(gate, "definition_is_shared", False)) or modifier.argument is None and \
+                    modifier.modifier is ast.GateModifierName.pow:
+                return super()._apply_gate_modifier(modifier, gate, context)
+            if modifier.modifier is ast.GateModifierName.inv:
+                mod = InverseModifier()
+            elif modifier.modifier is ast.GateModifierName.pow:
+                mod = PowerModifier(self._resolve_constant_float(modifier.argument, context))
+            else:
+                n = 1 if modifier.argument is None else self._resolve_constant_int(modifier.argument, context)
+                if not isinstance(n, int) or n < 1 or gate.num_qubits + n > MAX_MATRIX_QUBITS:
+                    return super()._apply_gate_modifier(modifier, gate, context)
+                mod = ControlModifier(n, (1 << n) - 1 if modifier.modifier is ast.GateModifierName.ctrl else 0)
+            if annotated:
+                return AnnotatedOperation(gate.base_op, [*gate.modifiers, mod])
+            return AnnotatedOperation(gate, [mod])
 
         def visit_QubitDeclaration(self, node, context):
             size = 1 if node.size is None else self._resolve_constant_int(node.size, context)

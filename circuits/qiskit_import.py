@@ -250,6 +250,8 @@ def _matrix(op, where: str, walk: _Walk, qiskit) -> np.ndarray:
     key = _memo_key(op, qiskit)
     if key is not None and key in walk.matrices:
         return walk.matrices[key][1]
+    if isinstance(op, qiskit.circuit.AnnotatedOperation):
+        return _annotated(op, where, walk, qiskit)
     m = None
     # a gate's own matrix; an OpenQASM 2 gate's __array__ would go through Operator(definition),
     # which copies every nested definition again (exponential in the nesting depth)
@@ -265,6 +267,44 @@ def _matrix(op, where: str, walk: _Walk, qiskit) -> np.ndarray:
     if key is not None:
         walk.matrices[key] = (op, m)
     return m
+
+
+def _annotated(op, where: str, walk: _Walk, qiskit) -> np.ndarray:
+    """The matrix of a gate with modifiers (inverse, power, controls), applied in their order."""
+    from qiskit.circuit.annotated_operation import ControlModifier, InverseModifier, PowerModifier  # noqa: PLC0415
+
+    m = _matrix(op.base_op, where, walk, qiskit)
+    for mod in op.modifiers:
+        if isinstance(mod, InverseModifier):
+            m = m.conj().T
+        elif isinstance(mod, PowerModifier):
+            m = _power(m, mod.power)
+        elif isinstance(mod, ControlModifier):
+            m = _controlled(m, mod.num_ctrl_qubits, mod.ctrl_state)
+        else:
+            raise CircuitError(f"{where} has a modifier {type(mod).__name__} that cannot be simulated")
+    return m
+
+
+def _power(m: np.ndarray, exponent: float) -> np.ndarray:
+    """``m`` to a real power: repeated products for an integer, else the principal power of its eigenvalues."""
+    if float(exponent).is_integer() and abs(exponent) <= 1 << 20:
+        return np.linalg.matrix_power(m if exponent >= 0 else m.conj().T, abs(int(exponent)))
+    if not math.isfinite(exponent):
+        raise CircuitError(f"a gate power must be finite, got {exponent}")
+    from scipy.linalg import schur  # noqa: PLC0415 - a dependency of qiskit, which made this gate
+
+    t, z = schur(m, output="complex")  # a unitary is normal: t is diagonal
+    return (z * np.exp(1j * exponent * np.angle(np.diag(t)))) @ z.conj().T
+
+
+def _controlled(m: np.ndarray, n_controls: int, ctrl_state: int) -> np.ndarray:
+    """``m`` controlled by ``n_controls`` qubits listed first (the low bits), active in ``ctrl_state``."""
+    dim = m.shape[0] << n_controls
+    out = np.eye(dim, dtype=np.complex128)
+    rows = (np.arange(m.shape[0]) << n_controls) + ctrl_state
+    out[np.ix_(rows, rows)] = m
+    return out
 
 
 def _operator(op, where: str, qiskit) -> np.ndarray:

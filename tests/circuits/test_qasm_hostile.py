@@ -294,3 +294,35 @@ def test_cli_prints_one_line_for_a_hostile_program(tmp_path, capfd, text):
     err = capfd.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip() and "warning" not in ln.lower()]
     assert len(lines) == 1 and lines[0].startswith("qsim-tc run: error: "), err
+
+
+@needs_qasm3
+@pytest.mark.parametrize("modifier,levels", [("inv @ ", 13), ("pow(2) @ ", 13), ("pow(0.5) @ ", 13),
+                                             ("ctrl @ ", 13), ("negctrl @ inv @ pow(-3) @ ", 4),
+                                             ("ctrl(2) @ pow(1.5) @ ", 4)])
+def test_modifiers_on_nested_definitions_are_exact_and_cheap(modifier, levels):
+    """inv/pow/ctrl of a defined gate: Qiskit's own inverse(), power() and control() expand every
+    nested definition (8 s for 10 doublings); annotations over the shared matrix take milliseconds."""
+    from qiskit import qasm3
+    from qiskit.quantum_info import Statevector
+
+    from qsim_tc import Simulator
+
+    qubits = "q[1], q[2], q[0]" if "ctrl(2)" in modifier else "q[1], q[0]" if "ctrl" in modifier else "q[0]"
+    lines = [HEAD3.rstrip("\n"), "gate d0 a { h a; t a; }"]
+    lines += [f"gate d{i} a {{ d{i - 1} a; d{i - 1} a; }}" for i in range(1, levels + 1)]
+    lines += ["qubit[3] q;", "h q;", "ry(0.4) q[1];", f"{modifier}d{levels} {qubits};"]
+    text = "\n".join(lines) + "\n"
+    t0 = time.perf_counter()
+    c = from_qasm(text)
+    assert time.perf_counter() - t0 < 5
+    if levels <= 4:  # small enough for Qiskit's own expansion to be the reference
+        got = Simulator("native", device="cpu").run(c).state.to_numpy()
+        assert np.abs(got - Statevector(qasm3.loads(text)).data).max() < 1e-12
+
+
+@needs_qasm3
+def test_openqasm3_syntax_errors_print_nothing_themselves(capfd):
+    with pytest.raises(CircuitError, match=r"OpenQASM 3 syntax error in <input>: line 4"):
+        from_qasm(HEAD3 + "qubit[2] q;\nh q[0]é;\n")
+    assert capfd.readouterr().err == ""
