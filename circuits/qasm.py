@@ -29,7 +29,7 @@ from circuits.errors import CircuitError
 from circuits.qasm_scan import scan
 from circuits.qiskit_import import MAX_MATRIX_QUBITS, from_qiskit, require_qiskit
 
-QASM3_HINT = "pip install 'qsim-tc[qasm3]' (or pip install qiskit-qasm3-import)"
+QASM3_HINT = 'install the qasm3 extra: pip install ".[qasm3]" (or pip install qiskit-qasm3-import)'
 
 _VERSION = re.compile(r"^\s*OPENQASM\s+(\d+)(?:\.(\d+))?\s*;", re.MULTILINE)
 # a Qiskit OpenQASM 2 message that places the error: "name:line,column: message"
