@@ -12,7 +12,9 @@ from __future__ import annotations
 # A state vector of more qubits has more than 2^64 amplitudes: no machine holds it.
 MAX_QUBITS = 64
 # Classical bits only label measurement outcomes; a program needs at most a few per qubit.
-MAX_CLBITS = 1 << 16
+# (Qiskit adds each separately declared bit in time proportional to the bits before it:
+# 5,000 one-bit declarations take 20 s, 1,024 a fraction of a second.)
+MAX_CLBITS = 1 << 10
 # Instructions of a whole circuit after broadcasting and inlining definitions (a Gate object
 # costs about a microsecond and a kilobyte: this is seconds and a gigabyte).
 MAX_INSTRUCTIONS = 1 << 20

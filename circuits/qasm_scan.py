@@ -129,6 +129,8 @@ def _scan(text: str, state: _State, label: str, *, included: bool) -> None:
     while i < n:
         tok = toks[i]
         if tok.kind != "id":
+            if tok.text == "$" and state.version == 3 and _match(toks, i + 1, "num"):
+                _physical(toks[i + 1].text, tok.line, label)
             start = tok.text in (";", "{", "}", "@")
             i += 1
             continue
@@ -182,6 +184,17 @@ def _declare(state: _State, quantum: bool, size_text: str, line: int, label: str
         if state.clbits > limits.MAX_CLBITS:
             raise CircuitError(f"{label}, line {line}: {state.clbits} classical bits declared, more than the "
                                f"limit of {limits.MAX_CLBITS}")
+
+
+def _physical(index_text: str, line: int, label: str) -> None:
+    """A physical qubit ``$n`` of OpenQASM 3 makes the circuit n + 1 qubits wide."""
+    try:
+        index = int(index_text.replace("_", ""), 10)
+    except ValueError:
+        return  # not an integer: the parser reports it
+    if index + 1 > limits.MAX_QUBITS:
+        raise CircuitError(f"{label}, line {line}: physical qubit ${index} needs {index + 1} qubits, more than the "
+                           f"{limits.MAX_QUBITS} a state vector can hold")
 
 
 def _gate(toks, i: int, state: _State, label: str, included: bool) -> int:

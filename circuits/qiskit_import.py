@@ -278,7 +278,7 @@ def _annotated(op, where: str, walk: _Walk, qiskit) -> np.ndarray:
         if isinstance(mod, InverseModifier):
             m = m.conj().T
         elif isinstance(mod, PowerModifier):
-            m = _power(m, mod.power)
+            m = _power(m, mod.power, where)
         elif isinstance(mod, ControlModifier):
             m = _controlled(m, mod.num_ctrl_qubits, mod.ctrl_state)
         else:
@@ -286,12 +286,12 @@ def _annotated(op, where: str, walk: _Walk, qiskit) -> np.ndarray:
     return m
 
 
-def _power(m: np.ndarray, exponent: float) -> np.ndarray:
+def _power(m: np.ndarray, exponent: float, where: str) -> np.ndarray:
     """``m`` to a real power: repeated products for an integer, else the principal power of its eigenvalues."""
     if float(exponent).is_integer() and abs(exponent) <= 1 << 20:
         return np.linalg.matrix_power(m if exponent >= 0 else m.conj().T, abs(int(exponent)))
     if not math.isfinite(exponent):
-        raise CircuitError(f"a gate power must be finite, got {exponent}")
+        raise CircuitError(f"{where}: a gate power must be finite, got {exponent}")
     from scipy.linalg import schur  # noqa: PLC0415 - a dependency of qiskit, which made this gate
 
     t, z = schur(m, output="complex")  # a unitary is normal: t is diagonal

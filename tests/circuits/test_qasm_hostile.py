@@ -109,9 +109,11 @@ MALFORMED3 = [
     ("qubit[2] q;\nh q[18446744073709551616];\n", r"line 4: the integer 18446744073709551616 does not fit 64 bits"),
     ("qubit[18446744073709551616] q;\n", r"line 3: the integer 18446744073709551616 does not fit 64 bits"),
     ("qubit[2] q;\nqubit[63] r;\n", r"line 4: 65 qubits declared, more than the 64 a state vector can hold"),
-    ("qubit[2] q;\nbit[70000] c;\n", r"line 4: 70000 classical bits declared, more than the limit of 65536"),
-    ("qubit[2] q;\nbit[70000 + 0] c;\n", r"4,0: 70,000 classical bits declared, more than the limit of 65,536"),
+    ("qubit[2] q;\nbit[70000] c;\n", r"line 4: 70000 classical bits declared, more than the limit of 1024"),
+    ("qubit[2] q;\nbit[70000 + 0] c;\n", r"4,0: 70,000 classical bits declared, more than the limit of 1,024"),
     ("qubit[70 - 6] q;\nqubit[1] r;\n", r"4,0: 65 qubits declared, more than the limit of 64"),
+    ("qubit q;\n" + "".join(f"bit c{i};\n" for i in range(5000)), r"line 1028: 1025 classical bits declared"),
+    ("h $99999999;\n", r"line 3: physical qubit \$99999999 needs 100000000 qubits, more than the 64"),
     ("qubit[1] q;\nrx(" + "(" * 200 + "1" + ")" * 200 + ") q[0];\n", r"line 4: brackets nested more than 64 deep"),
     ("gphase(1e999);\nqubit[1] q;\n", r"global_phase of .* is nan; a phase must be a finite number"),
 ]

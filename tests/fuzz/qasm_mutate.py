@@ -11,8 +11,9 @@ gives the same program:
 - includes: absolute paths, ``..``, ``/proc``, missing files, a file including itself, a
   local include whose content is broken;
 - text: unicode letters and symbols, a byte-order mark, NUL, right-to-left marks;
-- sizes: registers of up to 10^12 qubits broadcast over, doubling gate definitions (with or
-  without parameters), self-recursive and mutually recursive gates;
+- sizes: registers of up to 10^12 qubits broadcast over, thousands of one-bit declarations,
+  doubling gate definitions (with or without parameters, under inv / pow / ctrl), self-recursive
+  and mutually recursive gates;
 - headers: the version swapped, removed or absurd.
 
 A mutant is a :class:`Mutant`: its text, and, when it uses includes, the files to write beside
@@ -279,6 +280,16 @@ def _wide(rng, text, m):
     return text.rstrip("\n") + f"\n{decl}\nh w;\n"
 
 
+def _declarations(rng, text, m):
+    """Many small declarations: Qiskit adds each in time proportional to the bits before it."""
+    n = rng.choice((70, 1000, 2000, 5000))
+    if m.version == 2:
+        form = rng.choice(("creg k{i}[1];", "qreg k{i}[1];"))
+    else:
+        form = rng.choice(("bit k{i};", "qubit k{i};", "bit[2] k{i};"))
+    return text.rstrip("\n") + "\n" + "\n".join(form.format(i=i) for i in range(n)) + "\n"
+
+
 def _header(rng, text, m):
     new = rng.choice(("OPENQASM 2.0;", "OPENQASM 3.0;", "OPENQASM 3;", "", "OPENQASM 99999999999;",
                       "OPENQASM 2.0", "OPENQASM -1;", "OPENQASM 3.1;"))
@@ -295,7 +306,7 @@ _MUTATIONS = [
     ("token", _token_op), ("token", _token_op), ("token", _token_op), ("line", _line_op), ("line", _line_op),
     ("truncate", _truncate), ("number", _number), ("number", _number), ("nesting", _nesting),
     ("include", _include), ("unicode", _unicode), ("doubling", _doubling), ("recursive", _recursive),
-    ("wide", _wide), ("header", _header), ("splice", _splice),
+    ("wide", _wide), ("declarations", _declarations), ("header", _header), ("splice", _splice),
 ]
 
 
