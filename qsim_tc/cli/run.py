@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -93,20 +92,9 @@ def _load(path: str, params: dict):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no such file: {path}")
         from circuits import from_qiskit  # noqa: PLC0415
-        from circuits.qiskit_import import require_qiskit  # noqa: PLC0415
+        from circuits.qasm import parse_qasm  # noqa: PLC0415
 
-        require_qiskit("--param")
-        text = Path(path).read_text()
-        if re.search(r"^\s*OPENQASM\s+3", text, re.MULTILINE):
-            from qiskit import qasm3  # noqa: PLC0415
-
-            qc = qasm3.loads(text)
-        else:
-            from qiskit import qasm2  # noqa: PLC0415
-
-            qc = qasm2.loads(text, include_path=(str(Path(path).parent),) + tuple(qasm2.LEGACY_INCLUDE_PATH),
-                             custom_instructions=qasm2.LEGACY_CUSTOM_INSTRUCTIONS,
-                             custom_classical=qasm2.LEGACY_CUSTOM_CLASSICAL)
+        qc = parse_qasm(Path(path))  # the checks and includes of from_qasm
         by_name = {p.name: p for p in qc.parameters}
         unknown = sorted(set(params) - set(by_name))
         if unknown:

@@ -101,7 +101,7 @@ def test_test_extra_installs_the_qasm3_parser():
 def test_qasm3_without_its_parser_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "qiskit_qasm3_import", None)  # as if not installed: import fails
     with pytest.raises(ImportError, match=r"OpenQASM 3 import needs the qiskit-qasm3-import package: "
-                                          r"pip install qiskit-qasm3-import"):
+                                          r'install the qasm3 extra: pip install "\.\[qasm3\]" \(or pip install qiskit-qasm3-import\)'):
         from_qasm('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[2] q;\nh q[0];\n')
 
 
