@@ -156,3 +156,16 @@ def test_phase_op_bound_holds_on_a_diagonal_gate():
     exact = x.astype(np.clongdouble) * np.exp(1j * np.pi * turns.astype(np.longdouble) * np.longdouble(2.0) ** -63)
     err = float(np.linalg.norm((y - exact).astype(np.complex128)))
     assert err <= eb.stage_op_error(eb.StageOp("phase"), np.complex128, "fp64", 1.0).bound
+
+
+def test_validation_script_subset(tmp_path):
+    from benchmarks.bench import error_bound_validation as v
+
+    out, png = tmp_path / "v.json", tmp_path / "v.png"
+    assert v.main(["--quick", "--limit", "2", "--out", str(out), "--plot", str(png)]) == 0
+    import json
+
+    data = json.loads(out.read_text())
+    assert data["circuits"] == 2 and png.stat().st_size > 0
+    for s in data["summary"].values():
+        assert s["l2_violations"] == 0 and s["max_violations"] == 0

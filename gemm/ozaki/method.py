@@ -99,7 +99,7 @@ class _Ozaki(Method):
         ``k' = 2k``), and over the whole product ``8 sqrt(2) s k' 2^(-bs) ||U||_F ||X||_F``. The
         INT32 sums are exact; the double-double accumulation adds ``2^-100`` relative at most, and
         the one rounding to float64 ``u |Y|``. A fallback runs native (its model). Estimate: the
-        final rounding, and the truncation with random signs (``/ sqrt(k')``).
+        final rounding, and the truncation's leading terms with random signs.
         """
         ch = ctx.choices
         if ch.get("fallback"):
@@ -113,7 +113,11 @@ class _Ozaki(Method):
         rb, re_ = em.final_rounding(ctx, em.U64 * (1.0 + 2.0 ** -100), trunc + gb)
         nb, ne = em.final_rounding(ctx, ctx.u, trunc + gb + rb) if ctx.narrow else (0.0, 0.0)
         bound = trunc + gb + rb + nb
-        est = math.sqrt((trunc / math.sqrt(kk)) ** 2 + ge ** 2 + re_ ** 2 + ne ** 2)
+        # typical: the s - 1 dropped pairs of weight s + 2 (digits of rms 2^b / sqrt 3) and the two
+        # remainders (rms 2^(-bs) / sqrt 3) per term, random over the k' terms, frames 1.5x a line's norm
+        trunc_e = (1.5 ** 2 * math.sqrt(2.0 * kk) * 2.0 ** (-b * s) * math.sqrt((s - 1) / 9.0 + 2.0 / 3.0)
+                   * ctx.frob_norm * ctx.x_norm)
+        est = math.sqrt(trunc_e ** 2 + ge ** 2 + re_ ** 2 + ne ** 2)
         return em.ProductError(bound, est, {"truncation": trunc, "gate_rounding": gb, "rounding": rb + nb})
 
     def _run(self, ops, report, timer, **opts):

@@ -175,7 +175,7 @@ class TensorCoreMethod(Method):
             return None
         ch = ctx.choices
         fmt = self.fmt or ch.get("precision")
-        if fmt not in ("tf32", "fp16"):
+        if fmt not in ("tf32", "fp16") or ch.get("tf32_fits") is False:  # (sums that may overflow FP32)
             return None
         if fmt == "fp16":
             scales = ch.get("fp16_scale_exp")
