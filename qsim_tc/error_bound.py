@@ -53,11 +53,14 @@ class StageOp:
             (one complex factor, the global phase).
         k: the dense op's targets (0 for the others).
         abs_norm: an upper bound of ``|| |M| ||_2`` of the dense op's matrix (default ``2^(k/2)``).
+        fused_widths: the widths of the gates multiplied (in double) into the dense op's matrix
+            (:func:`fusion_error`); empty when it is one gate's own matrix.
     """
 
     kind: str
     k: int = 0
     abs_norm: float | None = None
+    fused_widths: tuple = ()
 
     def __post_init__(self):
         if self.kind not in ("dense", "phase", "scalar"):
@@ -177,7 +180,8 @@ def stage_op_error(op: StageOp, dtype, compute: str, x_norm: float) -> em.Produc
     """Bound and estimate of one stage op's rounding on a state of norm ``x_norm``.
 
     Dense ops: the floating-point GEMM model (:func:`gemm.error_model.fp_gemm`, any order of
-    rounded FMAs: the FMA loops and the FP64 mma, whose products and sums round to nearest).
+    rounded FMAs: the FMA loops and the FP64 mma, whose products and sums round to nearest), and
+    the fusion of their matrix (:func:`fusion_error`).
     Phase ops: per amplitude ``|a| (2 e + 2 sqrt(2) gamma_2 (1 + e)^2)`` with ``e`` the table
     entry's error (:func:`_sincos_entry_error`): one complex product of the two entries, one with
     the amplitude. Scalar phase: the factor's rounding and one complex product.
@@ -187,7 +191,11 @@ def stage_op_error(op: StageOp, dtype, compute: str, x_norm: float) -> em.Produc
         a = op.abs_norm if op.abs_norm is not None else math.sqrt(2.0 ** op.k) * em.NORM_SLACK
         ctx = em.ProductContext(op.k, np.complex64 if compute == "fp32" else np.complex128, x_norm, a,
                                 math.sqrt(2.0 ** op.k) * em.NORM_SLACK, em.unitary_norm_bound(op.k))
-        return em.fp_gemm(ctx)
+        e = em.fp_gemm(ctx)
+        if not op.fused_widths:
+            return e
+        fb, fe = fusion_error(op.fused_widths, op.k, x_norm)
+        return em.ProductError(e.bound + fb, math.hypot(e.estimate, fe), {**e.terms, "fusion": fb})
     g2 = em.gamma(2, u) * math.sqrt(2.0)
     if op.kind == "phase":
         e = _sincos_entry_error(u)

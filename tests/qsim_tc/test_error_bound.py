@@ -123,3 +123,9 @@ def test_validation_script_subset(tmp_path):
     assert data["circuits"] == 2 and png.stat().st_size > 0
     for s in data["summary"].values():
         assert s["l2_violations"] == 0 and s["max_violations"] == 0
+
+
+def test_stage_dense_op_counts_its_fusion():
+    plain = eb.stage_op_error(eb.StageOp("dense", 3), np.complex128, "fp64", 1.0)
+    fused = eb.stage_op_error(eb.StageOp("dense", 3, fused_widths=(2, 2, 1)), np.complex128, "fp64", 1.0)
+    assert fused.bound == pytest.approx(plain.bound + eb.fusion_error((2, 2, 1), 3, 1.0)[0])
