@@ -1,7 +1,8 @@
 """Validate the rounding-error bounds (:mod:`qsim_tc.error_bound`) against double-double on the CPU.
 
-For a mixed set of circuits (brickwork d = 1-12 at 10-16 qubits, QFT on a random product state,
-quantum volume, Qiskit library ansaetze with random parameters; some of them fused into blocks)
+For a mixed set of 208 circuits (brickwork d = 1-8 at 10-16 qubits and d = 9-12 at 10-14, QFT on
+a random product state, quantum volume, Qiskit library ansaetze with random parameters at 10-14
+qubits; some of them fused into blocks of 3-9 qubits)
 every CPU method runs the circuit gate by gate (``Simulator(backend=method, plan=None,
 fuse=None)``), the per-step descriptors are built from the gates and the products' reports, and
 the final state is compared with ``qsim_tc.reference.simulate_dd`` of the circuit's own gates
@@ -253,9 +254,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/results/error_bound_cpu.json")
     ap.add_argument("--plot", default="benchmarks/results/error_bound_cpu.png")
     ap.add_argument("--limit", type=int, default=None, help="run only the first N circuits")
+    ap.add_argument("--kinds", default=None, help="comma-separated circuit kinds to run (default: all)")
     ap.add_argument("--checkpoint", action="store_true", help="rewrite the JSON after every circuit")
     args = ap.parse_args(argv)
-    circuits = circuit_set(args.quick)[: args.limit]
+    circuits = circuit_set(args.quick)
+    if args.kinds:
+        kinds = set(args.kinds.split(","))
+        circuits = [c for c in circuits if c[0] in kinds]
+    circuits = circuits[: args.limit]
     records = []
     t_start = time.perf_counter()
     for i, (kind, name, build) in enumerate(circuits):

@@ -116,7 +116,7 @@ def test_validation_script_subset(tmp_path):
     from benchmarks.bench import error_bound_validation as v
 
     out, png = tmp_path / "v.json", tmp_path / "v.png"
-    assert v.main(["--quick", "--limit", "2", "--out", str(out), "--plot", str(png)]) == 0
+    assert v.main(["--quick", "--kinds", "brickwork", "--limit", "2", "--out", str(out), "--plot", str(png)]) == 0
     import json
 
     data = json.loads(out.read_text())
