@@ -16,7 +16,9 @@ What a method declares:
 * ``batched_products``: whether its strided-batched products (a gate on contiguous middle qubits,
   applied without moving them) run about as fast as its plain ones; where not, the engine moves
   the targets to the bottom first;
-* :meth:`Method.workspace_bytes`: the memory one product needs beyond its operands and output.
+* :meth:`Method.workspace_bytes`: the memory one product needs beyond its operands and output;
+* :meth:`Method.error_model`: a rigorous bound and an estimate of one product's rounding error
+  (:mod:`gemm.error_model`), or None where the method has no model ("no bound", never a guess).
 """
 
 from __future__ import annotations
@@ -125,6 +127,20 @@ class Method:
         """
         self.check_options(options)
         return 0
+
+    def error_model(self, ctx):
+        """The error of one product ``Y = U X`` as this method computes it.
+
+        Args:
+            ctx: a :class:`gemm.error_model.ProductContext` (the gate's size and norms, the
+                state block's norm, the working dtype, the product's report choices).
+
+        Returns:
+            A :class:`gemm.error_model.ProductError` (a rigorous bound and an estimate of
+            ``||fl(Y) - U X||_F``, the rounding of ``U`` to the working dtype included), or None:
+            the method has no model, or the choices it needs are missing. The base class has none.
+        """
+        return None
 
     def __call__(self, a, b, **options) -> tuple[Any, Report]:
         opts = self.check_options(options)

@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from gemm import error_model as em
 from gemm.dd import arith as dd_arith
 from gemm.dd import gpu
 from gemm.device import same_module
@@ -290,6 +291,32 @@ class DoubleDouble(Method):
         lows = (m * k + k * n) * item
         b_side = 8 * kp * nn * (2 * npieces + 4)
         return int(out + lows + 8 * rows * (kp * (npieces + 4) + 8 * nn) + b_side)
+
+    def error_model(self, ctx):
+        """The product rounded to the state's precision (``output="rounded"``, as a simulator
+        backend uses it). Split algorithm: the pieces keep ``bits`` bits below each line's frame
+        ``2^e <= 2 max|line|``, so the truncation is below ``4 n k' 2^-bits ||a_i|| ||b_j||`` per
+        output part (``n`` pieces, ``k' = 2k``); the exact levels are summed in double-double,
+        ``(n + 2) 2^-104`` of the absolute sum; the FMA kernel's DD multiply-accumulate commits
+        ``4 k' 2^-104`` of it. Then one rounding to float64 (and to float32 for a complex64 state).
+        """
+        ch = ctx.choices
+        kk = 2 * ctx.k
+        bits = int(ch.get("bits", DEFAULT_BITS))
+        if ch.get("algorithm", "split") == "fma":
+            dd_rel = 4.0 * kk * 2.0 ** -104
+            trunc = 0.0
+        else:
+            npieces = int(ch.get("pieces") or plan_pieces(kk, bits)[1])
+            dd_rel = (npieces + 2) * 2.0 ** -104
+            trunc = math.sqrt(2.0) * 4.0 * npieces * kk * 2.0 ** -bits * ctx.frob_norm * ctx.x_norm
+        acc = math.sqrt(2.0) * dd_rel * ctx.abs_norm * ctx.x_norm
+        gb, ge = em.rounded_gate(ctx)
+        rb, re_ = em.final_rounding(ctx, em.U64, trunc + acc + gb)
+        nb, ne = em.final_rounding(ctx, ctx.u, trunc + acc + gb + rb) if ctx.narrow else (0.0, 0.0)
+        bound = trunc + acc + gb + rb + nb
+        return em.ProductError(bound, math.sqrt(ge ** 2 + re_ ** 2 + ne ** 2),
+                               {"truncation": trunc + acc, "gate_rounding": gb, "rounding": rb + nb})
 
     def _run(self, ops, report, timer, *, output, a_lo, b_lo, bits, chunk_rows, algorithm):
         xp = ops.xp

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from gemm import error_model as em
 from gemm.cuda import cublas
 from gemm.method import Method
 from gemm.options import Option, array_or_none
@@ -61,6 +64,11 @@ class Native(Method):
             return 2 * int(k) * int(n) * item if small_complex else 0
         return int(k) * int(n) * item
 
+    def error_model(self, ctx):
+        """BLAS/cuBLAS (and the direct small-gate kernels, same sums): every operation rounded to
+        nearest in the state's precision, any order (:func:`gemm.error_model.fp_gemm`)."""
+        return em.fp_gemm(ctx)
+
     def _run(self, ops, report, timer, *, out=None):
         a, b = ops.a, ops.b
         with timer.stage("gemm"):
@@ -100,6 +108,23 @@ class Native3M(Native):
     # serve take the ordinary four-product arithmetic; 3M is a property of cuBLAS's large GEMMs.
     direct_small_gates = True
     description = "cuBLAS ZGEMM3M (three real products) on the GPU; ordinary GEMM elsewhere"
+
+    def error_model(self, ctx):
+        """The ordinary GEMM's model where the report says the 3M routine did not run; for Gauss's
+        form (``form == "gemm3m"``): Re = P1 - P2 as before, Im = P3 - P1 - P2 with
+        ``P3 = (Ar + Ai)(Br + Bi)`` (its operand sums rounded first): per
+        entry ``|dIm| <= (2 gamma_(k+1) + 2 gamma_k + 4 gamma_2 (1 + gamma_(k+1))) (|U||X|)``
+        (``|ar| + |ai| <= sqrt(2) |a|``), ``|dRe| <= gamma_(k+1) (|U||X|)``."""
+        if ctx.choices.get("form") != "gemm3m":
+            return em.fp_gemm(ctx)
+        u, k = ctx.u, ctx.k
+        g2 = em.gamma(2, u)
+        c_im = 2.0 * em.gamma(k + 1, u) * (1.0 + u) ** 2 + 2.0 * em.gamma(k, u) + 4.0 * g2 * (1.0 + em.gamma(k + 1, u))
+        c_re = em.gamma(k + 1, u)
+        gb, ge = em.rounded_gate(ctx)
+        prod = math.hypot(c_re, c_im) * (1.0 + u) * ctx.abs_norm * ctx.x_norm
+        est = em.RMS_ROUNDING * u * math.sqrt(2 * k + 4) * ctx.op_norm * ctx.x_norm
+        return em.ProductError(prod + gb, math.hypot(est, ge), {"gemm3m": prod, "gate_rounding": gb})
 
     def _run(self, ops, report, timer, *, out=None):
         a, b = ops.a, ops.b

@@ -42,8 +42,11 @@ one split pass and one accumulation pass over the output (benchmarks/results/oza
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from gemm import error_model as em
 from gemm.errors import NonFiniteError
 from gemm.method import Method
 from gemm.operands import matmul_shape
@@ -84,6 +87,38 @@ class _Ozaki(Method):
             out = int(m) * int(n) * (16 if cplx else 8)
             work += 8 * min(out, BLOCK_BYTES["cpu"])
         return work
+
+    def error_model(self, ctx):
+        """Ozaki scheme I with the slices the report names (``splits`` s, ``bits_per_slice`` b).
+
+        In a line's frame (scaled by ``2^e > max |line|``) an element is ``sum_q v_q 2^(-bq) + r``
+        with digits ``|v_q| < 2^b`` and ``|r| < 2^(-bs)``. The kept slice pairs are ``i + j <= s +
+        1``; what is dropped (the pairs ``i + j > s + 1`` and both remainders) is below
+        ``2 s 2^(-bs)`` per term in the two frames, so an output part errs by at most
+        ``2 s 2^(-bs) k' 2^(e_a + e_b) <= 8 s k' 2^(-bs) ||a_i|| ||b_j||`` (``2^e <= 2 max``,
+        ``k' = 2k``), and over the whole product ``8 sqrt(2) s k' 2^(-bs) ||U||_F ||X||_F``. The
+        INT32 sums are exact; the double-double accumulation adds ``2^-100`` relative at most, and
+        the one rounding to float64 ``u |Y|``. A fallback runs native (its model). Estimate: the
+        final rounding, and the truncation's leading terms with random signs.
+        """
+        ch = ctx.choices
+        if ch.get("fallback"):
+            return em.fp_gemm(ctx)
+        s, b = ch.get("splits"), ch.get("bits_per_slice")
+        if s is None or b is None:
+            return None
+        kk = 2 * ctx.k
+        trunc = 8.0 * math.sqrt(2.0) * s * kk * 2.0 ** (-b * s) * ctx.frob_norm * ctx.x_norm
+        gb, ge = em.rounded_gate(ctx)
+        rb, re_ = em.final_rounding(ctx, em.U64 * (1.0 + 2.0 ** -100), trunc + gb)
+        nb, ne = em.final_rounding(ctx, ctx.u, trunc + gb + rb) if ctx.narrow else (0.0, 0.0)
+        bound = trunc + gb + rb + nb
+        # typical: the s - 1 dropped pairs of weight s + 2 (digits of rms 2^b / sqrt 3) and the two
+        # remainders (rms 2^(-bs) / sqrt 3) per term, random over the k' terms, frames 1.5x a line's norm
+        trunc_e = (1.5 ** 2 * math.sqrt(2.0 * kk) * 2.0 ** (-b * s) * math.sqrt((s - 1) / 9.0 + 2.0 / 3.0)
+                   * ctx.frob_norm * ctx.x_norm)
+        est = math.sqrt(trunc_e ** 2 + ge ** 2 + re_ ** 2 + ne ** 2)
+        return em.ProductError(bound, est, {"truncation": trunc, "gate_rounding": gb, "rounding": rb + nb})
 
     def _run(self, ops, report, timer, **opts):
         xp = ops.xp

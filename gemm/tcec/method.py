@@ -57,16 +57,26 @@ it is (the corrections could only turn an Inf into a NaN).
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 
+from gemm import error_model as em
 from gemm.errors import GemmError
 from gemm.method import Method
 from gemm.operands import COMPLEX, REAL, Operands
 from gemm.options import Option, boolean, choice
 from gemm.tcec import emulate, gpu, split
-from gemm.tcec.debias import DEBIAS
+from gemm.tcec.debias import BLOCK_K as DEBIAS_BLOCK_K
+from gemm.tcec.debias import DEBIAS, hybrid_debias_beta
+from gemm.tcec.debias import product_debias_fraction as _pdf
+
+
+def debias_fraction(fmt: str, k: int) -> float:
+    """The largest per-product debias fraction F of ``fmt`` at real inner dimension ``k``, GPU
+    extra included (a bound: the CPU adds less)."""
+    return _pdf(fmt, k, hardware=True)
 
 
 class FP16RangeError(GemmError, ValueError):
@@ -134,6 +144,75 @@ class TensorCoreMethod(Method):
         if ops.xp is np:
             return self._run_cpu(ops, report, timer, on_range, acc)
         return self._run_gpu(ops, report, timer, on_range, acc, ec_product, product_kernel)
+
+    def error_model(self, ctx):
+        """The error-corrected product as the kernels compute it (:mod:`gemm.tcec.emulate`); None
+        for the uncorrected and Markidis schemes, for FP16 out of its range after scaling, and where
+        the report does not say which format or scaling ran.
+
+        Per real output part, with ``S = sum |a~_l| |b~_l|`` over the real form (``k' = 2k``
+        terms; ``U`` rounded to FP32 first), ``x = 2^-11`` (TF32/FP16 significands of 11 bits),
+        ``u = 2^-24``, ``kb`` products per instruction (8 TF32, 16 FP16), ``nb = ceil(k'/kb)``:
+
+        * split: ``a = hi + lo 2^-11 + r``, ``|hi - a| <= x |a|``, ``|r| <= x^2 |a| + eta``; the
+          dropped ``lo*lo`` and the residuals: ``x^2 (3 + 4x + 2x^2) S`` plus absolute terms
+          ``eta`` (FP32 subnormals flushed: 2^-126; FP16 ``2^(-36 - scale)``, its subnormal lo);
+        * hi*hi: each instruction's terms are cut toward zero 2 bits below the largest one's last
+          bit and the sum truncated to FP32: ``(kb 2^-25 + 2^-23)`` of its absolute sum; pairs
+          are added and accumulated with round-to-nearest, ``nb/2 + 1`` roundings;
+        * corrections: a chain of ``2 nb`` truncating instructions (each ``(kb + 1) 2^-25 +
+          2^-23`` of what it holds, its accumulator input included) and the debias FMAs, on
+          ``2 (1 + x)^2 S``, entering times 2^-11;
+        * debias: at most ``F 2^-23`` (F <= 0.6, per product) or ``beta`` of the hi*hi sum;
+        * the final FP32 rounding ``u |y|``.
+
+        Over the product ``sqrt(2) c (1 + u) || |U| ||_2 ||X||_F`` plus the rounding of ``U``
+        and the absolute terms. Estimate: the residuals ``RMS^2 x^2`` each, the truncation's
+        unbiased remainder ``0.43 u`` (a uniform ulp fraction, debiased), and ``nb/2 + 2``
+        roundings to nearest.
+        """
+        if self.scheme != "ec":
+            return None
+        ch = ctx.choices
+        fmt = self.fmt or ch.get("precision")
+        if fmt not in ("tf32", "fp16") or ch.get("tf32_fits") is False:  # (sums that may overflow FP32)
+            return None
+        if fmt == "fp16":
+            scales = ch.get("fp16_scale_exp")
+            if ch.get("fp16_fits") is not True or scales is None:
+                return None
+            eta = 2.0 ** (-36 - min(scales))
+            eta_acc = 2.0 ** (-126 - scales[0] - scales[1])
+        else:
+            eta, eta_acc = 2.0 ** -126, 2.0 ** -126
+        u, x = em.U32, 2.0 ** -11
+        kb = DEBIAS_BLOCK_K[fmt]
+        kk = 2 * ctx.k
+        nb = -(-kk // kb)
+        npairs = -(-nb // 2)
+        split_rel = x * x * (3.0 + 4.0 * x + 2.0 * x * x)
+        eps_hh = kb * 2.0 ** -25 + 2.0 ** -23
+        hh_rel = (em.chain(1, eps_hh) + em.chain(npairs + 1, u) * (1.0 + eps_hh)) * (1.0 + x) ** 2
+        debias = bool(ch.get("debias", True))
+        deb = 0.0
+        if debias:
+            deb = max(debias_fraction(fmt, kk) * 2.0 ** -23, float(ch.get("debias_beta", 0.0)),
+                      hybrid_debias_beta(fmt, kk)) * (1.0 + x) ** 2 * (1.0 + eps_hh)
+        eps_c = (kb + 1) * 2.0 ** -25 + 2.0 ** -23
+        cor_rel = em.chain(2 * nb + (nb if debias else 0), eps_c) * (2.0 * (1.0 + x) ** 2 + deb * 2.0 ** 11)
+        c_elem = split_rel + hh_rel + x * cor_rel + deb
+        c_elem += u * (1.0 + c_elem)
+        prod = math.sqrt(2.0) * c_elem * (1.0 + u) * ctx.abs_norm * ctx.x_norm
+        n_out = max(ctx.n_amplitudes, 1)
+        line = max(ctx.abs_norm, ctx.x_norm)
+        absolute = (2.0 * eta * math.sqrt(2.0 * n_out * kk) * line
+                    + 4.0 * (nb + 1) * eta_acc * math.sqrt(2.0 * n_out))
+        gb, ge = em.rounded_gate(ctx)
+        rms = em.RMS_ROUNDING
+        est_rel = math.sqrt(3.0 * (rms * rms * x * x) ** 2 + (0.43 * u) ** 2 + (rms * u) ** 2 * (npairs / 2 + 2))
+        est = math.hypot(est_rel * ctx.op_norm * ctx.x_norm, ge)
+        return em.ProductError(prod + gb + absolute, est,
+                               {"product": prod, "gate_rounding": gb, "underflow": absolute})
 
     # ------------------------------------------------------------------ checks
 

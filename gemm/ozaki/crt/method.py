@@ -53,8 +53,11 @@ of every modulus stay within :func:`block_budget` (on the GPU 1/2 of the output,
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from gemm import error_model as em
 from gemm.errors import NonFiniteError
 from gemm.method import Method
 from gemm.operands import matmul_shape
@@ -193,6 +196,32 @@ class Int8CRT(Method):
         # the larger operand may come as A or as B (the engine's two orientations)
         return max(_Sizes(x, y, int(k), form, cplx, n_mod, device, fused).workspace()
                    for x, y in ((int(m), int(n)), (int(n), int(m))) for fused in (False, device == "gpu"))
+
+    def error_model(self, ctx):
+        """Ozaki scheme II with the moduli the report names (``alpha``, ``beta`` bits kept).
+
+        The integer product is exact; the errors are the truncations of A and B to their integer
+        grids and the one rounding of the reconstruction (:func:`gemm.ozaki.crt.moduli.
+        error_coefficient`): per output part ``c ||a_i|| ||b_j|| + u (1 + 2^-100) |Y|`` with
+        ``c = 2.25 sqrt(k') (2^-alpha + 2^-beta)``, times ``sqrt(1 + k' 2^-32)`` (the norm bound's
+        own slack, :mod:`gemm.ozaki.crt.scale`); over the product ``sqrt(2) c ||U||_F ||X||_F``.
+        Estimate: truncation errors of one unit's third in rms against lines of random sign, grid
+        at ``1.5 ||line||`` (``2^E`` lies in ``[||line||, 2.25 ||line||)``), and the rounding.
+        """
+        ch = ctx.choices
+        alpha, beta = ch.get("alpha"), ch.get("beta")
+        if alpha is None or beta is None:
+            return None
+        kk = 2 * ctx.k
+        c = error_coefficient(alpha, beta, kk) * math.sqrt(1.0 + kk * 2.0 ** -32)
+        trunc = math.sqrt(2.0) * c * ctx.frob_norm * ctx.x_norm
+        trunc_e = math.sqrt(2.0) * 1.5 / math.sqrt(3.0) * (2.0 ** -alpha + 2.0 ** -beta) * ctx.frob_norm * ctx.x_norm
+        gb, ge = em.rounded_gate(ctx)
+        rb, re_ = em.final_rounding(ctx, em.U64 * (1.0 + 2.0 ** -100), trunc + gb)
+        nb, ne = em.final_rounding(ctx, ctx.u, trunc + gb + rb) if ctx.narrow else (0.0, 0.0)
+        bound = trunc + gb + rb + nb
+        est = math.sqrt(trunc_e ** 2 + ge ** 2 + re_ ** 2 + ne ** 2)
+        return em.ProductError(bound, est, {"truncation": trunc, "gate_rounding": gb, "rounding": rb + nb})
 
     def _run(self, ops, report, timer, **opts):
         xp = ops.xp
