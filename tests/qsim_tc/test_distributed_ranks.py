@@ -15,7 +15,7 @@ from qsim_tc.distributed.run import run_distributed
 from qsim_tc.distributed.selfcheck import random_circuit
 from qsim_tc.distributed.state import DistributedState
 
-TIMEOUT = 60  # seconds a rank waits for the others before the test fails (never a hang)
+TIMEOUT = 20  # seconds a rank waits for the others before the test fails (never a hang)
 
 
 class _World:
