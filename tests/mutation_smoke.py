@@ -11,9 +11,8 @@ replacement that must apply exactly once (a pattern that no longer matches fails
 list cannot rot silently); the copy's CPU tests that guard the mutated code run with
 ``pytest -x -q -p no:cacheprovider``; the file is restored before the next mutant. The run fails
 if the unmutated copy fails its tests or if any mutant survives; a pytest run that hangs is stopped
-after :data:`TEST_TIMEOUT_S` and fails the run. About 15 minutes on 2 busy cores (the 26 mutants
-of the stage pipeline, selection, costs, calibration, distribution and swaps take 10; the CPU
-kernel's mutant recompiles the kernels, about a minute).
+after :data:`TEST_TIMEOUT_S` and fails the run. About 7 minutes on 2 cores (3 of them the
+baseline), twice that when the cores are busy; the CPU kernel's mutant recompiles the kernels.
 
 Not collected by ``pytest`` (the file name does not match ``test_*.py``): run it before resolving
 an issue that touches the numerics.
