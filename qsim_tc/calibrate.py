@@ -196,6 +196,13 @@ def table_for(device, precision: str | None = None, *, calibrate_missing="auto",
     if table is None:
         return nearest_shipped(key)
     _MEMO[memo] = table
+    uncovered = [p for p in precisions if not _covers(table, p)]
+    if precision is not None and uncovered:
+        # the cached table was measured for the other precision only and may not be completed
+        # here: the shipped table serves the run, never the rows of the other precision
+        ref = nearest_shipped(key)
+        return ref.with_origin(ref.origin, f"{table.origin} has no {precision}-precision rows; "
+                                           f"using the {ref.origin} table")
     return table
 
 

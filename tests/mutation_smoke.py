@@ -10,7 +10,9 @@ The project is copied once to a temporary directory. Each mutant is a fixed, exa
 replacement that must apply exactly once (a pattern that no longer matches fails the run, so the
 list cannot rot silently); the copy's CPU tests that guard the mutated code run with
 ``pytest -x -q -p no:cacheprovider``; the file is restored before the next mutant. The run fails
-if the unmutated copy fails its tests or if any mutant survives. About 2-3 minutes on 2 cores.
+if the unmutated copy fails its tests or if any mutant survives; a pytest run that hangs is stopped
+after :data:`TEST_TIMEOUT_S` and fails the run. About 7 minutes on 2 cores (3 of them the
+baseline), twice that when the cores are busy; the CPU kernel's mutant recompiles the kernels.
 
 Not collected by ``pytest`` (the file name does not match ``test_*.py``): run it before resolving
 an issue that touches the numerics.
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TEST_TIMEOUT_S = 900  # one pytest run (the baseline, or one mutant's tests)
 IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.egg-info", ".pytest_cache", ".ruff_cache", "results")
 
 
@@ -40,6 +43,18 @@ class Mutant:
     new: str
     tests: tuple[str, ...]  # test files (or node ids) that must catch it
 
+
+STAGES = "tests/qsim_tc/test_stages.py"
+STAGE_FUSION = "tests/qsim_tc/test_stage_fusion.py"
+STAGE_PROGRAM = "tests/qsim_tc/test_stage_program.py"
+STAGES_CPU = "tests/qsim_tc/test_stages_cpu.py"
+RANKS = "tests/qsim_tc/test_distributed_ranks.py"
+CALIBRATE_PRECISION = tuple(f"tests/qsim_tc/test_calibrate.py::{t}" for t in (
+    "test_a_cached_table_of_one_precision_never_serves_the_other", "test_a_cached_single_table_never_serves_double",
+    "test_a_gpu_cache_missing_a_precision_is_completed_not_borrowed"))
+SWAPS = tuple(f"tests/qsim_tc/test_capacity.py::{t}" for t in (
+    "test_swapped_bit_pairs_equal_permute_bits", "test_permute_in_place_equals_permute_bits",
+    "test_pairs_between_is_at_most_two_involutions"))
 
 MUTANTS = (
     Mutant("ozaki-drop-accumulation-lo", "gemm/ozaki/cpu.py",
@@ -96,6 +111,117 @@ MUTANTS = (
            "    tile_pos = low + [k + i for i in range(len(high))]",
            "    tile_pos = low + [k + i + 1 for i in range(len(high))]",
            ("tests/qsim_tc/test_small_gate_layout.py",)),
+    # --- the stage planner ----------------------------------------------------------------------
+    Mutant("planner-local-bound-off-by-one", "qsim_tc/stages/plan.py",
+           "        if any(pos[q] >= big_l for q in needed[i]):",
+           "        if any(pos[q] > big_l for q in needed[i]):",
+           (STAGES,)),
+    Mutant("planner-relabel-moves-nothing", "qsim_tc/stages/plan.py",
+           "            phys[pa], phys[pb] = b, a",
+           "            phys[pa], phys[pb] = a, b",
+           (STAGES,)),
+    Mutant("planner-dense-after-diagonal-unordered", "qsim_tc/stages/plan.py",
+           "                preds[i].update(diag_since.pop(q, ()))",
+           "                diag_since.pop(q, ())",
+           (STAGES,)),
+    Mutant("planner-ready-one-predecessor-early", "qsim_tc/stages/plan.py",
+           "            if self.waiting[s] == 0:",
+           "            if self.waiting[s] <= 1:",
+           (STAGES,)),
+    # --- in-stage fusion ------------------------------------------------------------------------
+    Mutant("stage-fusion-drops-trailing-diagonal", "qsim_tc/stages/fusion.py",
+           "    out.extend(waiting)\n",
+           "    out.extend(waiting[1:])\n",
+           (STAGE_FUSION,)),
+    Mutant("stage-fusion-pre-phase-inverted", "qsim_tc/stages/fusion.py",
+           "pre.extend(d for d in touch if not qubits & set(d.positions))",
+           "pre.extend(d for d in touch if qubits & set(d.positions))",
+           (STAGE_FUSION,)),
+    Mutant("stage-fusion-global-slot-joins", "qsim_tc/stages/fusion.py",
+           "all(p < local_qubits for p in op.positions)",
+           "all(p <= local_qubits for p in op.positions)",
+           (STAGE_FUSION,)),
+    # --- stage programs (built on the host; checked by their interpreter) ------------------------
+    Mutant("program-phase-moebius-sign", "qsim_tc/stages/program.py",
+           "                c[v] = (c[v] - c[v ^ bit]) % _TURN",
+           "                c[v] = (c[v] + c[v ^ bit]) % _TURN",
+           (STAGE_PROGRAM,)),
+    Mutant("program-control-slot-off-by-one", "qsim_tc/stages/program.py",
+           "                cmask |= 1 << op.positions[b]\n",
+           "                cmask |= 1 << op.positions[b] + 1\n",
+           (STAGE_PROGRAM,)),
+    Mutant("program-store-swap-ignores-renaming", "qsim_tc/stages/program.py",
+           "store_swaps=tuple((p, sigma_before[g]) for p, g in exchanges)",
+           "store_swaps=tuple((p, g) for p, g in exchanges)",
+           (STAGE_PROGRAM,)),
+    # --- the CPU stage executor -----------------------------------------------------------------
+    Mutant("cpu-high-control-off-by-one", "qsim_tc/stages/cpu.py",
+           "sum(1 << (c - geo.nbits) for c in controls if c >= geo.nbits)",
+           "sum(1 << (c - geo.nbits) for c in controls if c > geo.nbits)",
+           (STAGES_CPU,)),
+    Mutant("cpu-diagonal-skips-partly-unit-rows", "qsim_tc/stages/cpu.py",
+           "    ones = (table == 1).all(axis=2)",
+           "    ones = (table == 1).any(axis=2)",
+           (STAGES_CPU,)),
+    Mutant("cpu-kernel-diagonal-sign", "qsim_tc/stages/cpu_kernels.py",
+           "                    im[i] = a * xi + b * xr",
+           "                    im[i] = a * xi - b * xr",
+           ("tests/qsim_tc/test_stages_cpu_kernels.py",)),
+    # --- the choice of method per block (backend="auto") and its cost tables -------------------
+    Mutant("select-lookahead-prices-the-candidate", "qsim_tc/plan/select.py",
+           "return min(self.table.gate_ms(m, d_next, n_qubits, placement_next) for m in own)",
+           "return min(self.table.gate_ms(m, d_next, n_qubits, placement_next) for m in (name,))",
+           ("tests/qsim_tc/test_select.py",)),
+    Mutant("select-lookahead-reads-excluded", "qsim_tc/plan/select.py",
+           "return min(self.table.gate_ms(m, d_next, n_qubits, placement_next) for m in own)",
+           "return min(self.table.gate_ms(m, d_next, n_qubits, placement_next) for m in self.candidates)",
+           ("tests/qsim_tc/test_select.py",)),
+    Mutant("select-margin-strict", "qsim_tc/plan/select.py",
+           "costs[first] <= costs[best] * (1 + SWITCH_MARGIN)",
+           "costs[first] < costs[best] * (1 + SWITCH_MARGIN)",
+           ("tests/qsim_tc/test_select.py",)),
+    Mutant("costs-stand-in-of-another-precision", "qsim_tc/plan/costs.py",
+           "    same = [r for r in rows if r.dtype == dtype]\n",
+           "    same = [r for r in rows if r.dtype == dtype] or rows\n",
+           ("tests/qsim_tc/test_costs.py",)),
+    Mutant("calibrate-cache-of-another-precision", "qsim_tc/calibrate.py",
+           "    if precision is not None and uncovered:",
+           "    if precision is None and uncovered:",
+           CALIBRATE_PRECISION),
+    Mutant("calibrate-never-completes-a-cache", "qsim_tc/calibrate.py",
+           "    missing = [p for p in precisions if table is None or not _covers(table, p)]",
+           "    missing = [p for p in precisions if table is None]",
+           CALIBRATE_PRECISION),
+    Mutant("calibrate-complete-scale-inverted", "qsim_tc/calibrate.py",
+           "        logs = [math.log(r.ms[d] / ref_ms(x, d, r.n_qubits)) for d in seen]",
+           "        logs = [math.log(ref_ms(x, d, r.n_qubits) / r.ms[d]) for d in seen]",
+           ("tests/qsim_tc/test_calibrate.py::test_complete_borrows_the_unmeasured_widths_and_methods_scaled",)),
+    # --- distribution (8 and 16 thread ranks: global bits 2 and 3) -----------------------------
+    Mutant("distributed-partner-of-global-bit", "qsim_tc/distributed/state.py",
+           "        partner = self.rank ^ (1 << (g - big_l))",
+           "        partner = self.rank ^ (g - big_l + 1)",
+           (RANKS,)),
+    Mutant("distributed-rank-bit-unmasked", "qsim_tc/distributed/state.py",
+           "        return (self.rank >> (p - self.local_qubits)) & 1",
+           "        return min(self.rank >> (p - self.local_qubits), 1)",
+           (RANKS,)),
+    Mutant("distributed-pauli-partner-shift", "qsim_tc/distributed/state.py",
+           "        x_loc, x_rank, z_loc = x & low, x >> big_l, z & low",
+           "        x_loc, x_rank, z_loc = x & low, (x >> big_l) & 3, z & low",
+           (RANKS,)),
+    Mutant("distributed-rank-skips-a-stage", "qsim_tc/distributed/run.py",
+           "        if any(op.kind != RELABEL for op in stage.ops):",
+           "        if len(local):",
+           (RANKS,)),
+    # --- index-bit swaps ------------------------------------------------------------------------
+    Mutant("swap-second-involution-off-by-one", "qsim_tc/engine/swap.py",
+           "            j = (1 - i) % m",
+           "            j = (2 - i) % m",
+           SWAPS),
+    Mutant("swap-misses-the-last-chunk", "qsim_tc/engine/swap.py",
+           "        for c in range(t, n_chunks, len(tmps)):",
+           "        for c in range(t, n_chunks - 1, len(tmps)):",
+           SWAPS),
 )
 
 
@@ -106,7 +232,11 @@ def pytest_cmd(tests) -> list[str]:
 
 def run_tests(copy: Path, tests) -> tuple[int, str]:
     env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
-    proc = subprocess.run(pytest_cmd(tests), cwd=copy, env=env, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(pytest_cmd(tests), cwd=copy, env=env, capture_output=True, text=True,
+                              timeout=TEST_TIMEOUT_S)
+    except subprocess.TimeoutExpired:  # a mutant that makes the tests hang is reported, not waited on
+        return -1, f"no result within {TEST_TIMEOUT_S} s"
     lines = [x for x in proc.stdout.splitlines() if x.startswith("FAILED") or " passed" in x or " failed" in x]
     return proc.returncode, "; ".join(lines[-2:]) or proc.stdout[-300:] + proc.stderr[-300:]
 

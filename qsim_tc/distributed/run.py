@@ -91,7 +91,9 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, **simu
             scale *= factor
             if gate is not None:
                 local.append(gate)
-        if len(local):
+        # whether a stage runs is the same on every rank (take_local is collective), even where
+        # this rank's part of it is empty (a global control that is 0 here, a phase-only diagonal)
+        if any(op.kind != RELABEL for op in stage.ops):
             t0 = time.perf_counter()
             start = StateVector.from_array(state.data, copy=False, device=device)
             state.take_local(sim.run(local, initial_state=start, in_place=True).state)

@@ -302,8 +302,10 @@ def lookup(backend: str, device: str, dtype: str, table: CostTable | None = None
         (row, note): ``note`` says when a stand-in row was used.
 
     Raises:
-        ValueError: no row for ``device`` at all.
+        ValueError: no row for ``device`` at all, or none of ``dtype`` (a given table without one
+            falls back to the shipped table: rows of another precision never stand in).
     """
+    given = table is not None
     if table is None:
         name = {"cpu": "cpu", "gpu": "h200"}.get(device)
         if name is None:
@@ -318,7 +320,15 @@ def lookup(backend: str, device: str, dtype: str, table: CostTable | None = None
         return row, ""
     # the dtype's native row, placement-independent where there is one (a measured table has one
     # per placement and may keep an older placement-independent row of another method beside them)
-    same = [r for r in rows if r.dtype == dtype] or rows
+    same = [r for r in rows if r.dtype == dtype]
+    if not same:
+        # a table measured for the other precision only (a calibration of one precision): its
+        # rows time another GEMM, so the shipped table of the device stands in, never they
+        if given:
+            row, note = lookup(backend, device, dtype)
+            return row, f"cost table {table.origin} has no {dtype} row; shipped table: {note or row.backend}"
+        raise ValueError(f"no {dtype} gate cost row for device {device!r}; rows exist for "
+                         f"{sorted({r.dtype for r in rows})}")
     native = sorted((r for r in same if r.backend.startswith("native")), key=lambda r: r.placement != ANY)
     row = native[0] if native else same[0]
     note = f"no cost row for {backend!r} on {device}; using {row.backend!r} ({row.dtype})"

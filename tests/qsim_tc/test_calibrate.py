@@ -13,7 +13,8 @@ from circuits import brickwork
 from qsim_tc import Simulator
 from qsim_tc import calibrate as cal
 from qsim_tc.cli import main
-from qsim_tc.plan.costs import PLACEMENTS, CostTable, CostTableError, shipped_names, shipped_table
+from qsim_tc.plan.costs import PLACEMENTS, CostRow, CostTable, CostTableError, lookup, shipped_names, shipped_table
+from qsim_tc.plan.select import Selector
 
 
 @pytest.fixture
@@ -312,3 +313,70 @@ def test_the_overhead_is_the_fastest_of_five_runs(monkeypatch):
     monkeypatch.setattr(cal, "StateVector", lambda *a, **k: st)
     assert cal._overhead("m", gemm.resolve_device("cpu"), np.complex128, np.random.default_rng(0)) == 1.0
     assert st.applied == 7  # the warm-up, then five timings: 3500 ms is slow, so it took a second run
+
+
+def _stored_table(rows):
+    """A cached table of this CPU's key holding ``rows`` as (method, dtype, ms per gate)."""
+    key = cal.device_key(gemm.resolve_device("cpu"))
+    table = CostTable(key, tuple(CostRow("cpu", dt, m, 10, {1: ms, 2: ms}, placement=pl)
+                                 for m, dt, ms in rows for pl in PLACEMENTS), "measured")
+    cal.store(table)
+    cal.forget()
+    return table
+
+
+def test_a_cached_table_of_one_precision_never_serves_the_other(cache):
+    """A cache measured for double only, asked for single (a CPU never calibrates on its own):
+    the shipped table serves, and says why; asked for double, the cache serves."""
+    dev = gemm.resolve_device("cpu")
+    _stored_table([("native", "complex128", 7.0)])
+    msgs = []
+    single = cal.table_for(dev, "single", message=msgs.append)
+    assert single.origin == "shipped:cpu" and "has no single-precision rows" in single.note
+    assert single.note.startswith("cache:") and not msgs
+    sel = Selector(single, "single")
+    assert all(single.row(m).dtype == "complex64" for m in sel.candidates)
+    assert cal.table_for(dev, "double").origin.startswith("cache:")
+    assert cal.table_for(dev, "single").origin == "shipped:cpu"  # the memo keeps the answer
+    # without a precision (a fixed method's fusion) the cache serves, and lookup falls back per dtype
+    both = cal.table_for(dev)
+    assert both.origin.startswith("cache:")
+    row, note = lookup("native32", "cpu", "complex64", both)
+    assert row.dtype == "complex64" and "has no complex64 row" in note
+    # the run: auto in single precision reads the shipped table, a fixed native32 run its rows
+    c = brickwork(8, 2, 2, seed=1)
+    res = Simulator("auto", device="cpu", precision="single").run(c)
+    assert res.metadata["auto"]["cost_table"].startswith("shipped:cpu")
+    fused = Simulator("native32", device="cpu", plan=None, fuse="auto").run(c)
+    assert "complex64" in fused.metadata["fusion_choice"]["cost_row"]
+
+
+def test_a_cached_single_table_never_serves_double(cache):
+    dev = gemm.resolve_device("cpu")
+    _stored_table([("native32", "complex64", 3.0), ("tc-auto", "complex64", 9.0)])
+    double = cal.table_for(dev, "double")
+    assert double.origin == "shipped:cpu" and "has no double-precision rows" in double.note
+    assert {double.row(m).dtype for m in Selector(double, "double").candidates} == {"complex128"}
+    assert cal.table_for(dev, "single").origin.startswith("cache:")
+
+
+def test_a_gpu_cache_missing_a_precision_is_completed_not_borrowed(cache, monkeypatch):
+    """Where calibration is allowed, the missing precision is measured (here: a stand-in for the
+    measurement) and merged; the precision already cached keeps its rows."""
+    dev = gemm.resolve_device("cpu")
+    _stored_table([("native", "complex128", 7.0)])
+    measured = []
+
+    def fake_calibrate(device, *, precisions, budget_s):
+        measured.append(precisions)
+        key = cal.device_key(device)
+        return CostTable(key, tuple(CostRow("cpu", "complex64", "native32", 10, {1: 2.0, 2: 2.0}, placement=pl)
+                                    for pl in PLACEMENTS), "measured")
+
+    monkeypatch.setattr(cal, "calibrate", fake_calibrate)
+    msgs = []
+    t = cal.table_for(dev, "single", calibrate_missing=True, message=msgs.append)
+    assert measured == [("single",)] and msgs and "single precision" in msgs[0]
+    assert t.origin.startswith("cache:")
+    assert t.row("native32").dtype == "complex64" and t.row("native").ms[1] == 7.0
+    assert cal.table_for(dev, "double").origin.startswith("cache:")

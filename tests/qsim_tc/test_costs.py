@@ -6,6 +6,7 @@ import pytest
 from circuits import Circuit, Gate, brickwork
 from qsim_tc import Simulator
 from qsim_tc.plan import CostRow, choose_fusion, lookup
+from qsim_tc.plan.costs import CostTable, shipped_table
 
 
 def test_choose_uses_the_cost_table():
@@ -68,3 +69,32 @@ def test_shipped_gpu_rows_name_the_kernel_widths_of_the_policy():
         for r in shipped_table(name).rows:
             if r.backend.startswith("native") and r.measured:
                 assert r.kernel_max_d == default_kernel_max_d(np.dtype(r.dtype).itemsize), (name, r.backend)
+
+
+def test_lookup_never_uses_rows_of_another_precision():
+    """A table measured for one precision only (a calibration of double): asked for a complex64
+    row, the shipped table of the device stands in, never the complex128 rows."""
+    double_only = CostTable({"device": "cpu"}, (
+        CostRow("cpu", "complex128", "native", 10, {1: 1.0, 2: 2.0}, overhead_ms=0.0),), "cache:x")
+    row, note = lookup("native", "cpu", "complex128", double_only)
+    assert row is double_only.rows[0] and note == ""
+    for backend in ("native32", "tc-auto", "emulated-x"):
+        row, note = lookup(backend, "cpu", "complex64", double_only)
+        assert row.dtype == "complex64" and row in shipped_table("cpu").rows + (row,)
+        assert row.ms != double_only.rows[0].ms
+        assert note.startswith("cost table cache:x has no complex64 row; shipped table")
+    assert lookup("native32", "cpu", "complex64", double_only)[0] == lookup("native32", "cpu", "complex64")[0]
+    # a table with both precisions: the stand-in of an unknown method is the dtype's native row
+    both = CostTable({"device": "cpu"}, double_only.rows + (
+        CostRow("cpu", "complex64", "native32", 10, {1: 0.5}, overhead_ms=0.0),), "given")
+    assert lookup("emulated-x", "cpu", "complex64", both)[0].backend == "native32"
+    assert lookup("emulated-x", "cpu", "complex128", both)[0].backend == "native"
+
+
+def test_fusion_of_a_single_precision_run_reads_no_double_rows():
+    c = brickwork(12, 2, 6, seed=1)
+    double_only = CostTable({"device": "cpu"}, (
+        CostRow("cpu", "complex128", "native", 12, {1: 100.0, 2: 200.0}, overhead_ms=0.0),), "cache:x")
+    ch = choose_fusion(c, "native32", "cpu", "complex64", table=double_only)
+    assert "native32/cpu/complex64" in ch.cost_row and "has no complex64 row" in ch.note
+    assert ch.to_dict() == {**choose_fusion(c, "native32", "cpu", "complex64").to_dict(), "note": ch.note}

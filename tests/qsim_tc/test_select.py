@@ -21,6 +21,7 @@ def _table(rows) -> CostTable:
 
 
 C128, C64 = "complex128", "complex64"
+ANY_ = "any"
 
 
 def test_qualifying_methods_follow_the_precision_class():
@@ -321,3 +322,54 @@ def test_shipped_h200_table_takes_int8_crt_where_it_wins():
     for placement in ("bottom", "middle", "top", "scattered"):
         assert sel.choose(12, 28, placement).method == "int8-crt"
         assert sel.choose(8, 28, placement).method in ("native", "native3m")
+
+
+def test_the_next_block_is_priced_with_its_cheapest_method_not_the_candidate():
+    """tc-auto leaves the next block at the bottom, where native32 (not tc-auto) is cheapest: the
+    next block runs with native32 there, so tc-auto's lookahead is 0.2 + 5, not 0.2 + 40."""
+    t = _table([("native32", C64, {8: 10.0}, "middle"), ("native32", C64, {8: 20.0}, "top"),
+                ("native32", C64, {8: 5.0}, "bottom"),
+                ("tc-auto", C64, {8: 10.2}, "middle"), ("tc-auto", C64, {8: 20.0}, "top"),
+                ("tc-auto", C64, {8: 40.0}, "bottom")])
+    sel = Selector(t, "single")
+    then = {"native32": (8, "top"), "tc-auto": (8, "bottom")}
+    ch = sel.choose(8, 10, "middle", then=then)
+    assert ch.method == "tc-auto" and ch.predicted_ms == pytest.approx(10.2)
+    assert ch.costs == {"native32": pytest.approx(10.0), "tc-auto": pytest.approx(10.2)}
+    assert "next native32 30 ms" in ch.reason  # 10 + min(20, 20)
+    assert "(1.97x)" in ch.reason  # against 10.2 + min(5, 40) = 15.2
+    # the width and placement of the next block are read per candidate
+    assert sel.choose(8, 10, "middle", then={"native32": (8, "bottom"), "tc-auto": (8, "top")}).method == "native32"
+    # a candidate absent from ``then`` adds nothing for the next block
+    ch = sel.choose(8, 10, "middle", then={"native32": (8, "top")})
+    assert ch.method == "tc-auto" and "next native32 30 ms" in ch.reason
+
+
+def test_the_next_blocks_cheapest_method_is_an_allowed_one():
+    """An excluded method prices neither this block nor the next one."""
+    t = _table([("native32", C64, {8: 10.0}, "middle"), ("native32", C64, {8: 20.0}, "top"),
+                ("native32", C64, {8: 30.0}, "bottom"),
+                ("tc-auto", C64, {8: 10.2}, "middle"), ("tc-auto", C64, {8: 20.0}, "top"),
+                ("tc-auto", C64, {8: 40.0}, "bottom"),
+                ("halfhalf", C64, {8: 50.0}, "middle"), ("halfhalf", C64, {8: 50.0}, "top"),
+                ("halfhalf", C64, {8: 1.0}, "bottom")])
+    sel = Selector(t, "single", candidates=["native32", "tc-auto", "halfhalf"])
+    then = {"native32": (8, "top"), "tc-auto": (8, "bottom"), "halfhalf": (8, "top")}
+    assert sel.choose(8, 10, "middle", then=then).method == "tc-auto"  # 10.2 + 1 (halfhalf next)
+    sel.exclude("halfhalf", "guard fired")
+    ch = sel.choose(8, 10, "middle", then=then)
+    assert ch.method == "native32" and set(ch.costs) == {"native32", "tc-auto"}  # 30 against 10.2 + 30
+    assert sel.choose(8, 10, "middle", then=then, without=("native32",)).method == "tc-auto"
+
+
+def test_the_switch_margin_is_measured_against_the_first_candidate():
+    t = _table([("native32", C64, {4: 1.0 + SWITCH_MARGIN}, ANY_), ("tc-auto", C64, {4: 1.0}, ANY_)])
+    assert Selector(t, "single").choose(4, 10).method == "native32"  # exactly at the margin: stays
+    t = _table([("native32", C64, {4: 1.0 + 2 * SWITCH_MARGIN}, ANY_), ("tc-auto", C64, {4: 1.0}, ANY_)])
+    assert Selector(t, "single").choose(4, 10).method == "tc-auto"
+    t = _table([("native32", C64, {4: 1.0}, ANY_), ("tc-auto", C64, {4: 1.0}, ANY_)])
+    assert Selector(t, "single", candidates=["tc-auto", "native32"]).choose(4, 10).method == "tc-auto"
+    # a tie between two non-first candidates goes to the one that needs no guard
+    t = _table([("int8-auto", C128, {4: 9.0}, ANY_), ("native3m", C128, {4: 1.0}, ANY_),
+                ("int8-crt", C128, {4: 1.0}, ANY_)])
+    assert Selector(t, "double", candidates=["int8-auto", "int8-crt", "native3m"]).choose(4, 10).method == "native3m"

@@ -122,3 +122,26 @@ def test_store_interleaves_at_any_alignment(dtype, size, offset):
         np.testing.assert_array_equal(dst[2 * offset:2 * (offset + size):2], re)
         np.testing.assert_array_equal(dst[2 * offset + 1:2 * (offset + size):2], im)
         assert (dst[:2 * offset] == -7).all() and (dst[2 * (offset + size):] == -7).all()
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize(("lanes", "fixed"), [(4, [3, 5]), (1, [0, 4]), (8, []), (2, [1])])
+def test_diagonal_kernel_against_numpy(dtype, lanes, fixed):
+    """Entry e (bit k: the value of row bit ``fixed[k]``) multiplies its lane vector into every
+    run with those row bits; an entry flagged all-ones is skipped (its table is all ones)."""
+    nbits = 6
+    rng = np.random.default_rng(len(fixed) + lanes)
+    n_entries = 1 << len(fixed)
+    table = np.exp(2j * np.pi * rng.random(n_entries * lanes))
+    skip = np.zeros(n_entries, np.uint8)
+    skip[-1] = 1
+    table[(n_entries - 1) * lanes:] = 1.0
+    x = random_state(nbits, lanes + 7 * len(fixed), dtype)
+    re, im = x.real.copy(), x.imag.copy()
+    real = REAL[dtype]
+    kernels._diagonal(re, im, table.real.astype(real), table.imag.astype(real), 0, skip, 0, n_entries, lanes,
+                      np.asarray(fixed, np.int64), 0, len(fixed), nbits)
+    i = np.arange(1 << nbits)
+    e = sum(((i >> b) & 1) << k for k, b in enumerate(fixed))
+    want = x * table[e * lanes + (i & (lanes - 1))].astype(dtype)
+    np.testing.assert_allclose(re + 1j * im, want, atol=TOL[dtype])

@@ -1,0 +1,210 @@
+"""The distributed state over 8 and 16 ranks without MPI: each rank is a thread holding an
+in-process communicator, so global bits 2 and up (rank bit j >= 2, partners ``rank ^ 4``,
+``rank ^ 8``) are exercised by the CPU suite whether or not ``mpiexec`` is installed."""
+
+import queue
+import threading
+
+import numpy as np
+import pytest
+
+from circuits import Circuit, Gate
+from qsim_tc import Simulator
+from qsim_tc.distributed import state as dstate
+from qsim_tc.distributed.run import run_distributed
+from qsim_tc.distributed.selfcheck import random_circuit
+from qsim_tc.distributed.state import DistributedState
+
+TIMEOUT = 20  # seconds a rank waits for the others before the test fails (never a hang)
+
+
+class _World:
+    def __init__(self, size: int):
+        self.size = size
+        self.barrier = threading.Barrier(size, timeout=TIMEOUT)
+        self.slots = [None] * size
+        self.mail = {(a, b): queue.Queue() for a in range(size) for b in range(size)}
+
+
+class ThreadComm:
+    """The part of an mpi4py communicator the distributed CPU state uses, between threads."""
+
+    def __init__(self, world: _World, rank: int):
+        self.world, self.rank = world, rank
+
+    def Get_size(self):  # noqa: N802 - mpi4py's names
+        return self.world.size
+
+    def Get_rank(self):  # noqa: N802
+        return self.rank
+
+    def Barrier(self):  # noqa: N802
+        self.world.barrier.wait()
+
+    def allgather(self, value):
+        w = self.world
+        w.barrier.wait()
+        w.slots[self.rank] = value
+        w.barrier.wait()
+        out = list(w.slots)
+        w.barrier.wait()
+        return out
+
+    def allreduce(self, value, op=None):
+        values = self.allgather(value)
+        return max(values) if op == "max" else sum(values[1:], values[0])
+
+    def bcast(self, value, root=0):
+        return self.allgather(value)[root]
+
+    def gather(self, value, root=0):
+        values = self.allgather(value)
+        return values if self.rank == root else None
+
+    def Sendrecv_replace(self, buf, dest, sendtag, source, recvtag):  # noqa: N802
+        self.world.mail[(self.rank, dest)].put(np.array(buf, copy=True))
+        buf[...] = self.world.mail[(source, self.rank)].get(timeout=TIMEOUT)
+
+    def Sendrecv(self, sendbuf, dest, sendtag, recvbuf, source, recvtag):  # noqa: N802
+        self.world.mail[(self.rank, dest)].put(np.array(sendbuf, copy=True))
+        recvbuf[...] = self.world.mail[(source, self.rank)].get(timeout=TIMEOUT)
+
+
+def on_ranks(size: int, fn):
+    """``fn(comm)`` on ``size`` thread ranks; the list of their results (the first error raised)."""
+    world = _World(size)
+    results, errors = [None] * size, []
+
+    def body(rank):
+        try:
+            results[rank] = fn(ThreadComm(world, rank))
+        except BaseException as exc:  # noqa: BLE001 - reported below; the others must not wait
+            errors.append(exc)
+            world.barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(2 * TIMEOUT)
+    if errors:
+        raise errors[0]
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    return results
+
+
+class _Solo:
+    """A communicator of ``size`` ranks seen from one rank, for the layout arithmetic alone."""
+
+    def __init__(self, size, rank):
+        self.size, self.rank = size, rank
+
+    def Get_size(self):  # noqa: N802
+        return self.size
+
+    def Get_rank(self):  # noqa: N802
+        return self.rank
+
+
+@pytest.mark.parametrize("size", [8, 16])
+def test_rank_bits_and_owners_follow_every_global_bit(size):
+    n = 7
+    g = size.bit_length() - 1
+    big_l = n - g
+    for rank in range(size):
+        st = DistributedState(_Solo(size, rank), n)
+        assert (st.n_global, st.local_qubits) == (g, big_l)
+        assert [st.rank_bit(big_l + j) for j in range(g)] == [(rank >> j) & 1 for j in range(g)]
+        # only rank 0 holds |0...0>
+        assert st.data[0] == (1.0 if rank == 0 else 0.0)
+    st = DistributedState(_Solo(size, 0), n)
+    rng = np.random.default_rng(1)
+    st.phys = [int(q) for q in rng.permutation(n)]
+    for index in rng.integers(0, 1 << n, 40):
+        index = int(index)
+        phys = sum(((index >> q) & 1) << p for p, q in enumerate(st.phys))
+        assert st._owner_and_offset(index) == (phys >> big_l, phys & ((1 << big_l) - 1))
+
+
+@pytest.mark.parametrize("size", [8, 16])
+def test_each_swap_trades_with_the_partner_of_that_global_bit(size):
+    """Every (local, global) bit pair: the amplitudes land where the swapped layout says."""
+    n = 6
+    g = size.bit_length() - 1
+    big_l = n - g
+    full = np.arange(1 << n, dtype=np.complex128) + 1j  # amplitude = its physical index
+
+    def body(comm):
+        r = comm.Get_rank()
+        out = []
+        for p in range(big_l):
+            for gb in range(big_l, n):
+                st = DistributedState(comm, n, data=full[r << big_l:(r + 1) << big_l].copy(), piece_bytes=16)
+                st.swap(p, gb)
+                out.append((p, gb, st.phys[:], st.data.copy(), st.bytes_sent))
+        return out
+
+    per_rank = on_ranks(size, body)
+    for k, (p, gb, phys, _, sent) in enumerate(per_rank[0]):
+        assert phys[p] == gb and phys[gb] == p
+        assert sent == (1 << (big_l - 1)) * 16  # half a slice, in 16-byte pieces
+        whole = np.concatenate([per_rank[r][k][3] for r in range(size)])
+        # position i now holds the amplitude whose physical bits p and gb are i's exchanged
+        i = np.arange(1 << n)
+        src = i & ~((1 << p) | (1 << gb)) | (((i >> gb) & 1) << p) | (((i >> p) & 1) << gb)
+        np.testing.assert_array_equal(whole, full[src])
+
+
+@pytest.mark.parametrize(("size", "n", "seed"), [(8, 6, 0), (8, 7, 1), (16, 7, 2)])
+def test_circuits_on_8_and_16_ranks_equal_the_single_process_run(size, n, seed, monkeypatch):
+    monkeypatch.setattr(dstate, "READ_CHUNK", 2)  # readouts and Pauli trades in many chunks
+    c = random_circuit(n, 40, seed)
+    # controlled, diagonal and dense gates whose controls / bits sit on the top (global) qubits
+    cz = np.diag([1, 1, 1, -1]).astype(complex)
+    c.append(Gate(cz, (n - 1, n - 3), "cz"))
+    c.append(Gate(np.diag(np.exp(1j * np.arange(8))), (n - 1, n - 2, n - 3), "diag"))
+    ref_state = Simulator("native", device="cpu", plan=None, fuse=None).run(c).state
+    ref = ref_state.to_numpy()
+    top = [n - 1, n - 2, n - 3, n - 4]  # qubits that end on global bits >= 2 where not swapped in
+    labels = ["XXXX" + "I" * (n - 4), "YZXY" + "Z" * (n - 4), "I" * (n - 4) + "XYXZ", "ZZZZ" + "X" * (n - 4)]
+
+    def body(comm):
+        st = run_distributed(c, comm, backend="native", device="cpu", plan=None, fuse=None)
+        i = int(np.argmax(np.abs(ref)))
+        return (st.gather(root=0), st.amplitude(i), st.probabilities(top), st.norm(),
+                [st.expectation_value(lb) for lb in labels], st.sample(2000, seed=seed), list(st.phys))
+
+    per_rank = on_ranks(size, body)
+    full, amp, marg, norm, ev, draws, phys = per_rank[0]
+    assert any(p >= n - (size.bit_length() - 1) + 2 for p in map(phys.index, top)), "no qubit on bit >= 2"
+    np.testing.assert_allclose(full, ref, atol=1e-13)
+    i = int(np.argmax(np.abs(ref)))
+    assert abs(amp - ref[i]) < 1e-13 and abs(norm - 1.0) < 1e-13
+    want = np.bincount(sum(((np.arange(1 << n) >> q) & 1) << k for k, q in enumerate(top)),
+                       weights=np.abs(ref) ** 2, minlength=16)
+    np.testing.assert_allclose(marg, want, atol=1e-13)
+    for lb, v in zip(labels, ev):
+        assert abs(v - ref_state.expectation_value(lb)) < 1e-12, lb
+    for r in range(1, size):  # every rank reads the same
+        assert per_rank[r][1] == amp and np.array_equal(per_rank[r][5], draws)
+        np.testing.assert_allclose(per_rank[r][2], marg, atol=1e-15)
+    idx = sum(((draws >> q) & 1) << k for k, q in enumerate(top))
+    freq = np.bincount(idx, minlength=16) / draws.size
+    assert np.all(np.abs(freq - want) <= 5 * np.sqrt(want * (1 - want) / draws.size) + 2e-3)
+
+
+def test_a_global_control_on_a_high_bit_enables_the_gate_on_its_ranks_only():
+    """X on qubit 0 controlled by qubit 5 (rank bit 2 of 8 ranks): only ranks 4-7 apply it."""
+    n = 6
+    c = Circuit(n)
+    h = np.array([[1, 1], [1, -1]], dtype=complex) / np.sqrt(2)
+    c.append(Gate(h, (5,), "h"))
+    cx = np.eye(4, dtype=complex)
+    cx[np.ix_([1, 3], [1, 3])] = [[0, 1], [1, 0]]
+    c.append(Gate(cx, (5, 0), "cx"))  # control first: bit 0 of the gate's index is qubit 5
+    ref = Simulator("native", device="cpu", plan=None, fuse=None).run(c).state.to_numpy()
+    assert abs(ref[0]) > 0.7 and abs(ref[(1 << 5) | 1]) > 0.7
+
+    full = on_ranks(8, lambda comm: run_distributed(c, comm, backend="native", plan=None,
+                                                    fuse=None).gather(root=0))[0]
+    np.testing.assert_allclose(full, ref, atol=1e-15)
