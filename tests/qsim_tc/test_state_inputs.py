@@ -221,7 +221,7 @@ def test_openqasm3_gphase_overflow_is_refused(tmp_path):
 
     path = tmp_path / "phase.qasm"
     path.write_text('OPENQASM 3.0;\ninclude "stdgates.inc";\nqubit[1] q;\ngphase(1e999);\nh q[0];\n')
-    with pytest.raises(CircuitError, match="global_phase must be a finite number"):
+    with pytest.raises(CircuitError, match="global_phase.*finite number"):
         from_qasm(path)
 
 
