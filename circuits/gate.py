@@ -87,6 +87,19 @@ def check_qubits(qubits, n_qubits: int | None = None) -> tuple[int, ...]:
     return qs
 
 
+def check_atol(atol) -> None:
+    """Refuse a unitarity tolerance that is not a finite real number >= 0.
+
+    Raises:
+        TypeError: not a real number. ValueError: negative, NaN or infinite (a NaN tolerance
+            would pass any matrix).
+    """
+    if isinstance(atol, bool) or not isinstance(atol, numbers.Real):
+        raise TypeError(f"atol must be a real number, got {atol!r} ({type(atol).__name__})")
+    if not 0 <= atol < math.inf:
+        raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
+
+
 def check_matrix(matrix, n_targets: int, *, label: str = "matrix", check_unitary: bool = True,
                  atol: float = UNITARY_TOL, copy: bool = False) -> np.ndarray:
     """``matrix`` as a host complex128 (2^d, 2^d) array, after shape, finiteness and unitarity checks.
@@ -98,10 +111,7 @@ def check_matrix(matrix, n_targets: int, *, label: str = "matrix", check_unitary
         CircuitError: NaN/Inf, or not unitary to ``atol`` (``check_unitary=False`` skips that).
     """
     if check_unitary:
-        if isinstance(atol, bool) or not isinstance(atol, numbers.Real):
-            raise TypeError(f"atol must be a real number, got {atol!r} ({type(atol).__name__})")
-        if not 0 <= atol < math.inf:
-            raise ValueError(f"atol must be a finite number >= 0, got {atol!r}")
+        check_atol(atol)
     if hasattr(matrix, "get") and not isinstance(matrix, np.ndarray):  # a cupy array
         matrix = matrix.get()
     m = np.array(matrix, copy=True) if copy else np.asarray(matrix)

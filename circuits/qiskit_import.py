@@ -26,7 +26,7 @@ import numpy as np
 from circuits import limits
 from circuits.circuit import Circuit
 from circuits.errors import CircuitError
-from circuits.gate import UNITARY_TOL, Gate
+from circuits.gate import UNITARY_TOL, Gate, check_atol
 
 INSTALL_HINT = "pip install qsim-tc[qiskit]"
 
@@ -88,6 +88,8 @@ def from_qiskit(qc, *, check_unitary: bool = True, atol: float = UNITARY_TOL,
     qiskit = require_qiskit()
     if not isinstance(qc, qiskit.QuantumCircuit):
         raise TypeError(f"qc must be a qiskit.QuantumCircuit, got {type(qc).__name__}")
+    if check_unitary:
+        check_atol(atol)  # a caller's bad argument, not a malformed instruction: its own error
     if qc.num_parameters:
         names = ", ".join(p.name for p in qc.parameters)
         raise CircuitError(
