@@ -9,7 +9,7 @@ import numpy as np
 
 import gemm
 from circuits import Circuit, fusion
-from qsim_tc import memory
+from qsim_tc import memory, run_error
 from qsim_tc.calibrate import table_for
 from qsim_tc.plan.select import PRECISION_CLASSES, check_precision
 from qsim_tc.progress import Progress, warn_emulated_on_cpu
@@ -195,7 +195,8 @@ class Simulator:
         circuit = as_circuit(circuit)
         progress = self._check_run(initial_state, progress, in_place)
         settings = self.settings
-        start = Start(circuit.n_qubits, settings, initial_state, in_place)
+        start = Start(circuit.n_qubits, settings, initial_state, in_place,
+                      1.0 if initial_state is None else run_error.measured_norm_bound(initial_state))
         try:
             out, wall, meta = self._dispatch(circuit, start, settings, progress)
         except BaseException as exc:
@@ -204,12 +205,16 @@ class Simulator:
                 # circuit: the state run on in place must not stay marked valid
                 initial_state._phys.invalid = f"the run was interrupted ({type(exc).__name__})"
             raise
-        return Result(out.state, out.stats, self.backend, self.device.name, wall, meta, out.steps, len(circuit))
+        return Result(out.state, out.stats, self.backend, self.device.name, wall, meta, out.steps, len(circuit),
+                      out.error)
 
     def _dispatch(self, circuit: Circuit, start: Start, settings: Settings, progress):
         """Decide stages or gates, run the chosen runner; (its output, wall seconds, metadata)."""
         t0 = time.perf_counter()
         self.stage_decision = self._stages.decide(circuit, settings, self.plan, self.fuse, self._table)
+        if settings.tolerance is not None and self.stage_decision is not None and self.stage_decision.use:
+            # stages compute in the state's precision: not where their bound misses the tolerance
+            self.stage_decision = run_error.stages_within(self.stage_decision, settings)
         meta = {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options),
                 "fuse": self.fuse, "fuse_s": 0.0, "input_gates": len(circuit)}
         if self.stage_decision is not None and self.stage_decision.use:
@@ -233,6 +238,8 @@ class Simulator:
             else:
                 out = run_gates(applied, start, settings, progress, covers)
             wall = time.perf_counter() - t0
+            out.error = run_error.gate_run_report(applied, out.stats, covers, circuit, settings.dtype,
+                                                  initial_norm=start.initial_norm)
             if self.fuse == "auto" and self.fusion_choice is not None:
                 meta["fusion_choice"] = self.fusion_choice.to_dict()
             if self.stage_decision is not None:

@@ -8,7 +8,7 @@ import warnings
 
 import gemm
 from circuits import Circuit
-from qsim_tc import memory
+from qsim_tc import memory, run_error
 from qsim_tc.engine.apply import layout_after, predict_layout_path, predict_path
 from qsim_tc.errors import InsufficientMemoryError
 from qsim_tc.plan import guard
@@ -43,6 +43,9 @@ def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress
         InsufficientMemoryError: before anything is allocated, when no candidate's workspace fits.
     """
     selector = Selector(table, settings.precision)
+    predicted = None
+    if settings.tolerance is not None:  # before anything is allocated: it may refuse the run
+        predicted = run_error.apply_tolerance(selector, circuit, settings.tolerance)
     route_by_memory(selector, circuit.n_qubits, max_width(circuit), settings, start)
     run = _AutoRun(settings, selector)
     state, stats, blocks, guard_meta = run.run(circuit, start, progress)
@@ -51,6 +54,8 @@ def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress
     gemm.device.synchronize(settings.device.xp)
     meta = _metadata(settings, selector, stats, blocks)
     meta["auto"]["guard"] = guard_meta
+    if predicted is not None:
+        meta["auto"]["predicted_bounds"] = predicted
     return RunOutput(state, stats, gate_steps(stats, covers), meta)
 
 
