@@ -202,7 +202,7 @@ def _probe_choices(method: str, d: int, dtype) -> tuple[dict, ...]:
     from circuits.haar import haar_unitary  # noqa: PLC0415
 
     rng = np.random.default_rng(0)
-    u = haar_unitary(d, rng).astype(dtype)
+    u = haar_unitary(1 << d, rng).astype(dtype)
     x = (rng.standard_normal((1 << d, 64)) + 1j * rng.standard_normal((1 << d, 64))).astype(dtype)
     x /= np.linalg.norm(x)
     try:
@@ -217,24 +217,27 @@ def _probe_choices(method: str, d: int, dtype) -> tuple[dict, ...]:
 _PROBES: dict[tuple, tuple] = {}
 
 
-def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype) -> dict[str, float | None]:
+def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, covers=None) -> dict[str, float | None]:
     """Per method, the bound of a run of ``circuit`` (as applied) with every block by that method,
     from its error model with a state of norm 1, each block's own matrix, and the choices the
-    method makes on a random block of the gate's width (None: no model)."""
+    method makes on a random block of the gate's width (None: no model). ``covers``: each
+    block's input gates (a fused block's fusion is charged as if each were as wide as the block)."""
     norms = _Norms()
     out: dict[str, float | None] = {}
     dtype = np.dtype(dtype)
     for name in methods:
         acc = eb.ErrorAccumulator()
         ok = True
-        for g in circuit.gates:
+        for i, g in enumerate(circuit.gates):
             d = len(g.qubits)
+            members = len(covers[i]) if covers is not None else 1
             choices = _probe_choices(name, d, dtype)
             if not choices:
                 ok = False
                 break
             a, f = norms(np.asarray(g.matrix))
-            rec = acc.add(eb.Step(g.name, name, d, dtype, a, f, em.unitary_norm_bound(d), choices, 1 << circuit.n_qubits))
+            rec = acc.add(eb.Step(g.name, name, d, dtype, a, f, em.unitary_norm_bound(d), choices, 1 << circuit.n_qubits,
+                                  fused_widths=(d,) * members if members > 1 else ()))
             if rec.bound is None:
                 ok = False
                 break
@@ -242,7 +245,7 @@ def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype) -> dict[st
     return out
 
 
-def apply_tolerance(selector, circuit: Circuit, tolerance: float) -> dict[str, float | None]:
+def apply_tolerance(selector, circuit: Circuit, tolerance: float, covers=None) -> dict[str, float | None]:
     """Exclude from ``selector`` the candidates whose predicted bound (:func:`predicted_bounds`)
     exceeds ``tolerance``; any mix of the others then stays within it (the bound of a mixed run
     is at most the largest of theirs, block by block).
@@ -255,7 +258,7 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float) -> dict[str, f
             predicted bound).
     """
     names = [n for n in selector.candidates if n not in selector.excluded]
-    bounds = predicted_bounds(circuit, names, selector.dtype)
+    bounds = predicted_bounds(circuit, names, selector.dtype, covers)
     for name, b in bounds.items():
         if b is None:
             selector.exclude(name, f"tolerance {tolerance:.3g}: no error model to bound its products")

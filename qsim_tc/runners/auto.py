@@ -45,7 +45,7 @@ def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress
     selector = Selector(table, settings.precision)
     predicted = None
     if settings.tolerance is not None:  # before anything is allocated: it may refuse the run
-        predicted = run_error.apply_tolerance(selector, circuit, settings.tolerance)
+        predicted = run_error.apply_tolerance(selector, circuit, settings.tolerance, covers)
     route_by_memory(selector, circuit.n_qubits, max_width(circuit), settings, start)
     run = _AutoRun(settings, selector)
     state, stats, blocks, guard_meta = run.run(circuit, start, progress)
