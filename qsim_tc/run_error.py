@@ -324,3 +324,43 @@ def measured_norm_bound(state) -> float:
         c = data[i:i + (1 << 16)].astype(np.complex128)
         total += float(np.vdot(c, c).real)
     return math.sqrt(total) * (1.0 + em.gamma(n_terms, em.U64)) * em.NORM_SLACK
+
+
+# ------------------------------------------------------------------ distributed
+
+
+def distributed_report(comm, labels: Sequence[str], bounds: Sequence[float | None],
+                       estimates: Sequence[float | None]) -> eb.ErrorReport:
+    """The error report of a distributed run from each rank's per-stage bounds (collective).
+
+    Each stage changes every rank's slice by its local run's error; the slices are disjoint, so
+    a stage's error over the whole state is the root of the ranks' squared bounds (one allreduce
+    for all stages), and the stages' errors add (unitary stages carry earlier errors unchanged in
+    norm; :mod:`qsim_tc.error_bound`). A stage without a bound on any rank makes "no bound".
+
+    Args:
+        comm: the MPI communicator; labels: the stages' names, the same on every rank.
+        bounds, estimates: this rank's bound and estimate per stage (0 where it ran nothing,
+            None where its run had no bound).
+    """
+    b = np.array([math.inf if x is None else float(x) for x in bounds], dtype=np.float64)
+    e = np.array([0.0 if x is None else float(x) for x in estimates], dtype=np.float64)
+    both = np.concatenate([b * b, e * e]) if len(b) else np.zeros(0)
+    total = comm.allreduce(both) if len(both) else both
+    k = len(b)
+    stage_b, stage_e = np.sqrt(total[:k]), np.sqrt(total[k:])
+    missing = [labels[i] for i in range(k) if not math.isfinite(stage_b[i])]
+    if missing:
+        return eb.ErrorReport(None, None, None, None, [], f"{missing[0]}: a rank's run reported no error bound", k)
+    steps = [eb.StepError(i, labels[i], "distributed", float(stage_b[i]), float(stage_e[i])) for i in range(k)]
+    bound = float(stage_b.sum())
+    ref_lo = max(1.0 - bound, 0.0)  # the reference's norm is 1 up to the computed state's error
+    infid = 1.0 if ref_lo <= 0 or bound >= ref_lo else min(1.0, (bound / ref_lo) ** 2)
+    top = sorted(steps, key=lambda s: -s.bound)[:eb.TOP_STEPS]
+    return eb.ErrorReport(bound, float(math.sqrt(float((stage_e ** 2).sum()))), bound, infid, top, None, k)
+
+
+def scalar_bound(dtype, x_norm: float) -> tuple[float, float]:
+    """``(bound, estimate)`` of multiplying a slice of norm ``x_norm`` by one complex factor."""
+    e = eb.stage_op_error(eb.StageOp("scalar"), dtype, "fp32" if np.dtype(dtype) == np.complex64 else "fp64", x_norm)
+    return e.bound, e.estimate
