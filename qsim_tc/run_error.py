@@ -18,16 +18,14 @@ import gemm
 from circuits import Circuit
 from gemm import error_model as em
 from qsim_tc import error_bound as eb
-from qsim_tc.errors import SimulationError
+from qsim_tc.errors import ToleranceError
+
+__all__ = ["ToleranceError", "apply_tolerance", "distributed_report", "gate_run_report", "predicted_bounds",
+           "stage_ops", "stage_run_report"]
 
 # the stage engine's op kinds (qsim_tc.stages.structure, .plan); named here so that this module
 # does not import the stage package (it imports numba-compiled executors)
 _DIAGONAL, _CONTROLLED, _RELABEL = "diagonal", "controlled", "relabel"
-
-
-class ToleranceError(SimulationError):
-    """No method of the precision can meet ``Simulator(tolerance=...)``'s bound (raised before
-    the run; the message names the tolerance and the best bound any method reaches)."""
 
 
 class _Norms:
@@ -310,20 +308,19 @@ CPU_MAX_FUSED = 4
 
 
 def measured_norm_bound(state) -> float:
-    """An upper bound of a state's norm from :meth:`StateVector.norm` (its sum of squares in the
-    state's real type: at most ``gamma_(2^(n+1))`` relative rounding; for a state so large that
-    this bound is void, the norm recomputed in double in chunks)."""
-    n_terms = 2 << state.n_qubits
-    u = em.unit_roundoff(state.dtype)
-    g = em.gamma(n_terms, u)
-    if g < 0.5:
-        return state.norm() * (1.0 + g) * em.NORM_SLACK
-    data = state.to_numpy().reshape(-1)
+    """An upper bound of a state's norm: its sum of squares in double, chunk by chunk (no
+    state-sized temporary; a complex64 state's chunks widened first), times ``1 + gamma_(2^(n+1))``
+    for the sum's own rounding."""
+    data = state._valid().data.reshape(-1)
+    xp = state.xp
     total = 0.0
-    for i in range(0, data.size, 1 << 16):
-        c = data[i:i + (1 << 16)].astype(np.complex128)
-        total += float(np.vdot(c, c).real)
-    return math.sqrt(total) * (1.0 + em.gamma(n_terms, em.U64)) * em.NORM_SLACK
+    for i in range(0, data.size, NORM_CHUNK):
+        c = data[i:i + NORM_CHUNK].astype(np.complex128, copy=False)
+        total += float(xp.vdot(c, c).real)
+    return math.sqrt(total) * (1.0 + em.gamma(2 << state.n_qubits, em.U64)) * em.NORM_SLACK
+
+
+NORM_CHUNK = 1 << 22  # amplitudes a chunk of measured_norm_bound (64 MiB in complex128)
 
 
 # ------------------------------------------------------------------ distributed

@@ -54,7 +54,11 @@ class Simulator:
             before the accuracy guard redoes it with the next method (default: 64 u sqrt(2^d),
             u the precision's unit roundoff); the guard checks the norm once a run, against the
             root of the sum of its guarded blocks' squared bounds, and per block after a failure
-            and in ``in_place`` runs (:mod:`qsim_tc.plan.guard`).
+            and in ``in_place`` runs (:mod:`qsim_tc.plan.guard`). Given, it is also the largest
+            error bound (:attr:`Result.error`'s ``l2_bound``) the run may have: methods (and a
+            stage run) whose predicted bound exceeds it are not used, and the run is refused
+            with :class:`~qsim_tc.errors.ToleranceError` when no method meets it
+            (:mod:`qsim_tc.run_error`).
         small_gate_kernel: None (default: use it where the backend allows), True or False.
         fuse: None (no fusion), the most qubits a fused block may have, or ``"auto"`` (chosen per
             circuit from the device's cost table, :mod:`qsim_tc.plan.costs`).
@@ -190,6 +194,7 @@ class Simulator:
 
         Raises:
             TypeError: ``circuit`` is neither. CircuitError: a Qiskit circuit that cannot be simulated.
+            ToleranceError: with ``tolerance``, no method's predicted error bound meets it.
             InsufficientMemoryError: before anything is allocated, if state + workspace do not fit.
         """
         circuit = as_circuit(circuit)
