@@ -73,8 +73,8 @@ class Start:
 @dataclass
 class RunOutput:
     """What a runner returns: the final state (the circuit's global phase applied), the per-gate
-    statistics (one a stage for a stage run), the step records, the run's metadata, and where
-    the runner knows them, the stages as run (for the error bound: :mod:`qsim_tc.run_error`)."""
+    statistics (one a stage for a stage run), the step records, the run's metadata, and the
+    run's error bound where the runner computes it (:mod:`qsim_tc.run_error`)."""
 
     state: StateVector
     stats: list[GateStat]
