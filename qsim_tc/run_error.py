@@ -282,27 +282,6 @@ def stage_bound_for_tolerance(plan, dtype, max_dense: int | None, compute: str |
     return math.inf if b is None else b
 
 
-def stages_within(decision, settings):
-    """``decision`` (a StageDecision to run as stages), or, where the stage run's bound exceeds
-    ``settings.tolerance``, the same decision not to run as stages (the gate path then chooses
-    methods under the tolerance, or refuses)."""
-    import dataclasses  # noqa: PLC0415
-
-    if settings.device.is_gpu:
-        from qsim_tc.stages.kernel import max_dense  # noqa: PLC0415
-
-        wide = bool(decision.wide)
-        k = max_dense(np.complex128 if wide else settings.dtype)
-        compute = "fp64" if wide or np.dtype(settings.dtype) == np.complex128 else "fp32"
-    else:
-        k, compute = CPU_MAX_FUSED, None
-    bound = stage_bound_for_tolerance(decision.plan, settings.dtype, k, compute)
-    if bound <= settings.tolerance:
-        return decision
-    return dataclasses.replace(decision, use=False, why=f"{decision.why}; not as stages: their error bound "
-                                                        f"{bound:.3g} exceeds tolerance={settings.tolerance:.3g}")
-
-
 # the widest op the CPU stage executor fuses (its FUSE_COST tables go up to 4 targets) or applies
 CPU_MAX_FUSED = 4
 

@@ -19,7 +19,7 @@ from qsim_tc.runners.base import AUTO, Settings, Start
 from qsim_tc.runners.bounded import run_bounded
 from qsim_tc.runners.gates import fused, run_gates
 from qsim_tc.runners.records import GateStat
-from qsim_tc.runners.stage import StageRunner, stage_metadata
+from qsim_tc.runners.stage import StageRunner, stage_metadata, within_tolerance
 from qsim_tc.stages import cpu_warmup
 from qsim_tc.state import StateVector
 
@@ -219,7 +219,7 @@ class Simulator:
         self.stage_decision = self._stages.decide(circuit, settings, self.plan, self.fuse, self._table)
         if settings.tolerance is not None and self.stage_decision is not None and self.stage_decision.use:
             # stages compute in the state's precision: not where their bound misses the tolerance
-            self.stage_decision = run_error.stages_within(self.stage_decision, settings)
+            self.stage_decision = within_tolerance(self.stage_decision, settings)
         meta = {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options),
                 "fuse": self.fuse, "fuse_s": 0.0, "input_gates": len(circuit)}
         if self.stage_decision is not None and self.stage_decision.use:

@@ -170,6 +170,25 @@ class StageRunner:
         return RunOutput(state, stats, steps, error=error)
 
 
+def within_tolerance(decision, settings: Settings):
+    """``decision`` (a StageDecision to run as stages), or, where the stage run's predicted error
+    bound exceeds ``settings.tolerance``, the same decision not to run as stages (the gate path
+    then chooses methods under the tolerance, or refuses)."""
+    if settings.device.is_gpu:
+        from qsim_tc.stages.kernel import max_dense  # noqa: PLC0415
+
+        wide = bool(decision.wide)
+        k = max_dense(np.complex128 if wide else settings.dtype)
+        compute = "fp64" if wide or np.dtype(settings.dtype) == np.complex128 else "fp32"
+    else:
+        k, compute = run_error.CPU_MAX_FUSED, None
+    bound = run_error.stage_bound_for_tolerance(decision.plan, settings.dtype, k, compute)
+    if bound <= settings.tolerance:
+        return decision
+    return dataclasses.replace(decision, use=False, why=f"{decision.why}; not as stages: their error bound "
+                                                        f"{bound:.3g} exceeds tolerance={settings.tolerance:.3g}")
+
+
 def stage_metadata(decision, stats: list[GateStat], settings: Settings, table, wall_s: float) -> dict:
     """``backend="auto"``'s record of a stage run: one block a stage, the stage engine as its
     method; the stages' predicted time is the decision's (None on a CPU: no stage cost model there)."""
