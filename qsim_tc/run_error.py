@@ -67,6 +67,18 @@ def _distinct(choices: Sequence[Mapping]) -> tuple[dict, ...]:
     return tuple(seen.values()) or ({},)
 
 
+def fused_widths_of(applied: Circuit, covers, circuit: Circuit) -> list[tuple[int, ...]] | None:
+    """Per applied gate, the widths of the input gates multiplied (in double) into its matrix;
+    empty where it is an input gate itself (None without fusion)."""
+    if covers is None:
+        return None
+    out = []
+    for g, members in zip(applied.gates, covers):
+        fused = len(members) > 1 or circuit.gates[members[0]] is not g
+        out.append(tuple(len(circuit.gates[i].qubits) for i in members) if fused else ())
+    return out
+
+
 def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
                     initial_norm: float = 1.0) -> eb.ErrorReport:
     """The error report of a gate-path run.
@@ -80,15 +92,12 @@ def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
     acc = eb.ErrorAccumulator(initial_norm)
     norms = _Norms()
     n_amp = 1 << applied.n_qubits
+    fused = fused_widths_of(applied, covers, circuit)
     for st in stats:
         g = applied.gates[st.index]
         m = np.asarray(g.matrix)
         d = len(g.qubits)
-        widths = ()
-        if covers is not None:
-            members = covers[st.index]
-            if len(members) > 1 or circuit.gates[members[0]] is not g:  # a block computed in double
-                widths = tuple(len(circuit.gates[i].qubits) for i in members)
+        widths = fused[st.index] if fused is not None else ()
         info = st.info
         method = info.method
         if info.path == "kernel":  # the small-gate kernel: the method's arithmetic, no choices
@@ -215,11 +224,11 @@ def _probe_choices(method: str, d: int, dtype) -> tuple[dict, ...]:
 _PROBES: dict[tuple, tuple] = {}
 
 
-def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, covers=None) -> dict[str, float | None]:
+def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, fused_widths=None) -> dict[str, float | None]:
     """Per method, the bound of a run of ``circuit`` (as applied) with every block by that method,
     from its error model with a state of norm 1, each block's own matrix, and the choices the
-    method makes on a random block of the gate's width (None: no model). ``covers``: each
-    block's input gates (a fused block's fusion is charged as if each were as wide as the block)."""
+    method makes on a random block of the gate's width (None: no model). ``fused_widths``: per
+    block the widths of the input gates fused into it (empty or None: the gate itself)."""
     norms = _Norms()
     out: dict[str, float | None] = {}
     dtype = np.dtype(dtype)
@@ -228,14 +237,14 @@ def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, covers=Non
         ok = True
         for i, g in enumerate(circuit.gates):
             d = len(g.qubits)
-            members = len(covers[i]) if covers is not None else 1
+            widths = tuple(fused_widths[i]) if fused_widths is not None else ()
             choices = _probe_choices(name, d, dtype)
             if not choices:
                 ok = False
                 break
             a, f = norms(np.asarray(g.matrix))
             rec = acc.add(eb.Step(g.name, name, d, dtype, a, f, em.unitary_norm_bound(d), choices, 1 << circuit.n_qubits,
-                                  fused_widths=(d,) * members if members > 1 else ()))
+                                  fused_widths=widths))
             if rec.bound is None:
                 ok = False
                 break
@@ -243,7 +252,7 @@ def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, covers=Non
     return out
 
 
-def apply_tolerance(selector, circuit: Circuit, tolerance: float, covers=None) -> dict[str, float | None]:
+def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=None) -> dict[str, float | None]:
     """Exclude from ``selector`` the candidates whose predicted bound (:func:`predicted_bounds`)
     exceeds ``tolerance``; any mix of the others then stays within it (the bound of a mixed run
     is at most the largest of theirs, block by block).
@@ -256,7 +265,7 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, covers=None) -
             predicted bound).
     """
     names = [n for n in selector.candidates if n not in selector.excluded]
-    bounds = predicted_bounds(circuit, names, selector.dtype, covers)
+    bounds = predicted_bounds(circuit, names, selector.dtype, fused_widths)
     for name, b in bounds.items():
         if b is None:
             selector.exclude(name, f"tolerance {tolerance:.3g}: no error model to bound its products")
@@ -269,9 +278,9 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, covers=None) -
             why = f"the best bound is {known[best]:.3g} ({best})"
         else:
             why = "no candidate has an error model"
+        hint = "raise the tolerance" + (" or use precision='double'" if selector.precision == "single" else "")
         raise ToleranceError(f"no {selector.precision}-precision method can meet tolerance={tolerance:.3g} on "
-                             f"this circuit ({len(circuit)} blocks): {why}; raise the tolerance or use "
-                             f"precision='double'")
+                             f"this circuit ({len(circuit)} blocks): {why}; {hint}")
     return bounds
 
 

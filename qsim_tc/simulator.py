@@ -235,11 +235,12 @@ class Simulator:
             applied, covers = self._fuse(circuit)
             meta.update(circuit=applied.name, fuse_s=time.perf_counter() - t0, applied_gates=len(applied),
                         precision=self.precision)
+            widths = run_error.fused_widths_of(applied, covers, circuit) if settings.tolerance is not None else None
             if self.workspace_bytes is not None:
                 out = run_bounded(applied, start, settings, self.cost_table if self.method is None else None,
-                                  progress, covers)
+                                  progress, covers, widths)
             elif self.method is None:
-                out = run_auto(applied, start, settings, self.cost_table, progress, covers)
+                out = run_auto(applied, start, settings, self.cost_table, progress, covers, widths)
             else:
                 out = run_gates(applied, start, settings, progress, covers)
             wall = time.perf_counter() - t0

@@ -28,12 +28,15 @@ class _RestartRun(Exception):
         self.record = record
 
 
-def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress=None, covers=None) -> RunOutput:
+def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress=None, covers=None,
+             fused_widths=None) -> RunOutput:
     """Every gate of ``circuit`` with the method the selector picks for it (see the module).
 
     Args:
         circuit: the circuit as applied (fused or not); covers: its gates' input gates.
         start: the start state; table: the cost table; progress: ``progress(done, total)``.
+        fused_widths: per gate the widths of the input gates fused into it (for the predicted
+            error bounds that ``settings.tolerance`` chooses by; :func:`run_error.fused_widths_of`).
 
     Returns:
         The output; its metadata holds ``"auto"`` (the run's summary, with the guard's record)
@@ -45,7 +48,7 @@ def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress
     selector = Selector(table, settings.precision)
     predicted = None
     if settings.tolerance is not None:  # before anything is allocated: it may refuse the run
-        predicted = run_error.apply_tolerance(selector, circuit, settings.tolerance, covers)
+        predicted = run_error.apply_tolerance(selector, circuit, settings.tolerance, fused_widths)
     route_by_memory(selector, circuit.n_qubits, max_width(circuit), settings, start)
     run = _AutoRun(settings, selector)
     state, stats, blocks, guard_meta = run.run(circuit, start, progress)

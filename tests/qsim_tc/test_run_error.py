@@ -128,3 +128,11 @@ def test_cli_prints_the_bound_and_writes_it_to_json(tmp_path, capsys):
     err = json.loads(out.read_text())["result"]["error"]
     assert err["l2_bound"] > 0 and err["l2_estimate"] > 0 and err["max_abs_bound"] > 0
     assert err["infidelity_bound"] >= 0 and err["top_steps"] and err["no_bound"] is None
+
+
+def test_predicted_bound_is_the_reported_one_for_the_method_that_ran():
+    c = brickwork(9, 2, 6, seed=5)
+    res = Simulator(device="cpu", plan=None, fuse=3, tolerance=1e-6).run(c)  # fused blocks: their fusion counts
+    auto = res.metadata["auto"]
+    assert set(auto["blocks_per_method"]) == {"native"}  # the shipped CPU table
+    assert auto["predicted_bounds"]["native"] == pytest.approx(res.error.l2_bound, rel=1e-9)
