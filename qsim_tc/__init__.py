@@ -6,7 +6,7 @@
 """
 
 from qsim_tc.errors import (InsufficientMemoryError, QubitError, SimulationError, StateInvalidError,
-                            StateNormError)
+                            StateNormError, ToleranceError)
 from qsim_tc.result import Result
 from qsim_tc.runners.records import GateStat
 from qsim_tc.simulator import Simulator
@@ -15,4 +15,4 @@ from qsim_tc.state import StateVector
 __version__ = "0.1.0"
 
 __all__ = ["GateStat", "InsufficientMemoryError", "QubitError", "Result", "SimulationError", "Simulator",
-           "StateInvalidError", "StateNormError", "StateVector", "__version__"]
+           "StateInvalidError", "StateNormError", "StateVector", "ToleranceError", "__version__"]

@@ -31,3 +31,9 @@ class StateInvalidError(SimulationError):
 class StateNormError(SimulationError, ValueError):
     """The state's norm is NaN, infinite or zero: its amplitudes define no probabilities, so
     sampling, probabilities and expectation values refuse it."""
+
+
+class ToleranceError(SimulationError):
+    """``Simulator(tolerance=...)``: no method of the precision can meet the tolerance's error
+    bound on the circuit (raised before the run; the message names the tolerance and the best
+    bound any method reaches)."""

@@ -93,7 +93,21 @@ class _Backed:
 
     def _state(self, bound_circuit) -> tuple[StateVector, object]:
         circuit = from_qiskit(bound_circuit)
-        return self._simulator.run(circuit).state, circuit
+        result = self._simulator.run(circuit)
+        if getattr(self, "_errors", None) is not None:  # a PUB being run: its metadata reports them
+            self._errors.append(result.error)
+        return result.state, circuit
+
+    def _take_error(self, batched) -> dict:
+        """The error bound of the PUB's states for its metadata: the bindings' largest (one run per
+        binding), or "no bound" where the bindings ran batched (that path keeps no per-step record)."""
+        errors, self._errors = getattr(self, "_errors", None) or [], None
+        if batched is not None:
+            return {"l2_bound": None, "no_bound": "the bindings ran as one batched plan, which reports no bound"}
+        if not errors or any(e is None for e in errors):
+            return {"l2_bound": None, "no_bound": "a run reported no error bound"}
+        worst = max(errors, key=lambda e: math.inf if e.l2_bound is None else e.l2_bound)
+        return {**worst.to_dict(), "bindings": len(errors)}
 
     def _batched(self, circuit, n_bindings: int):
         """The circuit prepared once for its bindings (:class:`qsim_tc.batched.BatchedCircuit`), where
@@ -157,6 +171,7 @@ class Sampler(_Backed, BaseSamplerV2):
         return self._submit(coerced)
 
     def _run_pub(self, pub: SamplerPub) -> SamplerPubResult:
+        self._errors = []
         qc = pub.circuit
         rng = np.random.default_rng(self._seed)
         registers = [(creg.name, creg.size, [qc.find_bit(bit).index for bit in creg]) for creg in qc.cregs]
@@ -176,7 +191,8 @@ class Sampler(_Backed, BaseSamplerV2):
                 arrays[name][index] = BitArray.from_bool_array(bits, order="little").array
         data = {name: BitArray(arrays[name], size) for name, size, _ in registers}
         return SamplerPubResult(DataBin(**data, shape=pub.shape),
-                                metadata={"shots": pub.shots, "circuit_metadata": qc.metadata})
+                                metadata={"shots": pub.shots, "circuit_metadata": qc.metadata,
+                                          "error": self._take_error(self._batched(qc, params.size))})
 
     def _states_of(self, qc, params):
         """(index, state, measured pairs) of each binding, in order: one plan for all bindings
@@ -238,6 +254,7 @@ class Estimator(_Backed, BaseEstimatorV2):
         return self._submit(coerced)
 
     def _run_pub(self, pub: EstimatorPub) -> PubResult:
+        self._errors = []
         rng = np.random.default_rng(self._seed)
         obs = pub.observables.__array__()  # object array of {pauli label: real coefficient}
         params = pub.parameter_values
@@ -261,7 +278,8 @@ class Estimator(_Backed, BaseEstimatorV2):
         if precision != 0:
             evs = rng.normal(evs, precision).reshape(shape) if evs.size else evs
         data = DataBin(evs=evs, stds=np.zeros_like(evs), shape=evs.shape)
-        return PubResult(data, metadata={"target_precision": precision, "circuit_metadata": pub.circuit.metadata})
+        return PubResult(data, metadata={"target_precision": precision, "circuit_metadata": pub.circuit.metadata,
+                                         "error": self._take_error(batched)})
 
     def _batched_values(self, batched, params, obs, ci, oi) -> np.ndarray:
         """Expectation values of every (binding, observable) pair wanted, through ``batched``."""

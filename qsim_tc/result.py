@@ -23,6 +23,10 @@ class Result:
         steps: per applied step (a gate, a fused block or a stage) the input gates it covers,
             its method and its time (None where not measured apart: a GPU stage).
         n_input_gates: the gates of the circuit as given (None: one per step).
+        error: the bound of the final state's rounding error against the double-double
+            reference (:class:`qsim_tc.error_bound.ErrorReport`: ``l2_bound``, ``l2_estimate``,
+            ``max_abs_bound``, ``infidelity_bound``, the top steps; ``l2_bound`` None with the
+            reason where a step's method has no model), or None where the run path gives none.
     """
 
     state: StateVector
@@ -33,6 +37,7 @@ class Result:
     metadata: dict[str, Any] = field(default_factory=dict)
     steps: list[StepRecord] = field(default_factory=list)
     n_input_gates: int | None = None
+    error: Any = None
 
     @property
     def input_gates(self) -> int:
@@ -68,6 +73,7 @@ class Result:
             "step_kind": self.step_kind,
             "n_steps": len(self.steps or self.stats),
             "metadata": self.metadata,
+            "error": self.error.to_dict() if self.error is not None else None,
         }
         if gates:
             out["gates"] = [s.to_dict() for s in self.stats]

@@ -9,7 +9,7 @@ import numpy as np
 
 import gemm
 from circuits import Circuit, fusion
-from qsim_tc import memory
+from qsim_tc import memory, run_error
 from qsim_tc.calibrate import table_for
 from qsim_tc.plan.select import PRECISION_CLASSES, check_precision
 from qsim_tc.progress import Progress, warn_emulated_on_cpu
@@ -19,7 +19,7 @@ from qsim_tc.runners.base import AUTO, Settings, Start
 from qsim_tc.runners.bounded import run_bounded
 from qsim_tc.runners.gates import fused, run_gates
 from qsim_tc.runners.records import GateStat
-from qsim_tc.runners.stage import StageRunner, stage_metadata
+from qsim_tc.runners.stage import StageRunner, stage_metadata, within_tolerance
 from qsim_tc.stages import cpu_warmup
 from qsim_tc.state import StateVector
 
@@ -54,7 +54,11 @@ class Simulator:
             before the accuracy guard redoes it with the next method (default: 64 u sqrt(2^d),
             u the precision's unit roundoff); the guard checks the norm once a run, against the
             root of the sum of its guarded blocks' squared bounds, and per block after a failure
-            and in ``in_place`` runs (:mod:`qsim_tc.plan.guard`).
+            and in ``in_place`` runs (:mod:`qsim_tc.plan.guard`). Given, it is also the largest
+            error bound (:attr:`Result.error`'s ``l2_bound``) the run may have: methods (and a
+            stage run) whose predicted bound exceeds it are not used, and the run is refused
+            with :class:`~qsim_tc.errors.ToleranceError` when no method meets it
+            (:mod:`qsim_tc.run_error`).
         small_gate_kernel: None (default: use it where the backend allows), True or False.
         fuse: None (no fusion), the most qubits a fused block may have, or ``"auto"`` (chosen per
             circuit from the device's cost table, :mod:`qsim_tc.plan.costs`).
@@ -190,12 +194,14 @@ class Simulator:
 
         Raises:
             TypeError: ``circuit`` is neither. CircuitError: a Qiskit circuit that cannot be simulated.
+            ToleranceError: with ``tolerance``, no method's predicted error bound meets it.
             InsufficientMemoryError: before anything is allocated, if state + workspace do not fit.
         """
         circuit = as_circuit(circuit)
         progress = self._check_run(initial_state, progress, in_place)
         settings = self.settings
-        start = Start(circuit.n_qubits, settings, initial_state, in_place)
+        start = Start(circuit.n_qubits, settings, initial_state, in_place,
+                      1.0 if initial_state is None else run_error.measured_norm_bound(initial_state))
         try:
             out, wall, meta = self._dispatch(circuit, start, settings, progress)
         except BaseException as exc:
@@ -204,12 +210,16 @@ class Simulator:
                 # circuit: the state run on in place must not stay marked valid
                 initial_state._phys.invalid = f"the run was interrupted ({type(exc).__name__})"
             raise
-        return Result(out.state, out.stats, self.backend, self.device.name, wall, meta, out.steps, len(circuit))
+        return Result(out.state, out.stats, self.backend, self.device.name, wall, meta, out.steps, len(circuit),
+                      out.error)
 
     def _dispatch(self, circuit: Circuit, start: Start, settings: Settings, progress):
         """Decide stages or gates, run the chosen runner; (its output, wall seconds, metadata)."""
         t0 = time.perf_counter()
         self.stage_decision = self._stages.decide(circuit, settings, self.plan, self.fuse, self._table)
+        if settings.tolerance is not None and self.stage_decision is not None and self.stage_decision.use:
+            # stages compute in the state's precision: not where their bound misses the tolerance
+            self.stage_decision = within_tolerance(self.stage_decision, settings)
         meta = {"circuit": circuit.name, "device_reason": self.device.reason, "options": dict(self.options),
                 "fuse": self.fuse, "fuse_s": 0.0, "input_gates": len(circuit)}
         if self.stage_decision is not None and self.stage_decision.use:
@@ -225,14 +235,17 @@ class Simulator:
             applied, covers = self._fuse(circuit)
             meta.update(circuit=applied.name, fuse_s=time.perf_counter() - t0, applied_gates=len(applied),
                         precision=self.precision)
+            widths = run_error.fused_widths_of(applied, covers, circuit) if settings.tolerance is not None else None
             if self.workspace_bytes is not None:
                 out = run_bounded(applied, start, settings, self.cost_table if self.method is None else None,
-                                  progress, covers)
+                                  progress, covers, widths)
             elif self.method is None:
-                out = run_auto(applied, start, settings, self.cost_table, progress, covers)
+                out = run_auto(applied, start, settings, self.cost_table, progress, covers, widths)
             else:
                 out = run_gates(applied, start, settings, progress, covers)
             wall = time.perf_counter() - t0
+            out.error = run_error.gate_run_report(applied, out.stats, covers, circuit, settings.dtype,
+                                                  initial_norm=start.initial_norm)
             if self.fuse == "auto" and self.fusion_choice is not None:
                 meta["fusion_choice"] = self.fusion_choice.to_dict()
             if self.stage_decision is not None:

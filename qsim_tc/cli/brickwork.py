@@ -22,6 +22,8 @@ from qsim_tc.cli.common import (
     backend_options,
     check_options_used,
     check_outputs,
+    error_steps_table,
+    error_text,
     explain_table,
     fuse_option,
     methods_of,
@@ -124,6 +126,8 @@ def _single(args, circ, backend) -> int:
         print(f"fusion: {result.metadata['input_gates']} gates -> {result.metadata['applied_gates']} blocks "
               f"({result.metadata['fuse_s']:.3f} s)")
     print(time_text(result, len(circ)))
+    if error_text(result) is not None:
+        print(error_text(result))
     print(f"norm: {st.norm():.15f}")
     print(f"amplitude[0] = {st.amplitude(0):.6e}")
     print(f"most likely basis state: {top} (p = {float(probs[top]):.3e}, uniform 2^-N = {2.0**-args.qubits:.3e})")
@@ -146,6 +150,8 @@ def _single(args, circ, backend) -> int:
             print(line + "".join(f"; started again after {r['why']}" for r in g["restarts"]))
     if args.explain:
         print(explain_table(result.metadata["blocks"]))
+        if error_steps_table(result) is not None:
+            print(error_steps_table(result))
     if args.json:
         amp0 = st.amplitude(0)
         payload = {"command": "brickwork", "args": vars(args) | {"func": None}, "environment": environment(),

@@ -84,6 +84,22 @@ def explain_table(blocks) -> str:
     return "\n".join(lines)
 
 
+def error_text(result) -> str | None:
+    """The run's error-bound line (:attr:`qsim_tc.Result.error`), or None where it has none."""
+    return None if result.error is None else result.error.summary()
+
+
+def error_steps_table(result) -> str | None:
+    """The steps that contribute most to the run's error bound, one line each (``--explain``)."""
+    rep = result.error
+    if rep is None or not rep.top_steps:
+        return None
+    lines = [f"{'step':>5s} {'label':16s} {'method':10s} {'bound':>10s} {'estimate':>10s}  (largest error-bound steps)"]
+    for s in rep.top_steps:
+        lines.append(f"{s.index:5d} {s.label[:16]:16s} {s.method:10s} {s.bound:10.3g} {s.estimate:10.3g}")
+    return "\n".join(lines)
+
+
 def _cell(ms) -> str:
     return f"{ms:9.3f}m" if ms is not None else f"{'-':>10s}"
 

@@ -23,6 +23,8 @@ from qsim_tc.cli.common import (
     backend_options,
     check_options_used,
     check_outputs,
+    error_steps_table,
+    error_text,
     explain_table,
     fuse_option,
     methods_of,
@@ -150,6 +152,8 @@ def run(args) -> int:
     if "auto" in result.metadata:
         auto = result.metadata["auto"]
         print(f"auto ({auto['precision']}): " + ", ".join(f"{k} x{v}" for k, v in auto["blocks_per_method"].items()))
+    if error_text(result) is not None:
+        print(error_text(result))
     print(f"norm: {st.norm():.15f}")
     print(f"amplitude[0] = {st.amplitude(0):.6e}")
     payload = {"command": "run", "args": vars(args) | {"func": None}, "environment": environment(),
@@ -161,6 +165,8 @@ def run(args) -> int:
         payload["stages"] = sim.stage_decision.to_dict()
     if args.explain:
         print(explain_table(result.metadata["blocks"]))
+        if error_steps_table(result) is not None:
+            print(error_steps_table(result))
     if args.reference:
         metrics, ref_s = _compare(st, circ, args)
         payload["reference"] = {"method": args.reference, **metrics}

@@ -11,11 +11,13 @@ its diagonal (a phase on the whole slice when none of its bits is local).
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
 from circuits import Circuit, Gate
+from qsim_tc import run_error
 from qsim_tc.distributed.abort import abort_on_error
 from qsim_tc.distributed.state import DistributedState
 from qsim_tc.stages.plan import RELABEL, plan_stages
@@ -73,7 +75,11 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, **simu
     # The plan's bit numbers follow its own layout; the state's differs once a stage's run leaves
     # its slice permuted (absorbed, not undone), so both are followed through logical qubits.
     planned = list(range(circuit.n_qubits))  # the plan's physical bit -> logical qubit
+    labels, bounds, estimates = [], [], []  # per stage, this rank's error bound (run_error)
     for index, stage in enumerate(plan.stages):
+        labels.append(f"stage {index}")
+        bounds.append(0.0)
+        estimates.append(0.0)
         t_stage = time.perf_counter()
         for p, g in stage.swaps:
             state.swap(state.position(planned[p]), g)  # global bits agree in both layouts
@@ -96,14 +102,27 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, **simu
         if any(op.kind != RELABEL for op in stage.ops):
             t0 = time.perf_counter()
             start = StateVector.from_array(state.data, copy=False, device=device)
-            state.take_local(sim.run(local, initial_state=start, in_place=True).state)
+            result = sim.run(local, initial_state=start, in_place=True)
+            state.take_local(result.state)
             state.compute_s += time.perf_counter() - t0  # the run ends synchronised
+            err = result.error
+            bounds[-1] = None if err is None else err.l2_bound
+            estimates[-1] = None if err is None else err.l2_estimate
         if scale != 1.0:
             state.data *= state.data.dtype.type(scale)
+            if bounds[-1] is not None:  # (the slice's norm: at most 1 plus the errors so far)
+                sb, se = run_error.scalar_bound(state.data.dtype, 1.0 + sum(x for x in bounds if x is not None))
+                bounds[-1] += sb
+                estimates[-1] = math.hypot(estimates[-1], se)
         if on_stage is not None:
             on_stage(index, tuple(op.gate for op in stage.ops), time.perf_counter() - t_stage)
     if circuit.global_phase:
         state.data *= state.data.dtype.type(np.exp(1j * circuit.global_phase))
+        labels.append("global phase")
+        sb, se = run_error.scalar_bound(state.data.dtype, 1.0 + sum(x for x in bounds if x is not None))
+        bounds.append(sb)
+        estimates.append(se)
+    state.error = run_error.distributed_report(comm, labels, bounds, estimates)
     return state
 
 

@@ -90,6 +90,14 @@ def _check(comm, argv) -> int:
             ref = ref_state.to_numpy()
             full = st.gather(root=0)
             err = float(np.abs(full - ref).max()) if comm.Get_rank() == 0 else 0.0
+            if comm.Get_rank() == 0:  # the run's error bound (summed over the ranks) holds against double-double
+                from qsim_tc.reference import simulate_dd  # noqa: PLC0415
+
+                hi, lo = simulate_dd(c, device="cpu").to_numpy()
+                dd_err = float(np.linalg.norm((full - hi) - lo))
+                if st.error is None or st.error.l2_bound is None or not dd_err <= st.error.l2_bound:
+                    raise AssertionError(f"error {dd_err:.3g} against double-double exceeds the run's bound "
+                                         f"{None if st.error is None else st.error.l2_bound}")
             # readouts that never gather the state
             i = int(np.argmax(np.abs(ref)))
             err = max(err, abs(st.amplitude(i) - ref[i]))
@@ -114,7 +122,8 @@ def _check(comm, argv) -> int:
             worst = max(worst, comm.allreduce(err, op=_max()))
             swaps = comm.allreduce(st.swaps, op=_max())
             if comm.Get_rank() == 0:
-                print(f"n={n} seed={seed} ranks={comm.Get_size()}: max error {worst:.2e}, {swaps} swaps, "
+                print(f"n={n} seed={seed} ranks={comm.Get_size()}: max error {worst:.2e} (error bound "
+                      f"{st.error.l2_bound:.2e}), {swaps} swaps, "
                       f"{st.bytes_sent} bytes sent by rank 0", flush=True)
     ok = worst <= args.atol
     if comm.Get_rank() == 0:

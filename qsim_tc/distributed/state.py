@@ -38,6 +38,8 @@ class DistributedState:
         bytes_sent: amplitudes' bytes this rank sent in swaps; swaps: swaps done;
         exchange_s: seconds spent in swaps (device synchronised after each); compute_s: in the
             stages' local runs (set by :func:`~qsim_tc.distributed.run_distributed`).
+        error: the run's error bound over all ranks (:class:`qsim_tc.error_bound.ErrorReport`,
+            set by :func:`~qsim_tc.distributed.run_distributed`; None before a run).
     """
 
     def __init__(self, comm, n_qubits: int, dtype=np.complex128, data=None, phys=None, *, device: str = "cpu",
@@ -54,6 +56,7 @@ class DistributedState:
                                         or piece_bytes < 16):
             raise ValueError(f"piece_bytes must be an int >= 16, got {piece_bytes!r}")
         self.comm = comm
+        self.error = None
         self.rank = comm.Get_rank()
         self.n_qubits = n_qubits
         self.n_global = g

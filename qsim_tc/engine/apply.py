@@ -68,6 +68,15 @@ class ApplyInfo:
     report: Any = None  # gemm.Report of the product (the last block's), if a GEMM ran
     timer: Any = field(default=None, repr=False)
     blocks: int = 0  # blocks of the state the bounded engine wrote back (0: kernel or double buffer)
+    choices: tuple = ()  # the distinct Report.choices of every block's product (empty: report's only)
+
+    @property
+    def block_choices(self) -> tuple:
+        """The choices of every product the gate ran (one dict a distinct choice; ``({},)`` for a
+        small-gate kernel, which decides nothing)."""
+        if self.choices:
+            return self.choices
+        return (self.report.choices,) if self.report is not None else ({},)
 
     @property
     def time_ms(self) -> float:
@@ -224,9 +233,9 @@ def apply_gate(state: PhysicalState, gate: GateRequest) -> ApplyInfo:
     plan = plan_bounded(layout, qubits, n_qubits, dev, MIN_BATCHED_L[dev], MAX_BATCHES[dev], gate.next_qubits)
     u_host = reorder_bits(gate.matrix, plan.order).astype(data.dtype, copy=False)
     with timer.stage("apply"):
-        report, blocks = apply_bounded(state, gate, plan, u_host)
+        report, blocks, choices = apply_bounded(state, gate, plan, u_host)
     phys_t = tuple(sorted(state.layout.pos[q] for q in qubits))
-    return ApplyInfo(plan.path, method.name, d, phys_t, report, timer, blocks)
+    return ApplyInfo(plan.path, method.name, d, phys_t, report, timer, blocks, choices)
 
 
 def _apply_double_buffer(state: PhysicalState, gate: GateRequest) -> ApplyInfo:

@@ -273,7 +273,10 @@ def apply_bounded(state, gate, plan: BoundedPlan, u_host: np.ndarray):
         u_host: the gate matrix in the state's dtype, bits in ``plan.order``.
 
     Returns:
-        (report, blocks): the gemm.Report of the last block's product and the number of blocks.
+        (report, blocks, choices): the gemm.Report of the last block's product, the number of
+        blocks, and the distinct ``Report.choices`` of every block's product (methods that decide
+        per product, such as int8-auto's slices, may decide differently per block; the error
+        bound takes each).
 
     Raises:
         InsufficientMemoryError: the workspace cannot be allocated (the state is unchanged).
@@ -326,7 +329,7 @@ def apply_bounded(state, gate, plan: BoundedPlan, u_host: np.ndarray):
         report = _rows(runner, data, u, dim, elems, plan.rotate)
         if plan.rotate:
             state.layout.set(rotated(state.layout.phys, d, (elems // dim).bit_length() - 1))
-    return report, runner.blocks
+    return report, runner.blocks, tuple(runner.choices.values())
 
 
 def rotated(phys, d: int, row_bits: int) -> list:
@@ -344,6 +347,7 @@ class _Blocks:
         self.work, self.takes_out, self.what = work, takes_out, what
         self.blocks = 0  # blocks written back
         self.report = None
+        self.choices: dict[str, dict] = {}  # the distinct choices of the products, by their repr
 
     def product(self, a, b, out_shape):
         """``a @ b`` into the workspace (or the method's own output)."""
@@ -356,6 +360,7 @@ class _Blocks:
         except BaseException as exc:
             self.fail(exc)
             raise
+        self.choices.setdefault(repr(self.report.choices), self.report.choices)
         return c
 
     def write(self, dst, src) -> None:

@@ -8,7 +8,7 @@ import warnings
 
 import gemm
 from circuits import Circuit
-from qsim_tc import memory
+from qsim_tc import memory, run_error
 from qsim_tc.engine.apply import layout_after, predict_layout_path, predict_path
 from qsim_tc.errors import InsufficientMemoryError
 from qsim_tc.plan import guard
@@ -28,12 +28,15 @@ class _RestartRun(Exception):
         self.record = record
 
 
-def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress=None, covers=None) -> RunOutput:
+def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress=None, covers=None,
+             fused_widths=None) -> RunOutput:
     """Every gate of ``circuit`` with the method the selector picks for it (see the module).
 
     Args:
         circuit: the circuit as applied (fused or not); covers: its gates' input gates.
         start: the start state; table: the cost table; progress: ``progress(done, total)``.
+        fused_widths: per gate the widths of the input gates fused into it (for the predicted
+            error bounds that ``settings.tolerance`` chooses by; :func:`run_error.fused_widths_of`).
 
     Returns:
         The output; its metadata holds ``"auto"`` (the run's summary, with the guard's record)
@@ -43,6 +46,9 @@ def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress
         InsufficientMemoryError: before anything is allocated, when no candidate's workspace fits.
     """
     selector = Selector(table, settings.precision)
+    predicted = None
+    if settings.tolerance is not None:  # before anything is allocated: it may refuse the run
+        predicted = run_error.apply_tolerance(selector, circuit, settings.tolerance, fused_widths)
     route_by_memory(selector, circuit.n_qubits, max_width(circuit), settings, start)
     run = _AutoRun(settings, selector)
     state, stats, blocks, guard_meta = run.run(circuit, start, progress)
@@ -51,6 +57,8 @@ def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress
     gemm.device.synchronize(settings.device.xp)
     meta = _metadata(settings, selector, stats, blocks)
     meta["auto"]["guard"] = guard_meta
+    if predicted is not None:
+        meta["auto"]["predicted_bounds"] = predicted
     return RunOutput(state, stats, gate_steps(stats, covers), meta)
 
 

@@ -43,12 +43,14 @@ class Settings:
 class Start:
     """The state a run starts from: |0...0>, a copy of ``initial``, or with ``in_place``
     ``initial`` itself. :meth:`make` may be called again (a restarted run): ``initial`` is
-    not changed unless ``in_place``."""
+    not changed unless ``in_place``. ``initial_norm``: the start state's norm as measured
+    before the run (1 for |0...0>), for the run's error bound."""
 
     n_qubits: int
     settings: Settings
     initial: StateVector | None = None
     in_place: bool = False
+    initial_norm: float = 1.0
 
     def make(self) -> StateVector:
         """The start state (checked against the circuit's width and the simulator's dtype)."""
@@ -71,9 +73,11 @@ class Start:
 @dataclass
 class RunOutput:
     """What a runner returns: the final state (the circuit's global phase applied), the per-gate
-    statistics (one a stage for a stage run), the step records, and the run's metadata."""
+    statistics (one a stage for a stage run), the step records, the run's metadata, and the
+    run's error bound where the runner computes it (:mod:`qsim_tc.run_error`)."""
 
     state: StateVector
     stats: list[GateStat]
     steps: list[StepRecord]
     metadata: dict[str, Any] = field(default_factory=dict)
+    error: Any = None  # the run's qsim_tc.error_bound.ErrorReport, once computed

@@ -12,7 +12,7 @@ import numpy as np
 
 import gemm
 from circuits import Circuit
-from qsim_tc import memory
+from qsim_tc import memory, run_error
 from qsim_tc.engine import ApplyInfo
 from qsim_tc.plan import choose_fusion
 from qsim_tc.plan.costs import lookup
@@ -143,21 +143,50 @@ class StageRunner:
                      if progress is not None else None,
                      fresh=fresh, wide=decision.wide, pools=self._pools[1])
             engine, step_ms = "stage-kernel", [None] * plan.n_stages
+            from qsim_tc.stages.kernel import max_dense  # noqa: PLC0415
+
+            wide = bool(decision.wide)
+            error = run_error.stage_run_report(
+                plan, settings.dtype, max_dense=max_dense(np.complex128 if wide else settings.dtype),
+                compute="fp64" if wide or np.dtype(settings.dtype) == np.complex128 else "fp32",
+                initial_norm=start.initial_norm)
         else:
             from qsim_tc.stages.cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
 
             state = start.make()
             last[0] = time.perf_counter()
+            executed: list = []
             # (from any layout; the global phase included; a stage stopped half-way marks the state invalid)
-            run_stages(state._phys, plan, on_stage=on_stage)
+            run_stages(state._phys, plan, on_stage=on_stage, executed=executed)
             engine, step_ms = "stage-cpu", times + [None] * (plan.n_stages - len(times))
+            error = run_error.stage_run_report(plan, settings.dtype, executed=executed,
+                                               initial_norm=start.initial_norm)
         gemm.device.synchronize(settings.device.xp)
         stats, steps = [], []
         for i, st in enumerate(plan.stages):
             qubits = tuple(sorted({q for op in st.ops for q in circuit.gates[op.gate].qubits}))
             stats.append(GateStat(i, "stage", qubits, ApplyInfo("stage", engine, st.n_gates, ())))
             steps.append(StepRecord(i, STAGE, covers[i], qubits, engine, step_ms[i]))
-        return RunOutput(state, stats, steps)
+        return RunOutput(state, stats, steps, error=error)
+
+
+def within_tolerance(decision, settings: Settings):
+    """``decision`` (a StageDecision to run as stages), or, where the stage run's predicted error
+    bound exceeds ``settings.tolerance``, the same decision not to run as stages (the gate path
+    then chooses methods under the tolerance, or refuses)."""
+    if settings.device.is_gpu:
+        from qsim_tc.stages.kernel import max_dense  # noqa: PLC0415
+
+        wide = bool(decision.wide)
+        k = max_dense(np.complex128 if wide else settings.dtype)
+        compute = "fp64" if wide or np.dtype(settings.dtype) == np.complex128 else "fp32"
+    else:
+        k, compute = run_error.CPU_MAX_FUSED, None
+    bound = run_error.stage_bound_for_tolerance(decision.plan, settings.dtype, k, compute)
+    if bound <= settings.tolerance:
+        return decision
+    return dataclasses.replace(decision, use=False, why=f"{decision.why}; not as stages: their error bound "
+                                                        f"{bound:.3g} exceeds tolerance={settings.tolerance:.3g}")
 
 
 def stage_metadata(decision, stats: list[GateStat], settings: Settings, table, wall_s: float) -> dict:

@@ -48,7 +48,7 @@ _THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, threads: int | None = None,
-               fuse_cost=None, on_stage=None):
+               fuse_cost=None, on_stage=None, executed: list | None = None):
     """Apply ``plan`` to a state.
 
     Args:
@@ -65,6 +65,8 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
             runs of local gates are fused (:func:`~qsim_tc.stages.fusion.fuse_stage`;
             default :data:`FUSE_COST` of the state's itemsize; ``()``: no fusion).
         on_stage: called as ``on_stage(done, total)`` after each stage.
+        executed: a list to which each stage is appended as the executor runs it (its runs of
+            local gates fused): what the run's error bound reads.
 
     Returns:
         The PhysicalState, or for an array input the final amplitudes in logical order (a numpy
@@ -101,7 +103,10 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
         next_local = _next_local(plan)
         for i, stage in enumerate(plan.stages):
             geo = _Placement(phys.layout.phys, stage.layout, big_l, nbits, next_local[i + 1])
-            ops = _encode(fuse_stage(stage, big_l, cost), geo, real)
+            ran = fuse_stage(stage, big_l, cost)
+            if executed is not None:
+                executed.append(ran)
+            ops = _encode(ran, geo, real)
             if ops is not None:
                 try:  # chunks are written back one by one: any failure or interruption leaves a mix
                     _run_stage(phys, geo, ops, scratch, pool)

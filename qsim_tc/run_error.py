@@ -1,0 +1,351 @@
+"""The error bound of a run, from what its runner applied (:mod:`qsim_tc.error_bound` does the
+algebra): the steps of a gate-path run (each applied gate or fused block, with the choices of
+every product it ran), of a stage run (each stage's ops as its executor runs them), and the
+prediction ``Simulator(tolerance=...)`` uses to choose methods before a run.
+
+Cost: one :meth:`~qsim_tc.error_bound.ErrorAccumulator.add` a step (a few model evaluations),
+and the norms of each distinct gate matrix once (O(4^d)); nothing touches the state.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+import gemm
+from circuits import Circuit
+from gemm import error_model as em
+from qsim_tc import error_bound as eb
+from qsim_tc.errors import ToleranceError
+
+__all__ = ["ToleranceError", "apply_tolerance", "distributed_report", "gate_run_report", "predicted_bounds",
+           "stage_ops", "stage_run_report"]
+
+# the stage engine's op kinds (qsim_tc.stages.structure, .plan); named here so that this module
+# does not import the stage package (it imports numba-compiled executors)
+_DIAGONAL, _CONTROLLED, _RELABEL = "diagonal", "controlled", "relabel"
+
+
+class _Norms:
+    """``(|| |M| ||_2 bound, ||M||_F bound)`` per distinct matrix object, computed once."""
+
+    def __init__(self):
+        self._cache: dict[int, tuple[np.ndarray, float, float]] = {}
+
+    def __call__(self, m: np.ndarray) -> tuple[float, float]:
+        hit = self._cache.get(id(m))
+        if hit is not None and hit[0] is m:
+            return hit[1], hit[2]
+        a, f = em.abs_norm_bound(m), em.frob_norm_bound(m)
+        self._cache[id(m)] = (m, a, f)  # (the matrix kept: its id stays its own)
+        return a, f
+
+
+def _expand(choices: Mapping) -> list[dict]:
+    """A product's choices, one dict per batch entry where a batched product recorded a choice
+    per entry (``"<key>_per_batch"``: the model is evaluated for each)."""
+    per = {k[:-len("_per_batch")]: v for k, v in choices.items()
+           if k.endswith("_per_batch") and isinstance(v, (list, tuple)) and v}
+    if not per:
+        return [dict(choices)]
+    out = []
+    for i in range(max(len(v) for v in per.values())):
+        c = dict(choices)
+        for k, v in per.items():
+            c[k] = v[min(i, len(v) - 1)]
+        out.append(c)
+    return out
+
+
+def _distinct(choices: Sequence[Mapping]) -> tuple[dict, ...]:
+    seen: dict[str, dict] = {}
+    for ch in choices:
+        for c in _expand(ch):
+            seen.setdefault(repr(c), c)
+    return tuple(seen.values()) or ({},)
+
+
+def fused_widths_of(applied: Circuit, covers, circuit: Circuit) -> list[tuple[int, ...]] | None:
+    """Per applied gate, the widths of the input gates multiplied (in double) into its matrix;
+    empty where it is an input gate itself (None without fusion)."""
+    if covers is None:
+        return None
+    out = []
+    for g, members in zip(applied.gates, covers):
+        fused = len(members) > 1 or circuit.gates[members[0]] is not g
+        out.append(tuple(len(circuit.gates[i].qubits) for i in members) if fused else ())
+    return out
+
+
+def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
+                    initial_norm: float = 1.0) -> eb.ErrorReport:
+    """The error report of a gate-path run.
+
+    Args:
+        applied: the circuit as applied (fused or not); stats: its GateStats (one per gate).
+        covers: for each applied gate the input gates it applies (None: no fusion).
+        circuit: the input circuit (the widths of the gates a fused block multiplied).
+        dtype: the state's dtype; initial_norm: the start state's norm.
+    """
+    acc = eb.ErrorAccumulator(initial_norm)
+    norms = _Norms()
+    n_amp = 1 << applied.n_qubits
+    fused = fused_widths_of(applied, covers, circuit)
+    for st in stats:
+        g = applied.gates[st.index]
+        m = np.asarray(g.matrix)
+        d = len(g.qubits)
+        widths = fused[st.index] if fused is not None else ()
+        info = st.info
+        method = info.method
+        if info.path == "kernel":  # the small-gate kernel: the method's arithmetic, no choices
+            method, choices = _kernel_method(dtype), ({},)
+        else:
+            choices = _distinct(info.block_choices)
+        a, f = norms(m)
+        acc.add(eb.Step(g.name, method, d, np.dtype(dtype), a, f, em.unitary_norm_bound(d), choices, n_amp, None,
+                        (), "fp64", widths))
+    if applied.global_phase:
+        acc.add(eb.stage_step("global phase", [eb.StageOp("scalar")], dtype))
+    return acc.report()
+
+
+def _kernel_method(dtype) -> str:
+    """The FP GEMM model the small-gate kernels compute in the state's precision."""
+    return "native32" if np.dtype(dtype) == np.complex64 else "native"
+
+
+def stage_ops(stage, executed=None, *, max_dense: int | None = None) -> list[eb.StageOp]:
+    """The error-model ops of one stage.
+
+    Args:
+        stage: the planned :class:`~qsim_tc.stages.plan.Stage`.
+        executed: the stage as the CPU executor ran it (its runs of local gates fused,
+            :func:`~qsim_tc.stages.fusion.fuse_stage`); the planned ops that are not among its
+            ops were multiplied (in double) into its fused ops.
+        max_dense: without ``executed`` (the GPU program, which fuses and widens ops to at most
+            this many targets): every mixing gate is charged as a dense op of ``max_dense``
+            targets fused from it, and every diagonal gate as a phase op of its own; the program
+            applies no more ops than gates, each no wider, so the sum bounds its own.
+    """
+    out: list[eb.StageOp] = []
+    if executed is None:
+        for op in stage.ops:
+            if op.kind == _RELABEL:
+                continue
+            if op.kind == _DIAGONAL:
+                out.append(eb.StageOp("phase"))
+                continue
+            w = _width(op)
+            out.append(eb.StageOp("dense", max(max_dense or w, w), None, (len(op.positions),)))
+        return out
+    planned = {id(op) for op in stage.ops}
+    kept = {id(op) for op in executed.ops}
+    fused_into = [len(op.positions) for op in stage.ops if id(op) not in kept and op.kind != _RELABEL]
+    widest = max((len(op.positions) for op in executed.ops if id(op) not in planned), default=1)
+    for op in executed.ops:
+        if op.kind == _RELABEL:
+            continue
+        if op.kind == _DIAGONAL:
+            out.append(eb.StageOp("phase"))
+        elif id(op) in planned:
+            out.append(eb.StageOp("dense", _width(op), _target_abs_norm(op)))
+        else:
+            out.append(eb.StageOp("dense", len(op.positions)))
+    if fused_into:
+        # which fused op each member went into is not kept: every member's fusion is charged at
+        # the widest fused op of the stage (the fusion bound grows with the block's width)
+        out.append(eb.StageOp("dense", widest, 0.0, tuple(fused_into)))
+    return out
+
+
+def _width(op) -> int:
+    """The targets a stage op's kernel mixes (a controlled gate's targets, else its qubits)."""
+    return len(op.structure.targets) if op.kind == _CONTROLLED else len(op.positions)
+
+
+def _target_abs_norm(op) -> float | None:
+    s = op.structure
+    m = s.target_matrix if op.kind == _CONTROLLED else getattr(s, "target_matrix", None)
+    if m is None or np.asarray(m).shape != (1 << _width(op),) * 2:
+        return None
+    return em.abs_norm_bound(np.asarray(m))
+
+
+def stage_run_report(plan, dtype, *, executed=None, max_dense: int | None = None, compute: str | None = None,
+                     initial_norm: float = 1.0) -> eb.ErrorReport:
+    """The error report of a stage run: one step a stage (:func:`stage_ops`), and the global phase
+    as a scalar op where it is applied apart.
+
+    Args:
+        plan: the :class:`~qsim_tc.stages.plan.StagePlan`.
+        executed: the stages as the CPU executor ran them (None: the GPU program, ``max_dense``).
+        compute: ``"fp64"`` or ``"fp32"`` (a complex64 state may run FP64 programs); default the
+            dtype's own.
+    """
+    acc = eb.ErrorAccumulator(initial_norm)
+    n_amp = 1 << plan.n_qubits
+    for i, stage in enumerate(plan.stages):
+        ops = stage_ops(stage, None if executed is None else executed[i], max_dense=max_dense)
+        if ops:
+            acc.add(eb.stage_step(f"stage {i}", ops, dtype, compute=compute, n_amplitudes=n_amp))
+    if plan.global_phase:
+        acc.add(eb.stage_step("global phase", [eb.StageOp("scalar")], dtype, compute=compute))
+    return acc.report()
+
+
+# ------------------------------------------------------------------ tolerance
+
+
+def _probe_choices(method: str, d: int, dtype) -> tuple[dict, ...]:
+    """The choices ``method`` makes on a product of a d-qubit gate with a random unit block: what
+    a model needs that only the data decides (slices, formats), for a prediction."""
+    key = (method, d, str(np.dtype(dtype)))
+    hit = _PROBES.get(key)
+    if hit is not None:
+        return hit
+    from circuits.haar import haar_unitary  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    u = haar_unitary(1 << d, rng).astype(dtype)
+    x = (rng.standard_normal((1 << d, 64)) + 1j * rng.standard_normal((1 << d, 64))).astype(dtype)
+    x /= np.linalg.norm(x)
+    try:
+        _, rep = gemm.matmul(u, x, method=method, return_report=True)
+        out = _distinct([rep.choices])
+    except Exception:  # noqa: BLE001 - a method that cannot run the probe has no prediction
+        out = ()
+    _PROBES[key] = out
+    return out
+
+
+_PROBES: dict[tuple, tuple] = {}
+
+
+def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, fused_widths=None) -> dict[str, float | None]:
+    """Per method, the bound of a run of ``circuit`` (as applied) with every block by that method,
+    from its error model with a state of norm 1, each block's own matrix, and the choices the
+    method makes on a random block of the gate's width (None: no model). ``fused_widths``: per
+    block the widths of the input gates fused into it (empty or None: the gate itself)."""
+    norms = _Norms()
+    out: dict[str, float | None] = {}
+    dtype = np.dtype(dtype)
+    for name in methods:
+        acc = eb.ErrorAccumulator()
+        ok = True
+        for i, g in enumerate(circuit.gates):
+            d = len(g.qubits)
+            widths = tuple(fused_widths[i]) if fused_widths is not None else ()
+            choices = _probe_choices(name, d, dtype)
+            if not choices:
+                ok = False
+                break
+            a, f = norms(np.asarray(g.matrix))
+            rec = acc.add(eb.Step(g.name, name, d, dtype, a, f, em.unitary_norm_bound(d), choices, 1 << circuit.n_qubits,
+                                  fused_widths=widths))
+            if rec.bound is None:
+                ok = False
+                break
+        out[name] = acc.report().l2_bound if ok else None
+    return out
+
+
+def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=None) -> dict[str, float | None]:
+    """Exclude from ``selector`` the candidates whose predicted bound (:func:`predicted_bounds`)
+    exceeds ``tolerance``; any mix of the others then stays within it (the bound of a mixed run
+    is at most the largest of theirs, block by block).
+
+    Returns:
+        method -> predicted bound (None: no model).
+
+    Raises:
+        ToleranceError: no candidate can meet ``tolerance`` (the message names it and the best
+            predicted bound).
+    """
+    names = [n for n in selector.candidates if n not in selector.excluded]
+    bounds = predicted_bounds(circuit, names, selector.dtype, fused_widths)
+    for name, b in bounds.items():
+        if b is None:
+            selector.exclude(name, f"tolerance {tolerance:.3g}: no error model to bound its products")
+        elif not b <= tolerance:
+            selector.exclude(name, f"tolerance {tolerance:.3g}: its predicted error bound is {b:.3g}")
+    if all(n in selector.excluded for n in names):
+        known = {n: b for n, b in bounds.items() if b is not None}
+        if known:
+            best = min(known, key=known.get)
+            why = f"the best bound is {known[best]:.3g} ({best})"
+        else:
+            why = "no candidate has an error model"
+        hint = "raise the tolerance" + (" or use precision='double'" if selector.precision == "single" else "")
+        raise ToleranceError(f"no {selector.precision}-precision method can meet tolerance={tolerance:.3g} on "
+                             f"this circuit ({len(circuit)} blocks): {why}; {hint}")
+    return bounds
+
+
+def stage_bound_for_tolerance(plan, dtype, max_dense: int | None, compute: str | None) -> float:
+    """The bound a stage run of ``plan`` would report (the GPU program's charge without its
+    ``executed`` stages, which bounds the CPU executor's too)."""
+    b = stage_run_report(plan, dtype, max_dense=max_dense or 4, compute=compute).l2_bound
+    return math.inf if b is None else b
+
+
+# the widest op the CPU stage executor fuses (its FUSE_COST tables go up to 4 targets) or applies
+CPU_MAX_FUSED = 4
+
+
+def measured_norm_bound(state) -> float:
+    """An upper bound of a state's norm: its sum of squares in double, chunk by chunk (no
+    state-sized temporary; a complex64 state's chunks widened first), times ``1 + gamma_(2^(n+1))``
+    for the sum's own rounding."""
+    data = state._valid().data.reshape(-1)
+    xp = state.xp
+    total = 0.0
+    for i in range(0, data.size, NORM_CHUNK):
+        c = data[i:i + NORM_CHUNK].astype(np.complex128, copy=False)
+        total += float(xp.vdot(c, c).real)
+    return math.sqrt(total) * (1.0 + em.gamma(2 << state.n_qubits, em.U64)) * em.NORM_SLACK
+
+
+NORM_CHUNK = 1 << 22  # amplitudes a chunk of measured_norm_bound (64 MiB in complex128)
+
+
+# ------------------------------------------------------------------ distributed
+
+
+def distributed_report(comm, labels: Sequence[str], bounds: Sequence[float | None],
+                       estimates: Sequence[float | None]) -> eb.ErrorReport:
+    """The error report of a distributed run from each rank's per-stage bounds (collective).
+
+    Each stage changes every rank's slice by its local run's error; the slices are disjoint, so
+    a stage's error over the whole state is the root of the ranks' squared bounds (one allreduce
+    for all stages), and the stages' errors add (unitary stages carry earlier errors unchanged in
+    norm; :mod:`qsim_tc.error_bound`). A stage without a bound on any rank makes "no bound".
+
+    Args:
+        comm: the MPI communicator; labels: the stages' names, the same on every rank.
+        bounds, estimates: this rank's bound and estimate per stage (0 where it ran nothing,
+            None where its run had no bound).
+    """
+    b = np.array([math.inf if x is None else float(x) for x in bounds], dtype=np.float64)
+    e = np.array([0.0 if x is None else float(x) for x in estimates], dtype=np.float64)
+    both = np.concatenate([b * b, e * e]) if len(b) else np.zeros(0)
+    total = comm.allreduce(both) if len(both) else both
+    k = len(b)
+    stage_b, stage_e = np.sqrt(total[:k]), np.sqrt(total[k:])
+    missing = [labels[i] for i in range(k) if not math.isfinite(stage_b[i])]
+    if missing:
+        return eb.ErrorReport(None, None, None, None, [], f"{missing[0]}: a rank's run reported no error bound", k)
+    steps = [eb.StepError(i, labels[i], "distributed", float(stage_b[i]), float(stage_e[i])) for i in range(k)]
+    bound = float(stage_b.sum())
+    ref_lo = max(1.0 - bound, 0.0)  # the reference's norm is 1 up to the computed state's error
+    infid = 1.0 if ref_lo <= 0 or bound >= ref_lo else min(1.0, (bound / ref_lo) ** 2)
+    top = sorted(steps, key=lambda s: -s.bound)[:eb.TOP_STEPS]
+    return eb.ErrorReport(bound, float(math.sqrt(float((stage_e ** 2).sum()))), bound, infid, top, None, k)
+
+
+def scalar_bound(dtype, x_norm: float) -> tuple[float, float]:
+    """``(bound, estimate)`` of multiplying a slice of norm ``x_norm`` by one complex factor."""
+    e = eb.stage_op_error(eb.StageOp("scalar"), dtype, "fp32" if np.dtype(dtype) == np.complex64 else "fp64", x_norm)
+    return e.bound, e.estimate
