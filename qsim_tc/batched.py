@@ -231,16 +231,47 @@ class BatchedCircuit:
         n = self.n_qubits
         if block is None:
             block = max(1, BLOCK_ELEMENTS[dev.name] >> n)
-        for b0 in range(0, values.shape[0], block):
-            v = values[b0:b0 + block]
-            psi = xp.zeros((v.shape[0], 1 << n), dtype=dtype)
-            psi[:, 0] = 1
-            for step in self.steps:
-                psi = _apply(step, psi, v, n, xp)
-            phase = self._values(self._phase, "global_phase")(v)
-            if np.any(phase):
-                psi *= xp.asarray(np.exp(1j * phase).astype(dtype))[:, None]
-            yield b0, psi
+        steps = self.steps
+        # the first layer acts on |0...0>: its state is the product of the matrices' first columns
+        product_first = bool(steps) and isinstance(steps[0], _Layer) and \
+            len({one.qubit for one in steps[0].steps}) == len(steps[0].steps)
+        sweep = block * max(1, SWEEP_BINDINGS // block)
+        for s0 in range(0, values.shape[0], sweep):
+            vs = values[s0:s0 + sweep]
+            # every layer's 2x2 matrices for many bindings at once: vectorised over the
+            # bindings, so their Python cost is paid once per sweep rather than once per block
+            mats = {i: np.stack([_one_matrix(one, vs) for one in step.steps], axis=1)
+                    for i, step in enumerate(steps) if isinstance(step, _Layer)}
+            for b0 in range(0, vs.shape[0], block):
+                v = vs[b0:b0 + block]
+                if product_first:
+                    psi = _product_state(mats[0][b0:b0 + block], [one.qubit for one in steps[0].steps], n, xp, dtype)
+                else:
+                    psi = xp.zeros((v.shape[0], 1 << n), dtype=dtype)
+                    psi[:, 0] = 1
+                for i in range(1 if product_first else 0, len(steps)):
+                    psi = _apply(steps[i], psi, v, n, xp, mats[i][b0:b0 + block] if i in mats else None)
+                phase = self._values(self._phase, "global_phase")(v)
+                if np.any(phase):
+                    psi *= xp.asarray(np.exp(1j * phase).astype(dtype))[:, None]
+                yield s0 + b0, psi
+
+
+# bindings whose layer matrices are formed together (bounds their memory: 64 B per qubit each)
+SWEEP_BINDINGS = 1024
+
+
+def _product_state(ms: np.ndarray, qubits: list, n: int, xp, dtype):
+    """The (b, 2^n) states ``(x)_q ms[:, j(q), :, 0]`` (qubit q = bit q; ``|0>`` where no matrix)."""
+    b = ms.shape[0]
+    first_col = {q: ms[:, j, :, 0] for j, q in enumerate(qubits)}
+    zero = np.zeros((b, 2), dtype=np.complex128)
+    zero[:, 0] = 1
+    vec = xp.ones((b, 1), dtype=np.complex128)
+    for q in range(n - 1, -1, -1):  # the highest qubit is the slowest index
+        c = xp.asarray(first_col.get(q, zero))
+        vec = (vec[:, :, None] * c[:, None, :]).reshape(b, -1)
+    return vec.astype(dtype)
 
 
 def _one_matrix(step: _OneQubit, v) -> np.ndarray:
@@ -393,8 +424,9 @@ def _monomial(n: int, gates: list) -> _Monomial:
     return _Monomial(idx, None if trivial else phase)
 
 
-def _apply(step, psi, v, n: int, xp):
-    """Apply one step to a block of states (b, 2^n)."""
+def _apply(step, psi, v, n: int, xp, layer_ms=None):
+    """Apply one step to a block of states (b, 2^n); ``layer_ms``: a layer's (b, k, 2, 2) matrices
+    where already formed."""
     b = psi.shape[0]
     if isinstance(step, _Monomial):
         if not hasattr(step, "_dev") or step._dev[0] is not xp:  # device copies, made once
@@ -406,31 +438,18 @@ def _apply(step, psi, v, n: int, xp):
             out *= phase[None, :]
         return out
     if isinstance(step, _Layer):
+        if layer_ms is None:
+            layer_ms = np.stack([_one_matrix(one, v) for one in step.steps], axis=1)  # (b, k, 2, 2)
         kernel = _cpu_layer() if xp is np else None
         if kernel is None:
-            for one in step.steps:
-                psi = _apply(one, psi, v, n, xp)
+            for j, one in enumerate(step.steps):
+                psi = _one_qubit(psi, layer_ms[:, j], one.qubit, xp)
             return psi
-        ms = np.stack([_one_matrix(one, v) for one in step.steps], axis=1).astype(psi.dtype)  # (b, k, 2, 2)
-        kernel(psi, ms, np.array([one.qubit for one in step.steps], dtype=np.int64), LAYER_LOW_BITS)
+        kernel(psi, np.ascontiguousarray(layer_ms, dtype=psi.dtype), np.array([one.qubit for one in step.steps],
+                                                                                dtype=np.int64), LAYER_LOW_BITS)
         return psi
     if isinstance(step, _OneQubit):
-        m = step.matrices[0].batch(v)
-        for later in step.matrices[1:]:
-            m = later.batch(v) @ m
-        q = step.qubit
-        kernel = _cpu_one_qubit() if xp is np else None
-        if kernel is not None:
-            kernel(psi, np.ascontiguousarray(m).astype(psi.dtype), q)
-            return psi
-        m = xp.asarray(np.ascontiguousarray(m).astype(psi.dtype))
-        view = psi.reshape(b, -1, 2, 1 << q)
-        a0 = view[:, :, 0, :].copy()
-        a1 = view[:, :, 1, :]
-        m00, m01, m10, m11 = (m[:, i, j][:, None, None] for i, j in ((0, 0), (0, 1), (1, 0), (1, 1)))
-        view[:, :, 0, :] = m00 * a0 + m01 * a1
-        view[:, :, 1, :] = m10 * a0 + m11 * a1
-        return psi
+        return _one_qubit(psi, _one_matrix(step, v), step.qubit, xp)
     # a dense gate: its qubits as the last axes (first listed qubit the lowest bit), one matmul
     qs = step.qubits
     k = len(qs)
@@ -443,3 +462,20 @@ def _apply(step, psi, v, n: int, xp):
     out = flat @ xp.swapaxes(m, 1, 2)
     back = xp.moveaxis(out.reshape(shape), list(range(n + 1 - k, n + 1)), axes)
     return xp.ascontiguousarray(back).reshape(b, 1 << n)
+
+
+def _one_qubit(psi, m: np.ndarray, q: int, xp):
+    """Apply the (b, 2, 2) matrices ``m`` on qubit ``q`` of a block of states (b, 2^n)."""
+    b = psi.shape[0]
+    kernel = _cpu_one_qubit() if xp is np else None
+    if kernel is not None:
+        kernel(psi, np.ascontiguousarray(m).astype(psi.dtype), q)
+        return psi
+    m = xp.asarray(np.ascontiguousarray(m).astype(psi.dtype))
+    view = psi.reshape(b, -1, 2, 1 << q)
+    a0 = view[:, :, 0, :].copy()
+    a1 = view[:, :, 1, :]
+    m00, m01, m10, m11 = (m[:, i, j][:, None, None] for i, j in ((0, 0), (0, 1), (1, 0), (1, 1)))
+    view[:, :, 0, :] = m00 * a0 + m01 * a1
+    view[:, :, 1, :] = m10 * a0 + m11 * a1
+    return psi

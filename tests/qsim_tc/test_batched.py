@@ -41,6 +41,7 @@ def mixed_circuit():
 @pytest.mark.parametrize("make", [mixed_circuit, lambda: efficient_su2(5, reps=2)], ids=["mixed", "su2"])
 def test_states_match_qiskit(make, kernel, monkeypatch):
     monkeypatch.setattr(batched, "LAYER_LOW_BITS", 2)  # low qubits blocked, the others a pass each
+    monkeypatch.setattr(batched, "SWEEP_BINDINGS", 6)  # matrices for 6 bindings at a time: 2 blocks, then 1
     if not kernel:
         monkeypatch.setattr(batched, "_cpu_one_qubit", lambda: None)
         monkeypatch.setattr(batched, "_cpu_layer", lambda: None)
