@@ -282,51 +282,106 @@ def _one_matrix(step: _OneQubit, v) -> np.ndarray:
     return np.ascontiguousarray(m)
 
 
-# one-qubit gates on qubits below this run block by block (2^LOW amplitudes, held in the L1 cache)
+# one-qubit gates on qubits below this run tile by tile (2^LOW amplitudes, held in the L1 cache)
 LAYER_LOW_BITS = 10
+# amplitudes of one tile of the high qubits' pass (all rows x some columns, held in the L2 cache)
+LAYER_HIGH_TILE = 1 << 14
 
 
 @functools.lru_cache(maxsize=1)
 def _cpu_layer():
     """A compiled run of one-qubit gates over a block of states (CPU), or None without numba.
 
+    ``layer(psi, ms, qubits, low_bits, high_tile)`` applies gate ``j`` (the (b, 2, 2) ``ms[:, j]``) on
+    qubit ``qubits[j]`` of each state ``psi[b]``, in place.
+
     The gates act on distinct qubits or keep their order, and gates on distinct qubits commute:
-    the low qubits' gates run together on each small block of amplitudes while it is in the L1
-    cache (one pass through the state for all of them), the high qubits' gates one pass each.
+    the low qubits' gates run together on each tile of ``2^low_bits`` amplitudes, the high
+    qubits' gates together on tiles of all rows and a few columns (the state as rows of
+    ``2^low_bits``), so a layer is two passes through the state. A tile is held as separate real
+    and imaginary parts, which the compiler turns into vector instructions.
     """
     try:
         import numba  # noqa: PLC0415 - optional speed-up
     except ImportError:
         return None
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
-    def layer(psi, ms, qubits, low_bits):
-        size = psi.shape[1]
-        blk = min(size, 1 << low_bits)
-        for bi in numba.prange(psi.shape[0]):
-            for start in range(0, size, blk):
-                for j in range(qubits.shape[0]):
-                    if qubits[j] >= low_bits:
-                        continue
-                    stride = 1 << qubits[j]
-                    m00, m01, m10, m11 = ms[bi, j, 0, 0], ms[bi, j, 0, 1], ms[bi, j, 1, 0], ms[bi, j, 1, 1]
-                    for base in range(start, start + blk, 2 * stride):
-                        for k in range(base, base + stride):
-                            a0 = psi[bi, k]
-                            a1 = psi[bi, k + stride]
-                            psi[bi, k] = m00 * a0 + m01 * a1
-                            psi[bi, k + stride] = m10 * a0 + m11 * a1
+    @numba.njit(inline="always")
+    def pairs(re, im, base, s, m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i):
+        r0 = re[base:base + s]
+        i0 = im[base:base + s]
+        r1 = re[base + s:base + 2 * s]
+        i1 = im[base + s:base + 2 * s]
+        for k in range(s):
+            ar = r0[k]
+            ai = i0[k]
+            br = r1[k]
+            bi = i1[k]
+            r0[k] = m00r * ar - m00i * ai + m01r * br - m01i * bi
+            i0[k] = m00r * ai + m00i * ar + m01r * bi + m01i * br
+            r1[k] = m10r * ar - m10i * ai + m11r * br - m11i * bi
+            i1[k] = m10r * ai + m10i * ar + m11r * bi + m11i * br
+
+    @numba.njit(inline="always")
+    def gate(re, im, n, s, m):
+        """The 2x2 ``m`` on the pairs (k, k + s) of the tile (re, im) of n amplitudes."""
+        m00r, m00i, m01r, m01i = m[0, 0].real, m[0, 0].imag, m[0, 1].real, m[0, 1].imag
+        m10r, m10i, m11r, m11i = m[1, 0].real, m[1, 0].imag, m[1, 1].real, m[1, 1].imag
+        if s == 1:  # neighbours: one pair per step
+            for base in range(0, n, 2):
+                ar = re[base]
+                ai = im[base]
+                br = re[base + 1]
+                bi = im[base + 1]
+                re[base] = m00r * ar - m00i * ai + m01r * br - m01i * bi
+                im[base] = m00r * ai + m00i * ar + m01r * bi + m01i * br
+                re[base + 1] = m10r * ar - m10i * ai + m11r * br - m11i * bi
+                im[base + 1] = m10r * ai + m10i * ar + m11r * bi + m11i * br
+        else:
+            for base in range(0, n, 2 * s):
+                pairs(re, im, base, s, m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i)
+
+    # contraction into fused multiply-adds: each output rounds once per product pair, not twice
+    @numba.njit(parallel=True, cache=True, nogil=True, fastmath={"contract"})
+    def layer(psi, ms, qubits, low_bits, high_tile):
+        n_b, size = psi.shape
+        low = min(size, 1 << low_bits)
+        n_rows = size // low
+        for task in numba.prange(n_b * n_rows):  # the low qubits, a row of `low` amplitudes at a time
+            b = task // n_rows
+            t0 = (task % n_rows) * low
+            re = np.empty(low)
+            im = np.empty(low)
+            for k in range(low):
+                re[k] = psi[b, t0 + k].real
+                im[k] = psi[b, t0 + k].imag
             for j in range(qubits.shape[0]):
-                if qubits[j] < low_bits:
-                    continue
-                stride = 1 << qubits[j]
-                m00, m01, m10, m11 = ms[bi, j, 0, 0], ms[bi, j, 0, 1], ms[bi, j, 1, 0], ms[bi, j, 1, 1]
-                for base in range(0, size, 2 * stride):
-                    for k in range(base, base + stride):
-                        a0 = psi[bi, k]
-                        a1 = psi[bi, k + stride]
-                        psi[bi, k] = m00 * a0 + m01 * a1
-                        psi[bi, k + stride] = m10 * a0 + m11 * a1
+                s = 1 << qubits[j]
+                if s < low:
+                    gate(re, im, low, s, ms[b, j])
+            for k in range(low):
+                psi[b, t0 + k] = complex(re[k], im[k])
+        if n_rows == 1:
+            return
+        w = min(low, max(4, high_tile // n_rows))  # columns of a tile
+        n_col_tiles = low // w
+        for task in numba.prange(n_b * n_col_tiles):  # the high qubits, all rows x w columns at a time
+            b = task // n_col_tiles
+            c0 = (task % n_col_tiles) * w
+            re = np.empty(n_rows * w)
+            im = np.empty(n_rows * w)
+            for r in range(n_rows):
+                for c in range(w):
+                    v = psi[b, r * low + c0 + c]
+                    re[r * w + c] = v.real
+                    im[r * w + c] = v.imag
+            for j in range(qubits.shape[0]):
+                s = 1 << qubits[j]
+                if s >= low:
+                    gate(re, im, n_rows * w, (s // low) * w, ms[b, j])
+            for r in range(n_rows):
+                for c in range(w):
+                    psi[b, r * low + c0 + c] = complex(re[r * w + c], im[r * w + c])
 
     return layer
 
@@ -446,7 +501,8 @@ def _apply(step, psi, v, n: int, xp, layer_ms=None):
                 psi = _one_qubit(psi, layer_ms[:, j], one.qubit, xp)
             return psi
         kernel(psi, np.ascontiguousarray(layer_ms, dtype=psi.dtype), np.array([one.qubit for one in step.steps],
-                                                                                dtype=np.int64), LAYER_LOW_BITS)
+                                                                                dtype=np.int64),
+               LAYER_LOW_BITS, LAYER_HIGH_TILE)
         return psi
     if isinstance(step, _OneQubit):
         return _one_qubit(psi, _one_matrix(step, v), step.qubit, xp)

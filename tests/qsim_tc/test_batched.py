@@ -37,10 +37,13 @@ def mixed_circuit():
     return qc
 
 
+@pytest.mark.parametrize("low_bits", [2, 3])
 @pytest.mark.parametrize("kernel", [True, False], ids=["compiled", "array-code"])
 @pytest.mark.parametrize("make", [mixed_circuit, lambda: efficient_su2(5, reps=2)], ids=["mixed", "su2"])
-def test_states_match_qiskit(make, kernel, monkeypatch):
-    monkeypatch.setattr(batched, "LAYER_LOW_BITS", 2)  # low qubits blocked, the others a pass each
+def test_states_match_qiskit(make, kernel, low_bits, monkeypatch):
+    # low qubits on tiles of 4 or 8 amplitudes, the high ones on tiles of one or two column blocks
+    monkeypatch.setattr(batched, "LAYER_LOW_BITS", low_bits)
+    monkeypatch.setattr(batched, "LAYER_HIGH_TILE", 16)
     monkeypatch.setattr(batched, "SWEEP_BINDINGS", 6)  # matrices for 6 bindings at a time: 2 blocks, then 1
     if not kernel:
         monkeypatch.setattr(batched, "_cpu_one_qubit", lambda: None)
