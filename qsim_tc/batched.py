@@ -18,7 +18,9 @@ than once per binding. The code is written against the array module (numpy or cu
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -235,26 +237,66 @@ class BatchedCircuit:
         # the first layer acts on |0...0>: its state is the product of the matrices' first columns
         product_first = bool(steps) and isinstance(steps[0], _Layer) and \
             len({one.qubit for one in steps[0].steps}) == len(steps[0].steps)
-        sweep = block * max(1, SWEEP_BINDINGS // block)
-        for s0 in range(0, values.shape[0], sweep):
-            vs = values[s0:s0 + sweep]
-            # every layer's 2x2 matrices for many bindings at once: vectorised over the
-            # bindings, so their Python cost is paid once per sweep rather than once per block
-            mats = {i: np.stack([_one_matrix(one, vs) for one in step.steps], axis=1)
-                    for i, step in enumerate(steps) if isinstance(step, _Layer)}
-            for b0 in range(0, vs.shape[0], block):
-                v = vs[b0:b0 + block]
-                if product_first:
-                    psi = _product_state(mats[0][b0:b0 + block], [one.qubit for one in steps[0].steps], n, xp, dtype)
-                else:
-                    psi = xp.zeros((v.shape[0], 1 << n), dtype=dtype)
-                    psi[:, 0] = 1
-                for i in range(1 if product_first else 0, len(steps)):
-                    psi = _apply(steps[i], psi, v, n, xp, mats[i][b0:b0 + block] if i in mats else None)
-                phase = self._values(self._phase, "global_phase")(v)
-                if np.any(phase):
-                    psi *= xp.asarray(np.exp(1j * phase).astype(dtype))[:, None]
-                yield s0 + b0, psi
+
+        def evolve(v, block_mats):
+            if product_first:
+                psi = _product_state(block_mats[0], [one.qubit for one in steps[0].steps], n, xp, dtype)
+            else:
+                psi = xp.zeros((v.shape[0], 1 << n), dtype=dtype)
+                psi[:, 0] = 1
+            for i in range(1 if product_first else 0, len(steps)):
+                psi = _apply(steps[i], psi, v, n, xp, block_mats.get(i))
+            phase = self._values(self._phase, "global_phase")(v)
+            if np.any(phase):
+                psi *= xp.asarray(np.exp(1j * phase).astype(dtype))[:, None]
+            return psi
+
+        def blocks():
+            sweep = block * max(1, SWEEP_BINDINGS // block)
+            for s0 in range(0, values.shape[0], sweep):
+                vs = values[s0:s0 + sweep]
+                # every layer's 2x2 matrices for many bindings at once: vectorised over the
+                # bindings, so their Python cost is paid once per sweep rather than once per block
+                mats = {i: np.stack([_one_matrix(one, vs) for one in step.steps], axis=1)
+                        for i, step in enumerate(steps) if isinstance(step, _Layer)}
+                for b0 in range(0, vs.shape[0], block):
+                    yield s0 + b0, vs[b0:b0 + block], {i: m[b0:b0 + block] for i, m in mats.items()}
+
+        workers = _cpu_workers() if xp is np else 1
+        if workers <= 1:
+            for start, v, block_mats in blocks():
+                yield start, evolve(v, block_mats)
+            return
+        # blocks evolve side by side, one thread each running the compiled kernels single-threaded:
+        # a block's kernels are too short for a parallel region each (on a loaded machine its
+        # threads wait for one another at every barrier), and the caller's work on one block
+        # overlaps the evolution of the next
+        with ThreadPoolExecutor(workers, initializer=_single_threaded) as pool:
+            pending: deque = deque()
+            for start, v, block_mats in blocks():
+                pending.append((start, pool.submit(evolve, v, block_mats)))
+                if len(pending) > workers:
+                    start0, done = pending.popleft()
+                    yield start0, done.result()
+            while pending:
+                start0, done = pending.popleft()
+                yield start0, done.result()
+
+
+def _cpu_workers() -> int:
+    """Threads that evolve blocks side by side on the CPU: numba's threads (1 without numba)."""
+    try:
+        import numba  # noqa: PLC0415 - optional speed-up
+    except ImportError:
+        return 1
+    return numba.get_num_threads()
+
+
+def _single_threaded():
+    """Run this thread's compiled kernels on one thread (numba's thread count is per thread)."""
+    import numba  # noqa: PLC0415 - only called where _cpu_workers found it
+
+    numba.set_num_threads(1)
 
 
 # bindings whose layer matrices are formed together (bounds their memory: 64 B per qubit each)

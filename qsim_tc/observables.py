@@ -257,6 +257,8 @@ CPU_LOW_BITS = 8
 # amplitudes of one block of rows of the compiled CPU pass: a block and its partner blocks stay
 # in the L2 cache while every X group runs on them
 CPU_BLOCK_ELEMENTS = 1 << 14
+# amplitudes x X groups below which the compiled CPU pass runs on one thread
+CPU_PARALLEL_WORK = 1 << 24
 
 
 def _term_values_cpu(psi, terms: PauliTerms, kernel) -> np.ndarray:
@@ -294,8 +296,19 @@ def _term_values_cpu(psi, terms: PauliTerms, kernel) -> np.ndarray:
     p_off = np.searchsorted(pairs[:, 0], np.arange(len(groups) + 1)).astype(np.int64)
     pair_of = pair_of - p_off[group_of]  # index within its group
     signs = (1 - 2 * _parity(pairs[:, 1:2] & lo[None, :], np)).astype(np.float64)  # P x cols
-    sums = kernel(a2, rows, block, g_xh, g_xl, g_top, p_off, signs, pairs[:, 2] == 1, t_off, pair_of,
-                  terms.z[order] >> m)
+    args = (a2, rows, block, g_xh, g_xl, g_top, p_off, signs, pairs[:, 2] == 1, t_off, pair_of, terms.z[order] >> m)
+    if a2.size * len(groups) < CPU_PARALLEL_WORK:
+        # too short for a parallel region: on a loaded machine its threads wait for one another
+        import numba  # noqa: PLC0415 - the kernel exists, so numba does
+
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)  # for this thread only
+        try:
+            sums = kernel(*args)
+        finally:
+            numba.set_num_threads(threads)
+    else:
+        sums = kernel(*args)
     scale = _FACTOR[terms.ny[order] % 4] * np.where(g_xh[group_of] != 0, 2.0, 1.0)
     out = np.zeros((n_states, len(terms.x)), dtype=np.float64)
     out[:, order] = sums * scale

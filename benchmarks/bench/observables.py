@@ -118,7 +118,8 @@ def main(argv=None) -> dict:
                       "term_by_term_s_extrapolated": per_term_s, "simulate_s": kind_sim_s,
                       "ratio_to_simulate": grouped_s / kind_sim_s}
         print(f"{kind}: {len(op)} terms, {rows[kind]['x_groups']} X masks: grouped {grouped_s:.3f} s "
-              f"({grouped_s / kind_sim_s:.2f}x simulate, {kind_sim_s:.3f} s alongside), term by term ~{per_term_s:.1f} s")
+              f"({grouped_s / kind_sim_s:.2f}x simulate, {kind_sim_s:.3f} s alongside), "
+              f"term by term ~{per_term_s:.1f} s")
     print(f"simulate efficient_su2({n}, reps=4): {sim_s:.3f} s")
     payload = {"qubits": n, "device": args.device, "circuit": f"efficient_su2({n}, reps=4)", "simulate_s": sim_s,
                "hamiltonians": rows, "target": "grouped <= 3x simulate"}
