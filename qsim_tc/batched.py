@@ -223,7 +223,9 @@ class BatchedCircuit:
             block: bindings per block (default: :data:`BLOCK_ELEMENTS` amplitudes per block).
 
         Yields:
-            (start, array of shape (b, 2^n) in logical order) for consecutive blocks of bindings.
+            (start, array of shape (b, 2^n) in logical order) for consecutive blocks of bindings,
+            in order. On the CPU, up to numba's thread count of blocks evolve side by side, each
+            on one thread, while the caller works on the block yielded.
         """
         import gemm  # noqa: PLC0415
 
