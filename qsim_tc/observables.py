@@ -11,7 +11,9 @@ signs factor as ``row sign * column sign``: a group's column sums for all its di
 masks are one matrix product with a +-1 matrix, and the row signs finish each term on a small
 array. A group with only Z-type terms (``x = 0``) needs ``|psi|^2`` alone. So an observable costs
 one pass per distinct X mask (chemistry Hamiltonians have several terms per mask) instead of
-one per term, and no operator matrix is built.
+one per term, and no operator matrix is built. On the CPU a compiled pass runs every group on
+one cache-sized block of rows before the next (:func:`_term_values_cpu`), so the state is read
+from memory about once per distinct high part of the X masks.
 
 The code is written against the array module of the state (numpy on the CPU, cupy on the GPU).
 Values are computed in the state's precision; a letter-string's value is real, its coefficient
@@ -162,7 +164,8 @@ def _parity(v, xp):
 
 
 def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.ndarray:
-    """``<psi|P_t|psi>`` (real, float64 numpy) of each term, one pass per distinct X mask.
+    """``<psi|P_t|psi>`` (real, float64 numpy) of each term, one pass per distinct X mask (on the
+    CPU with numba, all masks in one blocked pass).
 
     Both halves of a pair ``(b, b ^ x)`` give conjugate products, so a group with X bits among
     the rows reads only the rows where the highest of them is 0, and doubles the sums.
