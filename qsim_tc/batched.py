@@ -18,7 +18,9 @@ than once per binding. The code is written against the array module (numpy or cu
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -221,7 +223,9 @@ class BatchedCircuit:
             block: bindings per block (default: :data:`BLOCK_ELEMENTS` amplitudes per block).
 
         Yields:
-            (start, array of shape (b, 2^n) in logical order) for consecutive blocks of bindings.
+            (start, array of shape (b, 2^n) in logical order) for consecutive blocks of bindings,
+            in order. On the CPU, up to numba's thread count of blocks evolve side by side, each
+            on one thread, while the caller works on the block yielded.
         """
         import gemm  # noqa: PLC0415
 
@@ -231,16 +235,87 @@ class BatchedCircuit:
         n = self.n_qubits
         if block is None:
             block = max(1, BLOCK_ELEMENTS[dev.name] >> n)
-        for b0 in range(0, values.shape[0], block):
-            v = values[b0:b0 + block]
-            psi = xp.zeros((v.shape[0], 1 << n), dtype=dtype)
-            psi[:, 0] = 1
-            for step in self.steps:
-                psi = _apply(step, psi, v, n, xp)
+        steps = self.steps
+        # the first layer acts on |0...0>: its state is the product of the matrices' first columns
+        product_first = bool(steps) and isinstance(steps[0], _Layer) and \
+            len({one.qubit for one in steps[0].steps}) == len(steps[0].steps)
+
+        def evolve(v, block_mats):
+            if product_first:
+                psi = _product_state(block_mats[0], [one.qubit for one in steps[0].steps], n, xp, dtype)
+            else:
+                psi = xp.zeros((v.shape[0], 1 << n), dtype=dtype)
+                psi[:, 0] = 1
+            for i in range(1 if product_first else 0, len(steps)):
+                psi = _apply(steps[i], psi, v, n, xp, block_mats.get(i))
             phase = self._values(self._phase, "global_phase")(v)
             if np.any(phase):
                 psi *= xp.asarray(np.exp(1j * phase).astype(dtype))[:, None]
-            yield b0, psi
+            return psi
+
+        def blocks():
+            sweep = block * max(1, SWEEP_BINDINGS // block)
+            for s0 in range(0, values.shape[0], sweep):
+                vs = values[s0:s0 + sweep]
+                # every layer's 2x2 matrices for many bindings at once: vectorised over the
+                # bindings, so their Python cost is paid once per sweep rather than once per block
+                mats = {i: np.stack([_one_matrix(one, vs) for one in step.steps], axis=1)
+                        for i, step in enumerate(steps) if isinstance(step, _Layer)}
+                for b0 in range(0, vs.shape[0], block):
+                    yield s0 + b0, vs[b0:b0 + block], {i: m[b0:b0 + block] for i, m in mats.items()}
+
+        workers = _cpu_workers() if xp is np else 1
+        if workers <= 1:
+            for start, v, block_mats in blocks():
+                yield start, evolve(v, block_mats)
+            return
+        # blocks evolve side by side, one thread each running the compiled kernels single-threaded:
+        # a block's kernels are too short for a parallel region each (on a loaded machine its
+        # threads wait for one another at every barrier), and the caller's work on one block
+        # overlaps the evolution of the next
+        with ThreadPoolExecutor(workers, initializer=_single_threaded) as pool:
+            pending: deque = deque()
+            for start, v, block_mats in blocks():
+                pending.append((start, pool.submit(evolve, v, block_mats)))
+                if len(pending) > workers:
+                    start0, done = pending.popleft()
+                    yield start0, done.result()
+            while pending:
+                start0, done = pending.popleft()
+                yield start0, done.result()
+
+
+def _cpu_workers() -> int:
+    """Threads that evolve blocks side by side on the CPU: numba's threads (1 without numba)."""
+    try:
+        import numba  # noqa: PLC0415 - optional speed-up
+    except ImportError:
+        return 1
+    return numba.get_num_threads()
+
+
+def _single_threaded():
+    """Run this thread's compiled kernels on one thread (numba's thread count is per thread)."""
+    import numba  # noqa: PLC0415 - only called where _cpu_workers found it
+
+    numba.set_num_threads(1)
+
+
+# bindings whose layer matrices are formed together (bounds their memory: 64 B per qubit each)
+SWEEP_BINDINGS = 1024
+
+
+def _product_state(ms: np.ndarray, qubits: list, n: int, xp, dtype):
+    """The (b, 2^n) states ``(x)_q ms[:, j(q), :, 0]`` (qubit q = bit q; ``|0>`` where no matrix)."""
+    b = ms.shape[0]
+    first_col = {q: ms[:, j, :, 0] for j, q in enumerate(qubits)}
+    zero = np.zeros((b, 2), dtype=np.complex128)
+    zero[:, 0] = 1
+    vec = xp.ones((b, 1), dtype=np.complex128)
+    for q in range(n - 1, -1, -1):  # the highest qubit is the slowest index
+        c = xp.asarray(first_col.get(q, zero))
+        vec = (vec[:, :, None] * c[:, None, :]).reshape(b, -1)
+    return vec.astype(dtype)
 
 
 def _one_matrix(step: _OneQubit, v) -> np.ndarray:
@@ -251,51 +326,106 @@ def _one_matrix(step: _OneQubit, v) -> np.ndarray:
     return np.ascontiguousarray(m)
 
 
-# one-qubit gates on qubits below this run block by block (2^LOW amplitudes, held in the L1 cache)
+# one-qubit gates on qubits below this run tile by tile (2^LOW amplitudes, held in the L1 cache)
 LAYER_LOW_BITS = 10
+# amplitudes of one tile of the high qubits' pass (all rows x some columns, held in the L2 cache)
+LAYER_HIGH_TILE = 1 << 14
 
 
 @functools.lru_cache(maxsize=1)
 def _cpu_layer():
     """A compiled run of one-qubit gates over a block of states (CPU), or None without numba.
 
+    ``layer(psi, ms, qubits, low_bits, high_tile)`` applies gate ``j`` (the (b, 2, 2) ``ms[:, j]``) on
+    qubit ``qubits[j]`` of each state ``psi[b]``, in place.
+
     The gates act on distinct qubits or keep their order, and gates on distinct qubits commute:
-    the low qubits' gates run together on each small block of amplitudes while it is in the L1
-    cache (one pass through the state for all of them), the high qubits' gates one pass each.
+    the low qubits' gates run together on each tile of ``2^low_bits`` amplitudes, the high
+    qubits' gates together on tiles of all rows and a few columns (the state as rows of
+    ``2^low_bits``), so a layer is two passes through the state. A tile is held as separate real
+    and imaginary parts, which the compiler turns into vector instructions.
     """
     try:
         import numba  # noqa: PLC0415 - optional speed-up
     except ImportError:
         return None
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
-    def layer(psi, ms, qubits, low_bits):
-        size = psi.shape[1]
-        blk = min(size, 1 << low_bits)
-        for bi in numba.prange(psi.shape[0]):
-            for start in range(0, size, blk):
-                for j in range(qubits.shape[0]):
-                    if qubits[j] >= low_bits:
-                        continue
-                    stride = 1 << qubits[j]
-                    m00, m01, m10, m11 = ms[bi, j, 0, 0], ms[bi, j, 0, 1], ms[bi, j, 1, 0], ms[bi, j, 1, 1]
-                    for base in range(start, start + blk, 2 * stride):
-                        for k in range(base, base + stride):
-                            a0 = psi[bi, k]
-                            a1 = psi[bi, k + stride]
-                            psi[bi, k] = m00 * a0 + m01 * a1
-                            psi[bi, k + stride] = m10 * a0 + m11 * a1
+    @numba.njit(inline="always")
+    def pairs(re, im, base, s, m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i):
+        r0 = re[base:base + s]
+        i0 = im[base:base + s]
+        r1 = re[base + s:base + 2 * s]
+        i1 = im[base + s:base + 2 * s]
+        for k in range(s):
+            ar = r0[k]
+            ai = i0[k]
+            br = r1[k]
+            bi = i1[k]
+            r0[k] = m00r * ar - m00i * ai + m01r * br - m01i * bi
+            i0[k] = m00r * ai + m00i * ar + m01r * bi + m01i * br
+            r1[k] = m10r * ar - m10i * ai + m11r * br - m11i * bi
+            i1[k] = m10r * ai + m10i * ar + m11r * bi + m11i * br
+
+    @numba.njit(inline="always")
+    def gate(re, im, n, s, m):
+        """The 2x2 ``m`` on the pairs (k, k + s) of the tile (re, im) of n amplitudes."""
+        m00r, m00i, m01r, m01i = m[0, 0].real, m[0, 0].imag, m[0, 1].real, m[0, 1].imag
+        m10r, m10i, m11r, m11i = m[1, 0].real, m[1, 0].imag, m[1, 1].real, m[1, 1].imag
+        if s == 1:  # neighbours: one pair per step
+            for base in range(0, n, 2):
+                ar = re[base]
+                ai = im[base]
+                br = re[base + 1]
+                bi = im[base + 1]
+                re[base] = m00r * ar - m00i * ai + m01r * br - m01i * bi
+                im[base] = m00r * ai + m00i * ar + m01r * bi + m01i * br
+                re[base + 1] = m10r * ar - m10i * ai + m11r * br - m11i * bi
+                im[base + 1] = m10r * ai + m10i * ar + m11r * bi + m11i * br
+        else:
+            for base in range(0, n, 2 * s):
+                pairs(re, im, base, s, m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i)
+
+    # contraction into fused multiply-adds: each output rounds once per product pair, not twice
+    @numba.njit(parallel=True, cache=True, nogil=True, fastmath={"contract"})
+    def layer(psi, ms, qubits, low_bits, high_tile):
+        n_b, size = psi.shape
+        low = min(size, 1 << low_bits)
+        n_rows = size // low
+        for task in numba.prange(n_b * n_rows):  # the low qubits, a row of `low` amplitudes at a time
+            b = task // n_rows
+            t0 = (task % n_rows) * low
+            re = np.empty(low)
+            im = np.empty(low)
+            for k in range(low):
+                re[k] = psi[b, t0 + k].real
+                im[k] = psi[b, t0 + k].imag
             for j in range(qubits.shape[0]):
-                if qubits[j] < low_bits:
-                    continue
-                stride = 1 << qubits[j]
-                m00, m01, m10, m11 = ms[bi, j, 0, 0], ms[bi, j, 0, 1], ms[bi, j, 1, 0], ms[bi, j, 1, 1]
-                for base in range(0, size, 2 * stride):
-                    for k in range(base, base + stride):
-                        a0 = psi[bi, k]
-                        a1 = psi[bi, k + stride]
-                        psi[bi, k] = m00 * a0 + m01 * a1
-                        psi[bi, k + stride] = m10 * a0 + m11 * a1
+                s = 1 << qubits[j]
+                if s < low:
+                    gate(re, im, low, s, ms[b, j])
+            for k in range(low):
+                psi[b, t0 + k] = complex(re[k], im[k])
+        if n_rows == 1:
+            return
+        w = min(low, max(4, high_tile // n_rows))  # columns of a tile
+        n_col_tiles = low // w
+        for task in numba.prange(n_b * n_col_tiles):  # the high qubits, all rows x w columns at a time
+            b = task // n_col_tiles
+            c0 = (task % n_col_tiles) * w
+            re = np.empty(n_rows * w)
+            im = np.empty(n_rows * w)
+            for r in range(n_rows):
+                for c in range(w):
+                    v = psi[b, r * low + c0 + c]
+                    re[r * w + c] = v.real
+                    im[r * w + c] = v.imag
+            for j in range(qubits.shape[0]):
+                s = 1 << qubits[j]
+                if s >= low:
+                    gate(re, im, n_rows * w, (s // low) * w, ms[b, j])
+            for r in range(n_rows):
+                for c in range(w):
+                    psi[b, r * low + c0 + c] = complex(re[r * w + c], im[r * w + c])
 
     return layer
 
@@ -393,8 +523,9 @@ def _monomial(n: int, gates: list) -> _Monomial:
     return _Monomial(idx, None if trivial else phase)
 
 
-def _apply(step, psi, v, n: int, xp):
-    """Apply one step to a block of states (b, 2^n)."""
+def _apply(step, psi, v, n: int, xp, layer_ms=None):
+    """Apply one step to a block of states (b, 2^n); ``layer_ms``: a layer's (b, k, 2, 2) matrices
+    where already formed."""
     b = psi.shape[0]
     if isinstance(step, _Monomial):
         if not hasattr(step, "_dev") or step._dev[0] is not xp:  # device copies, made once
@@ -406,31 +537,19 @@ def _apply(step, psi, v, n: int, xp):
             out *= phase[None, :]
         return out
     if isinstance(step, _Layer):
+        if layer_ms is None:
+            layer_ms = np.stack([_one_matrix(one, v) for one in step.steps], axis=1)  # (b, k, 2, 2)
         kernel = _cpu_layer() if xp is np else None
         if kernel is None:
-            for one in step.steps:
-                psi = _apply(one, psi, v, n, xp)
+            for j, one in enumerate(step.steps):
+                psi = _one_qubit(psi, layer_ms[:, j], one.qubit, xp)
             return psi
-        ms = np.stack([_one_matrix(one, v) for one in step.steps], axis=1).astype(psi.dtype)  # (b, k, 2, 2)
-        kernel(psi, ms, np.array([one.qubit for one in step.steps], dtype=np.int64), LAYER_LOW_BITS)
+        kernel(psi, np.ascontiguousarray(layer_ms, dtype=psi.dtype), np.array([one.qubit for one in step.steps],
+                                                                                dtype=np.int64),
+               LAYER_LOW_BITS, LAYER_HIGH_TILE)
         return psi
     if isinstance(step, _OneQubit):
-        m = step.matrices[0].batch(v)
-        for later in step.matrices[1:]:
-            m = later.batch(v) @ m
-        q = step.qubit
-        kernel = _cpu_one_qubit() if xp is np else None
-        if kernel is not None:
-            kernel(psi, np.ascontiguousarray(m).astype(psi.dtype), q)
-            return psi
-        m = xp.asarray(np.ascontiguousarray(m).astype(psi.dtype))
-        view = psi.reshape(b, -1, 2, 1 << q)
-        a0 = view[:, :, 0, :].copy()
-        a1 = view[:, :, 1, :]
-        m00, m01, m10, m11 = (m[:, i, j][:, None, None] for i, j in ((0, 0), (0, 1), (1, 0), (1, 1)))
-        view[:, :, 0, :] = m00 * a0 + m01 * a1
-        view[:, :, 1, :] = m10 * a0 + m11 * a1
-        return psi
+        return _one_qubit(psi, _one_matrix(step, v), step.qubit, xp)
     # a dense gate: its qubits as the last axes (first listed qubit the lowest bit), one matmul
     qs = step.qubits
     k = len(qs)
@@ -443,3 +562,20 @@ def _apply(step, psi, v, n: int, xp):
     out = flat @ xp.swapaxes(m, 1, 2)
     back = xp.moveaxis(out.reshape(shape), list(range(n + 1 - k, n + 1)), axes)
     return xp.ascontiguousarray(back).reshape(b, 1 << n)
+
+
+def _one_qubit(psi, m: np.ndarray, q: int, xp):
+    """Apply the (b, 2, 2) matrices ``m`` on qubit ``q`` of a block of states (b, 2^n)."""
+    b = psi.shape[0]
+    kernel = _cpu_one_qubit() if xp is np else None
+    if kernel is not None:
+        kernel(psi, np.ascontiguousarray(m).astype(psi.dtype), q)
+        return psi
+    m = xp.asarray(np.ascontiguousarray(m).astype(psi.dtype))
+    view = psi.reshape(b, -1, 2, 1 << q)
+    a0 = view[:, :, 0, :].copy()
+    a1 = view[:, :, 1, :]
+    m00, m01, m10, m11 = (m[:, i, j][:, None, None] for i, j in ((0, 0), (0, 1), (1, 0), (1, 1)))
+    view[:, :, 0, :] = m00 * a0 + m01 * a1
+    view[:, :, 1, :] = m10 * a0 + m11 * a1
+    return psi

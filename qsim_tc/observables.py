@@ -11,7 +11,9 @@ signs factor as ``row sign * column sign``: a group's column sums for all its di
 masks are one matrix product with a +-1 matrix, and the row signs finish each term on a small
 array. A group with only Z-type terms (``x = 0``) needs ``|psi|^2`` alone. So an observable costs
 one pass per distinct X mask (chemistry Hamiltonians have several terms per mask) instead of
-one per term, and no operator matrix is built.
+one per term, and no operator matrix is built. On the CPU a compiled pass runs every group on
+one cache-sized block of rows before the next (:func:`_term_values_cpu`), so the state is read
+from memory about once per distinct high part of the X masks.
 
 The code is written against the array module of the state (numpy on the CPU, cupy on the GPU).
 Values are computed in the state's precision; a letter-string's value is real, its coefficient
@@ -162,7 +164,8 @@ def _parity(v, xp):
 
 
 def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.ndarray:
-    """``<psi|P_t|psi>`` (real, float64 numpy) of each term, one pass per distinct X mask.
+    """``<psi|P_t|psi>`` (real, float64 numpy) of each term, one pass per distinct X mask (on the
+    CPU with numba, all masks in one blocked pass).
 
     Both halves of a pair ``(b, b ^ x)`` give conjugate products, so a group with X bits among
     the rows reads only the rows where the highest of them is 0, and doubles the sums.
@@ -172,25 +175,27 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
             states, shape (B, 2^n): their rows stack into one taller matrix (the X and Z masks
             of the rows stay below the state's own rows), so a block costs one pass per mask.
         terms: from :func:`collect`.
-        chunk_elements: amplitudes per chunk of a pass (the size of the temporaries).
+        chunk_elements: amplitudes per chunk of a pass (the size of the temporaries; the
+            compiled CPU pass needs none).
 
     Returns:
         shape (T,) for one state, (B, T) for a block.
     """
     xp = _array_module(psi)
+    if xp is np:
+        kernel = _cpu_group_sums()
+        if kernel is not None:
+            return _term_values_cpu(psi, terms, kernel)
     n = terms.n_qubits
     m = min(n, LOW_BITS)
     cols, rows = 1 << m, 1 << (n - m)
     n_states = psi.shape[0] if psi.ndim == 2 else 1
     a2 = psi.reshape(n_states * rows, cols)
     real = a2.real.dtype
-    products = _cpu_products() if xp is np else None
     out = np.zeros((n_states, len(terms.x)), dtype=np.float64)
     lo = xp.arange(cols, dtype=np.int64)
     all_rows = xp.arange(n_states * rows, dtype=np.int64)
-    order = np.argsort(terms.x, kind="stable")
-    bounds = np.flatnonzero(np.diff(terms.x[order])) + 1
-    for group in np.split(order, bounds):
+    for group in _x_groups(terms):
         x = int(terms.x[group[0]])
         xh, xl = x >> m, x & (cols - 1)
         zl, k_of = np.unique(terms.z[group] & (cols - 1), return_inverse=True)
@@ -214,24 +219,19 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
         acc = xp.zeros((n_states, len(group)), dtype=np.float64)
         for i0 in range(0, len(row_set), chunk):
             r_idx = row_set[i0:i0 + chunk]
-            if x == 0 or products is None:  # the chunk itself (a slice where the row set is all rows)
-                a = a2[int(r_idx[0]):int(r_idx[0]) + len(r_idx)] if xh == 0 else xp.take(a2, r_idx, axis=0)
+            a = a2[int(r_idx[0]):int(r_idx[0]) + len(r_idx)] if xh == 0 else xp.take(a2, r_idx, axis=0)
             if x == 0:
                 part = ((a.real * a.real + a.imag * a.imag) @ signs)[:, k_of]  # (rows, terms), all real
             else:
                 nr = len(r_idx)
                 # a term needs Re of its sum (even number of Y) or Im (odd): only those are formed
                 parts = (0, 1) if need_re and need_im else ((0,) if need_re else (1,))
-                if products is not None:
-                    c = np.empty((len(parts), nr, cols), dtype=real)
-                    products(a2, r_idx, xh, xl, c, need_re, need_im)
-                else:
-                    g = xp.take(a2, r_idx ^ xh, axis=0)
-                    if xl:
-                        g = xp.take(g, lo ^ xl, axis=1)
-                    g = xp.conj(g)
-                    g *= a
-                    c = xp.stack([g.real if p == 0 else g.imag for p in parts])
+                g = xp.take(a2, r_idx ^ xh, axis=0)
+                if xl:
+                    g = xp.take(g, lo ^ xl, axis=1)
+                g = xp.conj(g)
+                g *= a
+                c = xp.stack([g.real if p == 0 else g.imag for p in parts])
                 w = (c.reshape(len(parts) * nr, cols) @ signs).reshape(len(parts), nr, n_k)  # column sums
                 re_w, im_w = w[0], w[-1]
                 part = xp.where(odd[None, :], im_w[:, k_of], re_w[:, k_of])
@@ -247,49 +247,163 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18) -> np.
     return out if psi.ndim == 2 else out[0]
 
 
-@functools.lru_cache(maxsize=1)
-def _cpu_products():
-    """A compiled ``conj(psi[b ^ x]) * psi[b]`` over chunks of rows (CPU), or None without numba.
+def _x_groups(terms: PauliTerms) -> list:
+    """Indices of the terms, one array per distinct X mask (ascending)."""
+    order = np.argsort(terms.x, kind="stable")
+    bounds = np.flatnonzero(np.diff(terms.x[order])) + 1
+    return np.split(order, bounds)
 
-    numpy needs a gather, a conjugate and a product, each a pass through memory; fused in one
-    loop the product reads each amplitude pair once and writes its real and/or imaginary part
-    (those the group's terms need) as row blocks, so their column sums are one matrix product.
+
+# low index bits that form the columns of the compiled CPU pass: a row's products and its
+# signed column sums stay in the L1 cache
+CPU_LOW_BITS = 8
+# amplitudes of one block of rows of the compiled CPU pass: a block and its partner blocks stay
+# in the L2 cache while every X group runs on them
+CPU_BLOCK_ELEMENTS = 1 << 14
+# amplitudes x X groups below which the compiled CPU pass runs on one thread
+CPU_PARALLEL_WORK = 1 << 24
+
+
+def _term_values_cpu(psi, terms: PauliTerms, kernel) -> np.ndarray:
+    """:func:`term_values` on the CPU: all X groups in one compiled pass, with no temporaries.
+
+    The state is cut into blocks of rows that fit the L2 cache; each block runs every X group
+    while it is there, reading the partner rows ``r ^ xh`` of each group. The groups go in
+    ascending order of X, so consecutive groups read the same partner block (an X mask's
+    bits above the block's) and the state is read from memory about once per distinct high
+    part of X rather than once per X mask. Within a row, the products and their signed column
+    sums stay in the L1 cache; nothing the size of the state is written.
+    """
+    n = terms.n_qubits
+    m = min(n, CPU_LOW_BITS)
+    cols, rows = 1 << m, 1 << (n - m)
+    n_states = psi.shape[0] if psi.ndim == 2 else 1
+    a2 = np.ascontiguousarray(psi).reshape(n_states * rows, cols)
+    lo = np.arange(cols, dtype=np.int64)
+    block = max(1, min(rows, CPU_BLOCK_ELEMENTS // cols))  # rows, a power of two within a state
+    groups = _x_groups(terms)
+    g_x = np.array([terms.x[g[0]] for g in groups], dtype=np.int64)
+    g_xh, g_xl = g_x >> m, g_x & (cols - 1)
+    # the rows whose highest X bit is 0; their partners hold the conjugate products
+    g_top = np.array([1 << (int(h).bit_length() - 1) if h else 0 for h in g_xh], dtype=np.int64)
+    order = np.concatenate(groups)
+    t_off = np.zeros(len(groups) + 1, dtype=np.int64)
+    t_off[1:] = np.cumsum([len(g) for g in groups])
+    # a term needs the Re (even number of Y) or Im (odd) of its column sums: only the
+    # (low Z mask, part) pairs that some term of the group needs are formed
+    odd = (terms.ny[order] % 2 == 1).astype(np.int64)
+    group_of = np.repeat(np.arange(len(groups)), np.diff(t_off))
+    keys = np.stack([group_of, terms.z[order] & (cols - 1), odd], axis=1)
+    pairs, pair_of = np.unique(keys, axis=0, return_inverse=True)  # sorted by group
+    pair_of = pair_of.reshape(-1)
+    p_off = np.searchsorted(pairs[:, 0], np.arange(len(groups) + 1)).astype(np.int64)
+    pair_of = pair_of - p_off[group_of]  # index within its group
+    signs = (1 - 2 * _parity(pairs[:, 1:2] & lo[None, :], np)).astype(np.float64)  # P x cols
+    args = (a2, rows, block, g_xh, g_xl, g_top, p_off, signs, pairs[:, 2] == 1, t_off, pair_of, terms.z[order] >> m)
+    if a2.size * len(groups) < CPU_PARALLEL_WORK:
+        # too short for a parallel region: on a loaded machine its threads wait for one another
+        import numba  # noqa: PLC0415 - the kernel exists, so numba does
+
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)  # for this thread only
+        try:
+            sums = kernel(*args)
+        finally:
+            numba.set_num_threads(threads)
+    else:
+        sums = kernel(*args)
+    scale = _FACTOR[terms.ny[order] % 4] * np.where(g_xh[group_of] != 0, 2.0, 1.0)
+    out = np.zeros((n_states, len(terms.x)), dtype=np.float64)
+    out[:, order] = sums * scale
+    return out if psi.ndim == 2 else out[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_group_sums():
+    """The compiled pass of all X groups over a block of states (CPU), or None without numba.
+
+    numpy needs a gather, a conjugate, a product and a matrix product per group, each a pass
+    through memory with temporaries of the state's size; fused in one loop, each amplitude
+    pair is read once per group from the cache and nothing else leaves it.
+
+    ``kernel(a2, rows, block, g_xh, g_xl, g_top, p_off, signs, pair_im, t_off, pair_of, zh)``
+    returns (states, T) sums ``sum_b (-1)^|b & z_t| * (Re or Im)(conj(a[b ^ x]) a[b])`` over the
+    rows ``r`` with ``r & top == 0``. Group ``g`` (row and column parts of its X mask ``g_xh``,
+    ``g_xl``; ``g_top``) owns pairs ``p_off[g]:p_off[g+1]`` and terms ``t_off[g]:t_off[g+1]``;
+    pair ``p`` is the signed column sum (``signs[p]``) of Re, or of Im where ``pair_im[p]``;
+    term ``t`` takes its group's pair ``pair_of[t]`` and the row sign of ``zh[t]``.
     """
     try:
-        import numba  # noqa: PLC0415 - optional speed-up; the array code above is the fallback
+        import numba  # noqa: PLC0415 - optional speed-up; the array code is the fallback
     except ImportError:
         return None
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
-    def products(a2, rows, xh, xl, out, want_re, want_im):
-        cols = a2.shape[1]
-        # c ^ xl = (base ^ xl) + j on aligned runs c = base + j shorter than xl's lowest set bit:
-        # contiguous reads on both sides
-        run = cols if xl == 0 else xl & -xl
-        im_at = 1 if want_re else 0  # out holds Re then Im, or only the one wanted
-        for i in numba.prange(rows.shape[0]):
-            r = rows[i]
-            pr = r ^ xh
-            for base in range(0, cols, run):
-                src = base ^ xl
-                if want_re and want_im:
-                    for j in range(run):
-                        u = a2[pr, src + j]
-                        v = a2[r, base + j]
-                        out[0, i, base + j] = u.real * v.real + u.imag * v.imag
-                        out[1, i, base + j] = u.real * v.imag - u.imag * v.real
-                elif want_re:
-                    for j in range(run):
-                        u = a2[pr, src + j]
-                        v = a2[r, base + j]
-                        out[0, i, base + j] = u.real * v.real + u.imag * v.imag
-                else:
-                    for j in range(run):
-                        u = a2[pr, src + j]
-                        v = a2[r, base + j]
-                        out[im_at, i, base + j] = u.real * v.imag - u.imag * v.real
+    # reassociation lets the signed sums vectorise; they stay sums of the same products
+    @numba.njit(parallel=True, cache=True, nogil=True, fastmath={"reassoc", "contract"})
+    def group_sums(a2, rows, block, g_xh, g_xl, g_top, p_off, signs, pair_im, t_off, pair_of, zh):
+        n_rows, cols = a2.shape
+        n_groups = g_xh.shape[0]
+        n_t = zh.shape[0]
+        max_p = 1
+        for g in range(n_groups):
+            max_p = max(max_p, p_off[g + 1] - p_off[g])
+        n_blocks = n_rows // block
+        partial = np.zeros((n_blocks, n_t))
+        for bi in numba.prange(n_blocks):
+            re = np.zeros(cols)
+            im = np.zeros(cols)
+            w = np.empty(max_p)
+            u_row = np.empty(cols, dtype=a2.dtype)
+            for g in range(n_groups):
+                xh, xl, top = g_xh[g], g_xl[g], g_top[g]
+                p0, p1 = p_off[g], p_off[g + 1]
+                want_re = False
+                want_im = False
+                for p in range(p0, p1):
+                    if pair_im[p]:
+                        want_im = True
+                    else:
+                        want_re = True
+                for r in range(bi * block, (bi + 1) * block):
+                    if r & top:
+                        continue
+                    pr = r ^ xh
+                    for j in range(cols):  # the partner row in column order j ^ xl
+                        u_row[j] = a2[pr, j ^ xl]
+                    if want_re:
+                        for j in range(cols):
+                            re[j] = u_row[j].real * a2[r, j].real + u_row[j].imag * a2[r, j].imag
+                    if want_im:
+                        for j in range(cols):
+                            im[j] = u_row[j].real * a2[r, j].imag - u_row[j].imag * a2[r, j].real
+                    for p in range(p0, p1):
+                        src = im if pair_im[p] else re
+                        acc = 0.0
+                        for j in range(cols):
+                            acc += signs[p, j] * src[j]
+                        w[p - p0] = acc
+                    for t in range(t_off[g], t_off[g + 1]):
+                        q = r & zh[t]  # the row's sign: parity of its Z bits
+                        q ^= q >> 32
+                        q ^= q >> 16
+                        q ^= q >> 8
+                        q ^= q >> 4
+                        q ^= q >> 2
+                        q ^= q >> 1
+                        if q & 1:
+                            partial[bi, t] -= w[pair_of[t]]
+                        else:
+                            partial[bi, t] += w[pair_of[t]]
+        n_states = n_rows // rows
+        per_state = rows // block
+        out = np.zeros((n_states, n_t))
+        for s in range(n_states):
+            for b in range(s * per_state, (s + 1) * per_state):
+                for t in range(n_t):
+                    out[s, t] += partial[b, t]
+        return out
 
-    return products
+    return group_sums
 
 
 def _array_module(a):

@@ -37,10 +37,14 @@ def mixed_circuit():
     return qc
 
 
+@pytest.mark.parametrize("low_bits", [2, 3])
 @pytest.mark.parametrize("kernel", [True, False], ids=["compiled", "array-code"])
 @pytest.mark.parametrize("make", [mixed_circuit, lambda: efficient_su2(5, reps=2)], ids=["mixed", "su2"])
-def test_states_match_qiskit(make, kernel, monkeypatch):
-    monkeypatch.setattr(batched, "LAYER_LOW_BITS", 2)  # low qubits blocked, the others a pass each
+def test_states_match_qiskit(make, kernel, low_bits, monkeypatch):
+    # low qubits on tiles of 4 or 8 amplitudes, the high ones on tiles of one or two column blocks
+    monkeypatch.setattr(batched, "LAYER_LOW_BITS", low_bits)
+    monkeypatch.setattr(batched, "LAYER_HIGH_TILE", 16)
+    monkeypatch.setattr(batched, "SWEEP_BINDINGS", 6)  # matrices for 6 bindings at a time: 2 blocks, then 1
     if not kernel:
         monkeypatch.setattr(batched, "_cpu_one_qubit", lambda: None)
         monkeypatch.setattr(batched, "_cpu_layer", lambda: None)
@@ -121,3 +125,15 @@ def test_gpu_block_matches_cpu(cp):
     cpu = np.concatenate([blk for _, blk in bc.states(values, device="cpu")])
     gpu = np.concatenate([blk.get() for _, blk in bc.states(values, device="gpu")])
     np.testing.assert_allclose(gpu, cpu, atol=1e-12)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_blocks_come_in_order_from_side_by_side_threads(workers, monkeypatch):
+    monkeypatch.setattr(batched, "_cpu_workers", lambda: workers)
+    qc = efficient_su2(4, reps=1)
+    values = np.random.default_rng(3).uniform(-3, 3, (11, qc.num_parameters))
+    blocks = list(BatchedCircuit(qc).states(values, block=2))
+    assert [b0 for b0, _ in blocks] == list(range(0, 11, 2))
+    got = np.concatenate([b for _, b in blocks])
+    want = np.stack([Statevector(qc.assign_parameters(v)).data for v in values])
+    np.testing.assert_allclose(got, want, atol=1e-12)

@@ -30,8 +30,11 @@ def grouped_op(n, seed):
 def test_values_match_qiskit(n, low_bits, chunk, kernel, monkeypatch):
     monkeypatch.setattr(obs, "LOW_BITS", low_bits)
     monkeypatch.setitem(obs.CHUNK_ELEMENTS, "cpu", chunk)
+    # the compiled pass: columns and blocks of rows as small as one row, or whole states
+    monkeypatch.setattr(obs, "CPU_LOW_BITS", low_bits - 2 if low_bits < 10 else 8)
+    monkeypatch.setattr(obs, "CPU_BLOCK_ELEMENTS", chunk)
     if not kernel:
-        monkeypatch.setattr(obs, "_cpu_products", lambda: None)
+        monkeypatch.setattr(obs, "_cpu_group_sums", lambda: None)
     sv = random_statevector(2**n, seed=n)
     st = StateVector.from_array(sv.data, device="cpu")
     pl = random_pauli_list(n, 25, seed=n, phase=True)
@@ -45,24 +48,26 @@ def test_values_match_qiskit(n, low_bits, chunk, kernel, monkeypatch):
     assert abs(st.expectation_value(ops[0]) - want[0]) < 1e-12
 
 
-def test_one_pass_per_x_mask(monkeypatch):
+def test_one_compiled_pass_runs_every_x_mask(monkeypatch):
     n = 8
     op = grouped_op(n, 3)
     masks = {int(np.dot(p.x, 1 << np.arange(n))) for p in op.paulis}
     calls = []
-    kernel = obs._cpu_products()
+    kernel = obs._cpu_group_sums()
     assert kernel is not None  # numba is a dependency
 
-    def counting(a2, rows, xh, xl, out, want_re, want_im):
-        calls.append((xh, xl))
-        kernel(a2, rows, xh, xl, out, want_re, want_im)
+    def counting(a2, rows, block, g_xh, g_xl, *rest):
+        calls.append((g_xh << obs.CPU_LOW_BITS) | g_xl)
+        return kernel(a2, rows, block, g_xh, g_xl, *rest)
 
-    monkeypatch.setattr(obs, "_cpu_products", lambda: counting)
+    monkeypatch.setattr(obs, "_cpu_group_sums", lambda: counting)
+    monkeypatch.setattr(obs, "CPU_LOW_BITS", 4)
     st = StateVector.from_array(random_statevector(2**n, seed=1).data, device="cpu")
     obs.expectation_values(st, [op])
-    # every X mask but 0 (which needs |psi|^2 alone) is one product pass over (half) the state
-    assert len(calls) == len(masks - {0}) == len(set(calls))
-    assert len(op) > 3 * len(calls)
+    # one call for the whole observable; each X mask one group of it, in ascending order
+    assert len(calls) == 1
+    assert calls[0].tolist() == sorted(masks)
+    assert len(op) > 3 * len(masks - {0})
 
 
 def test_a_complex64_state_and_errors():
@@ -95,6 +100,8 @@ def test_gpu_values_match_cpu(cp):
 def test_a_block_of_states_gives_each_states_values(chunk, monkeypatch):
     n = 7
     monkeypatch.setattr(obs, "LOW_BITS", 3)
+    monkeypatch.setattr(obs, "CPU_LOW_BITS", 3)
+    monkeypatch.setattr(obs, "CPU_BLOCK_ELEMENTS", chunk)
     states = np.stack([random_statevector(2**n, seed=s).data for s in range(3)])
     terms, _ = obs.collect([grouped_op(n, 8)], n)
     block = obs.term_values(states, terms, chunk_elements=chunk)
