@@ -225,7 +225,10 @@ class Simulator:
         if self.stage_decision is not None and self.stage_decision.use:
             if not settings.device.is_gpu:
                 # compiling or loading the CPU kernels is the process's cost, not the run's
-                t0 += cpu_warmup.ensure_ready(settings.dtype)
+                warm = cpu_warmup.ensure_ready(settings.dtype)
+                t0 += warm
+                if isinstance(progress, Progress):  # its elapsed time is the run's too
+                    progress.t0 += warm
             out = self._stages.run(circuit, self.stage_decision, start, settings, progress)
             wall = time.perf_counter() - t0
             meta.update(applied_gates=len(out.stats), precision=self.precision, stages=self.stage_decision.to_dict())

@@ -118,3 +118,23 @@ def test_calibrate_reports_scattered_timings(tmp_path, monkeypatch, capsys):
                           placements=("bottom",), repeats=3, budget_s=3.0)
     assert isinstance(table.noise, str)  # measured quietly or not: a verdict either way, never an error
     cal.forget()
+
+
+def test_kernel_preparation_is_not_in_the_progress_line(monkeypatch):
+    """The progress line's time is the run's: a slow kernel preparation is left out of it too."""
+    import io
+
+    from qsim_tc.progress import Progress
+
+    real = cpu_warmup.ensure_ready
+
+    def slow(dtype, **kw):
+        time.sleep(1.0)
+        return real(dtype, **kw) + 1.0
+
+    monkeypatch.setattr(cpu_warmup, "ensure_ready", slow)
+    out = io.StringIO()
+    Simulator("native", device="cpu", plan="always").run(brickwork(6, 2, 2, seed=1),
+                                                         progress=Progress(after=0.0, stream=out, bar=False))
+    line = out.getvalue().strip()
+    assert line.startswith("simulating:") and float(line.split(" in ")[1].split()[0]) < 0.5, line
