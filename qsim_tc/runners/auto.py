@@ -69,8 +69,13 @@ def route_by_memory(selector: Selector, n: int, d_max: int, settings: Settings, 
     avail = memory.available_bytes(settings.device)
     fits = []
     for name in selector.candidates:
-        extra = memory.gate_extra_bytes(gemm.get_method(name), n, d_max, settings.dtype, {}, spare_allocated=False,
-                                        device=settings.device.name, workspace_bytes=settings.workspace_bytes)
+        try:
+            extra = memory.gate_extra_bytes(gemm.get_method(name), n, d_max, settings.dtype, {},
+                                            spare_allocated=False, device=settings.device.name,
+                                            workspace_bytes=settings.workspace_bytes)
+        except InsufficientMemoryError as exc:  # its smallest block exceeds the workspace asked for
+            selector.exclude(name, f"its smallest {d_max}-qubit block does not fit the workspace ({exc})")
+            continue
         if state_b + extra > avail:
             selector.exclude(name, f"its workspace for {d_max}-qubit blocks does not fit "
                                    f"({(state_b + extra) / 2**30:.2f} GiB > {avail / 2**30:.2f} GiB free)")

@@ -335,3 +335,17 @@ def test_double_buffer_engine_still_restores_on_failure(monkeypatch):
     with pytest.raises(RuntimeError, match="injected"):
         st.apply(haar_unitary(4, rng), [0, 5])
     assert st.is_valid and np.array_equal(st.to_numpy(), before)
+
+
+def test_auto_leaves_out_methods_whose_smallest_block_exceeds_the_workspace_asked_for():
+    """backend="auto" with a small workspace_bytes: a method that cannot run within it is excluded
+    before the run (named, with the reason), and the run goes on with one that fits."""
+    from circuits import brickwork
+    from qsim_tc import Simulator
+
+    res = Simulator(device="cpu", workspace_bytes=16384, plan=None).run(brickwork(9, 3, 4, seed=1))
+    auto = res.metadata["auto"]
+    assert set(auto["blocks_per_method"]) == {"native"}
+    assert "int8-auto" in auto["excluded"] and "does not fit the workspace" in auto["excluded"]["int8-auto"]
+    want = Simulator("native", device="cpu", plan=None).run(brickwork(9, 3, 4, seed=1)).state.to_numpy()
+    assert np.allclose(res.state.to_numpy(), want, atol=1e-12)
