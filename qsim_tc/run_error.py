@@ -21,7 +21,7 @@ from qsim_tc import error_bound as eb
 from qsim_tc.errors import ToleranceError
 
 __all__ = ["ToleranceError", "apply_tolerance", "distributed_report", "gate_run_report", "predicted_bounds",
-           "stage_ops", "stage_run_report"]
+           "report_of", "stage_ops", "stage_run_report", "stage_steps"]
 
 # the stage engine's op kinds (qsim_tc.stages.structure, .plan); named here so that this module
 # does not import the stage package (it imports numba-compiled executors)
@@ -174,10 +174,11 @@ def _target_abs_norm(op) -> float | None:
     return em.abs_norm_bound(np.asarray(m))
 
 
-def stage_run_report(plan, dtype, *, executed=None, max_dense: int | None = None, compute: str | None = None,
-                     initial_norm: float = 1.0) -> eb.ErrorReport:
-    """The error report of a stage run: one step a stage (:func:`stage_ops`), and the global phase
-    as a scalar op where it is applied apart.
+def stage_steps(plan, dtype, *, executed=None, max_dense: int | None = None,
+                compute: str | None = None) -> list:
+    """The error steps of a stage run: one a stage (:func:`stage_ops`), and the global phase as a
+    scalar op where it is applied apart. They do not depend on the start state, so a plan run
+    again may keep them (:func:`report_of` accumulates them).
 
     Args:
         plan: the :class:`~qsim_tc.stages.plan.StagePlan`.
@@ -185,15 +186,30 @@ def stage_run_report(plan, dtype, *, executed=None, max_dense: int | None = None
         compute: ``"fp64"`` or ``"fp32"`` (a complex64 state may run FP64 programs); default the
             dtype's own.
     """
-    acc = eb.ErrorAccumulator(initial_norm)
     n_amp = 1 << plan.n_qubits
+    steps = []
     for i, stage in enumerate(plan.stages):
         ops = stage_ops(stage, None if executed is None else executed[i], max_dense=max_dense)
         if ops:
-            acc.add(eb.stage_step(f"stage {i}", ops, dtype, compute=compute, n_amplitudes=n_amp))
+            steps.append(eb.stage_step(f"stage {i}", ops, dtype, compute=compute, n_amplitudes=n_amp))
     if plan.global_phase:
-        acc.add(eb.stage_step("global phase", [eb.StageOp("scalar")], dtype, compute=compute))
+        steps.append(eb.stage_step("global phase", [eb.StageOp("scalar")], dtype, compute=compute))
+    return steps
+
+
+def report_of(steps, initial_norm: float = 1.0) -> eb.ErrorReport:
+    """The error report of ``steps`` run from a start state of norm ``initial_norm``."""
+    acc = eb.ErrorAccumulator(initial_norm)
+    for step in steps:
+        acc.add(step)
     return acc.report()
+
+
+def stage_run_report(plan, dtype, *, executed=None, max_dense: int | None = None, compute: str | None = None,
+                     initial_norm: float = 1.0) -> eb.ErrorReport:
+    """The error report of a stage run (:func:`stage_steps` accumulated from ``initial_norm``)."""
+    return report_of(stage_steps(plan, dtype, executed=executed, max_dense=max_dense, compute=compute),
+                     initial_norm)
 
 
 # ------------------------------------------------------------------ tolerance

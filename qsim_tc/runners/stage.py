@@ -31,6 +31,7 @@ class StageRunner:
     def __init__(self):
         self._cache = None  # (circuit, its length, StageDecision) of the last decision
         self._pools = None  # (StageDecision, its program on the GPU)
+        self._error_steps = None  # (StageDecision, dtype, its error steps on the GPU)
         self.fusion_choice = None  # (circuit, FusionChoice) the last GPU decision priced the gate path with
 
     def decide(self, circuit: Circuit, settings: Settings, plan, fuse, table):
@@ -145,11 +146,16 @@ class StageRunner:
             engine, step_ms = "stage-kernel", [None] * plan.n_stages
             from qsim_tc.stages.kernel import max_dense  # noqa: PLC0415
 
-            wide = bool(decision.wide)
-            error = run_error.stage_run_report(
-                plan, settings.dtype, max_dense=max_dense(np.complex128 if wide else settings.dtype),
-                compute="fp64" if wide or np.dtype(settings.dtype) == np.complex128 else "fp32",
-                initial_norm=start.initial_norm)
+            # the program's error steps depend on the plan and dtype only: kept with the pools for
+            # the next run of the same decision (host work of several ms on QV-28, beside a launch)
+            if self._error_steps is None or self._error_steps[0] is not decision or \
+                    self._error_steps[1] != np.dtype(settings.dtype):
+                wide = bool(decision.wide)
+                steps = run_error.stage_steps(
+                    plan, settings.dtype, max_dense=max_dense(np.complex128 if wide else settings.dtype),
+                    compute="fp64" if wide or np.dtype(settings.dtype) == np.complex128 else "fp32")
+                self._error_steps = (decision, np.dtype(settings.dtype), steps)
+            error = run_error.report_of(self._error_steps[2], start.initial_norm)
         else:
             from qsim_tc.stages.cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
 

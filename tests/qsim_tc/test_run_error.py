@@ -136,3 +136,17 @@ def test_predicted_bound_is_the_reported_one_for_the_method_that_ran():
     auto = res.metadata["auto"]
     assert set(auto["blocks_per_method"]) == {"native"}  # the shipped CPU table
     assert auto["predicted_bounds"]["native"] == pytest.approx(res.error.l2_bound, rel=1e-9)
+
+
+def test_kept_stage_steps_give_the_report_of_a_fresh_computation():
+    """A repeated GPU stage run reuses its plan's error steps; accumulated from any start norm
+    they give exactly the report computed afresh."""
+    from circuits import brickwork
+    from qsim_tc.run_error import report_of, stage_run_report, stage_steps
+    from qsim_tc.stages.plan import plan_stages
+
+    plan = plan_stages(brickwork(10, 2, 6, seed=4), 6)
+    steps = stage_steps(plan, np.complex64, max_dense=3, compute="fp32")
+    for norm in (1.0, 0.5):
+        fresh = stage_run_report(plan, np.complex64, max_dense=3, compute="fp32", initial_norm=norm)
+        assert report_of(steps, norm) == fresh and fresh.l2_bound > 0
