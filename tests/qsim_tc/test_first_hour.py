@@ -18,8 +18,9 @@ from qsim_tc.plan.noise import NOISY_SPREAD, Spread
 # --- CPU kernels: compiled or loaded before the timer starts -------------------------------------
 
 
-def test_kernel_preparation_is_not_run_time(monkeypatch):
-    """Whatever compiling or loading the kernels costs is left out of Result.wall_s."""
+@pytest.fixture
+def slow_preparation(monkeypatch):
+    """Kernel preparation that takes a second (as a first compilation takes far longer)."""
     real = cpu_warmup.ensure_ready
 
     def slow(dtype, **kw):
@@ -27,6 +28,10 @@ def test_kernel_preparation_is_not_run_time(monkeypatch):
         return real(dtype, **kw) + 1.0
 
     monkeypatch.setattr(cpu_warmup, "ensure_ready", slow)
+
+
+def test_kernel_preparation_is_not_run_time(slow_preparation):
+    """Whatever compiling or loading the kernels costs is left out of Result.wall_s."""
     t0 = time.perf_counter()
     res = Simulator("native", device="cpu", plan="always").run(brickwork(6, 2, 2, seed=1))
     total = time.perf_counter() - t0
@@ -120,19 +125,12 @@ def test_calibrate_reports_scattered_timings(tmp_path, monkeypatch, capsys):
     cal.forget()
 
 
-def test_kernel_preparation_is_not_in_the_progress_line(monkeypatch):
+def test_kernel_preparation_is_not_in_the_progress_line(slow_preparation):
     """The progress line's time is the run's: a slow kernel preparation is left out of it too."""
     import io
 
     from qsim_tc.progress import Progress
 
-    real = cpu_warmup.ensure_ready
-
-    def slow(dtype, **kw):
-        time.sleep(1.0)
-        return real(dtype, **kw) + 1.0
-
-    monkeypatch.setattr(cpu_warmup, "ensure_ready", slow)
     out = io.StringIO()
     Simulator("native", device="cpu", plan="always").run(brickwork(6, 2, 2, seed=1),
                                                          progress=Progress(after=0.0, stream=out, bar=False))
