@@ -9,7 +9,8 @@ reports per circuit the best wall time of each and whether the final states are 
     python -m benchmarks.bench.default_ab --a OLD_CHECKOUT --b NEW_CHECKOUT --qubits 28 \
         --json benchmarks/results/default_ab.json
 
-Only the public API is used (``qsim_tc.Simulator``, ``benchmarks.bench.auto.build``), so both
+Only the public API is used (``qsim_tc.Simulator``, ``benchmarks.bench.auto.build`` and
+``time_run``), so both
 checkouts may differ in everything behind it.
 """
 
@@ -23,22 +24,16 @@ import sys
 from pathlib import Path
 
 _CHILD = r"""
-import hashlib, json, sys, time
+import hashlib, json, sys
 import numpy as np
-from benchmarks.bench.auto import build
+from benchmarks.bench.auto import build, time_run
 from qsim_tc import Simulator
 n, repeats, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 out = {}
 for name in ("qft", "qv", "brickwork2"):
     circ, desc = build(name, n)
     for precision in ("double", "single"):
-        sim = Simulator(precision=precision, device=device)
-        res = sim.run(circ)
-        best = float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            res = sim.run(circ)
-            best = min(best, time.perf_counter() - t0)
+        best, res = time_run(Simulator(precision=precision, device=device), circ, repeats)
         amps = np.ascontiguousarray(res.state.to_numpy())
         out[f"{desc} {precision}"] = {"s": best, "sha256": hashlib.sha256(amps.tobytes()).hexdigest()}
 print("RESULT " + json.dumps(out))
