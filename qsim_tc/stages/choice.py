@@ -52,6 +52,7 @@ CPU_WIDE_LOCAL_QUBITS = {8: 15}
 CPU_WIDE_FRACTION = 0.9
 CPU_WIDE_LANE_BITS = 4  # the wider plan needs this many lane bits below its L (one vector of float32)
 CPU_MAX_WIDTH = {8: 4, 16: 4}
+MMA_FUSE = 3  # the widest dense op the tensor-core kernels take (program.MMA_K)
 KEEP_LOW = 3  # 8 consecutive amplitudes per read: whole 128-byte lines of complex128
 # the kept low bits rotate between stages (plan_stages' rotate_low) by amplitude size. At 28 qubits
 # on an H100 (stage_rotate_h100.json), complex128: QuantumVolume(28, seed=7) 36 -> 31 stages,
@@ -180,6 +181,14 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
     return StageDecision(use, why, plan, float(predicted), float(gate_ms), keep, program, is_wide)
 
 
+def fuse_width(max_dense: int, widest: int, tensor: bool) -> int:
+    """The in-stage fusion width of a program: ``max_dense``, or where its ops run on the tensor
+    cores (``tensor``, the program's ``widen``), at most the widest tensor-core op (3) unless a
+    gate is wider: a fused 4-qubit op runs on the FMA loops, which cost a complex64 stage 0.46
+    reference passes an op against 0.26 for a 3-qubit one before the tensor cores took those."""
+    return max(min(max_dense, MMA_FUSE), widest) if tensor else max_dense
+
+
 def _priced(circuit: Circuit, structures, widest: int, max_dense: int, itemsize: int, big_l: int, keep_low: int,
             block_qubits: int | None, widen: bool | None, rotate: bool, stage_passes: float):
     """One stage form of ``circuit``: (plan, program, kept low bits, predicted reference passes),
@@ -188,9 +197,9 @@ def _priced(circuit: Circuit, structures, widest: int, max_dense: int, itemsize:
 
     keep = max(0, min(keep_low, big_l - max(widest, 1)))
     plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep, rotate_low=rotate)
-    program = build_program(plan, keep, fuse_qubits=max_dense, block_qubits=block_qubits, itemsize=itemsize,
-                            widen=widen)
-    passes = stage_passes * plan.n_stages + sum(op_passes(stage.ops, itemsize) for stage in program.stages)
+    program = build_program(plan, keep, fuse_qubits=fuse_width(max_dense, widest, widen),
+                            block_qubits=block_qubits, itemsize=itemsize, widen=widen)
+    passes = stage_passes * plan.n_stages + sum(op_passes(stage.ops, itemsize, bool(widen)) for stage in program.stages)
     return plan, program, keep, passes
 
 

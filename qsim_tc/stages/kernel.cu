@@ -20,8 +20,9 @@
 // Compile-time constants: REAL (double or float), MAX_K (widest dense op here), MAX_DENSE (the
 // record's width, stage_program.MAX_DENSE), MAX_GROUPS, THREADS, MIN_BLOCKS (the blocks an SM
 // the registers must allow), PRE_MAX_K (1 or 2: the widest op that applies its pre-phase as it
-// loads), STAGE_MMA (1: complex128 dense ops of 2 and 3 qubits on the FP64 tensor cores, with the
-// chunk swizzled in shared memory; 0: FMA loops, no swizzle), STAGE_PHASES (0: no phase groups).
+// loads), STAGE_MMA (1: dense ops of 2 and 3 qubits on the tensor cores, FP64 for complex128 and
+// error-corrected TF32 for complex64 (DEBIAS_BETA: its debias constant), with the chunk swizzled in
+// shared memory; 0: FMA loops, no swizzle), STAGE_PHASES (0: no phase groups).
 
 typedef REAL real;
 struct cplx { real x, y; };
@@ -122,6 +123,10 @@ __device__ __forceinline__ void copy16(void* dst, const void* src) {
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
+__device__ __forceinline__ void copy8(void* dst, const void* src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+}
 // The storage offset of local index bits below LOG_THREADS (and below L) of x.
 __device__ __forceinline__ long long low_offset(int x, int L, const int* __restrict__ slot_bits) {
     long long o = 0;
@@ -169,9 +174,9 @@ __device__ __forceinline__ void load_chunk(cplx* sm, const scplx* state, int L, 
     } else if (C >= 1 && !STAGE_MMA) {
         for (int i = 2 * threadIdx.x; i < (1 << L); i += 2 * blockDim.x)
             copy16(sm + i, state + lo2 + hi[i >> LOG_THREADS]);
-    } else {
+    } else {  // complex64 with the swizzle (tensor-core ops): neighbours may trade places, 8 bytes a copy
         for (int i = threadIdx.x; i < (1 << L); i += blockDim.x)
-            sm[swz(i)] = load_stream(state + lo1 + hi[i >> LOG_THREADS]);
+            copy8(sm + swz(i), state + lo1 + hi[i >> LOG_THREADS]);
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
@@ -410,6 +415,240 @@ __device__ __forceinline__ void a_fragment(const cplx* mat, int g, int t, double
     a[4] = m1.x; a[5] = m1.y; a[6] = -m1.y; a[7] = m1.x;  // columns Re, Im of input t + 4
 }
 
+// The product of one tile (eight groups) on the tensor cores, per precision. Lane (g, t) gives
+// input amplitudes t and t + 4 of group g (x0, x1; K = 2: x0 only) and gets D (d[0], d[2]: output
+// g of group 2t, Re and Im; d[1], d[3]: of group 2t + 1); PAIR: the second op applied to D first.
+template <int K, bool PAIR, typename R> struct TileOp;
+
+// complex128: FP64 mma, one m16n8k16 (K = 3) or m16n8k8 (K = 2) an op
+template <int K, bool PAIR> struct TileOp<K, PAIR, double> {
+    double a[K == 3 ? 8 : 4];
+    // PAIR (K = 3, no controls): a second op, on the first's group bits, applied to the first's
+    // results in registers (stage_program._pair_record): D's (d0, d2), (d1, d3) are its B's x0, x1
+    double a2[PAIR ? 8 : 1];
+    __device__ __forceinline__ TileOp(const cplx* mat, const cplx* mat2, int g, int t) {
+        if constexpr (K == 3) {
+            a_fragment(mat, g, t, a);
+        } else {
+            const cplx m = mat[(g & 3) * 4 + t];
+            const bool row = g < 4;  // rows 4-7 and 12-15 of A are zero
+            a[0] = row ? m.x : 0.0; a[1] = row ? m.y : 0.0; a[2] = row ? -m.y : 0.0; a[3] = row ? m.x : 0.0;
+        }
+        if constexpr (PAIR) a_fragment(mat2, g, t, a2);
+    }
+    __device__ __forceinline__ void apply(cplx x0, cplx x1, double (&d)[4]) const {
+        d[0] = d[1] = d[2] = d[3] = 0;
+        if constexpr (K == 3) {
+            const double b[4] = {x0.x, x0.y, x1.x, x1.y};
+            mma_k16(a, b, d);
+            if constexpr (PAIR) {
+                const double b2[4] = {d[0], d[2], d[1], d[3]};
+                d[0] = d[1] = d[2] = d[3] = 0;
+                mma_k16(a2, b2, d);
+            }
+        } else {
+            const double b[2] = {x0.x, x0.y};
+            mma_k8(a, b, d);
+        }
+    }
+};
+
+// complex64: error-corrected products on the TF32 or FP16 tensor cores (Ootomo and Yokota; the
+// arithmetic of gemm/tcec's "ec" scheme with the per-product debias), TC_FMT 0 (TF32) or 1 (FP16).
+// Every operand value v is split into hi = round(v) and lo = round((v - hi) 2^11) in the format
+// (TF32: RNA; FP16: RN, of v scaled by a power of two: the state's amplitudes, at most 1 in modulus,
+// by 2^15 and the matrix by 2^14, so that both stay below FP16's largest value and the lo parts of
+// amplitudes down to 2^-29 keep 11 bits); each k-step's hi*hi product is computed from zero on the
+// tensor core and the k-steps' results are added with round-to-nearest; lo*hi and hi*lo go to a
+// second accumulator on the tensor core (which starts with the expected truncation loss of each
+// hi*hi result, DEBIAS_BETA<k>), added at the end times 2^-11 in one FMA. TC_TERMS 5 also splits the
+// matrix into a third part (exact: 33 bits) and adds its product with hi and lo*lo (a third
+// accumulator, 2^-22). The real inner dimension 16 (K = 3) is two TF32 m16n8k8 k-steps (inputs t,
+// then t + 4 of each lane's group, as in the FP64 shape) or one FP16 m16n8k16; K = 2 is one
+// m16n8k8. qsim_tc/stages/tc32.py emulates it.
+#ifndef TC_FMT
+#define TC_FMT 0
+#endif
+#ifndef TC_TERMS
+#define TC_TERMS 3
+#endif
+#ifndef DEBIAS_BETA2
+#define DEBIAS_BETA2 0.0f
+#endif
+#ifndef DEBIAS_BETA3
+#define DEBIAS_BETA3 0.0f
+#endif
+#define TC_LO 4.8828125e-4f  // 2^-11
+__device__ __forceinline__ unsigned tf32_rna(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r & 0xffffe000u;
+}
+__device__ __forceinline__ unsigned short f16_rn(float x) {
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float f16_value(unsigned short h) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+    return r;
+}
+// the format's rounding of x as its register bits (TF32: a word; FP16: the low 16 bits), and back
+__device__ __forceinline__ unsigned tc_round(float x) {
+    if constexpr (TC_FMT == 0) return tf32_rna(x);
+    else return f16_rn(x);
+}
+__device__ __forceinline__ float tc_value(unsigned r) {
+    if constexpr (TC_FMT == 0) return __uint_as_float(r);
+    else return f16_value((unsigned short)r);
+}
+// hi, lo (and with mid: hi, mid, lo of a three-part split) of x
+__device__ __forceinline__ void tc_split(float x, unsigned& hi, unsigned& lo) {
+    hi = tc_round(x);
+    lo = tc_round((x - tc_value(hi)) * 2048.0f);
+}
+__device__ __forceinline__ void tc_split3(float x, unsigned& hi, unsigned& mid, unsigned& lo) {
+    hi = tc_round(x);
+    const float r = (x - tc_value(hi)) * 2048.0f;
+    mid = tc_round(r);
+    lo = tc_round((r - tc_value(mid)) * 2048.0f);
+}
+// two FP16 values as one register: ``first`` at the lower index (the low half)
+__device__ __forceinline__ unsigned pack16(unsigned first, unsigned second) { return first | (second << 16); }
+// the expected truncation loss of a tensor-core result p, in the correction's units: its leading
+// bit times beta where the lowest two significand bits are not both zero (gemm/tcec/debias.py)
+__device__ __forceinline__ float debias_lead(float p) {
+    const unsigned u = __float_as_uint(p);
+    return __uint_as_float((u & 3u) ? (u & 0xff800000u) : 0u);
+}
+// one instruction d += A B: TF32 m16n8k8 (a: 4 words, b: 2), FP16 m16n8k16 (a: 4, b: 2) or FP16
+// m16n8k8 (a: 2, b: 1)
+template <int NA> __device__ __forceinline__ void tc_mma(float (&d)[4], const unsigned (&a)[NA], const unsigned* b) {
+    if constexpr (TC_FMT == 0) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else if constexpr (NA == 4) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+    }
+}
+// Instructions a product: TF32 K = 3 takes two k-steps of 8; FP16 K = 3 one m16n8k16; K = 2 one
+// m16n8k8. NA: A words an instruction; NB: B words.
+template <int K> struct TcShape {
+    static constexpr int STEPS = (TC_FMT == 0 && K == 3) ? 2 : 1;
+    static constexpr int NA = (TC_FMT == 1 && K == 2) ? 2 : 4;
+    static constexpr int NB = (TC_FMT == 1 && K == 2) ? 1 : 2;
+};
+#define TC_SA 16384.0f  // FP16: the matrix's scale 2^14
+#define TC_SB 32768.0f  // FP16: the amplitudes' scale 2^15
+#define TC_UNSCALE 1.862645149230957e-09f  // FP16: 2^-29, the product's scale undone
+template <int K> struct TcA {
+    using S = TcShape<K>;
+    static constexpr int P = TC_TERMS == 5 ? 3 : 2;  // the matrix's parts
+    unsigned a[P][S::STEPS][S::NA];
+    // one matrix value's parts into word w (TF32) or half h of word w (FP16) of step s
+    __device__ __forceinline__ void put(float v, int s, int w, int h) {
+        unsigned p[3];
+        if constexpr (TC_FMT == 1) v *= TC_SA;
+        if constexpr (P == 3) tc_split3(v, p[0], p[1], p[2]);
+        else tc_split(v, p[0], p[1]);
+#pragma unroll
+        for (int q = 0; q < P; ++q) {
+            if constexpr (TC_FMT == 0) a[q][s][w] = p[q];
+            else a[q][s][w] = h ? (a[q][s][w] | (p[q] << 16)) : p[q];
+        }
+    }
+    // lane (g, t)'s fragments of the real form [[Re M, -Im M], [Im M, Re M]] (rows: Re out g, Im
+    // out g; TF32 columns Re, Im of input t per k-step, FP16 columns Re, Im of each input adjacent)
+    __device__ __forceinline__ void make(const cplx* mat, int g, int t) {
+        const bool live = K == 3 || g < 4;  // K = 2: rows 4-7 and 12-15 of A are zero
+        const int row = K == 3 ? g * 8 : (g & 3) * 4;
+#pragma unroll
+        for (int j = 0; j < (K == 3 ? 2 : 1); ++j) {  // inputs t and t + 4
+            const cplx m = live ? mat[row + 4 * j + t] : cplx{0.0f, 0.0f};
+            if constexpr (TC_FMT == 0) {  // (a[i] = A[g + 8 (i % 2)][t + 4 (i / 2)] of step j)
+                put(m.x, j, 0, 0); put(m.y, j, 1, 0); put(-m.y, j, 2, 0); put(m.x, j, 3, 0);
+            } else {  // word 2j: row g, columns Re, Im of input; word 2j + 1: row g + 8
+                put(m.x, 0, 2 * j, 0); put(-m.y, 0, 2 * j, 1); put(m.y, 0, 2 * j + 1, 0); put(m.x, 0, 2 * j + 1, 1);
+            }
+        }
+    }
+    // d = M x for the lane's inputs x[j] = (Re, Im) of input t + 4 j (j < 2 for K = 3)
+    __device__ __forceinline__ void times(const float (&x)[2][2], float (&d)[4]) const {
+        constexpr int J = K == 3 ? 2 : 1;
+        unsigned bh[S::STEPS][S::NB], bl[S::STEPS][S::NB];
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
+            unsigned h0, l0, h1, l1;
+            const float sc = TC_FMT == 1 ? TC_SB : 1.0f;
+            tc_split(x[j][0] * sc, h0, l0);
+            tc_split(x[j][1] * sc, h1, l1);
+            if constexpr (TC_FMT == 0) {  // step j: rows t (Re), t + 4 (Im)
+                bh[j][0] = h0; bh[j][1] = h1; bl[j][0] = l0; bl[j][1] = l1;
+            } else {  // word j: rows 2t + 8j (Re), 2t + 8j + 1 (Im)
+                bh[0][j] = pack16(h0, h1); bl[0][j] = pack16(l0, l1);
+            }
+        }
+        float p[S::STEPS][4], cor[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cor2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int s = 0; s < S::STEPS; ++s) {
+            p[s][0] = p[s][1] = p[s][2] = p[s][3] = 0.0f;
+            tc_mma<S::NA>(p[s], a[0][s], bh[s]);
+        }
+        const float beta = K == 3 ? DEBIAS_BETA3 : DEBIAS_BETA2;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const float p1 = S::STEPS == 2 ? p[S::STEPS - 1][q] : 0.0f;
+            d[q] = __fadd_rn(0.0f, __fadd_rn(p[0][q], p1));
+            cor[q] = __fmaf_rn(debias_lead(p[0][q]), beta, cor[q]);
+            if (S::STEPS == 2) cor[q] = __fmaf_rn(debias_lead(p1), beta, cor[q]);
+        }
+#pragma unroll
+        for (int s = 0; s < S::STEPS; ++s) {
+            tc_mma<S::NA>(cor, a[1][s], bh[s]);
+            tc_mma<S::NA>(cor, a[0][s], bl[s]);
+            if constexpr (P == 3) {
+                tc_mma<S::NA>(cor2, a[2][s], bh[s]);
+                tc_mma<S::NA>(cor2, a[1][s], bl[s]);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            if constexpr (P == 3) cor[q] = __fmaf_rn(cor2[q], TC_LO, cor[q]);
+            d[q] = __fmaf_rn(cor[q], TC_LO, d[q]);
+            if constexpr (TC_FMT == 1) d[q] *= TC_UNSCALE;
+        }
+    }
+};
+template <int K, bool PAIR> struct TileOp<K, PAIR, float> {
+    TcA<K> a;
+    TcA<PAIR ? 3 : 2> a2;  // (unused without PAIR)
+    __device__ __forceinline__ TileOp(const cplx* mat, const cplx* mat2, int g, int t) {
+        a.make(mat, g, t);
+        if constexpr (PAIR) a2.make(mat2, g, t);
+    }
+    __device__ __forceinline__ void apply(cplx x0, cplx x1, float (&d)[4]) const {
+        const float x[2][2] = {{x0.x, x0.y}, {x1.x, x1.y}};
+        a.times(x, d);
+        if constexpr (PAIR) {
+            const float x2[2][2] = {{d[0], d[2]}, {d[1], d[3]}};
+            a2.times(x2, d);
+        }
+    }
+};
+
 template <int K, bool PAIR = false>
 __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
                                           const cplx* mat2 = nullptr) {
@@ -417,20 +656,9 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
     const long long* mc = rec + W_MC;
     // B's rows t, t + 4, t + 8, t + 12 are Re, Im of input amplitude t and Re, Im of t + 4: a
-    // lane's two 16-byte loads land as its B registers (rows in the order Re t, Re t + 4, Im t,
+    // lane's two loads land as its B registers (rows in the order Re t, Re t + 4, Im t,
     // Im t + 4 had cost six register moves a tile)
-    double a[K == 3 ? 8 : 4];
-    if constexpr (K == 3) {
-        a_fragment(mat, g, t, a);
-    } else {
-        const cplx m = mat[(g & 3) * 4 + t];
-        const bool row = g < 4;  // rows 4-7 and 12-15 of A are zero
-        a[0] = row ? m.x : 0.0; a[1] = row ? m.y : 0.0; a[2] = row ? -m.y : 0.0; a[3] = row ? m.x : 0.0;
-    }
-    // PAIR (K = 3, no controls): a second op, on the first's group bits, applied to the first's
-    // results in registers (stage_program._pair_record): D's (d0, d2), (d1, d3) are its B's x0, x1
-    double a2[PAIR ? 8 : 1];
-    if constexpr (PAIR) a_fragment(mat2, g, t, a2);
+    const TileOp<K, PAIR, real> op(mat, mat2, g, t);
     // Addresses: the host tabulates a warp's first tile base, the step between its tiles, and
     // the swizzled lane parts (stage_program._mma_constants); an access is swz(base) XOR a lane
     // constant. Made here, with bit loops, the constants had cost each warp as many instructions
@@ -451,20 +679,9 @@ __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec,
     for (int tile = warp; tile < tiles; tile += MMA_WARPS, rest = ((rest | ~free) + step) & free) {
         const int sr = swz(rest);
         const cplx x0 = sm[sr ^ k_in];
-        double d[4] = {0, 0, 0, 0};
-        if constexpr (K == 3) {
-            const cplx x1 = sm[sr ^ k_in4];
-            const double b[4] = {x0.x, x0.y, x1.x, x1.y};
-            mma_k16(a, b, d);
-            if constexpr (PAIR) {
-                const double b2[4] = {d[0], d[2], d[1], d[3]};
-                d[0] = d[1] = d[2] = d[3] = 0;
-                mma_k16(a2, b2, d);
-            }
-        } else {
-            const double b[2] = {x0.x, x0.y};
-            mma_k8(a, b, d);
-        }
+        const cplx x1 = K == 3 ? sm[sr ^ k_in4] : x0;
+        real d[4];
+        op.apply(x0, x1, d);
         bool s0 = stores, s1 = stores;
         if (lmask) {  // local controls: only the groups whose control bits are 1
             const int b0 = rest | (((t & 1) << (int)rec[W_G + 1]) | ((t >> 1) << (int)rec[W_G + 2]));

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gemm.cuda.compile import raw_module
+from qsim_tc.stages import tc32
 from qsim_tc.stages.program import (
     MAX_DENSE,
     MAX_GROUPS,
@@ -42,7 +43,14 @@ PRE_MAX_K = {8: 2, 16: 1}
 # 293 -> 262 ms, brickwork(28, 2, 20) 183 -> 144; the sm_90 shapes run at twice m8n8k4's rate
 # (stage_tiles_h200.json: QV 191 -> 179, brickwork 111 -> 98). The swizzle alone would cost QFT's
 # one-qubit stages 2-4%, so stages without such ops keep the plain kernel
-MMA_GPU = {8: False, 16: True}
+MMA_GPU = {8: True, 16: True}
+# complex64 dense ops of 2 and 3 qubits (and pairs) on the TF32 tensor cores with error correction
+# (kernel.cu TileOp<float>: hi/lo splits, hi*hi apart, round-to-nearest sums outside the tensor
+# core, per-product debias; :mod:`qsim_tc.stages.tc32` emulates it), in a complex64 chunk of 2^13
+# amplitudes swizzled as complex128's. TF32 mma m16n8k8 needs sm_80; FP64 m16n8k16 sm_90
+MMA_MIN_CC = {8: 80, 16: 90}
+# the complex64 tensor-core arithmetic (format and terms, :class:`~qsim_tc.stages.tc32.Arith`)
+TC32_ARITH = tc32.DEFAULT
 
 
 # A complex64 state may run the complex128 programs (``wide``): the kernel widens each chunk to
@@ -66,9 +74,11 @@ BLOCK_QUBITS = {8: 3, 16: 3}
 def tensor_core_ops(dtype, compute_capability: int | None = None) -> bool:
     """Whether the stage kernel runs the dense ops of a state of ``dtype`` on its tensor cores on a
     GPU of ``compute_capability`` (default: the current GPU's; FP64 mma in the shapes m16n8k8 /
-    m16n8k16 needs sm_90: an sm_80 GPU takes the FMA loops). Programs for it widen 2-qubit ops to
-    3 (program.WIDEN_2_TO_3), which would double an FMA loop's work."""
-    if not MMA_GPU.get(np.dtype(dtype).itemsize, False):
+    m16n8k16 needs sm_90, TF32 m16n8k8 sm_80: older GPUs take the FMA loops). Programs for it widen
+    2-qubit ops to 3 and pair 3-qubit ops (pass ``widen=`` this to program.build_program), which
+    would double an FMA loop's work."""
+    item = np.dtype(dtype).itemsize
+    if not MMA_GPU.get(item, False):
         return False
     if compute_capability is None:
         try:
@@ -77,7 +87,7 @@ def tensor_core_ops(dtype, compute_capability: int | None = None) -> bool:
             compute_capability = int(cupy.cuda.Device().compute_capability)
         except Exception:  # no cupy or no GPU
             return False
-    return compute_capability >= 90
+    return compute_capability >= MMA_MIN_CC[item]
 
 
 def block_qubits(dtype) -> int:
@@ -115,13 +125,16 @@ def shared_bytes(local_qubits: int, itemsize: int) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(device_id: int, itemsize: int, mma: bool = False, phases: bool = True, wide: bool = False):
+def _kernel(device_id: int, itemsize: int, mma: bool = False, phases: bool = True, wide: bool = False,
+            arith: tc32.Arith = tc32.DEFAULT):
     # itemsize: the chunk's amplitudes (the program's precision); wide: the state is complex64
     real = "double" if itemsize == 16 else "float"
     options = (f"-DREAL={real}", f"-DMAX_K={MAX_DENSE_GPU[itemsize]}", f"-DMAX_DENSE={MAX_DENSE}",
                f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", f"-DMIN_BLOCKS={MIN_BLOCKS[itemsize]}",
                f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", f"-DSTAGE_MMA={int(mma)}", f"-DSTAGE_PHASES={int(phases)}",
                f"-DMMA_WARPS={MMA_WARPS}", f"-DSTATE_C64={int(wide)}", "-std=c++17")
+    if mma and itemsize == 8:
+        options += arith.options()
     return raw_module(__package__, "kernel.cu", options, device_id).get_function("stage_kernel")
 
 
@@ -219,7 +232,7 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
         raise ValueError("the program pairs tensor-core ops, which this kernel (complex64, or a GPU before "
                          "sm_90) runs one at a time: build it with widen=False")
     mma = tensor and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any())
-    kern = _kernel(data.device.id, item, mma, has_phases(stage.ops), wide)
+    kern = _kernel(data.device.id, item, mma, has_phases(stage.ops), wide, TC32_ARITH if item == 8 else tc32.DEFAULT)
     # the attribute belongs to the function, shared by every L: set it for this launch
     kern.max_dynamic_shared_size_bytes = shared
     ops = pools.ops[pools.ops_at[index]:]

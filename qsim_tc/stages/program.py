@@ -124,7 +124,10 @@ _TURN = 1 << 64
 # op, the ratio of the two in a fit on an H100 (stage_fit_pairs_h100.json: d3 0.151, pair 0.229;
 # circuit totals within 4%); complex64 has no pairs (its entry is twice its 3-qubit weight).
 OP_PASSES = {16: {1: 0.22, 2: 0.21, 3: 0.175, 4: 0.26, "phase": 0.43, "pre": 0.87, "pair": 0.265},
-             8: {1: 0.17, 2: 0.19, 3: 0.26, 4: 0.46, "phase": 0.40, "pre": 0.41, "pair": 0.52}}
+             8: {1: 0.17, 2: 0.12, 3: 0.12, 4: 0.46, "phase": 0.40, "pre": 0.41, "pair": 0.18}}
+# complex64 programs whose 2- and 3-qubit ops run on the FMA loops (widen=False: GPUs without the
+# TF32 mma shape, or the kernel's tensor-core ops switched off), fitted as above
+FMA_OP_PASSES = {8: {1: 0.17, 2: 0.19, 3: 0.26, 4: 0.46, "phase": 0.40, "pre": 0.41, "pair": 0.52}}
 
 
 @dataclass(frozen=True)
@@ -300,10 +303,11 @@ def _fold_phase(stages, matrices: np.ndarray, phase: float) -> float:
     return float(phase)
 
 
-def op_passes(records, itemsize: int = 16) -> float:
+def op_passes(records, itemsize: int = 16, tensor: bool = True) -> float:
     """The stage model's time of a stage's op records (``StageCode.ops``) for amplitudes of
-    ``itemsize`` bytes, in reference passes (:data:`OP_PASSES`)."""
-    w = OP_PASSES[itemsize]
+    ``itemsize`` bytes, in reference passes (:data:`OP_PASSES`; ``tensor=False``: the kernel runs
+    every op on its FMA loops, :data:`FMA_OP_PASSES` where measured)."""
+    w = OP_PASSES[itemsize] if tensor else FMA_OP_PASSES.get(itemsize, OP_PASSES[itemsize])
     total = 0.0
     for rec in records:
         dense = rec[W_TYPE] == OP_DENSE
@@ -323,7 +327,7 @@ def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int, wid
     alt = commuting_blocks(stage, big_l, width)
     if alt.ops == stage.ops:
         return stage
-    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), widen, pairs, priced=True), itemsize)
+    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), widen, pairs, priced=True), itemsize, widen)
              for s in (stage, alt)]
     return alt if price[1] < price[0] else stage
 
@@ -828,13 +832,23 @@ def _signed(x: int) -> int:
     return x - _TURN if x >= 1 << 63 else x
 
 
-def emulate(program: StageProgram, data: np.ndarray) -> np.ndarray:
+def emulate(program: StageProgram, data: np.ndarray, tensor_cores=False) -> np.ndarray:
     """Run ``program`` on a numpy state in storage order (in place), as the kernel does.
 
     The reference the kernel is tested against, and a check of the translation on any machine:
     each stage is applied to the whole state in slot order (gathered through ``slot_bits``) op by
     op, then scattered back. Returns ``data``. The global phase is not applied (the caller does).
+    ``tensor_cores`` (a complex64 ``data``): the tensor-core records (2- and 3-qubit dense ops and
+    pairs) are computed as the complex64 kernel's error-corrected tiles compute them, in that
+    :class:`~qsim_tc.stages.tc32.Arith` (True: :data:`~qsim_tc.stages.tc32.DEFAULT`); other ops,
+    and every op without it, in numpy's arithmetic.
     """
+    if tensor_cores is not False and data.dtype != np.complex64:
+        raise ValueError(f"tensor_cores emulates the complex64 kernel; the state is {data.dtype}")
+    if tensor_cores is True:
+        from qsim_tc.stages.tc32 import DEFAULT  # noqa: PLC0415
+
+        tensor_cores = DEFAULT
     n = program.n_qubits
     x = np.arange(1 << n, dtype=np.int64)
     for stage in program.stages:
@@ -854,10 +868,11 @@ def emulate(program: StageProgram, data: np.ndarray) -> np.ndarray:
                 t = [offs[1 << m].bit_length() - 1 for m in range(k)]
                 cmask = int(rec[W_CMASK]) % _TURN
                 m = program.matrices[int(rec[W_DATA]):int(rec[W_DATA]) + (1 << 2 * k)].reshape(1 << k, 1 << k)
-                _dense(v, n, t, cmask, m)
+                tc = tensor_cores if tensor_cores is not False and rec[W_MMA] and k in MMA_K else None
+                _dense(v, n, t, cmask, m, tc)
                 if rec[W_MMA] == MMA_PAIR:
                     m2 = program.matrices[int(rec[W_PAIR]):int(rec[W_PAIR]) + 64].reshape(8, 8)
-                    _dense(v, n, pair_targets(rec), 0, m2)
+                    _dense(v, n, pair_targets(rec), 0, m2, tc)
             else:
                 _phases(program, v, x, int(rec[W_DATA]), int(rec[W_COUNT]))
         data[addr] = v[src]
@@ -880,8 +895,10 @@ def _phases(program: StageProgram, v: np.ndarray, x: np.ndarray, first: int, cou
     v *= np.exp(2j * np.pi * (acc.view(np.int64) / 2.0**64))
 
 
-def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray) -> None:
-    """v <- m on the target bits where the control bits are all 1 (v in slot order)."""
+def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray, tensor=None) -> None:
+    """v <- m on the target bits where the control bits are all 1 (v in slot order); ``tensor``
+    (an :class:`~qsim_tc.stages.tc32.Arith`): in the complex64 kernel's tensor-core arithmetic
+    (:func:`qsim_tc.stages.tc32.apply_op`)."""
     k = len(targets)
     others = [p for p in range(n) if p not in targets]
     base = np.zeros(1 << (n - k), dtype=np.int64)
@@ -895,4 +912,9 @@ def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray)
             if j >> i & 1:
                 offs[j] |= 1 << p
     idx = base[:, None] + offs[None, :]
-    v[idx] = v[idx] @ m.T.astype(v.dtype)
+    if tensor is not None:
+        from qsim_tc.stages.tc32 import apply_op  # noqa: PLC0415 - numpy emulation, for tests
+
+        v[idx] = apply_op(m.astype(np.complex64), v[idx], tensor)
+    else:
+        v[idx] = v[idx] @ m.T.astype(v.dtype)

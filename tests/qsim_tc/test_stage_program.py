@@ -538,7 +538,7 @@ def test_two_qubit_ops_widen_to_three_on_a_free_local_qubit():
     from qsim_tc.stages.kernel import tensor_core_ops
 
     assert tensor_core_ops(np.complex128, 90) and not tensor_core_ops(np.complex128, 80)
-    assert not tensor_core_ops(np.complex64, 90)
+    assert tensor_core_ops(np.complex64, 80) and not tensor_core_ops(np.complex64, 75)
     for s in wide.stages:
         for r in s.ops:
             assert len({int(r[W_SORTED + m]) for m in range(3)}) == 3
@@ -619,3 +619,32 @@ def test_stages_without_phase_groups_take_the_kernel_without_phase_code():
     assert all(has_phases(s.ops) for s in phased.stages)
     assert not has_phases(np.zeros((0, dense.stages[0].ops.shape[1]), np.int64))
 
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "local", "keep_low", "seed", "rotate"),
+                         [(10, 8, 2, 1, False), (12, 10, 3, 2, True), (14, 12, 3, 3, False), (16, 13, 3, 4, True)])
+@pytest.mark.parametrize("arith", [("tf32", 3), ("fp16", 5), ("fp16", 3), ("tf32", 5)])
+def test_complex64_tensor_core_ops_match_their_emulation(cp, monkeypatch, n, local, keep_low, seed, rotate, arith):
+    """The complex64 kernel's TF32 ops (2- and 3-qubit ops and pairs) compute what
+    :mod:`qsim_tc.stages.tc32` emulates: the GPU's difference from the emulation is far below
+    either's error against complex128 (the tensor core's own rounding is modelled to a few ulps)."""
+    from qsim_tc.stages import kernel, tc32
+    from qsim_tc.stages.kernel import run_program, tensor_core_ops
+
+    arith = tc32.Arith(*arith)
+    monkeypatch.setattr(kernel, "TC32_ARITH", arith)
+    if not tensor_core_ops(np.complex64):
+        pytest.skip("no TF32 tensor-core ops on this GPU")
+    c = random_circuit(n, 8 * n, seed, max_width=3)
+    psi = random_state(n, seed, np.complex64)
+    prog = device_program(plan_stages(c, local, keep_low=keep_low, rotate_low=rotate), keep_low, np.complex64,
+                          fuse_qubits=3)
+    assert any(r[W_TYPE] == OP_DENSE and r[W_K] == 3 for s in prog.stages for r in s.ops)
+    data = cp.asarray(psi)
+    run_program(data, prog)
+    got = data.get().astype(np.complex128)
+    emulated = emulate(prog, psi.copy(), tensor_cores=arith).astype(np.complex128)
+    exact = emulate(prog, psi.astype(np.complex128))
+    gap, err = np.linalg.norm(got - emulated), np.linalg.norm(emulated - exact)
+    assert err < 1e-5 and gap <= 0.1 * err, (gap, err)

@@ -1,0 +1,121 @@
+"""complex64 stages on the TF32 tensor cores against complex64 on the FMA loops, complex128 and the
+gate-by-gate complex64 path (native32, plan=None): time and accuracy, in one process.
+
+For each circuit at N qubits (QFT after H, QuantumVolume(N, seed=7), brickwork(N, 2, 20),
+brickwork(N, 4, 10)): the default ``Simulator(precision="double")`` (the reference state and
+its time), ``Simulator(precision="single")`` with the complex64 stage kernel on its FMA loops
+(``kernel.MMA_GPU[8] = False``: the kernel before the TF32 ops) and on the TF32 tensor cores
+(the default; also with the kept low bits rotating between stages), and ``native32`` gate by gate.
+Each complex64 state is compared with the complex128 one: L2 error, infidelity and norm drift
+(the complex128 result's own error, ~1e-14, is far below complex64's). Times are the best of
+``--repeats`` runs after a warm-up.
+
+    python -m benchmarks.bench.stage_tc32 --qubits 28 --json benchmarks/results/stage_tc32_h100.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+from benchmarks.bench.auto import build
+from benchmarks.common import write_results
+
+CIRCUITS = ("qft", "qv", "brickwork2", "brickwork4")
+
+
+def timed(sim, circ, repeats: int):
+    """(best seconds, last result) of ``repeats`` runs after a warm-up."""
+    import cupy as cp  # noqa: PLC0415
+
+    res = sim.run(circ)
+    best = float("inf")
+    for _ in range(repeats):
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        res = sim.run(circ)
+        cp.cuda.Device().synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return best, res
+
+
+def errors(cp, got, ref) -> dict:
+    """L2 error, infidelity and norm drift of ``got`` (a complex64 state) against ``ref``."""
+    x = cp.from_dlpack(got).astype(cp.complex128)
+    r = cp.from_dlpack(ref)
+    l2 = float(cp.linalg.norm(x - r))
+    nx, nr = float(cp.vdot(x, x).real), float(cp.vdot(r, r).real)
+    overlap = abs(complex(cp.vdot(r, x))) ** 2 / (nx * nr)
+    del x
+    return {"l2": l2, "infidelity": max(0.0, 1.0 - overlap), "norm_drift": abs(nx - 1.0)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.bench.stage_tc32", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--qubits", type=int, default=28)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--circuits", default=",".join(CIRCUITS))
+    p.add_argument("--arith", default="tf32-3,fp16-3,fp16-5,tf32-5",
+                   help="tensor-core arithmetics to run (format-terms, qsim_tc.stages.tc32.Arith)")
+    p.add_argument("--rotate", default="tf32-3,fp16-5", help="arithmetics also run with rotating low bits")
+    p.add_argument("--no-gates", action="store_true", help="skip the gate-by-gate native32 runs")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    import cupy as cp  # noqa: PLC0415
+
+    from qsim_tc import Simulator  # noqa: PLC0415
+    from qsim_tc.stages import choice, kernel, tc32  # noqa: PLC0415
+
+    n = args.qubits
+    rows = []
+    for name in args.circuits.split(","):
+        circ, desc = build(name, n)
+        t128, ref = timed(Simulator(precision="double"), circ, args.repeats)
+        entry = {"circuit": desc, "complex128_ms": 1e3 * t128, "forms": {}}
+        configs = [("fma", False, None, False)]
+        for a in args.arith.split(","):
+            fmt, terms = a.split("-")
+            arith = tc32.Arith(fmt, int(terms))
+            configs.append((a, True, arith, False))
+            if a in args.rotate.split(","):
+                configs.append((a + " rotate", True, arith, True))
+        default = (kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.TC32_ARITH)
+        for label, mma, arith, rotate in configs:
+            kernel.MMA_GPU[8], choice.ROTATE_LOW[8] = mma, rotate
+            kernel.TC32_ARITH = arith or default[2]
+            sim = Simulator(precision="single")
+            try:
+                t, res = timed(sim, circ, args.repeats)
+            finally:
+                kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.TC32_ARITH = default
+            d = sim.stage_decision
+            entry["forms"][label] = {"ms": 1e3 * t, "path": res.step_kind,
+                                     "why": d.why if d is not None else None,
+                                     "wide": bool(d.wide) if d is not None else None,
+                                     "stages": d.plan.n_stages if d is not None and d.plan is not None else None,
+                                     **errors(cp, res.state, ref.state)}
+            del res
+        if not args.no_gates:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t, res = timed(Simulator("native32", plan=None), circ, 1)
+            entry["forms"]["native32 gates"] = {"ms": 1e3 * t, "path": res.step_kind, **errors(cp, res.state, ref.state)}
+            del res
+        del ref
+        cp.get_default_memory_pool().free_all_blocks()
+        rows.append(entry)
+        print(f"{desc}: complex128 {entry['complex128_ms']:.1f} ms", flush=True)
+        for label, f in entry["forms"].items():
+            print(f"  {label:15s} {f['ms']:8.1f} ms  l2 {f['l2']:.2e}  infid {f['infidelity']:.2e}  "
+                  f"norm {f['norm_drift']:.1e}  {f.get('why') or f['path']}", flush=True)
+    if args.json:
+        write_results(args.json, {"qubits": n, "rows": rows}, module="benchmarks.bench.stage_tc32", argv=argv)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
