@@ -426,7 +426,7 @@ template <int K, bool PAIR> struct TileOp<K, PAIR, double> {
     // PAIR (K = 3, no controls): a second op, on the first's group bits, applied to the first's
     // results in registers (stage_program._pair_record): D's (d0, d2), (d1, d3) are its B's x0, x1
     double a2[PAIR ? 8 : 1];
-    __device__ __forceinline__ TileOp(const cplx* mat, const cplx* mat2, int g, int t) {
+    __device__ __forceinline__ TileOp(const cplx* mat, const cplx* mat2, const double2*, const double2*, int g, int t) {
         if constexpr (K == 3) {
             a_fragment(mat, g, t, a);
         } else {
@@ -503,16 +503,30 @@ __device__ __forceinline__ float tc_value(unsigned r) {
     if constexpr (TC_FMT == 0) return __uint_as_float(r);
     else return f16_value((unsigned short)r);
 }
-// hi, lo (and with mid: hi, mid, lo of a three-part split) of x
+// a double's rounding: TF32 through FP32 (cvt.rna.tf32 takes FP32), FP16 directly
+__device__ __forceinline__ unsigned tc_round(double x) {
+    if constexpr (TC_FMT == 0) {
+        return tf32_rna((float)x);
+    } else {
+        unsigned short r;
+        asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r) : "d"(x));
+        return r;
+    }
+}
+// hi, lo of an amplitude x
 __device__ __forceinline__ void tc_split(float x, unsigned& hi, unsigned& lo) {
     hi = tc_round(x);
     lo = tc_round((x - tc_value(hi)) * 2048.0f);
 }
-__device__ __forceinline__ void tc_split3(float x, unsigned& hi, unsigned& mid, unsigned& lo) {
-    hi = tc_round(x);
-    const float r = (x - tc_value(hi)) * 2048.0f;
-    mid = tc_round(r);
-    lo = tc_round((r - tc_value(mid)) * 2048.0f);
+// parts[0..P-1] of a matrix value (complex128 in the pool: the residuals are exact in double, so
+// three parts hold the value to 33 bits, beyond the FP32 rounding of the matrix the FMA loops use)
+template <int P> __device__ __forceinline__ void tc_split_wide(double x, unsigned (&parts)[3]) {
+    double r = x;
+#pragma unroll
+    for (int q = 0; q < P; ++q) {
+        parts[q] = tc_round(r);
+        r = (r - (double)tc_value(parts[q])) * 2048.0;
+    }
 }
 // two FP16 values as one register: ``first`` at the lower index (the low half)
 __device__ __forceinline__ unsigned pack16(unsigned first, unsigned second) { return first | (second << 16); }
@@ -559,11 +573,10 @@ template <int K> struct TcA {
     static constexpr int P = TC_TERMS == 5 ? 3 : 2;  // the matrix's parts
     unsigned a[P][S::STEPS][S::NA];
     // one matrix value's parts into word w (TF32) or half h of word w (FP16) of step s
-    __device__ __forceinline__ void put(float v, int s, int w, int h) {
+    __device__ __forceinline__ void put(double v, int s, int w, int h) {
         unsigned p[3];
-        if constexpr (TC_FMT == 1) v *= TC_SA;
-        if constexpr (P == 3) tc_split3(v, p[0], p[1], p[2]);
-        else tc_split(v, p[0], p[1]);
+        if constexpr (TC_FMT == 1) v *= (double)TC_SA;
+        tc_split_wide<P>(v, p);
 #pragma unroll
         for (int q = 0; q < P; ++q) {
             if constexpr (TC_FMT == 0) a[q][s][w] = p[q];
@@ -572,12 +585,12 @@ template <int K> struct TcA {
     }
     // lane (g, t)'s fragments of the real form [[Re M, -Im M], [Im M, Re M]] (rows: Re out g, Im
     // out g; TF32 columns Re, Im of input t per k-step, FP16 columns Re, Im of each input adjacent)
-    __device__ __forceinline__ void make(const cplx* mat, int g, int t) {
+    __device__ __forceinline__ void make(const double2* mat, int g, int t) {
         const bool live = K == 3 || g < 4;  // K = 2: rows 4-7 and 12-15 of A are zero
         const int row = K == 3 ? g * 8 : (g & 3) * 4;
 #pragma unroll
         for (int j = 0; j < (K == 3 ? 2 : 1); ++j) {  // inputs t and t + 4
-            const cplx m = live ? mat[row + 4 * j + t] : cplx{0.0f, 0.0f};
+            const double2 m = live ? mat[row + 4 * j + t] : make_double2(0.0, 0.0);
             if constexpr (TC_FMT == 0) {  // (a[i] = A[g + 8 (i % 2)][t + 4 (i / 2)] of step j)
                 put(m.x, j, 0, 0); put(m.y, j, 1, 0); put(-m.y, j, 2, 0); put(m.x, j, 3, 0);
             } else {  // word 2j: row g, columns Re, Im of input; word 2j + 1: row g + 8
@@ -635,9 +648,11 @@ template <int K> struct TcA {
 template <int K, bool PAIR> struct TileOp<K, PAIR, float> {
     TcA<K> a;
     TcA<PAIR ? 3 : 2> a2;  // (unused without PAIR)
-    __device__ __forceinline__ TileOp(const cplx* mat, const cplx* mat2, int g, int t) {
-        a.make(mat, g, t);
-        if constexpr (PAIR) a2.make(mat2, g, t);
+    // (the matrices from the complex128 pool: wmat, wmat2)
+    __device__ __forceinline__ TileOp(const cplx*, const cplx*, const double2* wmat, const double2* wmat2, int g,
+                                      int t) {
+        a.make(wmat, g, t);
+        if constexpr (PAIR) a2.make(wmat2, g, t);
     }
     __device__ __forceinline__ void apply(cplx x0, cplx x1, float (&d)[4]) const {
         const float x[2][2] = {{x0.x, x0.y}, {x1.x, x1.y}};
@@ -651,14 +666,15 @@ template <int K, bool PAIR> struct TileOp<K, PAIR, float> {
 
 template <int K, bool PAIR = false>
 __device__ __forceinline__ void dense_mma(cplx* sm, int L, const long long* rec, int lmask, const cplx* mat,
-                                          const cplx* mat2 = nullptr) {
+                                          const double2* wmat, const cplx* mat2 = nullptr,
+                                          const double2* wmat2 = nullptr) {
     static_assert(THREADS == 32 * MMA_WARPS, "the host lays the address constants out for MMA_WARPS warps");
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warp = threadIdx.x >> 5;
     const long long* mc = rec + W_MC;
     // B's rows t, t + 4, t + 8, t + 12 are Re, Im of input amplitude t and Re, Im of t + 4: a
     // lane's two loads land as its B registers (rows in the order Re t, Re t + 4, Im t,
     // Im t + 4 had cost six register moves a tile)
-    const TileOp<K, PAIR, real> op(mat, mat2, g, t);
+    const TileOp<K, PAIR, real> op(mat, mat2, wmat, wmat2, g, t);
     // Addresses: the host tabulates a warp's first tile base, the step between its tiles, and
     // the swizzled lane parts (stage_program._mma_constants); an access is swz(base) XOR a lane
     // constant. Made here, with bit loops, the constants had cost each warp as many instructions
@@ -789,7 +805,8 @@ __device__ Phases prepare_phases(const long long* __restrict__ grp, int ng, int 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restrict__ slot_bits,
              const int* __restrict__ gslot, const int* __restrict__ gbit, const long long* __restrict__ ops,
-             int n_ops, const cplx* __restrict__ mats, const long long* __restrict__ groups,
+             int n_ops, const cplx* __restrict__ mats, const double2* __restrict__ wmats,
+             const long long* __restrict__ groups,
              const int* __restrict__ coef_slot, const unsigned long long* __restrict__ coef_turn,
              const long long* __restrict__ coef_gate, int store_x, int fresh) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -850,9 +867,10 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
             // (read-only, cached), so the op needs no staging and no barrier before it (QV-28
             // 272 -> 262 ms, brickwork(28, 2, 20) 151 -> 144 on an H200)
             if (mma_rec && pcount == 0 && (k == 2 || k == 3)) {
-                if (mma_rec == MMA_PAIR) dense_mma<3, true>(sm, L, rec, 0, mat, mats + rec[W_PAIR]);
-                else if (k == 2) dense_mma<2>(sm, L, rec, lmask, mat);
-                else dense_mma<3>(sm, L, rec, lmask, mat);
+                if (mma_rec == MMA_PAIR)
+                    dense_mma<3, true>(sm, L, rec, 0, mat, wmats + data, mats + rec[W_PAIR], wmats + rec[W_PAIR]);
+                else if (k == 2) dense_mma<2>(sm, L, rec, lmask, mat, wmats + data);
+                else dense_mma<3>(sm, L, rec, lmask, mat, wmats + data);
                 __syncthreads();
                 continue;
             }
@@ -873,8 +891,8 @@ stage_kernel(scplx* __restrict__ state, int n, int L, int C, const int* __restri
                     __syncthreads();
                 }
 #if STAGE_MMA
-                if (mma && k == 2) dense_mma<2>(sm, L, rec, lmask, s_mat);
-                else if (mma && k == 3) dense_mma<3>(sm, L, rec, lmask, s_mat);
+                if (mma && k == 2) dense_mma<2>(sm, L, rec, lmask, s_mat, wmats + data);
+                else if (mma && k == 3) dense_mma<3>(sm, L, rec, lmask, s_mat, wmats + data);
                 else
 #endif
                 switch (k) {

@@ -155,6 +155,7 @@ class Pools:
     waits for the stream: a stage's copies had left the GPU idle between stages)."""
 
     mats: object
+    wmats: object  # the matrices in complex128 (the same array as mats for a complex128 program)
     groups: object
     coef_slots: object
     coef_turns: object
@@ -171,7 +172,8 @@ def upload(program: StageProgram, dtype, wide: bool = False) -> Pools:
     complex64 and the program runs in complex128 (:func:`program_dtype`)."""
     import cupy  # noqa: PLC0415 - optional dependency
 
-    mats = cupy.asarray(program.matrices.astype(program_dtype(dtype, wide)))
+    wmats = cupy.asarray(program.matrices)  # complex128: the complex64 tensor-core ops split from it
+    mats = wmats if program_dtype(dtype, wide) == np.complex128 else wmats.astype(np.complex64)
     big_l = program.local_qubits
     # (words 0, 1: a valid pointer for a stage without ops; the kernel reads records in 16-byte
     # loads, so each stage's start stays 16-byte aligned: OP_WORDS is even)
@@ -187,7 +189,7 @@ def upload(program: StageProgram, dtype, wide: bool = False) -> Pools:
         ints.append(part)
         n_ops += stage.ops.size
         n_ints += part.size
-    return Pools(mats, cupy.asarray(program.groups), cupy.asarray(program.coef_slots),
+    return Pools(mats, wmats, cupy.asarray(program.groups), cupy.asarray(program.coef_slots),
                  cupy.asarray(program.coef_turns), cupy.asarray(program.coef_gates), cupy.asarray(np.concatenate(ops)),
                  cupy.asarray(np.concatenate(ints) if ints else np.zeros(1, np.int32)), tuple(ops_at), tuple(ints_at),
                  wide)
@@ -240,7 +242,7 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
     slot_bits, gslot, gbit = pools.ints[at:at + n], pools.ints[at + n:], pools.ints[at + 2 * n - big_l:]
     kern((1 << (n - big_l),), (THREADS,),
          (data, np.int32(n), np.int32(big_l), np.int32(c), slot_bits, gslot, gbit, ops, np.int32(len(stage.ops)),
-          pools.mats, pools.groups, pools.coef_slots, pools.coef_turns, pools.coef_gates,
+          pools.mats, pools.wmats, pools.groups, pools.coef_slots, pools.coef_turns, pools.coef_gates,
           np.int32(store_exchanges(stage.store_swaps)), np.int32(bool(fresh))),
          shared_mem=shared)
 

@@ -915,6 +915,6 @@ def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray,
     if tensor is not None:
         from qsim_tc.stages.tc32 import apply_op  # noqa: PLC0415 - numpy emulation, for tests
 
-        v[idx] = apply_op(m.astype(np.complex64), v[idx], tensor)
+        v[idx] = apply_op(m, v[idx], tensor)
     else:
         v[idx] = v[idx] @ m.T.astype(v.dtype)

@@ -17,8 +17,11 @@ m16n8k8: inputs 0-3, then 4-7) or 16 (FP16 m16n8k16; a 2-qubit op m16n8k8). Per 
   (``sign(p) 2^e(p) * beta`` where p's lowest two significand bits are not both zero:
   :mod:`gemm.tcec.debias`, the per-product form with the GPU's extra loss), then takes ``mid*hi``
   and ``hi*lo`` of each instruction on the tensor core; it is added times 2^-11 in one FMA.
-  ``lo*lo`` is dropped. With 5 terms (:class:`Arith`) the matrix is split in three parts (exact)
-  and a second correction (2^-22) takes its third part times hi and its second times lo.
+  ``lo*lo`` is dropped. With 5 terms (:class:`Arith`) the matrix is split in three parts and a
+  second correction (2^-22) takes its third part times hi and its second times lo.
+
+The matrix is split from its complex128 value (the residuals exact in double): three parts hold it
+to 33 bits, beyond the FP32 rounding of each gate that a complex64 GEMM or FMA loop starts from.
 
 The emulation follows the kernel step for step; the tensor core's own rounding is modelled as
 :func:`~gemm.tcec.emulate.tc_mma` models it (measured to a few ulps of the hardware).
@@ -32,7 +35,7 @@ import numpy as np
 
 from gemm.tcec import debias as db
 from gemm.tcec.emulate import tc_mma
-from gemm.tcec.split import LO_SHIFT, flush_subnormals, mul_pow2, round_fp16, split, tf32_rna
+from gemm.tcec.split import LO_SHIFT, mul_pow2, split, tf32_rna
 
 TENSOR_K = (2, 3)  # the op widths the kernel runs on the tensor cores
 FORMATS = ("tf32", "fp16")
@@ -68,13 +71,13 @@ class Arith:
 
 
 def real_form(m: np.ndarray) -> np.ndarray:
-    """The float32 real form of a 2^k x 2^k complex matrix, rows ``Re out 0..``, then ``Im out 0..``;
+    """The float64 real form of a 2^k x 2^k complex matrix, rows ``Re out 0..``, then ``Im out 0..``;
     columns in fours of inputs: ``Re x_4s .. x_4s+3``, then ``Im x_4s .. x_4s+3`` (s = 0, 1 for
     k = 3): a TF32 instruction's eight columns, as the kernel's A fragments hold them. (Within one
     instruction the order of the products does not change the tensor core's result.)"""
-    m = np.asarray(m, np.complex64)
+    m = np.asarray(m, np.complex128)
     n = m.shape[0]
-    re, im = m.real.astype(np.float32), m.imag.astype(np.float32)
+    re, im = m.real, m.imag
     cols = []
     for s in range(0, n, 4):
         cols.append(np.vstack([re[:, s:s + 4], im[:, s:s + 4]]))  # the Re x columns
@@ -92,21 +95,18 @@ def _columns(x: np.ndarray) -> np.ndarray:
     return np.vstack(parts).astype(np.float32)
 
 
-def _round(x: np.ndarray, fmt: str) -> np.ndarray:
-    return tf32_rna(x) if fmt == "tf32" else round_fp16(x)
-
-
-def split3(x: np.ndarray, fmt: str, scale_exp: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """hi, mid, lo of float32 ``x`` (times ``2^scale_exp``): the kernel's ``tc_split3``, the
-    two-part :func:`~gemm.tcec.split.split` with the rest of its residual in a third part."""
-    hi, mid = split(x, fmt, scale_exp)
-    xs = flush_subnormals(np.asarray(x, np.float32))
-    if scale_exp:
-        xs = mul_pow2(xs, scale_exp)
-    with np.errstate(invalid="ignore", over="ignore"):
-        res = ((xs - hi) * np.float32(2.0**LO_SHIFT)).astype(np.float32)
-        lo = _round(((res - mid) * np.float32(2.0**LO_SHIFT)).astype(np.float32), fmt)
-    return hi, mid, lo
+def split_wide(x: np.ndarray, fmt: str, parts: int, scale_exp: int = 0) -> list[np.ndarray]:
+    """``parts`` parts of float64 ``x`` (times ``2^scale_exp``) as the kernel's ``tc_split_wide``
+    makes them from the complex128 matrix pool: part q rounds the residual r (TF32: through FP32;
+    FP16: directly), and r becomes ``(r - part) 2^11``, exact in double. Float32 arrays."""
+    r = np.asarray(x, np.float64) * 2.0**scale_exp
+    out = []
+    for _ in range(parts):
+        with np.errstate(over="ignore", invalid="ignore"):
+            part = tf32_rna(r.astype(np.float32)) if fmt == "tf32" else r.astype(np.float16).astype(np.float32)
+        out.append(part)
+        r = (r - part.astype(np.float64)) * 2.0**LO_SHIFT
+    return out
 
 
 def _lead_loss(p: np.ndarray, beta: float) -> np.ndarray:
@@ -129,7 +129,8 @@ def _f32(x: np.ndarray) -> np.ndarray:
 
 
 def real_product(a: np.ndarray, b: np.ndarray, arith: Arith = Arith(), beta: float | None = None) -> np.ndarray:
-    """``a @ b`` (float32, inner dimension 8 or 16) as the kernel's error-corrected tile computes
+    """``a @ b`` (a: float64, the matrix; b: float32; inner dimension 8 or 16) as the kernel's
+    error-corrected tile computes
     it in ``arith`` (module docstring); ``beta``: the debias constant (default ``arith``'s for the
     op width of this inner dimension)."""
     fmt, kstep = arith.fmt, KSTEP[arith.fmt]
@@ -138,8 +139,7 @@ def real_product(a: np.ndarray, b: np.ndarray, arith: Arith = Arith(), beta: flo
         raise ValueError(f"the tile's inner dimension is 8 or 16 and the operands agree; got {a.shape} @ {b.shape}")
     beta = arith.beta(inner.bit_length() - 2) if beta is None else beta
     sa, sb = SCALE_EXP[fmt]
-    a = np.ascontiguousarray(a, np.float32)
-    parts = split3(a, fmt, sa) if arith.terms == 5 else split(a, fmt, sa)
+    parts = split_wide(a, fmt, 3 if arith.terms == 5 else 2, sa)
     bh, bl = split(np.ascontiguousarray(b, np.float32), fmt, sb)
     steps = max(1, inner // kstep)
     kb = min(kstep, inner)
@@ -166,8 +166,9 @@ def real_product(a: np.ndarray, b: np.ndarray, arith: Arith = Arith(), beta: flo
 
 
 def apply_op(m: np.ndarray, x: np.ndarray, arith: Arith = Arith(), beta: float | None = None) -> np.ndarray:
-    """Groups ``x`` (g, 2^k) complex64 times the op's matrix ``m`` (2^k x 2^k; k = 2 or 3) as the
-    complex64 kernel's tensor cores compute them in ``arith``: (g, 2^k) complex64."""
+    """Groups ``x`` (g, 2^k) complex64 times the op's matrix ``m`` (2^k x 2^k, complex128 as the
+    program holds it; k = 2 or 3) as the complex64 kernel's tensor cores compute them in ``arith``:
+    (g, 2^k) complex64."""
     x = np.asarray(x, np.complex64)
     k = x.shape[1].bit_length() - 1
     if k not in TENSOR_K or np.shape(m) != (1 << k, 1 << k):
