@@ -51,6 +51,18 @@ MMA_GPU = {8: True, 16: True}
 MMA_MIN_CC = {8: 80, 16: 90}
 # the complex64 tensor-core arithmetic (format and terms, :class:`~qsim_tc.stages.tc32.Arith`)
 TC32_ARITH = tc32.DEFAULT
+# FP16 scales the amplitudes by 2^15 against its largest value 65504: a state whose norm (and so
+# every amplitude's modulus) may exceed this takes the same arithmetic in TF32 (FP32's range)
+FP16_MAX_NORM = 1.5
+
+
+def arith_for(norm: float | None = None) -> tc32.Arith:
+    """The complex64 tensor-core arithmetic for a state of ``norm`` (None: at most 1):
+    :data:`TC32_ARITH`, in TF32 where FP16's range could not hold the amplitudes."""
+    a = TC32_ARITH
+    if a.fmt == "fp16" and norm is not None and not norm <= FP16_MAX_NORM:
+        return tc32.Arith("tf32", a.terms)
+    return a
 
 
 # A complex64 state may run the complex128 programs (``wide``): the kernel widens each chunk to
@@ -213,11 +225,12 @@ def store_exchanges(store_swaps) -> int:
     return x
 
 
-def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = False) -> None:
+def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = False, norm: float | None = None) -> None:
     """Apply stage ``index`` of ``program`` to ``data`` (1-D cupy array of 2^N amplitudes, storage
     order), in place. ``fresh``: ``data`` is not written yet and stands for |0...0>; the stage
     makes its chunks instead of reading them (a pass fewer than zeroing the state first).
-    ``pools``: the program on the device (:func:`upload`)."""
+    ``pools``: the program on the device (:func:`upload`). ``norm``: the state's norm where it may
+    exceed 1 (:func:`arith_for`)."""
     n, big_l, c = program.n_qubits, program.local_qubits, program.keep_low
     if big_l > MAX_LOCAL:
         raise ValueError(f"the stage kernel takes at most {MAX_LOCAL} local qubits, the program has {big_l}")
@@ -234,7 +247,7 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
         raise ValueError("the program pairs tensor-core ops, which this kernel (complex64, or a GPU before "
                          "sm_90) runs one at a time: build it with widen=False")
     mma = tensor and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any())
-    kern = _kernel(data.device.id, item, mma, has_phases(stage.ops), wide, TC32_ARITH if item == 8 else tc32.DEFAULT)
+    kern = _kernel(data.device.id, item, mma, has_phases(stage.ops), wide, arith_for(norm) if item == 8 else tc32.DEFAULT)
     # the attribute belongs to the function, shared by every L: set it for this launch
     kern.max_dynamic_shared_size_bytes = shared
     ops = pools.ops[pools.ops_at[index]:]
@@ -247,10 +260,10 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
          shared_mem=shared)
 
 
-def run_program(data, program: StageProgram, fresh: bool = False, wide: bool = False) -> None:
+def run_program(data, program: StageProgram, fresh: bool = False, wide: bool = False, norm: float | None = None) -> None:
     """Apply every stage of ``program`` to ``data`` in place (no global phase); ``fresh``: the
     first stage starts from |0...0> instead of reading ``data`` (:func:`run_stage`); ``wide``: a
     complex64 ``data`` on a complex128 program (:func:`program_dtype`)."""
     pools = upload(program, data.dtype, wide)
     for i in range(len(program.stages)):
-        run_stage(data, program, i, pools, fresh=fresh and i == 0)
+        run_stage(data, program, i, pools, fresh=fresh and i == 0, norm=norm)

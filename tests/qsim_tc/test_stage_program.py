@@ -648,3 +648,25 @@ def test_complex64_tensor_core_ops_match_their_emulation(cp, monkeypatch, n, loc
     exact = emulate(prog, psi.astype(np.complex128))
     gap, err = np.linalg.norm(got - emulated), np.linalg.norm(emulated - exact)
     assert err < 1e-5 and gap <= 0.1 * err, (gap, err)
+
+
+@pytest.mark.gpu
+def test_an_unnormalised_complex64_state_keeps_fp32_range(cp, monkeypatch):
+    """A complex64 state of norm 40 (amplitudes beyond FP16's scaled range) run with its norm takes
+    the TF32 form of the FP16 arithmetic and matches its emulation."""
+    from qsim_tc.stages import kernel, tc32
+    from qsim_tc.stages.kernel import run_program, tensor_core_ops
+
+    if not tensor_core_ops(np.complex64):
+        pytest.skip("no tensor-core ops on this GPU")
+    monkeypatch.setattr(kernel, "TC32_ARITH", tc32.Arith("fp16", 5))
+    c = random_circuit(12, 80, 3, max_width=3)
+    psi = random_state(12, 3, np.complex64) * np.complex64(40)
+    prog = device_program(plan_stages(c, 10, keep_low=3), 3, np.complex64, fuse_qubits=3)
+    data = cp.asarray(psi)
+    run_program(data, prog, norm=40.0)
+    got = data.get().astype(np.complex128)
+    assert np.isfinite(got).all()
+    emulated = emulate(prog, psi.copy(), tensor_cores=tc32.Arith("tf32", 5)).astype(np.complex128)
+    exact = emulate(prog, psi.astype(np.complex128))
+    assert np.linalg.norm(got - emulated) <= 0.1 * np.linalg.norm(emulated - exact)
