@@ -8,7 +8,8 @@ its time), ``Simulator(precision="single")`` with the complex64 stage kernel on 
 (the default; also with the kept low bits rotating between stages), and ``native32`` gate by gate.
 Each complex64 state is compared with the complex128 one: L2 error, infidelity and norm drift
 (the complex128 result's own error, ~1e-14, is far below complex64's). Times are the best of
-``--repeats`` runs after a warm-up.
+``--repeats`` runs after a warm-up. Beside each stage form: its pass floor (stages times one
+read+write of the complex64 state) and arithmetic floor (:mod:`benchmarks.bench.arith_floor`).
 
     python -m benchmarks.bench.stage_tc32 --qubits 28 --json benchmarks/results/stage_tc32_h100.json
 """
@@ -21,7 +22,9 @@ import warnings
 
 import numpy as np
 
+from benchmarks.bench.arith_floor import floor_seconds, measure_peaks, program_flops
 from benchmarks.bench.auto import build
+from benchmarks.bench.stages_gpu import best_time
 from benchmarks.common import write_results
 
 CIRCUITS = ("qft", "qv", "brickwork2", "brickwork4")
@@ -72,6 +75,12 @@ def main(argv=None) -> int:
 
     n = args.qubits
     rows = []
+    peaks = measure_peaks(cp)
+    state = cp.zeros(1 << n, dtype=cp.complex64)
+    pass_ms = 1e3 * best_time(cp, lambda: cp.multiply(state, 1, out=state), 5)
+    del state
+    print("peaks (Tflop/s): " + ", ".join(f"{k} {v / 1e12:.1f}" for k, v in peaks.items())
+          + f"; complex64 pass {pass_ms:.2f} ms", flush=True)
     for name in args.circuits.split(","):
         circ, desc = build(name, n)
         t128, ref = timed(Simulator(precision="double"), circ, args.repeats)
@@ -93,7 +102,14 @@ def main(argv=None) -> int:
             finally:
                 kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.TC32_ARITH = default
             d = sim.stage_decision
-            entry["forms"][label] = {"ms": 1e3 * t, "path": res.step_kind,
+            floors = {}
+            if d is not None and d.program is not None:
+                item = 16 if d.wide else 8
+                terms = arith.terms if (arith is not None and not d.wide) else 1
+                flops = program_flops(d.program, mma or d.wide, terms)
+                floors = {"arith_floor_ms": 1e3 * floor_seconds(flops, peaks, item, arith.fmt if arith else "tf32"),
+                          "pass_floor_ms": pass_ms * d.plan.n_stages}
+            entry["forms"][label] = {"ms": 1e3 * t, "path": res.step_kind, **floors,
                                      "why": d.why if d is not None else None,
                                      "wide": bool(d.wide) if d is not None else None,
                                      "stages": d.plan.n_stages if d is not None and d.plan is not None else None,
@@ -110,10 +126,13 @@ def main(argv=None) -> int:
         rows.append(entry)
         print(f"{desc}: complex128 {entry['complex128_ms']:.1f} ms", flush=True)
         for label, f in entry["forms"].items():
-            print(f"  {label:15s} {f['ms']:8.1f} ms  l2 {f['l2']:.2e}  infid {f['infidelity']:.2e}  "
+            fl = (f"floors {f['pass_floor_ms']:5.1f}/{f['arith_floor_ms']:5.1f}" if "pass_floor_ms" in f
+                  else " " * 18)
+            print(f"  {label:15s} {f['ms']:8.1f} ms {fl} l2 {f['l2']:.2e} infid {f['infidelity']:.2e} "
                   f"norm {f['norm_drift']:.1e}  {f.get('why') or f['path']}", flush=True)
     if args.json:
-        write_results(args.json, {"qubits": n, "rows": rows}, module="benchmarks.bench.stage_tc32", argv=argv)
+        write_results(args.json, {"qubits": n, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+                                  "cupy": cp.__version__, "peak_flops": peaks, "pass_ms": pass_ms, "rows": rows}, module="benchmarks.bench.stage_tc32", argv=argv)
     return 0
 
 

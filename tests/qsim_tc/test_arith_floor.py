@@ -56,6 +56,16 @@ def test_the_floor_takes_the_slower_unit():
     flops = {"tensor": 8.0, "fma": 2.0}
     assert floor_seconds(flops, peaks, 16) == 4.0  # tensor 4 s, FP64 FMA 2 s
     assert floor_seconds({"tensor": 0.0, "fma": 8.0}, peaks, 8) == 2.0  # FP32 FMA
+    # complex64 tensor-core ops: each term a full product in the format's instructions
+    peaks.update({"tf32mma": 8.0, "fp16mma": 16.0})
+    assert floor_seconds({"tensor": 64.0, "fma": 8.0}, peaks, 8, "tf32") == 8.0
+    assert floor_seconds({"tensor": 64.0, "fma": 8.0}, peaks, 8, "fp16") == 4.0
+
+
+def test_complex64_tensor_terms_multiply_the_tensor_work():
+    rng = np.random.default_rng(3)
+    prog = program(Circuit(N).add(haar_unitary(8, rng), (2, 5, 7)), itemsize=8)
+    assert program_flops(prog, tensor=True, terms=5) == {"tensor": 5 * 64.0 * 2**N, "fma": 0.0}
 
 
 @pytest.mark.gpu
