@@ -175,7 +175,14 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
     plan, program, keep, passes = best
     predicted = passes * pass_ms
     use = predicted < gate_ms * GATE_PATH_BIAS
-    why = (f"{plan.n_stages} stages, {program.n_ops} ops{' (complex128 programs, widened)' if is_wide else ''}: "
+    form = ""
+    if is_wide:
+        form = " (complex128 programs, widened)"
+    elif itemsize == 8 and widen:
+        from qsim_tc.stages.kernel import TC32_ARITH  # noqa: PLC0415
+
+        form = f" (2- and 3-qubit ops on the {TC32_ARITH.fmt.upper()} tensor cores, {TC32_ARITH.terms} terms)"
+    why = (f"{plan.n_stages} stages, {program.n_ops} ops{form}: "
            f"predicted {predicted:.3g} ms against {gate_ms:.3g} ms gate by gate (x{GATE_PATH_BIAS} measured)"
            + ("" if use else ", which is expected faster"))
     return StageDecision(use, why, plan, float(predicted), float(gate_ms), keep, program, is_wide)
