@@ -11,9 +11,9 @@ it from the arithmetic side. The stage kernel applies a dense op of k targets to
   zero, counted as executed), also 64; a pair record two 3-qubit ops, 128. A tile loop runs over
   all tiles whatever the local controls (they mask the stores), so only controls on fixed bits
   (whole blocks skipped) thin it.
-- complex64 tensor-core records (sm_80 on): the same tiles in TF32 (two ``m16n8k8`` for a 3-qubit
-  op) or FP16 (one ``m16n8k16``), each product taking ``terms`` instructions (the error-corrected
-  split, :class:`~qsim_tc.stages.tc32.Arith`): 64 flops an amplitude a term.
+- complex64 tensor-core records (sm_80 on): the same tiles in FP16 (one ``m16n8k16`` for a 3-qubit
+  op), each product taking ``terms`` instructions (the split parts' products,
+  :mod:`qsim_tc.stages.tc32`): 64 flops an amplitude an instruction.
 - FMA loops (every other dense op): 2^k complex
   multiply-adds an amplitude, 8 flops each (4 FMAs), on the groups whose controls hold.
 - phases (phase ops and pre-phases): one complex product an amplitude, 6 flops.
@@ -114,8 +114,8 @@ def program_flops(program, tensor: bool, terms: int = 1) -> dict[str, float]:
     as the stage kernel executes it: ``{"tensor": tensor-core flops, "fma": FMA-loop and phase
     flops}`` (the latter in the program's precision). ``tensor``: the kernel runs its tensor-core
     records on the tensor cores (else every dense op takes the FMA loops); ``terms``: the
-    instructions a product takes (complex64: :class:`~qsim_tc.stages.tc32.Arith`'s terms, each a
-    full real product in TF32 or FP16, 64 flops an amplitude for a 2- or 3-qubit op)."""
+    instructions a product takes (complex64: the split parts' products of :mod:`qsim_tc.stages.tc32`,
+    each a full real product in FP16, 64 flops an amplitude for a 2- or 3-qubit op)."""
     n, big_l = program.n_qubits, program.local_qubits
     amps = float(1 << n)
     local = (1 << big_l) - 1

@@ -6,7 +6,7 @@ the same size: the stage kernel launches a profiler should skip are the run's (p
 
     ncu --clock-control none --kernel-name stage_kernel --launch-skip SKIP --launch-count 1 \\
         --section SpeedOfLight --section InstructionStats --section MemoryWorkloadAnalysis_Tables \\
-        python -m benchmarks.bench.stage_profile --circuit qv --form fp16-3 --stage 5
+        python -m benchmarks.bench.stage_profile --circuit qv --form tc --stage 5
 """
 
 from __future__ import annotations
@@ -23,20 +23,19 @@ def main(argv=None) -> int:
     p.add_argument("--circuit", default="qv")
     p.add_argument("--precision", default="single")
     p.add_argument("--form", default="default",
-                   help="'default', 'fma' (complex64 tensor-core ops off) or FMT-TERMS (them on, e.g. fp16-3)")
+                   help="'default', 'fma' (complex64 tensor-core ops off) or 'tc' (on)")
     p.add_argument("--stage", type=int, default=5)
     p.add_argument("--launches", type=int, default=3)
     args = p.parse_args(argv)
     import cupy as cp  # noqa: PLC0415
 
     from qsim_tc import Simulator  # noqa: PLC0415
-    from qsim_tc.stages import kernel, tc32  # noqa: PLC0415
+    from qsim_tc.stages import kernel  # noqa: PLC0415
 
     if args.form == "fma":
         kernel.MMA_GPU[8] = False
-    elif args.form != "default":
-        fmt, terms = args.form.split("-")
-        kernel.MMA_GPU[8], kernel.TC32_ARITH = True, tc32.Arith(fmt, int(terms))
+    elif args.form == "tc":
+        kernel.MMA_GPU[8] = True
     circ, desc = build(args.circuit, args.qubits)
     sim = Simulator(precision=args.precision)
     sim.run(circ)

@@ -4,8 +4,8 @@ gate-by-gate complex64 path (native32, plan=None): time and accuracy, in one pro
 For each circuit at N qubits (QFT after H, QuantumVolume(N, seed=7), brickwork(N, 2, 20),
 brickwork(N, 4, 10)): the default ``Simulator(precision="double")`` (the reference state and
 its time), ``Simulator(precision="single")`` with the complex64 stage kernel on its FMA loops
-(``kernel.MMA_GPU[8] = False``: the kernel before the TF32 ops) and on the TF32 tensor cores
-(the default; also with the kept low bits rotating between stages), and ``native32`` gate by gate.
+(``kernel.MMA_GPU[8] = False``) and on the FP16 tensor cores (also with the kept low bits rotating
+between stages, and with two blocks an SM: registers without spills), and ``native32`` gate by gate.
 Each complex64 state is compared with the complex128 one: L2 error, infidelity and norm drift
 (the complex128 result's own error, ~1e-14, is far below complex64's). Times are the best of
 ``--repeats`` runs after a warm-up. Beside each stage form: its pass floor (stages times one
@@ -28,6 +28,7 @@ from benchmarks.bench.stages_gpu import best_time
 from benchmarks.common import write_results
 
 CIRCUITS = ("qft", "qv", "brickwork2", "brickwork4")
+TC_INSTRUCTIONS = 6  # FP16 instructions a complex64 tensor-core product takes (qsim_tc.stages.tc32)
 
 
 def timed(sim, circ, repeats: int):
@@ -62,16 +63,13 @@ def main(argv=None) -> int:
     p.add_argument("--qubits", type=int, default=28)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--circuits", default=",".join(CIRCUITS))
-    p.add_argument("--arith", default="tf32-3,fp16-3,fp16-5,tf32-5",
-                   help="tensor-core arithmetics to run (format-terms, qsim_tc.stages.tc32.Arith)")
-    p.add_argument("--rotate", default="tf32-3,fp16-5", help="arithmetics also run with rotating low bits")
     p.add_argument("--no-gates", action="store_true", help="skip the gate-by-gate native32 runs")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     import cupy as cp  # noqa: PLC0415
 
     from qsim_tc import Simulator  # noqa: PLC0415
-    from qsim_tc.stages import choice, kernel, tc32  # noqa: PLC0415
+    from qsim_tc.stages import choice, kernel  # noqa: PLC0415
 
     n = args.qubits
     rows = []
@@ -85,29 +83,24 @@ def main(argv=None) -> int:
         circ, desc = build(name, n)
         t128, ref = timed(Simulator(precision="double"), circ, args.repeats)
         entry = {"circuit": desc, "complex128_ms": 1e3 * t128, "forms": {}}
-        configs = [("fma", False, None, False)]
-        for a in args.arith.split(","):
-            fmt, terms = a.split("-")
-            arith = tc32.Arith(fmt, int(terms))
-            configs.append((a, True, arith, False))
-            if a in args.rotate.split(","):
-                configs.append((a + " rotate", True, arith, True))
-        default = (kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.TC32_ARITH)
-        for label, mma, arith, rotate in configs:
-            kernel.MMA_GPU[8], choice.ROTATE_LOW[8] = mma, rotate
-            kernel.TC32_ARITH = arith or default[2]
+        # (label, complex64 tensor-core ops, rotating low bits, blocks an SM the registers allow)
+        configs = [("fma", False, False, 3), ("tc", True, False, 3), ("tc rotate", True, True, 3),
+                   ("tc 2 blocks", True, False, 2)]
+        default = (kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.MIN_BLOCKS[8])
+        for label, mma, rotate, blocks in configs:
+            kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.MIN_BLOCKS[8] = mma, rotate, blocks
             sim = Simulator(precision="single")
             try:
                 t, res = timed(sim, circ, args.repeats)
             finally:
-                kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.TC32_ARITH = default
+                kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.MIN_BLOCKS[8] = default
             d = sim.stage_decision
             floors = {}
             if d is not None and d.program is not None:
                 item = 16 if d.wide else 8
-                terms = arith.terms if (arith is not None and not d.wide) else 1
+                terms = TC_INSTRUCTIONS if (mma and not d.wide) else 1
                 flops = program_flops(d.program, mma or d.wide, terms)
-                floors = {"arith_floor_ms": 1e3 * floor_seconds(flops, peaks, item, arith.fmt if arith else "tf32"),
+                floors = {"arith_floor_ms": 1e3 * floor_seconds(flops, peaks, item, "fp16"),
                           "pass_floor_ms": pass_ms * d.plan.n_stages}
             entry["forms"][label] = {"ms": 1e3 * t, "path": res.step_kind, **floors,
                                      "why": d.why if d is not None else None,

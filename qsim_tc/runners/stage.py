@@ -142,7 +142,7 @@ class StageRunner:
             run_plan(state._phys, plan, program=decision.program,
                      on_stage=(lambda done, total: progress(done_gates[done - 1], len(circuit)))
                      if progress is not None else None,
-                     fresh=fresh, wide=decision.wide, pools=self._pools[1], norm=start.initial_norm)
+                     fresh=fresh, wide=decision.wide, pools=self._pools[1])
             engine, step_ms = "stage-kernel", [None] * plan.n_stages
             from qsim_tc.stages.kernel import max_dense  # noqa: PLC0415
 

@@ -179,9 +179,7 @@ def decide(circuit: Circuit, max_dense: int, pass_ms: float, gate_ms: float, *, 
     if is_wide:
         form = " (complex128 programs, widened)"
     elif itemsize == 8 and widen:
-        from qsim_tc.stages.kernel import TC32_ARITH  # noqa: PLC0415
-
-        form = f" (2- and 3-qubit ops on the {TC32_ARITH.fmt.upper()} tensor cores, {TC32_ARITH.terms} terms)"
+        form = " (2- and 3-qubit ops on the FP16 tensor cores, exact leading product)"
     why = (f"{plan.n_stages} stages, {program.n_ops} ops{form}: "
            f"predicted {predicted:.3g} ms against {gate_ms:.3g} ms gate by gate (x{GATE_PATH_BIAS} measured)"
            + ("" if use else ", which is expected faster"))

@@ -13,7 +13,7 @@ from qsim_tc.stages.program import build_program
 
 
 def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = None, program=None,
-             on_stage=None, fresh: bool = False, wide: bool = False, pools=None, norm: float | None = None) -> int:
+             on_stage=None, fresh: bool = False, wide: bool = False, pools=None) -> int:
     """Apply ``plan`` (made from the state's current layout) to ``phys``; return the stages run.
 
     ``fuse_qubits``: the in-stage fusion width (default: the kernel's widest dense op for the
@@ -23,9 +23,7 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
     (in its layout): the first stage makes its chunks instead of reading them. ``wide``: a complex64
     state runs a complex128 program (widened in the kernel's shared memory:
     :func:`~qsim_tc.stages.kernel.program_dtype`). ``pools``: ``program`` already on the
-    device for this state (:func:`~qsim_tc.stages.kernel.upload`, with ``program``). ``norm``: the
-    state's norm where it may exceed 1 (complex64 tensor-core ops then keep FP32's range:
-    :func:`~qsim_tc.stages.kernel.arith_for`).
+    device for this state (:func:`~qsim_tc.stages.kernel.upload`, with ``program``).
 
     The circuit's global phase is applied: folded into an op's matrix where the program allows
     (``StageProgram.global_phase`` is then 0), else as a pass after the last stage. A launch that
@@ -57,7 +55,7 @@ def run_plan(phys: PhysicalState, plan: StagePlan, *, fuse_qubits: int | None = 
         raise ValueError(f"the pools were uploaded with wide={pools.wide}, the run asks wide={wide}")
     for i in range(len(program.stages)):
         try:
-            run_stage(phys.data, program, i, pools, fresh=fresh and i == 0, norm=norm)
+            run_stage(phys.data, program, i, pools, fresh=fresh and i == 0)
         except BaseException as exc:
             if i == 0 and isinstance(exc, Exception):  # nothing written yet; a fresh state holds no amplitudes
                 if fresh:

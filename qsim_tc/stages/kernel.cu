@@ -453,40 +453,30 @@ template <int K, bool PAIR> struct TileOp<K, PAIR, double> {
     }
 };
 
-// complex64: error-corrected products on the TF32 or FP16 tensor cores (Ootomo and Yokota; the
-// arithmetic of gemm/tcec's "ec" scheme with the per-product debias), TC_FMT 0 (TF32) or 1 (FP16).
-// Every operand value v is split into hi = round(v) and lo = round((v - hi) 2^11) in the format
-// (TF32: RNA; FP16: RN, of v scaled by a power of two: the state's amplitudes, at most 1 in modulus,
-// by 2^15 and the matrix by 2^14, so that both stay below FP16's largest value and the lo parts of
-// amplitudes down to 2^-29 keep 11 bits); each k-step's hi*hi product is computed from zero on the
-// tensor core and the k-steps' results are added with round-to-nearest; lo*hi and hi*lo go to a
-// second accumulator on the tensor core (which starts with the expected truncation loss of each
-// hi*hi result, DEBIAS_BETA<k>), added at the end times 2^-11 in one FMA. TC_TERMS 5 also splits the
-// matrix into a third part (exact: 33 bits) and adds its product with hi and lo*lo (a third
-// accumulator, 2^-22). The real inner dimension 16 (K = 3) is two TF32 m16n8k8 k-steps (inputs t,
-// then t + 4 of each lane's group, as in the FP64 shape) or one FP16 m16n8k16; K = 2 is one
-// m16n8k8. qsim_tc/stages/tc32.py emulates it.
-#ifndef TC_FMT
-#define TC_FMT 0
-#endif
-#ifndef TC_TERMS
-#define TC_TERMS 3
-#endif
-#ifndef DEBIAS_BETA2
-#define DEBIAS_BETA2 0.0f
-#endif
-#ifndef DEBIAS_BETA3
-#define DEBIAS_BETA3 0.0f
-#endif
-#define TC_LO 4.8828125e-4f  // 2^-11
-__device__ __forceinline__ unsigned tf32_rna(float x) {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r & 0xffffe000u;
-}
+// complex64: FP16 tensor cores with an exact leading product (qsim_tc/stages/tc32.py emulates it).
+// The operands are cut on power-of-two grids:
+// - a group's amplitudes, scaled by the power of two that brings the largest real part (exponent
+//   E) just below 2^15, become hi + lo with hi on the grid 2^4 (an integer of at most 11 bits times
+//   it: an FP16 value) and lo = x - hi (exact),
+//   rounded to FP16 as lo1, with lo2 = FP16((lo - lo1) 2^11); the grid is shared by the group's 16
+//   real values (two shuffles find E);
+// - a matrix value (from its complex128 value, scaled by 2^3) of a row (an output's Re or Im part)
+//   whose largest has exponent e becomes a1 on
+//   the grid 2^(e - 8) (at most 9 bits), a2 = FP16((a - a1) 2^11) and a3 = FP16(the rest 2^22);
+// - a1 * hi sums 16 (8 for a 2-qubit op) products of integers below 2^9 and 2^11 on one grid: below
+//   2^24 units, so the tensor core's sum is exact (no truncation, no bias, nothing to debias);
+// - the corrections a2 hi, a1 2^11 lo1, a1 lo2, a2 lo1 and a3 hi (all in units of 2^-11) accumulate
+//   on the tensor core, truncated near 2^-34 of the result; one FMA adds them, one product unscales.
+// A real inner dimension of 16 (K = 3) is one m16n8k16 (lane (g, t) holds inputs t and t + 4 of
+// its group, as the FP64 shape), of 8 (K = 2) one m16n8k8.
 __device__ __forceinline__ unsigned short f16_rn(float x) {
     unsigned short r;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ unsigned short f16_rn_d(double x) {
+    unsigned short r;
+    asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r) : "d"(x));
     return r;
 }
 __device__ __forceinline__ float f16_value(unsigned short h) {
@@ -494,58 +484,15 @@ __device__ __forceinline__ float f16_value(unsigned short h) {
     asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
     return r;
 }
-// the format's rounding of x as its register bits (TF32: a word; FP16: the low 16 bits), and back
-__device__ __forceinline__ unsigned tc_round(float x) {
-    if constexpr (TC_FMT == 0) return tf32_rna(x);
-    else return f16_rn(x);
+// two FP32 values as one FP16 pair register: ``first`` in the low half (the lower k index)
+__device__ __forceinline__ unsigned f16x2(float first, float second) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(second), "f"(first));
+    return r;
 }
-__device__ __forceinline__ float tc_value(unsigned r) {
-    if constexpr (TC_FMT == 0) return __uint_as_float(r);
-    else return f16_value((unsigned short)r);
-}
-// a double's rounding: TF32 through FP32 (cvt.rna.tf32 takes FP32), FP16 directly
-__device__ __forceinline__ unsigned tc_round(double x) {
-    if constexpr (TC_FMT == 0) {
-        return tf32_rna((float)x);
-    } else {
-        unsigned short r;
-        asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r) : "d"(x));
-        return r;
-    }
-}
-// hi, lo of an amplitude x
-__device__ __forceinline__ void tc_split(float x, unsigned& hi, unsigned& lo) {
-    hi = tc_round(x);
-    lo = tc_round((x - tc_value(hi)) * 2048.0f);
-}
-// parts[0..P-1] of a matrix value (complex128 in the pool: the residuals are exact in double, so
-// three parts hold the value to 33 bits, beyond the FP32 rounding of the matrix the FMA loops use)
-template <int P> __device__ __forceinline__ void tc_split_wide(double x, unsigned (&parts)[3]) {
-    double r = x;
-#pragma unroll
-    for (int q = 0; q < P; ++q) {
-        parts[q] = tc_round(r);
-        r = (r - (double)tc_value(parts[q])) * 2048.0;
-    }
-}
-// two FP16 values as one register: ``first`` at the lower index (the low half)
-__device__ __forceinline__ unsigned pack16(unsigned first, unsigned second) { return first | (second << 16); }
-// the expected truncation loss of a tensor-core result p, in the correction's units: its leading
-// bit times beta where the lowest two significand bits are not both zero (gemm/tcec/debias.py)
-__device__ __forceinline__ float debias_lead(float p) {
-    const unsigned u = __float_as_uint(p);
-    return __uint_as_float((u & 3u) ? (u & 0xff800000u) : 0u);
-}
-// one instruction d += A B: TF32 m16n8k8 (a: 4 words, b: 2), FP16 m16n8k16 (a: 4, b: 2) or FP16
-// m16n8k8 (a: 2, b: 1)
-template <int NA> __device__ __forceinline__ void tc_mma(float (&d)[4], const unsigned (&a)[NA], const unsigned* b) {
-    if constexpr (TC_FMT == 0) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    } else if constexpr (NA == 4) {
+// one instruction d += A B: FP16 m16n8k16 (a: 4 pair words, b: 2) or m16n8k8 (a: 2, b: 1)
+template <int NA> __device__ __forceinline__ void f16_mma(float (&d)[4], const unsigned (&a)[NA], const unsigned* b) {
+    if constexpr (NA == 4) {
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%0,%1,%2,%3};"
@@ -558,91 +505,94 @@ template <int NA> __device__ __forceinline__ void tc_mma(float (&d)[4], const un
             : "r"(a[0]), "r"(a[1]), "r"(b[0]));
     }
 }
-// Instructions a product: TF32 K = 3 takes two k-steps of 8; FP16 K = 3 one m16n8k16; K = 2 one
-// m16n8k8. NA: A words an instruction; NB: B words.
-template <int K> struct TcShape {
-    static constexpr int STEPS = (TC_FMT == 0 && K == 3) ? 2 : 1;
-    static constexpr int NA = (TC_FMT == 1 && K == 2) ? 2 : 4;
-    static constexpr int NB = (TC_FMT == 1 && K == 2) ? 1 : 2;
-};
-#define TC_SA 16384.0f  // FP16: the matrix's scale 2^14
-#define TC_SB 32768.0f  // FP16: the amplitudes' scale 2^15
-#define TC_UNSCALE 1.862645149230957e-09f  // FP16: 2^-29, the product's scale undone
+#define TC_SA 8.0  // the matrix's scale 2^3: a1 2^11 stays below FP16's largest value
+// the largest biased exponent of |v| over the four lanes of a quarter-row (lanes 4g .. 4g + 3)
+__device__ __forceinline__ int quad_max_exponent(unsigned bits) {
+    unsigned m = bits & 0x7fffffffu;
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    return (int)(m >> 23);
+}
 template <int K> struct TcA {
-    using S = TcShape<K>;
-    static constexpr int P = TC_TERMS == 5 ? 3 : 2;  // the matrix's parts
-    unsigned a[P][S::STEPS][S::NA];
-    // one matrix value's parts into word w (TF32) or half h of word w (FP16) of step s
-    __device__ __forceinline__ void put(double v, int s, int w, int h) {
-        unsigned p[3];
-        if constexpr (TC_FMT == 1) v *= (double)TC_SA;
-        tc_split_wide<P>(v, p);
-#pragma unroll
-        for (int q = 0; q < P; ++q) {
-            if constexpr (TC_FMT == 0) a[q][s][w] = p[q];
-            else a[q][s][w] = h ? (a[q][s][w] | (p[q] << 16)) : p[q];
-        }
-    }
-    // lane (g, t)'s fragments of the real form [[Re M, -Im M], [Im M, Re M]] (rows: Re out g, Im
-    // out g; TF32 columns Re, Im of input t per k-step, FP16 columns Re, Im of each input adjacent)
+    static constexpr int NA = K == 3 ? 4 : 2;  // A words of the instruction
+    static constexpr int NV = 2 * NA;  // values a lane holds: rows g (NA) and g + 8 (NA)
+    unsigned a1[NA], a1s[NA], a2[NA], a3[NA];
+    // lane (g, t)'s values of the real form [[Re M, -Im M], [Im M, Re M]] (rows Re out g, Im out g;
+    // columns Re, Im of each input adjacent: word 2j row g, word 2j + 1 row g + 8, input t + 4 j)
     __device__ __forceinline__ void make(const double2* mat, int g, int t) {
         const bool live = K == 3 || g < 4;  // K = 2: rows 4-7 and 12-15 of A are zero
         const int row = K == 3 ? g * 8 : (g & 3) * 4;
+        double v[NA][2];
+        unsigned top = 0;  // the high word of the largest |value| (its exponent: the row's, Re and Im alike)
 #pragma unroll
-        for (int j = 0; j < (K == 3 ? 2 : 1); ++j) {  // inputs t and t + 4
+        for (int j = 0; j < NA / 2; ++j) {
             const double2 m = live ? mat[row + 4 * j + t] : make_double2(0.0, 0.0);
-            if constexpr (TC_FMT == 0) {  // (a[i] = A[g + 8 (i % 2)][t + 4 (i / 2)] of step j)
-                put(m.x, j, 0, 0); put(m.y, j, 1, 0); put(-m.y, j, 2, 0); put(m.x, j, 3, 0);
-            } else {  // word 2j: row g, columns Re, Im of input; word 2j + 1: row g + 8
-                put(m.x, 0, 2 * j, 0); put(-m.y, 0, 2 * j, 1); put(m.y, 0, 2 * j + 1, 0); put(m.x, 0, 2 * j + 1, 1);
+            v[2 * j][0] = m.x * TC_SA; v[2 * j][1] = -m.y * TC_SA;  // row g: Re, Im of the input
+            v[2 * j + 1][0] = m.y * TC_SA; v[2 * j + 1][1] = m.x * TC_SA;  // row g + 8
+            top = max(top, max((unsigned)(__double_as_longlong(v[2 * j][0]) >> 32) & 0x7fffffffu,
+                               (unsigned)(__double_as_longlong(v[2 * j][1]) >> 32) & 0x7fffffffu));
+        }
+        top = max(top, __shfl_xor_sync(0xffffffffu, top, 1));
+        top = max(top, __shfl_xor_sync(0xffffffffu, top, 2));
+        // the grid 2^(e - 8) for the row's largest exponent e: the magic number 1.5 2^(e - 8 + 52)
+        const long long ef = max((int)(top >> 20), 1023 - 900);  // (biased; a zero row: a fine grid)
+        const double c = __longlong_as_double((ef + 44) << 52 | (1LL << 51));
+#pragma unroll
+        for (int w = 0; w < NA; ++w) {
+            unsigned short p1[2], p1s[2], p2[2], p3[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const double x = v[w][h];
+                const double hi = __dsub_rn(__dadd_rn(x, c), c);
+                const double r = (x - hi) * 2048.0;  // exact
+                p1[h] = f16_rn_d(hi);
+                p1s[h] = f16_rn_d(hi * 2048.0);
+                p2[h] = f16_rn_d(r);
+                p3[h] = f16_rn_d(r - (double)f16_value(p2[h]));
             }
+            a1[w] = p1[0] | ((unsigned)p1[1] << 16);
+            a1s[w] = p1s[0] | ((unsigned)p1s[1] << 16);
+            a2[w] = p2[0] | ((unsigned)p2[1] << 16);
+            a3[w] = p3[0] | ((unsigned)p3[1] << 16);
         }
     }
-    // d = M x for the lane's inputs x[j] = (Re, Im) of input t + 4 j (j < 2 for K = 3)
+    // d = M x for the lane's inputs x[j] = (Re, Im) of input t + 4 j (j < 2 for K = 3). Each group
+    // is scaled by the power of two 2^(14 - E) that brings its largest real part (exponent E, found
+    // over the group's four lanes) just below 2^15, so its grid 2^4 is fixed and no amplitude is too
+    // small for FP16; D's columns (groups 2t, 2t + 1) are unscaled with their groups' factors.
     __device__ __forceinline__ void times(const float (&x)[2][2], float (&d)[4]) const {
         constexpr int J = K == 3 ? 2 : 1;
-        unsigned bh[S::STEPS][S::NB], bl[S::STEPS][S::NB];
+        unsigned m = 0;
+#pragma unroll
+        for (int j = 0; j < J; ++j)
+            m = max(m, max(__float_as_uint(x[j][0]) & 0x7fffffffu, __float_as_uint(x[j][1]) & 0x7fffffffu));
+        const int e = min(max(quad_max_exponent(m), 20), 254);  // (biased; tiny groups keep 2^-107)
+        const float up = __int_as_float((268 - e) << 23);  // 2^(14 - E)
+        const float down = __int_as_float((e - 17) << 23);  // 2^(E - 17) = 1 / (up TC_SA)
+        const float c = 201326592.0f;  // 1.5 2^27: the grid 2^4 of values below 2^15
+        unsigned bh[J], bl[J], bl2[J];
 #pragma unroll
         for (int j = 0; j < J; ++j) {
-            unsigned h0, l0, h1, l1;
-            const float sc = TC_FMT == 1 ? TC_SB : 1.0f;
-            tc_split(x[j][0] * sc, h0, l0);
-            tc_split(x[j][1] * sc, h1, l1);
-            if constexpr (TC_FMT == 0) {  // step j: rows t (Re), t + 4 (Im)
-                bh[j][0] = h0; bh[j][1] = h1; bl[j][0] = l0; bl[j][1] = l1;
-            } else {  // word j: rows 2t + 8j (Re), 2t + 8j + 1 (Im)
-                bh[0][j] = pack16(h0, h1); bl[0][j] = pack16(l0, l1);
-            }
+            const float x0 = __fmul_rn(x[j][0], up), x1 = __fmul_rn(x[j][1], up);
+            const float h0 = __fsub_rn(__fadd_rn(x0, c), c), h1 = __fsub_rn(__fadd_rn(x1, c), c);
+            bh[j] = f16x2(h0, h1);  // exact: at most 11 bits on the grid
+            const float l0 = __fsub_rn(x0, h0), l1 = __fsub_rn(x1, h1);  // exact
+            bl[j] = f16x2(l0, l1);
+            // what FP16 left of lo, times 2^11 (its product with a1 is in the corrections' units)
+            bl2[j] = f16x2(__fmul_rn(__fsub_rn(l0, f16_value((unsigned short)(bl[j] & 0xffffu))), 2048.0f),
+                           __fmul_rn(__fsub_rn(l1, f16_value((unsigned short)(bl[j] >> 16))), 2048.0f));
         }
-        float p[S::STEPS][4], cor[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cor2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float hh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cor[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        f16_mma<NA>(hh, a1, bh);
+        f16_mma<NA>(cor, a2, bh);
+        f16_mma<NA>(cor, a1s, bl);
+        f16_mma<NA>(cor, a1, bl2);
+        f16_mma<NA>(cor, a2, bl);
+        f16_mma<NA>(cor, a3, bh);
+        const int t = threadIdx.x & 3;
+        const float d0 = __shfl_sync(0xffffffffu, down, 8 * t), d1 = __shfl_sync(0xffffffffu, down, 8 * t + 4);
 #pragma unroll
-        for (int s = 0; s < S::STEPS; ++s) {
-            p[s][0] = p[s][1] = p[s][2] = p[s][3] = 0.0f;
-            tc_mma<S::NA>(p[s], a[0][s], bh[s]);
-        }
-        const float beta = K == 3 ? DEBIAS_BETA3 : DEBIAS_BETA2;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const float p1 = S::STEPS == 2 ? p[S::STEPS - 1][q] : 0.0f;
-            d[q] = __fadd_rn(0.0f, __fadd_rn(p[0][q], p1));
-            cor[q] = __fmaf_rn(debias_lead(p[0][q]), beta, cor[q]);
-            if (S::STEPS == 2) cor[q] = __fmaf_rn(debias_lead(p1), beta, cor[q]);
-        }
-#pragma unroll
-        for (int s = 0; s < S::STEPS; ++s) {
-            tc_mma<S::NA>(cor, a[1][s], bh[s]);
-            tc_mma<S::NA>(cor, a[0][s], bl[s]);
-            if constexpr (P == 3) {
-                tc_mma<S::NA>(cor2, a[2][s], bh[s]);
-                tc_mma<S::NA>(cor2, a[1][s], bl[s]);
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            if constexpr (P == 3) cor[q] = __fmaf_rn(cor2[q], TC_LO, cor[q]);
-            d[q] = __fmaf_rn(cor[q], TC_LO, d[q]);
-            if constexpr (TC_FMT == 1) d[q] *= TC_UNSCALE;
-        }
+        for (int q = 0; q < 4; ++q) d[q] = __fmul_rn(__fmaf_rn(cor[q], 4.8828125e-4f, hh[q]), q & 1 ? d1 : d0);
     }
 };
 template <int K, bool PAIR> struct TileOp<K, PAIR, float> {

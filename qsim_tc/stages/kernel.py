@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from gemm.cuda.compile import raw_module
-from qsim_tc.stages import tc32
 from qsim_tc.stages.program import (
     MAX_DENSE,
     MAX_GROUPS,
@@ -56,21 +55,6 @@ PRE_MAX_K = {8: 2, 16: 1}
 # needs sm_80; FP64 m16n8k16 sm_90
 MMA_GPU = {8: False, 16: True}
 MMA_MIN_CC = {8: 80, 16: 90}
-# the complex64 tensor-core arithmetic (format and terms, :class:`~qsim_tc.stages.tc32.Arith`)
-TC32_ARITH = tc32.DEFAULT
-# FP16 scales the amplitudes by 2^15 against its largest value 65504: a state whose norm (and so
-# every amplitude's modulus) may exceed this takes the same arithmetic in TF32 (FP32's range)
-FP16_MAX_NORM = 1.5
-
-
-def arith_for(norm: float | None = None) -> tc32.Arith:
-    """The complex64 tensor-core arithmetic for a state of ``norm`` (None: at most 1):
-    :data:`TC32_ARITH`, in TF32 where FP16's range could not hold the amplitudes."""
-    a = TC32_ARITH
-    if a.fmt == "fp16" and norm is not None and not norm <= FP16_MAX_NORM:
-        return tc32.Arith("tf32", a.terms)
-    return a
-
 
 # A complex64 state may run the complex128 programs (``wide``): the kernel widens each chunk to
 # complex128 in shared memory as it loads and rounds it back as it stores (STATE_C64), so complex64
@@ -93,7 +77,7 @@ BLOCK_QUBITS = {8: 3, 16: 3}
 def tensor_core_ops(dtype, compute_capability: int | None = None) -> bool:
     """Whether the stage kernel runs the dense ops of a state of ``dtype`` on its tensor cores on a
     GPU of ``compute_capability`` (default: the current GPU's; FP64 mma in the shapes m16n8k8 /
-    m16n8k16 needs sm_90, TF32 m16n8k8 sm_80: older GPUs take the FMA loops). Programs for it widen
+    m16n8k16 needs sm_90, FP16 m16n8k16 sm_80: older GPUs take the FMA loops). Programs for it widen
     2-qubit ops to 3 and pair 3-qubit ops (pass ``widen=`` this to program.build_program), which
     would double an FMA loop's work."""
     item = np.dtype(dtype).itemsize
@@ -145,15 +129,13 @@ def shared_bytes(local_qubits: int, itemsize: int) -> int:
 
 @functools.lru_cache(maxsize=None)
 def _kernel(device_id: int, itemsize: int, mma: bool = False, phases: bool = True, wide: bool = False,
-            arith: tc32.Arith = tc32.DEFAULT):
+            min_blocks: int | None = None):
     # itemsize: the chunk's amplitudes (the program's precision); wide: the state is complex64
     real = "double" if itemsize == 16 else "float"
     options = (f"-DREAL={real}", f"-DMAX_K={MAX_DENSE_GPU[itemsize]}", f"-DMAX_DENSE={MAX_DENSE}",
-               f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", f"-DMIN_BLOCKS={MIN_BLOCKS[itemsize]}",
+               f"-DMAX_GROUPS={MAX_GROUPS}", f"-DTHREADS={THREADS}", f"-DMIN_BLOCKS={min_blocks or MIN_BLOCKS[itemsize]}",
                f"-DPRE_MAX_K={PRE_MAX_K[itemsize]}", f"-DSTAGE_MMA={int(mma)}", f"-DSTAGE_PHASES={int(phases)}",
                f"-DMMA_WARPS={MMA_WARPS}", f"-DSTATE_C64={int(wide)}", "-std=c++17")
-    if mma and itemsize == 8:
-        options += arith.options()
     return raw_module(__package__, "kernel.cu", options, device_id).get_function("stage_kernel")
 
 
@@ -232,12 +214,11 @@ def store_exchanges(store_swaps) -> int:
     return x
 
 
-def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = False, norm: float | None = None) -> None:
+def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = False) -> None:
     """Apply stage ``index`` of ``program`` to ``data`` (1-D cupy array of 2^N amplitudes, storage
     order), in place. ``fresh``: ``data`` is not written yet and stands for |0...0>; the stage
     makes its chunks instead of reading them (a pass fewer than zeroing the state first).
-    ``pools``: the program on the device (:func:`upload`). ``norm``: the state's norm where it may
-    exceed 1 (:func:`arith_for`)."""
+    ``pools``: the program on the device (:func:`upload`)."""
     n, big_l, c = program.n_qubits, program.local_qubits, program.keep_low
     if big_l > MAX_LOCAL:
         raise ValueError(f"the stage kernel takes at most {MAX_LOCAL} local qubits, the program has {big_l}")
@@ -254,7 +235,7 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
         raise ValueError("the program pairs tensor-core ops, which this kernel (complex64, or a GPU before "
                          "sm_90) runs one at a time: build it with widen=False")
     mma = tensor and bool(stage.ops.size) and bool(stage.ops[:, W_MMA].any())
-    kern = _kernel(data.device.id, item, mma, has_phases(stage.ops), wide, arith_for(norm) if item == 8 else tc32.DEFAULT)
+    kern = _kernel(data.device.id, item, mma, has_phases(stage.ops), wide, MIN_BLOCKS[item])
     # the attribute belongs to the function, shared by every L: set it for this launch
     kern.max_dynamic_shared_size_bytes = shared
     ops = pools.ops[pools.ops_at[index]:]
@@ -267,10 +248,10 @@ def run_stage(data, program: StageProgram, index: int, pools, fresh: bool = Fals
          shared_mem=shared)
 
 
-def run_program(data, program: StageProgram, fresh: bool = False, wide: bool = False, norm: float | None = None) -> None:
+def run_program(data, program: StageProgram, fresh: bool = False, wide: bool = False) -> None:
     """Apply every stage of ``program`` to ``data`` in place (no global phase); ``fresh``: the
     first stage starts from |0...0> instead of reading ``data`` (:func:`run_stage`); ``wide``: a
     complex64 ``data`` on a complex128 program (:func:`program_dtype`)."""
     pools = upload(program, data.dtype, wide)
     for i in range(len(program.stages)):
-        run_stage(data, program, i, pools, fresh=fresh and i == 0, norm=norm)
+        run_stage(data, program, i, pools, fresh=fresh and i == 0)

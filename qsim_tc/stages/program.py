@@ -832,23 +832,18 @@ def _signed(x: int) -> int:
     return x - _TURN if x >= 1 << 63 else x
 
 
-def emulate(program: StageProgram, data: np.ndarray, tensor_cores=False) -> np.ndarray:
+def emulate(program: StageProgram, data: np.ndarray, tensor_cores: bool = False) -> np.ndarray:
     """Run ``program`` on a numpy state in storage order (in place), as the kernel does.
 
     The reference the kernel is tested against, and a check of the translation on any machine:
     each stage is applied to the whole state in slot order (gathered through ``slot_bits``) op by
     op, then scattered back. Returns ``data``. The global phase is not applied (the caller does).
     ``tensor_cores`` (a complex64 ``data``): the tensor-core records (2- and 3-qubit dense ops and
-    pairs) are computed as the complex64 kernel's error-corrected tiles compute them, in that
-    :class:`~qsim_tc.stages.tc32.Arith` (True: :data:`~qsim_tc.stages.tc32.DEFAULT`); other ops,
-    and every op without it, in numpy's arithmetic.
+    pairs) are computed as the complex64 kernel's FP16 tiles compute them
+    (:mod:`qsim_tc.stages.tc32`); other ops, and every op without it, in numpy's arithmetic.
     """
-    if tensor_cores is not False and data.dtype != np.complex64:
+    if tensor_cores and data.dtype != np.complex64:
         raise ValueError(f"tensor_cores emulates the complex64 kernel; the state is {data.dtype}")
-    if tensor_cores is True:
-        from qsim_tc.stages.tc32 import DEFAULT  # noqa: PLC0415
-
-        tensor_cores = DEFAULT
     n = program.n_qubits
     x = np.arange(1 << n, dtype=np.int64)
     for stage in program.stages:
@@ -868,7 +863,7 @@ def emulate(program: StageProgram, data: np.ndarray, tensor_cores=False) -> np.n
                 t = [offs[1 << m].bit_length() - 1 for m in range(k)]
                 cmask = int(rec[W_CMASK]) % _TURN
                 m = program.matrices[int(rec[W_DATA]):int(rec[W_DATA]) + (1 << 2 * k)].reshape(1 << k, 1 << k)
-                tc = tensor_cores if tensor_cores is not False and rec[W_MMA] and k in MMA_K else None
+                tc = bool(tensor_cores and rec[W_MMA] and k in MMA_K)
                 _dense(v, n, t, cmask, m, tc)
                 if rec[W_MMA] == MMA_PAIR:
                     m2 = program.matrices[int(rec[W_PAIR]):int(rec[W_PAIR]) + 64].reshape(8, 8)
@@ -895,10 +890,9 @@ def _phases(program: StageProgram, v: np.ndarray, x: np.ndarray, first: int, cou
     v *= np.exp(2j * np.pi * (acc.view(np.int64) / 2.0**64))
 
 
-def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray, tensor=None) -> None:
-    """v <- m on the target bits where the control bits are all 1 (v in slot order); ``tensor``
-    (an :class:`~qsim_tc.stages.tc32.Arith`): in the complex64 kernel's tensor-core arithmetic
-    (:func:`qsim_tc.stages.tc32.apply_op`)."""
+def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray, tensor: bool = False) -> None:
+    """v <- m on the target bits where the control bits are all 1 (v in slot order); ``tensor``:
+    in the complex64 kernel's tensor-core arithmetic (:func:`qsim_tc.stages.tc32.apply_op`)."""
     k = len(targets)
     others = [p for p in range(n) if p not in targets]
     base = np.zeros(1 << (n - k), dtype=np.int64)
@@ -912,9 +906,9 @@ def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray,
             if j >> i & 1:
                 offs[j] |= 1 << p
     idx = base[:, None] + offs[None, :]
-    if tensor is not None:
+    if tensor:
         from qsim_tc.stages.tc32 import apply_op  # noqa: PLC0415 - numpy emulation, for tests
 
-        v[idx] = apply_op(m, v[idx], tensor)
+        v[idx] = apply_op(m, v[idx])
     else:
         v[idx] = v[idx] @ m.T.astype(v.dtype)
