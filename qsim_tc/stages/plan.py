@@ -16,8 +16,11 @@ What a gate needs to be local (:mod:`qsim_tc.stages.structure` reads it from the
 - SWAP of two qubits (unit phases): nothing; it is applied by relabelling the two qubits in the
   layout, and moves no amplitude.
 
-Order: two gates commute when they share no qubit or when both are diagonal; the planner keeps
-every other pair in circuit order (a dependency DAG).
+Order: a gate acts *diagonally* on a qubit when it never flips it: a diagonal gate on each of
+its qubits, a controlled gate on its controls. Two gates commute when on every qubit they share
+both act diagonally (each is then a sum over the shared qubits' basis states of operators on
+disjoint qubits); the planner keeps every other pair in circuit order (a dependency DAG). So
+Toffolis that share a control, or a phase on a Toffoli's control, need no order between them.
 
 Greedy algorithm (after Atlas / HyQuas):
 
@@ -251,7 +254,7 @@ def plan_stages(circuit: Circuit, local_qubits: int, *, structures: Sequence[Gat
             raise ValueError(f"gate {i} ({gates[i].name!r} on qubits {gates[i].qubits}) needs {len(need)} local "
                              f"qubits {sorted(need)}, more than local_qubits={big_l}"
                 + (f" leaves beside the {keep_low} kept low bits" if keep_low else ""))
-    preds, succs = _dag(gates, kinds)
+    preds, succs = _dag(gates, [_diagonal_on(g.qubits, s, k) for g, s, k in zip(gates, structures, kinds)])
     dag = _Dag(preds, succs)
 
     stages: list[Stage] = []
@@ -290,19 +293,29 @@ def _needed(qubits: tuple[int, ...], s: GateStructure, kind: str) -> frozenset[i
     return frozenset(qubits)
 
 
-def _dag(gates, kinds) -> tuple[list[list[int]], list[list[int]]]:
-    """Predecessors and successors: a gate follows the last non-diagonal gate on each of its
-    qubits; a non-diagonal gate also follows the diagonal gates since then (diagonals commute
-    with each other, nothing else is assumed to commute)."""
+def _diagonal_on(qubits: tuple[int, ...], s: GateStructure, kind: str) -> frozenset[int]:
+    """The logical qubits the gate acts diagonally on (never flips): all of a diagonal gate's, a
+    controlled gate's controls, none of any other gate's."""
+    if kind == DIAGONAL:
+        return frozenset(qubits)
+    if kind == CONTROLLED:
+        return frozenset(qubits[b] for b in s.controls)
+    return frozenset()
+
+
+def _dag(gates, diagonal_on) -> tuple[list[list[int]], list[list[int]]]:
+    """Predecessors and successors: on each of its qubits a gate follows the last gate that flips
+    that qubit, and a gate that flips it also follows the gates acting diagonally on it since
+    then (gates diagonal on a qubit commute there, nothing else is assumed to commute).
+    ``diagonal_on[i]``: the qubits gate i acts diagonally on (:func:`_diagonal_on`)."""
     preds: list[set[int]] = [set() for _ in gates]
     last: dict[int, int] = {}
     diag_since: dict[int, list[int]] = {}
     for i, g in enumerate(gates):
-        diagonal = kinds[i] == DIAGONAL
         for q in g.qubits:
             if q in last:
                 preds[i].add(last[q])
-            if diagonal:
+            if q in diagonal_on[i]:
                 diag_since.setdefault(q, []).append(i)
             else:
                 preds[i].update(diag_since.pop(q, ()))
