@@ -80,7 +80,9 @@ def random_state(n: int, seed: int, dtype=np.complex128) -> np.ndarray:
 
 def gate_at_a_time(c: Circuit, psi: np.ndarray) -> np.ndarray:
     backend = "native" if psi.dtype == np.complex128 else "native32"
-    sim = Simulator(backend, device="cpu")  # fuse=None: one gate at a time
+    # fuse=None, plan=None: one gate at a time (the default plan="auto" would run the CPU stage
+    # executor on the very plan under test)
+    sim = Simulator(backend, device="cpu", fuse=None, plan=None)
     return sim.run(c, initial_state=StateVector.from_array(psi, device="cpu")).state.to_numpy()
 
 
