@@ -14,6 +14,7 @@ from qsim_tc import Simulator
 from qsim_tc.plan import choose_fusion
 from qsim_tc.plan.costs import shipped_table
 from qsim_tc.stages import choice as stage_choice
+from qsim_tc.stages.fusion import commuting_blocks
 from qsim_tc.stages.plan import plan_stages
 from qsim_tc.stages.program import OP_PASSES, W_CMASK, build_program, emulate
 from qsim_tc.stages.structure import classify
@@ -139,3 +140,37 @@ def test_cpu_stage_run_of_a_controlled_circuit_equals_the_gate_path():
     assert res.metadata["stages"]["use"] and res.stats[0].info.path == "stage"
     ref = Simulator("native", device="cpu", plan=None, fuse=None).run(c)
     np.testing.assert_allclose(res.state.to_numpy(), ref.state.to_numpy(), rtol=0, atol=1e-13)
+
+
+def test_commuting_blocks_pass_controlled_gates_by_their_controls():
+    """A Toffoli with global controls applied before the open block it shares no qubit with (the
+    block stays open: three Hadamards make one op); a phase on a Toffoli's control waits past it
+    and joins the next block on that qubit."""
+    h = np.array([[1, 1], [1, -1]]) / np.sqrt(2)
+    t = np.diag([1, np.exp(0.25j * np.pi)])
+    ccx = controlled(X, 2)
+    for gates, want in (([(h, (0,)), (ccx, (14, 15, 5)), (h, (1,)), (h, (2,))], [(1, (14, 15, 5)), (0, (0, 1, 2))]),
+                        ([(t, (7,)), (ccx, (7, 14, 5)), (h, (7,))], [(1, (7, 14, 5)), (2, (7,))])):
+        c = Circuit(16, [Gate(m, q, "g") for m, q in gates])
+        plan = plan_stages(c, 12)  # (one stage, identity layout: slots are qubits)
+        (stage,) = plan.stages
+        blocked = commuting_blocks(stage, 12, 3)
+        # (a block is named by its first non-diagonal gate)
+        assert [(op.gate, op.positions) for op in blocked.ops] == want
+        fused = type(plan)(**{**plan.__dict__, "stages": (blocked,)})
+        psi = random_state(16, 1)
+        for p in (plan, fused):
+            prog = build_program(p, 0)
+            out = to_logical(emulate(prog, psi.copy()), prog.final_phys)
+            np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("width", [2, 3])
+def test_commuting_blocks_of_controlled_circuits_apply_the_same_unitary(width):
+    c = controlled_random(10, 10, seed=6)
+    plan = plan_stages(c, 6, keep_low=2)
+    blocked = type(plan)(**{**plan.__dict__, "stages": tuple(commuting_blocks(s, 6, width) for s in plan.stages)})
+    prog = build_program(blocked, 2)
+    psi = random_state(10, 6)
+    out = to_logical(emulate(prog, psi.copy()), prog.final_phys) * np.exp(1j * prog.global_phase)
+    np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
