@@ -174,3 +174,21 @@ def test_commuting_blocks_of_controlled_circuits_apply_the_same_unitary(width):
     psi = random_state(10, 6)
     out = to_logical(emulate(prog, psi.copy()), prog.final_phys) * np.exp(1j * prog.global_phase)
     np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
+
+
+def test_phases_split_by_a_toffoli_gather_into_one_run():
+    """T(1), a Toffoli on target 5, T(2), H(1): both phases commute with the Toffoli (neither is on
+    its target), so they go together just before the Hadamard, as its pre-phase: no phase op of
+    their own (an op with controls takes no pre-phase, so the T before it was one)."""
+    h = np.array([[1, 1], [1, -1]]) / np.sqrt(2)
+    t = np.diag([1, np.exp(0.25j * np.pi)])
+    c = Circuit(16, [Gate(t, (1,), "t"), Gate(controlled(X, 2), (14, 15, 5), "ccx"), Gate(t, (2,), "t"),
+                     Gate(h, (1,), "h")])
+    plan = plan_stages(c, 12)
+    check_plan(c, plan)
+    assert [op.gate for op in plan.stages[0].ops] == [1, 0, 2, 3]
+    prog = build_program(plan, 0)
+    assert prog.n_ops == 2
+    psi = random_state(16, 2)
+    out = to_logical(emulate(prog, psi.copy()), prog.final_phys)
+    np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
