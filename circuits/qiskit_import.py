@@ -254,6 +254,13 @@ def _matrix(op, where: str, walk: _Walk, qiskit) -> np.ndarray:
         return walk.matrices[key][1]
     if isinstance(op, qiskit.circuit.AnnotatedOperation):
         return _annotated(op, where, walk, qiskit)
+    if isinstance(op, qiskit.circuit.ControlledGate) and not hasattr(op, "__array__") and op.base_gate is not None:
+        # a controlled gate without a matrix of its own (HGate().control(2), UnitaryGate(u).control(2),
+        # MCXGate(3), mcp): Operator would multiply out its synthesized definition, whose rounding
+        # (1e-16 to 3e-14) leaks between control values and makes the gate dense to a structure
+        # reader (qsim_tc.stages.structure); the gate is the identity where its controls are off and
+        # its base gate where they are on, exactly
+        return _controlled(_matrix(op.base_gate, where, walk, qiskit), op.num_ctrl_qubits, op.ctrl_state)
     m = None
     # a gate's own matrix; an OpenQASM 2 gate's __array__ would go through Operator(definition),
     # which copies every nested definition again (exponential in the nesting depth)

@@ -119,6 +119,13 @@ def _fused(run: list[StageOp], local_qubits: int, cost: tuple[float, ...]) -> li
     return ops
 
 
+def _mixed_positions(op: StageOp) -> tuple[int, ...]:
+    """The slots an op flips: a controlled gate's targets, every slot of any other gate."""
+    if op.kind == CONTROLLED:
+        return tuple(op.positions[b] for b in op.structure.targets)
+    return op.positions
+
+
 def commuting_blocks(stage: Stage, local_qubits: int, width: int) -> Stage:
     """``stage`` with its local gates grouped into dense blocks of at most ``width`` qubits,
     moving diagonal gates past the gates they commute with.
@@ -132,9 +139,14 @@ def commuting_blocks(stage: Stage, local_qubits: int, width: int) -> Stage:
     before the next one. Disjoint gates share a block while it has room: three Hadamards become
     one 3-qubit op, which the complex128 stage kernel runs on its tensor cores.
 
+    A controlled gate shares a qubit with a diagonal only through its targets: a phase on its
+    control waits past it (they commute).
+
     One block is open at a time, in circuit order; a gate that does not fit closes it. Gates with
-    a global qubit or control, or wider than ``width``, are not blocked; diagonal gates that
-    nothing follows in the stage end it, in one run.
+    a global qubit or control, or wider than ``width``, are not blocked: such a gate that shares
+    no qubit with the open block and no target with a waiting diagonal is applied before the
+    block, which stays open (Toffolis with global controls among one-qubit gates), else it closes
+    the block; diagonal gates that nothing follows in the stage end it, in one run.
 
     Args:
         stage: a stage of a :class:`~qsim_tc.stages.plan.StagePlan`.
@@ -149,7 +161,7 @@ def commuting_blocks(stage: Stage, local_qubits: int, width: int) -> Stage:
     """
     out: list[StageOp] = []
     waiting: list[StageOp] = []  # diagonal gates not applied yet (after the open block)
-    pre: list[StageOp] = []  # diagonal gates applied before the open block
+    pre: list[StageOp] = []  # diagonal (and unblocked commuting) gates applied before the open block
     block: list[StageOp] = []
     qubits: set[int] = set()
 
@@ -176,9 +188,15 @@ def commuting_blocks(stage: Stage, local_qubits: int, width: int) -> Stage:
             waiting.append(op)
             continue
         mine = set(op.positions)
-        touch = [d for d in waiting if mine & set(d.positions)]
-        waiting[:] = [d for d in waiting if not mine & set(d.positions)]
+        mixed = set(_mixed_positions(op))  # a diagonal commutes with a controlled gate on its controls
+        touch = [d for d in waiting if mixed & set(d.positions)]
+        waiting[:] = [d for d in waiting if not mixed & set(d.positions)]
         if len(mine) > width or max(mine) >= local_qubits:
+            if block and not touch and not mine & qubits:
+                # it commutes with the open block (no shared qubit) and with every waiting diagonal:
+                # applied before the block, which stays open for the gates after it
+                pre.append(op)
+                continue
             close()
             out.extend(touch)
             out.append(op)
