@@ -42,17 +42,16 @@ PRE_MAX_K = {8: 2, 16: 1}
 # 293 -> 262 ms, brickwork(28, 2, 20) 183 -> 144; the sm_90 shapes run at twice m8n8k4's rate
 # (stage_tiles_h200.json: QV 191 -> 179, brickwork 111 -> 98). The swizzle alone would cost QFT's
 # one-qubit stages 2-4%, so stages without such ops keep the plain kernel
-# complex64 dense ops of 2 and 3 qubits (and pairs) on the TF32 / FP16 tensor cores with error
-# correction (kernel.cu TcA: hi/lo splits, hi*hi apart, round-to-nearest sums outside the tensor
-# core, per-product debias; :mod:`qsim_tc.stages.tc32` emulates it), in a complex64 chunk of 2^13
-# amplitudes swizzled as complex128's: off by default. On an H100 at 28 qubits (stage_tc32_h100.json)
-# they ran slower than the complex128 programs widened for a complex64 state, which the model takes
-# for these circuits: QuantumVolume 137.7 (FP16, 3 terms) / 151.1 (FP16, 5 terms) / 187.5 (TF32, 3)
-# ms against 117.2, brickwork(28, 2, 20) 83.6 / 91.5 / 116.0 against 59.9, QFT 25.3 / 26.8 / 28.6
-# against 24.2 on the FMA loops, though their arithmetic floors are 19-39 ms, 12-25 and 1.5-3: a
-# tile costs ~80 instructions a lane (splits, debias, accumulator sums) against ~15 for an FP64 mma,
-# and 8-byte amplitudes under complex128's swizzle meet 2-way bank conflicts. TF32 mma m16n8k8
-# needs sm_80; FP64 m16n8k16 sm_90
+# complex64 dense ops of 2 and 3 qubits (and pairs) on the FP16 tensor cores with an exact leading
+# product (kernel.cu TcA; :mod:`qsim_tc.stages.tc32` emulates it), in a complex64 chunk of 2^13
+# amplitudes swizzled as complex128's: off by default, being slower than the complex128 programs
+# widened for a complex64 state, which the model takes for these circuits. On an H100 at 28 qubits
+# (stage_tc32_h100.json; error-corrected TF32 / FP16 forms, since replaced by this one for their
+# bias) they ran QuantumVolume in 137.7-187.5 ms against 117.2, brickwork(28, 2, 20) 83.6-116.0
+# against 59.9, QFT 25.3-28.6 against 24.2 on the FMA loops, though their arithmetic floors are
+# 19-39, 12-25 and 1.5-3 ms: a tile costs 70-90 instructions a lane (splits, grids, accumulator
+# sums) against ~15 for an FP64 mma, and 8-byte amplitudes under complex128's swizzle meet 2-way
+# bank conflicts. FP16 mma needs sm_80; FP64 m16n8k16 sm_90
 MMA_GPU = {8: False, 16: True}
 MMA_MIN_CC = {8: 80, 16: 90}
 
