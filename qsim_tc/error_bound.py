@@ -184,7 +184,8 @@ def stage_op_error(op: StageOp, dtype, compute: str, x_norm: float) -> em.Produc
     the fusion of their matrix (:func:`fusion_error`).
     Phase ops: per amplitude ``|a| (2 e + 2 sqrt(2) gamma_2 (1 + e)^2)`` with ``e`` the table
     entry's error (:func:`_sincos_entry_error`): one complex product of the two entries, one with
-    the amplitude. Scalar phase: the factor's rounding and one complex product.
+    the amplitude. Scalar phase: the factor's error (its cos and sin in double, then its rounding
+    to the program's precision) and one complex product.
     """
     u = em.U32 if compute == "fp32" else em.U64
     if op.kind == "dense":
@@ -202,7 +203,9 @@ def stage_op_error(op: StageOp, dtype, compute: str, x_norm: float) -> em.Produc
         rel = 2.0 * e + e * e + g2 * (1.0 + e) ** 2 * (2.0 + g2)
         est = em.RMS_ROUNDING * u * math.sqrt(6.0) + 2.0 * em.U64
     else:
-        e = math.sqrt(2.0) * u
+        # the factor e^(i phi) from cos and sin in double within 1 ulp each (libm; an ulp is at
+        # most 2 u64 relative), then for an FP32 program rounded to float
+        e = 2.0 * math.sqrt(2.0) * em.U64 + (math.sqrt(2.0) * em.U32 if u == em.U32 else 0.0)
         rel = e + g2 * (1.0 + e)
         est = em.RMS_ROUNDING * u * math.sqrt(3.0)
     return em.ProductError(rel * x_norm, est * x_norm, {op.kind: rel * x_norm})
@@ -253,6 +256,10 @@ class ErrorReport:
         top_steps: the steps of the largest bounds, largest first.
         no_bound: why there is no bound (the steps without a model), or None.
         n_steps: steps accumulated.
+        gain: a bound of the run's amplification of an error its start state carried (the
+            product of the steps' ``||U||_2`` bounds, 1 up to the given matrices' rounding): a run
+            that continues another one carries that run's bound times ``gain``
+            (:func:`qsim_tc.run_error.sequence_report`).
     """
 
     l2_bound: float | None
@@ -262,6 +269,7 @@ class ErrorReport:
     top_steps: list = field(default_factory=list)
     no_bound: str | None = None
     n_steps: int = 0
+    gain: float = 1.0
 
     def to_dict(self) -> dict:
         """A JSON-serialisable view."""
@@ -293,6 +301,7 @@ class ErrorAccumulator:
         self._ref_norm_hi = float(initial_norm) + float(initial_error)
         self._ref_norm_lo = max(float(initial_norm) - float(initial_error), 0.0)
         self._norm = float(initial_norm)  # bound of the computed state's norm
+        self._gain = 1.0  # product of the steps' ||U||_2 bounds
         self._bound = float(initial_error)
         self._est2 = (float(initial_error) * em.RMS_ROUNDING) ** 2  # a rounding's typical share of its bound
         self._steps: list[StepError] = []
@@ -318,6 +327,7 @@ class ErrorAccumulator:
             self._est2 += err[1] ** 2
             self._norm = step.op_norm * x_norm + err[0]
         self._ref_norm_hi *= step.op_norm
+        self._gain *= step.op_norm
         self._ref_norm_lo /= step.op_norm  # the given matrices' smallest singular value >= 1/(their norm bound)
         self._steps.append(rec)
         return rec
@@ -354,12 +364,12 @@ class ErrorAccumulator:
         n = len(self._steps)
         if self._missing:
             more = f" (and {len(self._missing) - 1} more)" if len(self._missing) > 1 else ""
-            return ErrorReport(None, None, None, None, [], self._missing[0] + more, n)
+            return ErrorReport(None, None, None, None, [], self._missing[0] + more, n, self._gain)
         top = sorted(self._steps, key=lambda s: -s.bound)[:TOP_STEPS]
         b = self._bound
         r = self._ref_norm_lo
         infid = 1.0 if r <= 0 or b >= r else min(1.0, (b / r) ** 2)
-        return ErrorReport(b, math.sqrt(self._est2), b, infid, top, None, n)
+        return ErrorReport(b, math.sqrt(self._est2), b, infid, top, None, n, self._gain)
 
     @property
     def state_norm_bound(self) -> float:

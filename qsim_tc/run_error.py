@@ -21,7 +21,7 @@ from qsim_tc import error_bound as eb
 from qsim_tc.errors import ToleranceError
 
 __all__ = ["ToleranceError", "apply_tolerance", "distributed_report", "gate_run_report", "predicted_bounds",
-           "report_of", "stage_ops", "stage_run_report", "stage_steps"]
+           "phase_report", "report_of", "sequence_report", "stage_ops", "stage_run_report", "stage_steps"]
 
 # the stage engine's op kinds (qsim_tc.stages.structure, .plan); named here so that this module
 # does not import the stage package (it imports numba-compiled executors)
@@ -210,6 +210,53 @@ def stage_run_report(plan, dtype, *, executed=None, max_dense: int | None = None
     """The error report of a stage run (:func:`stage_steps` accumulated from ``initial_norm``)."""
     return report_of(stage_steps(plan, dtype, executed=executed, max_dense=max_dense, compute=compute),
                      initial_norm)
+
+
+def phase_report(dtype) -> eb.ErrorReport:
+    """The error report of multiplying a state of norm 1 by one complex factor (a global phase
+    applied on its own, in the state's precision)."""
+    return report_of([eb.stage_step("global phase", [eb.StageOp("scalar")], dtype)])
+
+
+def sequence_report(reports: Sequence[eb.ErrorReport | None], *, initial_norm: float = 1.0) -> eb.ErrorReport:
+    """The error report of runs made one after another on one state (a circuit run in segments,
+    each continuing from the state the one before left), from the runs' own reports.
+
+    Each run's report bounds the error it added (its start state counted exact); an error
+    present at a run's start reaches its end multiplied by at most the run's ``gain``. All gains
+    are at least 1, so ``(sum of the bounds) * (product of the gains)`` bounds the final error
+    whatever the order; the estimates add in quadrature. The reference's norm is at least
+    ``initial_norm / (product of the gains)`` (the infidelity bound).
+
+    Args:
+        reports: the runs' :class:`~qsim_tc.error_bound.ErrorReport` in order; None for a run
+            that reported none.
+        initial_norm: the norm of the first run's start state (1 for |0...0>).
+
+    Returns:
+        The combined report: "no bound" when a run has none (or there are no runs: nothing is
+        known of a state no run made).
+    """
+    reports = list(reports)
+    if not reports:
+        return eb.ErrorReport(None, None, None, None, [], "no run reported an error bound", 0)
+    for i, r in enumerate(reports):
+        if r is None or r.l2_bound is None:
+            why = "it reported none" if r is None else r.no_bound
+            return eb.ErrorReport(None, None, None, None, [], f"run {i} of {len(reports)}: {why}",
+                                  sum(x.n_steps for x in reports if x is not None))
+    gain = math.prod(r.gain for r in reports)
+    bound = math.fsum(r.l2_bound for r in reports) * gain
+    estimate = math.sqrt(math.fsum(r.l2_estimate ** 2 for r in reports))
+    steps, offset = [], 0
+    for i, r in enumerate(reports):
+        label = (lambda s: s) if len(reports) == 1 else (lambda s, i=i: f"run {i}: {s}")
+        steps += [eb.StepError(s.index + offset, label(s.label), s.method, s.bound, s.estimate) for s in r.top_steps]
+        offset += r.n_steps
+    top = sorted(steps, key=lambda s: -s.bound)[:eb.TOP_STEPS]
+    ref_lo = initial_norm / gain
+    infid = 1.0 if ref_lo <= 0 or bound >= ref_lo else min(1.0, (bound / ref_lo) ** 2)
+    return eb.ErrorReport(bound, estimate, bound, infid, top, None, offset, gain)
 
 
 # ------------------------------------------------------------------ tolerance

@@ -129,3 +129,30 @@ def test_stage_dense_op_counts_its_fusion():
     plain = eb.stage_op_error(eb.StageOp("dense", 3), np.complex128, "fp64", 1.0)
     fused = eb.stage_op_error(eb.StageOp("dense", 3, fused_widths=(2, 2, 1)), np.complex128, "fp64", 1.0)
     assert fused.bound == pytest.approx(plain.bound + eb.fusion_error((2, 2, 1), 3, 1.0)[0])
+
+
+def test_sequence_of_runs_adds_bounds_times_gains():
+    from qsim_tc import run_error  # noqa: PLC0415
+
+    u = haar_unitary(8, np.random.default_rng(2))
+    a = eb.error_report([eb.gate_step("a", "native", u, np.complex128)] * 2)
+    b = eb.error_report([eb.gate_step("b", "native32", u, np.complex64)])
+    assert a.gain > 1.0 and a.gain == pytest.approx(1.0, abs=1e-12)
+    both = run_error.sequence_report([a, b])
+    assert both.l2_bound == (a.l2_bound + b.l2_bound) * a.gain * b.gain
+    assert both.l2_estimate == pytest.approx(math.hypot(a.l2_estimate, b.l2_estimate), rel=1e-12)
+    assert both.n_steps == 3 and both.top_steps[0].label == "run 1: b" and both.top_steps[0].index == 2
+    # the whole run as one accumulation gives the same bound up to second-order terms (there the
+    # last step's state norm is bounded as 1 + the earlier errors; a run continuing a state
+    # measures its norm)
+    whole = eb.error_report([eb.gate_step("a", "native", u, np.complex128)] * 2
+                            + [eb.gate_step("b", "native32", u, np.complex64)])
+    assert both.l2_bound == pytest.approx(whole.l2_bound, rel=1e-12)
+    assert run_error.sequence_report([a]).top_steps[0].label == "a"
+    none = run_error.sequence_report([a, None])
+    assert none.l2_bound is None and none.no_bound == "run 1 of 2: it reported none"
+    missing = eb.error_report([eb.gate_step("g", "markidis", u, np.complex64)])
+    assert "has no error model" in run_error.sequence_report([missing, a]).no_bound
+    assert run_error.sequence_report([]).l2_bound is None
+    ph = run_error.phase_report(np.complex64)
+    assert 2.0 ** -24 < ph.l2_bound < 2.0 ** -20
