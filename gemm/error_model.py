@@ -87,6 +87,12 @@ class ProductContext:
         choices: the method's report choices of the product (``gemm.Report.choices``): slices,
             moduli, the format a per-call choice took, fallbacks. Empty when not known; a model
             that needs a choice it does not find returns None.
+        terms: the most nonzero terms of any of the product's complex dot products (a row of
+            ``U`` against a column of ``X``), where fewer than ``k`` are known (a sparse state:
+            the run's first gates from |0...0>); None: ``k``. Products with an exact zero and sums
+            with it are exact in floating point, so an FP model may count only these.
+        exact_input: ``X`` is exactly a basis state of amplitude 1 (|0...0> as made): every
+            floating-point product is then an exact copy of a column of ``U`` as held.
     """
 
     d: int
@@ -97,10 +103,17 @@ class ProductContext:
     op_norm: float = 1.0
     n_amplitudes: int = 0
     choices: Mapping[str, Any] = field(default_factory=dict)
+    terms: int | None = None
+    exact_input: bool = False
 
     @property
     def k(self) -> int:
         return 1 << self.d
+
+    @property
+    def dot_terms(self) -> int:
+        """The terms a floating-point model counts per complex dot product (``terms`` or ``k``)."""
+        return self.k if self.terms is None else max(1, min(int(self.terms), self.k))
 
     @property
     def u(self) -> float:
@@ -176,17 +189,28 @@ def fp_gemm(ctx: ProductContext, u: float | None = None, *, gate_rounded: bool |
     the stage kernel's FMA loops and FP64 mma): every multiply, add or FMA rounded to nearest
     with unit roundoff ``u``, in any order.
 
-    Bound: ``sqrt(2) gamma_2k (1 + u) || |U| ||_2 ||X||_F`` plus the rounding of ``U`` to the
-    working dtype (:func:`rounded_gate`). Estimate: recursive sums of ``2k`` terms of random sign
-    commit ``k + 1`` roundings' worth of variance per complex output (``2k`` partial sums of
-    mean square ``|y|^2 / 2``, and the products'), ``RMS_ROUNDING u sqrt(k + 1) ||Y||``.
+    Bound: ``sqrt(2) gamma_2t (1 + u) || |U| ||_2 ||X||_F`` with ``t`` the nonzero terms of a dot
+    product (``ctx.dot_terms``: ``k``, or fewer on a sparse state, whose zero terms add exactly),
+    plus the rounding of ``U`` to the working dtype (:func:`rounded_gate`). Estimate: recursive
+    sums of ``2t`` terms of random sign commit ``t + 1`` roundings' worth of variance per complex
+    output (``2t`` partial sums of mean square ``|y|^2 / 2``, and the products'),
+    ``RMS_ROUNDING u sqrt(t + 1) ||Y||``. On an exact unit basis state (``ctx.exact_input``) the
+    products are copies of ``U``'s entries times 1 plus exact zeros: only ``U``'s rounding remains.
     """
     u = ctx.u if u is None else u
-    k = ctx.k
+    t = ctx.dot_terms
     g_b, g_e = rounded_gate(ctx) if (gate_rounded is None or gate_rounded) else (0.0, 0.0)
-    prod_b = math.sqrt(2.0) * gamma(2 * k, u) * (1.0 + u) * ctx.abs_norm * ctx.x_norm
-    prod_e = RMS_ROUNDING * u * math.sqrt(k + 1) * ctx.op_norm * ctx.x_norm
+    if ctx.exact_input:
+        return ProductError(g_b, g_e, {"gemm": 0.0, "gate_rounding": g_b})
+    prod_b = math.sqrt(2.0) * gamma(2 * t, u) * (1.0 + u) * ctx.abs_norm * ctx.x_norm
+    prod_e = RMS_ROUNDING * u * math.sqrt(t + 1) * ctx.op_norm * ctx.x_norm
     return ProductError(prod_b + g_b, math.hypot(prod_e, g_e), {"gemm": prod_b, "gate_rounding": g_b})
+
+
+def max_row_col_nonzeros(matrix: np.ndarray) -> tuple[int, int]:
+    """``(most nonzeros in a row, most nonzeros in a column)`` of ``matrix`` (exact zeros only)."""
+    nz = np.asarray(matrix) != 0
+    return int(nz.sum(axis=1).max(initial=0)), int(nz.sum(axis=0).max(initial=0))
 
 
 def final_rounding(ctx: ProductContext, u: float, other_bound: float) -> tuple[float, float]:

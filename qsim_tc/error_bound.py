@@ -89,7 +89,11 @@ class Step:
             programs, then round each amplitude to FP32 once per stage).
         fused_widths: the widths of the gates multiplied together (in double) into this step's
             matrix; empty when the matrix is the circuit's own gate.
-        options: the method's options (for models that depend on them).
+        row_nnz, col_nnz: the most nonzero entries in a row and in a column of the gate matrix
+            (None: ``2^d``); with the state's support they bound the terms of a dot product.
+        norm_u: the unit roundoff of the arithmetic that measured ``state_norm`` (its products
+            and sums: float64 for complex128 states and for GPU reductions, float32 for a
+            complex64 state's norm on the CPU).
     """
 
     label: str
@@ -105,6 +109,9 @@ class Step:
     stage_ops: tuple = ()
     compute: str = "fp64"
     fused_widths: tuple = ()
+    row_nnz: int | None = None
+    col_nnz: int | None = None
+    norm_u: float = em.U64
 
 
 def gate_step(label: str, method: str, matrix: np.ndarray, dtype, *, choices: Sequence[Mapping] | Mapping = (),
@@ -132,9 +139,10 @@ def gate_step(label: str, method: str, matrix: np.ndarray, dtype, *, choices: Se
     if isinstance(choices, Mapping):
         choices = (choices,)
     choices = tuple(dict(c) for c in choices) or ({},)
+    rows, cols = em.max_row_col_nonzeros(m)
     return Step(label, method, d, np.dtype(dtype), em.abs_norm_bound(m), em.frob_norm_bound(m),
                 em.unitary_norm_bound(d), choices, int(n_amplitudes), state_norm, (), "fp64",
-                tuple(int(w) for w in fused_widths))
+                tuple(int(w) for w in fused_widths), rows, cols)
 
 
 def stage_step(label: str, ops: Sequence[StageOp], dtype, *, compute: str | None = None, n_amplitudes: int = 0,
@@ -292,12 +300,22 @@ class ErrorAccumulator:
         initial_norm: the norm of the start state as held (1 for |0...0>).
         initial_error: a bound of the start state's own rounding against the reference's
             (e.g. a complex128 state rounded to complex64: ``u32 * norm``); 0 for |0...0>.
+        from_zero: the start state is |0...0> exactly as made (one amplitude, exactly 1): the
+            gate steps then track the state's support (how many amplitudes may be nonzero), and
+            their models count only the nonzero terms of each dot product (``ctx.terms``;
+            the first product is an exact copy of the gate's column, ``ctx.exact_input``). A
+            stage step makes the support unknown (the whole state) from then on.
     """
 
-    def __init__(self, initial_norm: float = 1.0, initial_error: float = 0.0):
+    def __init__(self, initial_norm: float = 1.0, initial_error: float = 0.0, *, from_zero: bool = False):
         if not initial_norm >= 0 or not initial_error >= 0:
             raise ValueError(f"initial_norm and initial_error must be non-negative, got {initial_norm!r}, "
                              f"{initial_error!r}")
+        if from_zero and (initial_norm != 1.0 or initial_error != 0.0):
+            raise ValueError(f"from_zero needs initial_norm 1 and initial_error 0 (|0...0> as made), got "
+                             f"{initial_norm!r}, {initial_error!r}")
+        self._support = 1 if from_zero else None  # amplitudes that may be nonzero (None: all)
+        self._exact = bool(from_zero)  # the state is still exactly |0...0>
         self._ref_norm_hi = float(initial_norm) + float(initial_error)
         self._ref_norm_lo = max(float(initial_norm) - float(initial_error), 0.0)
         self._norm = float(initial_norm)  # bound of the computed state's norm
@@ -314,9 +332,11 @@ class ErrorAccumulator:
         x_norm = self._norm
         if step.state_norm is not None:
             n_amp = max(step.n_amplitudes, 1)
-            # the measured norm's own rounding (a sum of n_amp squares) is below gamma_(2 n_amp)
-            x_norm = min(x_norm, float(step.state_norm) * (1.0 + em.gamma(2 * n_amp, em.U64)))
-        err = self._step_error(step, x_norm)
+            # the measured norm's own rounding: a sum of 2 n_amp squares (their products and sums,
+            # chunk totals, the root) in the arithmetic of norm_u, below gamma_(3 n_amp)
+            x_norm = min(x_norm, float(step.state_norm) * (1.0 + em.gamma(3 * n_amp, step.norm_u)))
+        terms, exact = self._sparsity(step)
+        err = self._step_error(step, x_norm, terms, exact)
         index = len(self._steps)
         if err is None:
             rec = StepError(index, step.label, step.method, None, None)
@@ -332,7 +352,26 @@ class ErrorAccumulator:
         self._steps.append(rec)
         return rec
 
-    def _step_error(self, step: Step, x_norm: float) -> tuple[float, float] | None:
+    def _sparsity(self, step: Step) -> tuple[int | None, bool]:
+        """``(terms, exact_input)`` of a gate step's products from the tracked support (None,
+        False where it is not tracked), and the support after the step: a column of the
+        product's block holds at most ``min(2^d, support)`` nonzeros, a row of the gate
+        ``row_nnz``; each nonzero input reaches at most ``col_nnz`` outputs."""
+        if self._support is None or step.method == "stage":
+            self._support, self._exact = None, False
+            return None, False
+        k = 1 << step.d
+        rows = k if step.row_nnz is None else step.row_nnz
+        cols = k if step.col_nnz is None else step.col_nnz
+        terms, exact = min(k, self._support, rows), self._exact
+        self._support *= cols
+        if step.n_amplitudes and self._support >= step.n_amplitudes:
+            self._support = None  # the whole state: nothing more to track
+        self._exact = False
+        return terms, exact
+
+    def _step_error(self, step: Step, x_norm: float, terms: int | None = None,
+                    exact: bool = False) -> tuple[float, float] | None:
         if step.method == "stage":
             bound = est2 = 0.0
             norm = x_norm
@@ -350,7 +389,7 @@ class ErrorAccumulator:
         worst = None
         for ch in step.choices:
             ctx = em.ProductContext(step.d, step.dtype, x_norm, step.abs_norm, step.frob_norm, step.op_norm,
-                                    step.n_amplitudes, ch)
+                                    step.n_amplitudes, ch, terms, exact)
             e = method.error_model(ctx)
             if e is None:
                 return None
@@ -377,9 +416,10 @@ class ErrorAccumulator:
         return self._norm
 
 
-def error_report(steps: Sequence[Step], *, initial_norm: float = 1.0, initial_error: float = 0.0) -> ErrorReport:
+def error_report(steps: Sequence[Step], *, initial_norm: float = 1.0, initial_error: float = 0.0,
+                 from_zero: bool = False) -> ErrorReport:
     """The :class:`ErrorReport` of a run given as its steps in order (see :class:`ErrorAccumulator`)."""
-    acc = ErrorAccumulator(initial_norm, initial_error)
+    acc = ErrorAccumulator(initial_norm, initial_error, from_zero=from_zero)
     for s in steps:
         acc.add(s)
     return acc.report()

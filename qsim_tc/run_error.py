@@ -20,8 +20,8 @@ from gemm import error_model as em
 from qsim_tc import error_bound as eb
 from qsim_tc.errors import ToleranceError
 
-__all__ = ["ToleranceError", "apply_tolerance", "distributed_report", "gate_run_report", "predicted_bounds",
-           "phase_report", "report_of", "sequence_report", "stage_ops", "stage_run_report", "stage_steps"]
+__all__ = ["ToleranceError", "apply_tolerance", "distributed_report", "gate_run_report", "guard_norms",
+           "norm_unit_roundoff", "predicted_bounds", "phase_report", "report_of", "sequence_report", "stage_ops", "stage_run_report", "stage_steps"]
 
 # the stage engine's op kinds (qsim_tc.stages.structure, .plan); named here so that this module
 # does not import the stage package (it imports numba-compiled executors)
@@ -29,18 +29,19 @@ _DIAGONAL, _CONTROLLED, _RELABEL = "diagonal", "controlled", "relabel"
 
 
 class _Norms:
-    """``(|| |M| ||_2 bound, ||M||_F bound)`` per distinct matrix object, computed once."""
+    """``(|| |M| ||_2 bound, ||M||_F bound, most nonzeros in a row, in a column)`` per distinct
+    matrix object, computed once."""
 
     def __init__(self):
-        self._cache: dict[int, tuple[np.ndarray, float, float]] = {}
+        self._cache: dict[int, tuple] = {}
 
-    def __call__(self, m: np.ndarray) -> tuple[float, float]:
+    def __call__(self, m: np.ndarray) -> tuple[float, float, int, int]:
         hit = self._cache.get(id(m))
         if hit is not None and hit[0] is m:
-            return hit[1], hit[2]
-        a, f = em.abs_norm_bound(m), em.frob_norm_bound(m)
-        self._cache[id(m)] = (m, a, f)  # (the matrix kept: its id stays its own)
-        return a, f
+            return hit[1:]
+        out = (em.abs_norm_bound(m), em.frob_norm_bound(m), *em.max_row_col_nonzeros(m))
+        self._cache[id(m)] = (m, *out)  # (the matrix kept: its id stays its own)
+        return out
 
 
 def _expand(choices: Mapping) -> list[dict]:
@@ -80,7 +81,8 @@ def fused_widths_of(applied: Circuit, covers, circuit: Circuit) -> list[tuple[in
 
 
 def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
-                    initial_norm: float = 1.0) -> eb.ErrorReport:
+                    initial_norm: float = 1.0, from_zero: bool = False,
+                    state_norms: Mapping[int, float] | None = None, norm_u: float = em.U64) -> eb.ErrorReport:
     """The error report of a gate-path run.
 
     Args:
@@ -88,11 +90,19 @@ def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
         covers: for each applied gate the input gates it applies (None: no fusion).
         circuit: the input circuit (the widths of the gates a fused block multiplied).
         dtype: the state's dtype; initial_norm: the start state's norm.
+        from_zero: the run started from |0...0> as made (the first gates' products count only
+            the state's nonzero terms: :class:`~qsim_tc.error_bound.ErrorAccumulator`).
+        state_norms: applied gate index -> the state's norm measured just before that gate (the
+            auto runner's guard measures it around the blocks it guards per block); the step's
+            model then takes the smaller of it (with its rounding) and the carried bound.
+        norm_u: the unit roundoff of the arithmetic that measured ``state_norms``
+            (:func:`norm_unit_roundoff`).
     """
-    acc = eb.ErrorAccumulator(initial_norm)
+    acc = eb.ErrorAccumulator(initial_norm, from_zero=from_zero)
     norms = _Norms()
     n_amp = 1 << applied.n_qubits
     fused = fused_widths_of(applied, covers, circuit)
+    state_norms = state_norms or {}
     for st in stats:
         g = applied.gates[st.index]
         m = np.asarray(g.matrix)
@@ -104,12 +114,30 @@ def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
             method, choices = _kernel_method(dtype), ({},)
         else:
             choices = _distinct(info.block_choices)
-        a, f = norms(m)
-        acc.add(eb.Step(g.name, method, d, np.dtype(dtype), a, f, em.unitary_norm_bound(d), choices, n_amp, None,
-                        (), "fp64", widths))
+        a, f, rows, cols = norms(m)
+        acc.add(eb.Step(g.name, method, d, np.dtype(dtype), a, f, em.unitary_norm_bound(d), choices, n_amp,
+                        state_norms.get(st.index), (), "fp64", widths, rows, cols, norm_u))
     if applied.global_phase:
         acc.add(eb.stage_step("global phase", [eb.StageOp("scalar")], dtype))
     return acc.report()
+
+
+def guard_norms(metadata: Mapping) -> dict[int, float]:
+    """Applied gate index -> the state's norm measured before it, from an auto run's block
+    records (``metadata["blocks"]``, :func:`qsim_tc.runners.auto.run_auto`); empty for others."""
+    out = {}
+    for block in metadata.get("blocks", ()) if isinstance(metadata, Mapping) else ():
+        norm = block.get("norm_before") if isinstance(block, Mapping) else None
+        if norm is not None and "index" in block:
+            out[int(block["index"])] = float(norm)
+    return out
+
+
+def norm_unit_roundoff(dtype, on_gpu: bool) -> float:
+    """The unit roundoff of :meth:`StateVector.norm <qsim_tc.state.StateVector.norm>`'s sum of
+    squares: float32 for a complex64 state on the CPU (a float32 dot product per chunk), float64
+    otherwise (complex128, or the GPU's reduction of float32 values squared in float64)."""
+    return em.U32 if np.dtype(dtype) == np.complex64 and not on_gpu else em.U64
 
 
 def _kernel_method(dtype) -> str:
@@ -305,7 +333,8 @@ def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, fused_widt
             if not choices:
                 ok = False
                 break
-            a, f = norms(np.asarray(g.matrix))
+            a, f, _, _ = norms(np.asarray(g.matrix))
+            # (the state taken dense: a prediction for any start state)
             rec = acc.add(eb.Step(g.name, name, d, dtype, a, f, em.unitary_norm_bound(d), choices, 1 << circuit.n_qubits,
                                   fused_widths=widths))
             if rec.bound is None:
