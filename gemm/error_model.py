@@ -91,8 +91,12 @@ class ProductContext:
             ``U`` against a column of ``X``), where fewer than ``k`` are known (a sparse state:
             the run's first gates from |0...0>); None: ``k``. Products with an exact zero and sums
             with it are exact in floating point, so an FP model may count only these.
-        exact_input: ``X`` is exactly a basis state of amplitude 1 (|0...0> as made): every
-            floating-point product is then an exact copy of a column of ``U`` as held.
+        exact_input: ``X`` is exactly a basis state of amplitude 1, -1, i or -i (|0...0> as
+            made, or after signed permutations): every floating-point product is then an exact
+            copy of a column of ``U`` as held, times that unit.
+        unit_monomial: every row of ``U`` has one nonzero entry, ``1``, ``-1``, ``i`` or ``-i``
+            (CX, SWAP, X, Y, Z, CZ...): every floating-point output is an input's part with its
+            sign, exactly (products with 1 and 0, sums with 0), in any precision.
     """
 
     d: int
@@ -105,6 +109,7 @@ class ProductContext:
     choices: Mapping[str, Any] = field(default_factory=dict)
     terms: int | None = None
     exact_input: bool = False
+    unit_monomial: bool = False
 
     @property
     def k(self) -> int:
@@ -195,10 +200,13 @@ def fp_gemm(ctx: ProductContext, u: float | None = None, *, gate_rounded: bool |
     sums of ``2t`` terms of random sign commit ``t + 1`` roundings' worth of variance per complex
     output (``2t`` partial sums of mean square ``|y|^2 / 2``, and the products'),
     ``RMS_ROUNDING u sqrt(t + 1) ||Y||``. On an exact unit basis state (``ctx.exact_input``) the
-    products are copies of ``U``'s entries times 1 plus exact zeros: only ``U``'s rounding remains.
+    products are copies of ``U``'s entries times 1 plus exact zeros: only ``U``'s rounding remains;
+    a signed permutation (``ctx.unit_monomial``) is exact.
     """
     u = ctx.u if u is None else u
     t = ctx.dot_terms
+    if ctx.unit_monomial:  # exact, and so is the gate's rounding (+-1 and +-i are representable)
+        return ProductError(0.0, 0.0, {"gemm": 0.0, "gate_rounding": 0.0})
     g_b, g_e = rounded_gate(ctx) if (gate_rounded is None or gate_rounded) else (0.0, 0.0)
     if ctx.exact_input:
         return ProductError(g_b, g_e, {"gemm": 0.0, "gate_rounding": g_b})
@@ -211,6 +219,18 @@ def max_row_col_nonzeros(matrix: np.ndarray) -> tuple[int, int]:
     """``(most nonzeros in a row, most nonzeros in a column)`` of ``matrix`` (exact zeros only)."""
     nz = np.asarray(matrix) != 0
     return int(nz.sum(axis=1).max(initial=0)), int(nz.sum(axis=0).max(initial=0))
+
+
+def is_unit_monomial(matrix: np.ndarray) -> bool:
+    """Whether every row of ``matrix`` has exactly one nonzero entry and it is 1, -1, i or -i
+    (exactly): a product with it only copies and negates parts (:attr:`ProductContext.unit_monomial`)."""
+    m = np.asarray(matrix)
+    nz = m != 0
+    if m.ndim != 2 or not (nz.sum(axis=1) == 1).all():
+        return False
+    v = m[nz]
+    re, im = np.real(v), np.imag(v)
+    return bool((((np.abs(re) == 1) & (im == 0)) | ((re == 0) & (np.abs(im) == 1))).all())
 
 
 def final_rounding(ctx: ProductContext, u: float, other_bound: float) -> tuple[float, float]:

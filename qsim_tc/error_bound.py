@@ -48,23 +48,28 @@ class StageOp:
 
     Attributes:
         kind: ``"dense"`` (a 2^k x 2^k matrix on k local targets: FMA loops or FP64 mma),
-            ``"phase"`` (a run of diagonal gates as fixed-point turn sums: two table entries from
-            ``sincospi`` of exact turns and two complex products per amplitude), or ``"scalar"``
-            (one complex factor, the global phase).
+            ``"phase"`` (the GPU kernel's run of diagonal gates as fixed-point turn sums: two
+            table entries from ``sincospi`` of exact turns and two complex products per
+            amplitude), ``"diagonal"`` (the CPU executor's diagonal gate: one complex product per
+            amplitude with the gate's own entry, held in the program's precision), or
+            ``"scalar"`` (one complex factor, the global phase).
         k: the dense op's targets (0 for the others).
         abs_norm: an upper bound of ``|| |M| ||_2`` of the dense op's matrix (default ``2^(k/2)``).
         fused_widths: the widths of the gates multiplied (in double) into the dense op's matrix
             (:func:`fusion_error`); empty when it is one gate's own matrix.
+        unit_monomial: the dense op's matrix is a signed permutation of 1, -1, i, -i entries
+            (:func:`gemm.error_model.is_unit_monomial`): its FMA loops copy and negate exactly.
     """
 
     kind: str
     k: int = 0
     abs_norm: float | None = None
     fused_widths: tuple = ()
+    unit_monomial: bool = False
 
     def __post_init__(self):
-        if self.kind not in ("dense", "phase", "scalar"):
-            raise ValueError(f"StageOp.kind must be 'dense', 'phase' or 'scalar', got {self.kind!r}")
+        if self.kind not in ("dense", "phase", "diagonal", "scalar"):
+            raise ValueError(f"StageOp.kind must be 'dense', 'phase', 'diagonal' or 'scalar', got {self.kind!r}")
         if self.kind == "dense" and not (isinstance(self.k, int) and 1 <= self.k <= 14):
             raise ValueError(f"a dense StageOp needs k in 1..14, got {self.k!r}")
 
@@ -91,6 +96,8 @@ class Step:
             matrix; empty when the matrix is the circuit's own gate.
         row_nnz, col_nnz: the most nonzero entries in a row and in a column of the gate matrix
             (None: ``2^d``); with the state's support they bound the terms of a dot product.
+        unit_monomial: the gate matrix is a signed permutation of 1, -1, i, -i entries
+            (:func:`gemm.error_model.is_unit_monomial`): FP products with it are exact.
         norm_u: the unit roundoff of the arithmetic that measured ``state_norm`` (its products
             and sums: float64 for complex128 states and for GPU reductions, float32 for a
             complex64 state's norm on the CPU).
@@ -112,6 +119,7 @@ class Step:
     row_nnz: int | None = None
     col_nnz: int | None = None
     norm_u: float = em.U64
+    unit_monomial: bool = False
 
 
 def gate_step(label: str, method: str, matrix: np.ndarray, dtype, *, choices: Sequence[Mapping] | Mapping = (),
@@ -142,7 +150,7 @@ def gate_step(label: str, method: str, matrix: np.ndarray, dtype, *, choices: Se
     rows, cols = em.max_row_col_nonzeros(m)
     return Step(label, method, d, np.dtype(dtype), em.abs_norm_bound(m), em.frob_norm_bound(m),
                 em.unitary_norm_bound(d), choices, int(n_amplitudes), state_norm, (), "fp64",
-                tuple(int(w) for w in fused_widths), rows, cols)
+                tuple(int(w) for w in fused_widths), rows, cols, em.U64, em.is_unit_monomial(m))
 
 
 def stage_step(label: str, ops: Sequence[StageOp], dtype, *, compute: str | None = None, n_amplitudes: int = 0,
@@ -192,14 +200,16 @@ def stage_op_error(op: StageOp, dtype, compute: str, x_norm: float) -> em.Produc
     the fusion of their matrix (:func:`fusion_error`).
     Phase ops: per amplitude ``|a| (2 e + 2 sqrt(2) gamma_2 (1 + e)^2)`` with ``e`` the table
     entry's error (:func:`_sincos_entry_error`): one complex product of the two entries, one with
-    the amplitude. Scalar phase: the factor's error (its cos and sin in double, then its rounding
+    the amplitude. Diagonal ops (CPU): ``|a| (e + sqrt(2) gamma_2 (1 + e))``, ``e`` the entry's
+    rounding to the program's precision (0 for FP64: the gate's own doubles). Scalar phase: the factor's error (its cos and sin in double, then its rounding
     to the program's precision) and one complex product.
     """
     u = em.U32 if compute == "fp32" else em.U64
     if op.kind == "dense":
         a = op.abs_norm if op.abs_norm is not None else math.sqrt(2.0 ** op.k) * em.NORM_SLACK
         ctx = em.ProductContext(op.k, np.complex64 if compute == "fp32" else np.complex128, x_norm, a,
-                                math.sqrt(2.0 ** op.k) * em.NORM_SLACK, em.unitary_norm_bound(op.k))
+                                math.sqrt(2.0 ** op.k) * em.NORM_SLACK, em.unitary_norm_bound(op.k),
+                                unit_monomial=op.unit_monomial and not op.fused_widths)
         e = em.fp_gemm(ctx)
         if not op.fused_widths:
             return e
@@ -210,6 +220,12 @@ def stage_op_error(op: StageOp, dtype, compute: str, x_norm: float) -> em.Produc
         e = _sincos_entry_error(u)
         rel = 2.0 * e + e * e + g2 * (1.0 + e) ** 2 * (2.0 + g2)
         est = em.RMS_ROUNDING * u * math.sqrt(6.0) + 2.0 * em.U64
+    elif op.kind == "diagonal":
+        # the entry as given (a double, exact against the reference's) or rounded to float for an
+        # FP32 program; one complex product: two products and a sum per part
+        e = math.sqrt(2.0) * u if u == em.U32 else 0.0
+        rel = e + g2 * (1.0 + e)
+        est = em.RMS_ROUNDING * u * math.sqrt(3.0 + (2.0 if e else 0.0))
     else:
         # the factor e^(i phi) from cos and sin in double within 1 ulp each (libm; an ulp is at
         # most 2 u64 relative), then for an FP32 program rounded to float
@@ -367,7 +383,9 @@ class ErrorAccumulator:
         self._support *= cols
         if step.n_amplitudes and self._support >= step.n_amplitudes:
             self._support = None  # the whole state: nothing more to track
-        self._exact = False
+        # a signed permutation of unit entries keeps a unit basis state one (its amplitude 1, -1,
+        # i or -i: products with it are as exact)
+        self._exact = self._exact and step.unit_monomial
         return terms, exact
 
     def _step_error(self, step: Step, x_norm: float, terms: int | None = None,
@@ -389,7 +407,7 @@ class ErrorAccumulator:
         worst = None
         for ch in step.choices:
             ctx = em.ProductContext(step.d, step.dtype, x_norm, step.abs_norm, step.frob_norm, step.op_norm,
-                                    step.n_amplitudes, ch, terms, exact)
+                                    step.n_amplitudes, ch, terms, exact, step.unit_monomial)
             e = method.error_model(ctx)
             if e is None:
                 return None

@@ -29,17 +29,17 @@ _DIAGONAL, _CONTROLLED, _RELABEL = "diagonal", "controlled", "relabel"
 
 
 class _Norms:
-    """``(|| |M| ||_2 bound, ||M||_F bound, most nonzeros in a row, in a column)`` per distinct
-    matrix object, computed once."""
+    """``(|| |M| ||_2 bound, ||M||_F bound, most nonzeros in a row, in a column, signed
+    permutation)`` per distinct matrix object, computed once."""
 
     def __init__(self):
         self._cache: dict[int, tuple] = {}
 
-    def __call__(self, m: np.ndarray) -> tuple[float, float, int, int]:
+    def __call__(self, m: np.ndarray) -> tuple[float, float, int, int, bool]:
         hit = self._cache.get(id(m))
         if hit is not None and hit[0] is m:
             return hit[1:]
-        out = (em.abs_norm_bound(m), em.frob_norm_bound(m), *em.max_row_col_nonzeros(m))
+        out = (em.abs_norm_bound(m), em.frob_norm_bound(m), *em.max_row_col_nonzeros(m), em.is_unit_monomial(m))
         self._cache[id(m)] = (m, *out)  # (the matrix kept: its id stays its own)
         return out
 
@@ -69,14 +69,16 @@ def _distinct(choices: Sequence[Mapping]) -> tuple[dict, ...]:
 
 
 def fused_widths_of(applied: Circuit, covers, circuit: Circuit) -> list[tuple[int, ...]] | None:
-    """Per applied gate, the widths of the input gates multiplied (in double) into its matrix;
-    empty where it is an input gate itself (None without fusion)."""
+    """Per applied gate, the widths of the input gates multiplied (in double) into its matrix,
+    leaving out the signed permutations (CX, SWAP, X, Z...: their contraction only copies and
+    negates, exactly); empty where it is an input gate itself (None without fusion)."""
     if covers is None:
         return None
     out = []
     for g, members in zip(applied.gates, covers):
         fused = len(members) > 1 or circuit.gates[members[0]] is not g
-        out.append(tuple(len(circuit.gates[i].qubits) for i in members) if fused else ())
+        out.append(tuple(len(circuit.gates[i].qubits) for i in members
+                         if not em.is_unit_monomial(circuit.gates[i].matrix)) if fused else ())
     return out
 
 
@@ -114,9 +116,9 @@ def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
             method, choices = _kernel_method(dtype), ({},)
         else:
             choices = _distinct(info.block_choices)
-        a, f, rows, cols = norms(m)
+        a, f, rows, cols, mono = norms(m)
         acc.add(eb.Step(g.name, method, d, np.dtype(dtype), a, f, em.unitary_norm_bound(d), choices, n_amp,
-                        state_norms.get(st.index), (), "fp64", widths, rows, cols, norm_u))
+                        state_norms.get(st.index), (), "fp64", widths, rows, cols, norm_u, mono))
     if applied.global_phase:
         acc.add(eb.stage_step("global phase", [eb.StageOp("scalar")], dtype))
     return acc.report()
@@ -171,15 +173,21 @@ def stage_ops(stage, executed=None, *, max_dense: int | None = None) -> list[eb.
         return out
     planned = {id(op) for op in stage.ops}
     kept = {id(op) for op in executed.ops}
-    fused_into = [len(op.positions) for op in stage.ops if id(op) not in kept and op.kind != _RELABEL]
+    # (a signed permutation multiplied into a fused op adds no rounding)
+    fused_into = [len(op.positions) for op in stage.ops
+                  if id(op) not in kept and op.kind != _RELABEL and not _unit_monomial(op)]
     widest = max((len(op.positions) for op in executed.ops if id(op) not in planned), default=1)
     for op in executed.ops:
         if op.kind == _RELABEL:
             continue
         if op.kind == _DIAGONAL:
-            out.append(eb.StageOp("phase"))
+            # the CPU executor multiplies by the diagonal's own entries (a fused diagonal's
+            # entries: their fusion is charged below)
+            out.append(eb.StageOp("diagonal"))
         elif id(op) in planned:
-            out.append(eb.StageOp("dense", _width(op), _target_abs_norm(op)))
+            m = _target_matrix(op)
+            out.append(eb.StageOp("dense", _width(op), None if m is None else em.abs_norm_bound(m), (),
+                                  m is not None and em.is_unit_monomial(m)))
         else:
             out.append(eb.StageOp("dense", len(op.positions)))
     if fused_into:
@@ -194,12 +202,23 @@ def _width(op) -> int:
     return len(op.structure.targets) if op.kind == _CONTROLLED else len(op.positions)
 
 
-def _target_abs_norm(op) -> float | None:
+def _unit_monomial(op) -> bool:
+    """Whether a planned stage op's gate is a signed permutation of 1, -1, i, -i entries (a
+    controlled gate's is where its target matrix is one; a diagonal's where every entry is)."""
+    if op.kind == _DIAGONAL:
+        diag = np.asarray(op.structure.diagonal)
+        return em.is_unit_monomial(np.diag(diag)) if diag.size <= 64 else False
+    m = _target_matrix(op)
+    return m is not None and em.is_unit_monomial(m)
+
+
+def _target_matrix(op) -> np.ndarray | None:
+    """The matrix a planned stage op's kernel applies to its targets (None where it is not kept)."""
     s = op.structure
     m = s.target_matrix if op.kind == _CONTROLLED else getattr(s, "target_matrix", None)
     if m is None or np.asarray(m).shape != (1 << _width(op),) * 2:
         return None
-    return em.abs_norm_bound(np.asarray(m))
+    return np.asarray(m)
 
 
 def stage_steps(plan, dtype, *, executed=None, max_dense: int | None = None,
@@ -333,7 +352,7 @@ def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, fused_widt
             if not choices:
                 ok = False
                 break
-            a, f, _, _ = norms(np.asarray(g.matrix))
+            a, f, _, _, _ = norms(np.asarray(g.matrix))
             # (the state taken dense: a prediction for any start state)
             rec = acc.add(eb.Step(g.name, name, d, dtype, a, f, em.unitary_norm_bound(d), choices, 1 << circuit.n_qubits,
                                   fused_widths=widths))

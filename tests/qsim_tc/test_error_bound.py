@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from circuits import brickwork
+from circuits import Circuit, Gate, brickwork
 from circuits.fusion import fuse
 from circuits.haar import haar_unitary
 from qsim_tc import error_bound as eb
@@ -156,3 +156,38 @@ def test_sequence_of_runs_adds_bounds_times_gains():
     assert run_error.sequence_report([]).l2_bound is None
     ph = run_error.phase_report(np.complex64)
     assert 2.0 ** -24 < ph.l2_bound < 2.0 ** -20
+
+
+def test_signed_permutations_and_cpu_diagonals_are_modelled_as_what_they_compute():
+    from gemm import error_model as em  # noqa: PLC0415
+    from qsim_tc import run_error  # noqa: PLC0415
+
+    cx = np.eye(4)[[0, 1, 3, 2]].astype(complex)
+    y = np.array([[0, -1j], [1j, 0]])
+    assert em.is_unit_monomial(cx) and em.is_unit_monomial(y) and em.is_unit_monomial(np.diag([1, 1, 1, -1]))
+    assert not em.is_unit_monomial(np.array([[1, 1], [1, -1]]) / math.sqrt(2))
+    assert not em.is_unit_monomial(np.array([[0.5, 0], [0, 1]])) and not em.is_unit_monomial(np.ones((2, 2)))
+    # a product with CX is exact in any precision; with a dense gate it is not
+    for dt in (np.complex128, np.complex64):
+        assert eb.error_report([eb.gate_step("cx", "native", cx, dt)]).l2_bound == 0.0
+        assert eb.error_report([eb.gate_step("h", "native", y + 0.5, dt)]).l2_bound > 0
+    # a circuit of X, CX and SWAP from |0...0> is exact, and so is its bound
+    c = Circuit(4)
+    for g, q in ((np.array([[0, 1], [1, 0]], complex), (0,)), (cx, (0, 1)), (cx, (1, 2)), (np.eye(4)[[0, 2, 1, 3]], (2, 3))):
+        c.append(Gate(np.asarray(g, complex), q, "perm"))
+    res = Simulator("native32", device="cpu", plan=None, fuse=None).run(c)
+    hi, lo = simulate_dd(c, device="cpu").to_numpy()
+    assert np.array_equal(res.state.to_numpy().astype(np.complex128), hi) and not lo.any()
+    assert res.error.l2_bound == 0.0
+    # CPU diagonal ops: one complex product with the gate's own entry (FP64: the entry exact)
+    d64 = eb.stage_op_error(eb.StageOp("diagonal"), np.complex128, "fp64", 1.0)
+    p64 = eb.stage_op_error(eb.StageOp("phase"), np.complex128, "fp64", 1.0)
+    assert d64.bound < p64.bound and d64.estimate < p64.estimate
+    assert d64.bound == pytest.approx(math.sqrt(2) * em.gamma(2, em.U64))
+    d32 = eb.stage_op_error(eb.StageOp("diagonal"), np.complex64, "fp32", 1.0)
+    assert d32.bound > math.sqrt(2) * em.U32
+    # a fused block's CX members add no fusion rounding
+    block = fuse(c, 4)
+    assert len(block) == 1 and run_error.fused_widths_of(block, [tuple(range(len(c)))], c) == [()]
+    c.append(Gate(haar_unitary(2, np.random.default_rng(0)), (1,), "u"))
+    assert run_error.fused_widths_of(fuse(c, 4), [tuple(range(len(c)))], c) == [(1,)]
