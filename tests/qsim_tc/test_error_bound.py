@@ -121,8 +121,10 @@ def test_validation_script_subset(tmp_path):
 
     data = json.loads(out.read_text())
     assert data["circuits"] == 2 and png.stat().st_size > 0
+    assert {"native", "native32", "auto", "auto-single"} <= set(data["summary"]) and data["machine"]["cores"]
     for s in data["summary"].values():
         assert s["l2_violations"] == 0 and s["max_violations"] == 0
+        assert s["estimate_within_10x"] == 1.0
 
 
 def test_stage_dense_op_counts_its_fusion():
