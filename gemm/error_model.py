@@ -87,6 +87,16 @@ class ProductContext:
         choices: the method's report choices of the product (``gemm.Report.choices``): slices,
             moduli, the format a per-call choice took, fallbacks. Empty when not known; a model
             that needs a choice it does not find returns None.
+        terms: the most nonzero terms of any of the product's complex dot products (a row of
+            ``U`` against a column of ``X``), where fewer than ``k`` are known (a sparse state:
+            the run's first gates from |0...0>); None: ``k``. Products with an exact zero and sums
+            with it are exact in floating point, so an FP model may count only these.
+        exact_input: ``X`` is exactly a basis state of amplitude 1, -1, i or -i (|0...0> as
+            made, or after signed permutations): every floating-point product is then an exact
+            copy of a column of ``U`` as held, times that unit.
+        unit_monomial: every row of ``U`` has one nonzero entry, ``1``, ``-1``, ``i`` or ``-i``
+            (CX, SWAP, X, Y, Z, CZ...): every floating-point output is an input's part with its
+            sign, exactly (products with 1 and 0, sums with 0), in any precision.
     """
 
     d: int
@@ -97,10 +107,18 @@ class ProductContext:
     op_norm: float = 1.0
     n_amplitudes: int = 0
     choices: Mapping[str, Any] = field(default_factory=dict)
+    terms: int | None = None
+    exact_input: bool = False
+    unit_monomial: bool = False
 
     @property
     def k(self) -> int:
         return 1 << self.d
+
+    @property
+    def dot_terms(self) -> int:
+        """The terms a floating-point model counts per complex dot product (``terms`` or ``k``)."""
+        return self.k if self.terms is None else max(1, min(int(self.terms), self.k))
 
     @property
     def u(self) -> float:
@@ -176,17 +194,43 @@ def fp_gemm(ctx: ProductContext, u: float | None = None, *, gate_rounded: bool |
     the stage kernel's FMA loops and FP64 mma): every multiply, add or FMA rounded to nearest
     with unit roundoff ``u``, in any order.
 
-    Bound: ``sqrt(2) gamma_2k (1 + u) || |U| ||_2 ||X||_F`` plus the rounding of ``U`` to the
-    working dtype (:func:`rounded_gate`). Estimate: recursive sums of ``2k`` terms of random sign
-    commit ``k + 1`` roundings' worth of variance per complex output (``2k`` partial sums of
-    mean square ``|y|^2 / 2``, and the products'), ``RMS_ROUNDING u sqrt(k + 1) ||Y||``.
+    Bound: ``sqrt(2) gamma_2t (1 + u) || |U| ||_2 ||X||_F`` with ``t`` the nonzero terms of a dot
+    product (``ctx.dot_terms``: ``k``, or fewer on a sparse state, whose zero terms add exactly),
+    plus the rounding of ``U`` to the working dtype (:func:`rounded_gate`). Estimate: recursive
+    sums of ``2t`` terms of random sign commit ``t + 1`` roundings' worth of variance per complex
+    output (``2t`` partial sums of mean square ``|y|^2 / 2``, and the products'),
+    ``RMS_ROUNDING u sqrt(t + 1) ||Y||``. On an exact unit basis state (``ctx.exact_input``) the
+    products are copies of ``U``'s entries times 1 plus exact zeros: only ``U``'s rounding remains;
+    a signed permutation (``ctx.unit_monomial``) is exact.
     """
     u = ctx.u if u is None else u
-    k = ctx.k
+    t = ctx.dot_terms
+    if ctx.unit_monomial:  # exact, and so is the gate's rounding (+-1 and +-i are representable)
+        return ProductError(0.0, 0.0, {"gemm": 0.0, "gate_rounding": 0.0})
     g_b, g_e = rounded_gate(ctx) if (gate_rounded is None or gate_rounded) else (0.0, 0.0)
-    prod_b = math.sqrt(2.0) * gamma(2 * k, u) * (1.0 + u) * ctx.abs_norm * ctx.x_norm
-    prod_e = RMS_ROUNDING * u * math.sqrt(k + 1) * ctx.op_norm * ctx.x_norm
+    if ctx.exact_input:
+        return ProductError(g_b, g_e, {"gemm": 0.0, "gate_rounding": g_b})
+    prod_b = math.sqrt(2.0) * gamma(2 * t, u) * (1.0 + u) * ctx.abs_norm * ctx.x_norm
+    prod_e = RMS_ROUNDING * u * math.sqrt(t + 1) * ctx.op_norm * ctx.x_norm
     return ProductError(prod_b + g_b, math.hypot(prod_e, g_e), {"gemm": prod_b, "gate_rounding": g_b})
+
+
+def max_row_col_nonzeros(matrix: np.ndarray) -> tuple[int, int]:
+    """``(most nonzeros in a row, most nonzeros in a column)`` of ``matrix`` (exact zeros only)."""
+    nz = np.asarray(matrix) != 0
+    return int(nz.sum(axis=1).max(initial=0)), int(nz.sum(axis=0).max(initial=0))
+
+
+def is_unit_monomial(matrix: np.ndarray) -> bool:
+    """Whether every row of ``matrix`` has exactly one nonzero entry and it is 1, -1, i or -i
+    (exactly): a product with it only copies and negates parts (:attr:`ProductContext.unit_monomial`)."""
+    m = np.asarray(matrix)
+    nz = m != 0
+    if m.ndim != 2 or not (nz.sum(axis=1) == 1).all():
+        return False
+    v = m[nz]
+    re, im = np.real(v), np.imag(v)
+    return bool((((np.abs(re) == 1) & (im == 0)) | ((re == 0) & (np.abs(im) == 1))).all())
 
 
 def final_rounding(ctx: ProductContext, u: float, other_bound: float) -> tuple[float, float]:

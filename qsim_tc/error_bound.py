@@ -48,23 +48,28 @@ class StageOp:
 
     Attributes:
         kind: ``"dense"`` (a 2^k x 2^k matrix on k local targets: FMA loops or FP64 mma),
-            ``"phase"`` (a run of diagonal gates as fixed-point turn sums: two table entries from
-            ``sincospi`` of exact turns and two complex products per amplitude), or ``"scalar"``
-            (one complex factor, the global phase).
+            ``"phase"`` (the GPU kernel's run of diagonal gates as fixed-point turn sums: two
+            table entries from ``sincospi`` of exact turns and two complex products per
+            amplitude), ``"diagonal"`` (the CPU executor's diagonal gate: one complex product per
+            amplitude with the gate's own entry, held in the program's precision), or
+            ``"scalar"`` (one complex factor, the global phase).
         k: the dense op's targets (0 for the others).
         abs_norm: an upper bound of ``|| |M| ||_2`` of the dense op's matrix (default ``2^(k/2)``).
         fused_widths: the widths of the gates multiplied (in double) into the dense op's matrix
             (:func:`fusion_error`); empty when it is one gate's own matrix.
+        unit_monomial: the dense op's matrix is a signed permutation of 1, -1, i, -i entries
+            (:func:`gemm.error_model.is_unit_monomial`): its FMA loops copy and negate exactly.
     """
 
     kind: str
     k: int = 0
     abs_norm: float | None = None
     fused_widths: tuple = ()
+    unit_monomial: bool = False
 
     def __post_init__(self):
-        if self.kind not in ("dense", "phase", "scalar"):
-            raise ValueError(f"StageOp.kind must be 'dense', 'phase' or 'scalar', got {self.kind!r}")
+        if self.kind not in ("dense", "phase", "diagonal", "scalar"):
+            raise ValueError(f"StageOp.kind must be 'dense', 'phase', 'diagonal' or 'scalar', got {self.kind!r}")
         if self.kind == "dense" and not (isinstance(self.k, int) and 1 <= self.k <= 14):
             raise ValueError(f"a dense StageOp needs k in 1..14, got {self.k!r}")
 
@@ -89,7 +94,13 @@ class Step:
             programs, then round each amplitude to FP32 once per stage).
         fused_widths: the widths of the gates multiplied together (in double) into this step's
             matrix; empty when the matrix is the circuit's own gate.
-        options: the method's options (for models that depend on them).
+        row_nnz, col_nnz: the most nonzero entries in a row and in a column of the gate matrix
+            (None: ``2^d``); with the state's support they bound the terms of a dot product.
+        unit_monomial: the gate matrix is a signed permutation of 1, -1, i, -i entries
+            (:func:`gemm.error_model.is_unit_monomial`): FP products with it are exact.
+        norm_u: the unit roundoff of the arithmetic that measured ``state_norm`` (its products
+            and sums: float64 for complex128 states and for GPU reductions, float32 for a
+            complex64 state's norm on the CPU).
     """
 
     label: str
@@ -105,6 +116,10 @@ class Step:
     stage_ops: tuple = ()
     compute: str = "fp64"
     fused_widths: tuple = ()
+    row_nnz: int | None = None
+    col_nnz: int | None = None
+    norm_u: float = em.U64
+    unit_monomial: bool = False
 
 
 def gate_step(label: str, method: str, matrix: np.ndarray, dtype, *, choices: Sequence[Mapping] | Mapping = (),
@@ -132,9 +147,10 @@ def gate_step(label: str, method: str, matrix: np.ndarray, dtype, *, choices: Se
     if isinstance(choices, Mapping):
         choices = (choices,)
     choices = tuple(dict(c) for c in choices) or ({},)
+    rows, cols = em.max_row_col_nonzeros(m)
     return Step(label, method, d, np.dtype(dtype), em.abs_norm_bound(m), em.frob_norm_bound(m),
                 em.unitary_norm_bound(d), choices, int(n_amplitudes), state_norm, (), "fp64",
-                tuple(int(w) for w in fused_widths))
+                tuple(int(w) for w in fused_widths), rows, cols, em.U64, em.is_unit_monomial(m))
 
 
 def stage_step(label: str, ops: Sequence[StageOp], dtype, *, compute: str | None = None, n_amplitudes: int = 0,
@@ -184,13 +200,16 @@ def stage_op_error(op: StageOp, dtype, compute: str, x_norm: float) -> em.Produc
     the fusion of their matrix (:func:`fusion_error`).
     Phase ops: per amplitude ``|a| (2 e + 2 sqrt(2) gamma_2 (1 + e)^2)`` with ``e`` the table
     entry's error (:func:`_sincos_entry_error`): one complex product of the two entries, one with
-    the amplitude. Scalar phase: the factor's rounding and one complex product.
+    the amplitude. Diagonal ops (CPU): ``|a| (e + sqrt(2) gamma_2 (1 + e))``, ``e`` the entry's
+    rounding to the program's precision (0 for FP64: the gate's own doubles). Scalar phase: the factor's error (its cos and sin in double, then its rounding
+    to the program's precision) and one complex product.
     """
     u = em.U32 if compute == "fp32" else em.U64
     if op.kind == "dense":
         a = op.abs_norm if op.abs_norm is not None else math.sqrt(2.0 ** op.k) * em.NORM_SLACK
         ctx = em.ProductContext(op.k, np.complex64 if compute == "fp32" else np.complex128, x_norm, a,
-                                math.sqrt(2.0 ** op.k) * em.NORM_SLACK, em.unitary_norm_bound(op.k))
+                                math.sqrt(2.0 ** op.k) * em.NORM_SLACK, em.unitary_norm_bound(op.k),
+                                unit_monomial=op.unit_monomial and not op.fused_widths)
         e = em.fp_gemm(ctx)
         if not op.fused_widths:
             return e
@@ -201,8 +220,16 @@ def stage_op_error(op: StageOp, dtype, compute: str, x_norm: float) -> em.Produc
         e = _sincos_entry_error(u)
         rel = 2.0 * e + e * e + g2 * (1.0 + e) ** 2 * (2.0 + g2)
         est = em.RMS_ROUNDING * u * math.sqrt(6.0) + 2.0 * em.U64
+    elif op.kind == "diagonal":
+        # the entry as given (a double, exact against the reference's) or rounded to float for an
+        # FP32 program; one complex product: two products and a sum per part
+        e = math.sqrt(2.0) * u if u == em.U32 else 0.0
+        rel = e + g2 * (1.0 + e)
+        est = em.RMS_ROUNDING * u * math.sqrt(3.0 + (2.0 if e else 0.0))
     else:
-        e = math.sqrt(2.0) * u
+        # the factor e^(i phi) from cos and sin in double within 1 ulp each (libm; an ulp is at
+        # most 2 u64 relative), then for an FP32 program rounded to float
+        e = 2.0 * math.sqrt(2.0) * em.U64 + (math.sqrt(2.0) * em.U32 if u == em.U32 else 0.0)
         rel = e + g2 * (1.0 + e)
         est = em.RMS_ROUNDING * u * math.sqrt(3.0)
     return em.ProductError(rel * x_norm, est * x_norm, {op.kind: rel * x_norm})
@@ -253,6 +280,10 @@ class ErrorReport:
         top_steps: the steps of the largest bounds, largest first.
         no_bound: why there is no bound (the steps without a model), or None.
         n_steps: steps accumulated.
+        gain: a bound of the run's amplification of an error its start state carried (the
+            product of the steps' ``||U||_2`` bounds, 1 up to the given matrices' rounding): a run
+            that continues another one carries that run's bound times ``gain``
+            (:func:`qsim_tc.run_error.sequence_report`).
     """
 
     l2_bound: float | None
@@ -262,6 +293,7 @@ class ErrorReport:
     top_steps: list = field(default_factory=list)
     no_bound: str | None = None
     n_steps: int = 0
+    gain: float = 1.0
 
     def to_dict(self) -> dict:
         """A JSON-serialisable view."""
@@ -284,15 +316,26 @@ class ErrorAccumulator:
         initial_norm: the norm of the start state as held (1 for |0...0>).
         initial_error: a bound of the start state's own rounding against the reference's
             (e.g. a complex128 state rounded to complex64: ``u32 * norm``); 0 for |0...0>.
+        from_zero: the start state is |0...0> exactly as made (one amplitude, exactly 1): the
+            gate steps then track the state's support (how many amplitudes may be nonzero), and
+            their models count only the nonzero terms of each dot product (``ctx.terms``;
+            the first product is an exact copy of the gate's column, ``ctx.exact_input``). A
+            stage step makes the support unknown (the whole state) from then on.
     """
 
-    def __init__(self, initial_norm: float = 1.0, initial_error: float = 0.0):
+    def __init__(self, initial_norm: float = 1.0, initial_error: float = 0.0, *, from_zero: bool = False):
         if not initial_norm >= 0 or not initial_error >= 0:
             raise ValueError(f"initial_norm and initial_error must be non-negative, got {initial_norm!r}, "
                              f"{initial_error!r}")
+        if from_zero and (initial_norm != 1.0 or initial_error != 0.0):
+            raise ValueError(f"from_zero needs initial_norm 1 and initial_error 0 (|0...0> as made), got "
+                             f"{initial_norm!r}, {initial_error!r}")
+        self._support = 1 if from_zero else None  # amplitudes that may be nonzero (None: all)
+        self._exact = bool(from_zero)  # the state is still exactly |0...0>
         self._ref_norm_hi = float(initial_norm) + float(initial_error)
         self._ref_norm_lo = max(float(initial_norm) - float(initial_error), 0.0)
         self._norm = float(initial_norm)  # bound of the computed state's norm
+        self._gain = 1.0  # product of the steps' ||U||_2 bounds
         self._bound = float(initial_error)
         self._est2 = (float(initial_error) * em.RMS_ROUNDING) ** 2  # a rounding's typical share of its bound
         self._steps: list[StepError] = []
@@ -305,9 +348,11 @@ class ErrorAccumulator:
         x_norm = self._norm
         if step.state_norm is not None:
             n_amp = max(step.n_amplitudes, 1)
-            # the measured norm's own rounding (a sum of n_amp squares) is below gamma_(2 n_amp)
-            x_norm = min(x_norm, float(step.state_norm) * (1.0 + em.gamma(2 * n_amp, em.U64)))
-        err = self._step_error(step, x_norm)
+            # the measured norm's own rounding: a sum of 2 n_amp squares (their products and sums,
+            # chunk totals, the root) in the arithmetic of norm_u, below gamma_(3 n_amp)
+            x_norm = min(x_norm, float(step.state_norm) * (1.0 + em.gamma(3 * n_amp, step.norm_u)))
+        terms, exact = self._sparsity(step)
+        err = self._step_error(step, x_norm, terms, exact)
         index = len(self._steps)
         if err is None:
             rec = StepError(index, step.label, step.method, None, None)
@@ -318,11 +363,33 @@ class ErrorAccumulator:
             self._est2 += err[1] ** 2
             self._norm = step.op_norm * x_norm + err[0]
         self._ref_norm_hi *= step.op_norm
+        self._gain *= step.op_norm
         self._ref_norm_lo /= step.op_norm  # the given matrices' smallest singular value >= 1/(their norm bound)
         self._steps.append(rec)
         return rec
 
-    def _step_error(self, step: Step, x_norm: float) -> tuple[float, float] | None:
+    def _sparsity(self, step: Step) -> tuple[int | None, bool]:
+        """``(terms, exact_input)`` of a gate step's products from the tracked support (None,
+        False where it is not tracked), and the support after the step: a column of the
+        product's block holds at most ``min(2^d, support)`` nonzeros, a row of the gate
+        ``row_nnz``; each nonzero input reaches at most ``col_nnz`` outputs."""
+        if self._support is None or step.method == "stage":
+            self._support, self._exact = None, False
+            return None, False
+        k = 1 << step.d
+        rows = k if step.row_nnz is None else step.row_nnz
+        cols = k if step.col_nnz is None else step.col_nnz
+        terms, exact = min(k, self._support, rows), self._exact
+        self._support *= cols
+        if step.n_amplitudes and self._support >= step.n_amplitudes:
+            self._support = None  # the whole state: nothing more to track
+        # a signed permutation of unit entries keeps a unit basis state one (its amplitude 1, -1,
+        # i or -i: products with it are as exact)
+        self._exact = self._exact and step.unit_monomial
+        return terms, exact
+
+    def _step_error(self, step: Step, x_norm: float, terms: int | None = None,
+                    exact: bool = False) -> tuple[float, float] | None:
         if step.method == "stage":
             bound = est2 = 0.0
             norm = x_norm
@@ -340,7 +407,7 @@ class ErrorAccumulator:
         worst = None
         for ch in step.choices:
             ctx = em.ProductContext(step.d, step.dtype, x_norm, step.abs_norm, step.frob_norm, step.op_norm,
-                                    step.n_amplitudes, ch)
+                                    step.n_amplitudes, ch, terms, exact, step.unit_monomial)
             e = method.error_model(ctx)
             if e is None:
                 return None
@@ -354,12 +421,12 @@ class ErrorAccumulator:
         n = len(self._steps)
         if self._missing:
             more = f" (and {len(self._missing) - 1} more)" if len(self._missing) > 1 else ""
-            return ErrorReport(None, None, None, None, [], self._missing[0] + more, n)
+            return ErrorReport(None, None, None, None, [], self._missing[0] + more, n, self._gain)
         top = sorted(self._steps, key=lambda s: -s.bound)[:TOP_STEPS]
         b = self._bound
         r = self._ref_norm_lo
         infid = 1.0 if r <= 0 or b >= r else min(1.0, (b / r) ** 2)
-        return ErrorReport(b, math.sqrt(self._est2), b, infid, top, None, n)
+        return ErrorReport(b, math.sqrt(self._est2), b, infid, top, None, n, self._gain)
 
     @property
     def state_norm_bound(self) -> float:
@@ -367,9 +434,10 @@ class ErrorAccumulator:
         return self._norm
 
 
-def error_report(steps: Sequence[Step], *, initial_norm: float = 1.0, initial_error: float = 0.0) -> ErrorReport:
+def error_report(steps: Sequence[Step], *, initial_norm: float = 1.0, initial_error: float = 0.0,
+                 from_zero: bool = False) -> ErrorReport:
     """The :class:`ErrorReport` of a run given as its steps in order (see :class:`ErrorAccumulator`)."""
-    acc = ErrorAccumulator(initial_norm, initial_error)
+    acc = ErrorAccumulator(initial_norm, initial_error, from_zero=from_zero)
     for s in steps:
         acc.add(s)
     return acc.report()

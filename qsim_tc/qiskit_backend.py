@@ -18,7 +18,9 @@ and resets branch the state by shots, the final measurements are sampled from th
 
 Results follow Aer's layout: ``counts`` and ``memory`` as hex strings, one entry per save label
 (``statevector``, ``probabilities``...), a header with the registers, ``seed_simulator`` per
-experiment.
+experiment. Each experiment's ``metadata["error"]`` is the rounding-error bound of its final state
+against double-double (:attr:`qsim_tc.Result.error` as a dict, the segments of a circuit combined:
+:func:`_experiment_error`), as the Sampler's and Estimator's metadata carry it.
 """
 
 from __future__ import annotations
@@ -43,10 +45,10 @@ from qiskit.result import Result  # noqa: E402
 from qiskit.result.models import ExperimentResult  # noqa: E402
 from qiskit.transpiler import Target  # noqa: E402
 
-from qsim_tc import __version__  # noqa: E402
+from qsim_tc import __version__, run_error  # noqa: E402
 from circuits.errors import CircuitError  # noqa: E402
 from qsim_tc.batched import BatchedCircuit  # noqa: E402
-from qsim_tc.dynamic import FinalMeasure, Program, Runner, compile_circuit  # noqa: E402
+from qsim_tc.dynamic import FinalMeasure, Program, Runner, Unitary, compile_circuit  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402
 from qsim_tc.state import MAX_QUBITS, StateVector  # noqa: E402
 
@@ -229,7 +231,8 @@ class QsimTcBackend(BackendV2):
     def _run_one(self, qc, program, simulator, opts, seed: int, state=None, phase=None) -> ExperimentResult:
         shots = opts["shots"]
         t0 = time.perf_counter()
-        outcome = Runner(simulator, np.random.default_rng(seed)).run(program, shots, state)
+        recording = _RecordingSimulator(simulator)
+        outcome = Runner(recording, np.random.default_rng(seed)).run(program, shots, state)
         data = {}
         if program.has_measurements:
             keys = [hex(int(v)) for v in outcome.clbits]
@@ -253,7 +256,51 @@ class QsimTcBackend(BackendV2):
                 "metadata": {"time_taken": time.perf_counter() - t0, "method": "statevector",
                              "device": simulator.device.name, "backend": simulator.backend,
                              "precision": simulator.precision, "dynamic": program.dynamic,
-                             "branches": outcome.branches}})
+                             "branches": outcome.branches,
+                             "error": _experiment_error(program, recording.reports, simulator.dtype,
+                                                        batched=state is not None)}})
+
+
+class _RecordingSimulator:
+    """The Simulator a :class:`~qsim_tc.dynamic.Runner` runs segments on, keeping each run's
+    error report (:attr:`qsim_tc.Result.error`) in order; everything else is the Simulator's."""
+
+    def __init__(self, simulator: Simulator):
+        self._simulator = simulator
+        self.reports: list = []
+
+    def run(self, circuit, *args, **kwargs):
+        result = self._simulator.run(circuit, *args, **kwargs)
+        self.reports.append(result.error)
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self._simulator, name)
+
+
+def _experiment_error(program: Program, reports: list, dtype, *, batched: bool) -> dict:
+    """The error bound of an experiment's final state, as a plain dict
+    (:meth:`qsim_tc.error_bound.ErrorReport.to_dict`).
+
+    A program without mid-circuit measurements, resets or classical control runs its unitary
+    segments one after another on one state (saves read it, never change it): the segments'
+    reports combine (:func:`qsim_tc.run_error.sequence_report`), with a scalar-phase step for
+    each empty segment the runner applied as a global phase on the existing state instead of
+    running it. A dynamic program projects and renormalises its branches' states, through which
+    no bound is derived; bindings run as one batched plan keep no per-step record: both report
+    "no bound" with the reason.
+    """
+    if batched:
+        return {"l2_bound": None, "no_bound": "the bindings ran as one batched plan, which reports no bound"}
+    if program.dynamic:
+        return {"l2_bound": None, "no_bound": "mid-circuit measurements, resets or classical control: no bound "
+                                              "is derived through their projections and renormalisations"}
+    unitaries = sum(1 for op in program.ops if isinstance(op, Unitary))
+    if unitaries == 0:  # |0...0> as made, exact
+        return {"l2_bound": 0.0, "l2_estimate": 0.0, "max_abs_bound": 0.0, "infidelity_bound": 0.0,
+                "top_steps": [], "no_bound": None, "n_steps": 0}
+    phases = [run_error.phase_report(dtype)] * (unitaries - len(reports))
+    return run_error.sequence_report(list(reports) + phases).to_dict()
 
 
 def _final_vector(state, n: int) -> np.ndarray:

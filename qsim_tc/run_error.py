@@ -20,8 +20,8 @@ from gemm import error_model as em
 from qsim_tc import error_bound as eb
 from qsim_tc.errors import ToleranceError
 
-__all__ = ["ToleranceError", "apply_tolerance", "distributed_report", "gate_run_report", "predicted_bounds",
-           "report_of", "stage_ops", "stage_run_report", "stage_steps"]
+__all__ = ["ToleranceError", "apply_tolerance", "distributed_report", "gate_run_report", "guard_norms",
+           "norm_unit_roundoff", "predicted_bounds", "phase_report", "report_of", "sequence_report", "stage_ops", "stage_run_report", "stage_steps"]
 
 # the stage engine's op kinds (qsim_tc.stages.structure, .plan); named here so that this module
 # does not import the stage package (it imports numba-compiled executors)
@@ -29,18 +29,19 @@ _DIAGONAL, _CONTROLLED, _RELABEL = "diagonal", "controlled", "relabel"
 
 
 class _Norms:
-    """``(|| |M| ||_2 bound, ||M||_F bound)`` per distinct matrix object, computed once."""
+    """``(|| |M| ||_2 bound, ||M||_F bound, most nonzeros in a row, in a column, signed
+    permutation)`` per distinct matrix object, computed once."""
 
     def __init__(self):
-        self._cache: dict[int, tuple[np.ndarray, float, float]] = {}
+        self._cache: dict[int, tuple] = {}
 
-    def __call__(self, m: np.ndarray) -> tuple[float, float]:
+    def __call__(self, m: np.ndarray) -> tuple[float, float, int, int, bool]:
         hit = self._cache.get(id(m))
         if hit is not None and hit[0] is m:
-            return hit[1], hit[2]
-        a, f = em.abs_norm_bound(m), em.frob_norm_bound(m)
-        self._cache[id(m)] = (m, a, f)  # (the matrix kept: its id stays its own)
-        return a, f
+            return hit[1:]
+        out = (em.abs_norm_bound(m), em.frob_norm_bound(m), *em.max_row_col_nonzeros(m), em.is_unit_monomial(m))
+        self._cache[id(m)] = (m, *out)  # (the matrix kept: its id stays its own)
+        return out
 
 
 def _expand(choices: Mapping) -> list[dict]:
@@ -68,19 +69,22 @@ def _distinct(choices: Sequence[Mapping]) -> tuple[dict, ...]:
 
 
 def fused_widths_of(applied: Circuit, covers, circuit: Circuit) -> list[tuple[int, ...]] | None:
-    """Per applied gate, the widths of the input gates multiplied (in double) into its matrix;
-    empty where it is an input gate itself (None without fusion)."""
+    """Per applied gate, the widths of the input gates multiplied (in double) into its matrix,
+    leaving out the signed permutations (CX, SWAP, X, Z...: their contraction only copies and
+    negates, exactly); empty where it is an input gate itself (None without fusion)."""
     if covers is None:
         return None
     out = []
     for g, members in zip(applied.gates, covers):
         fused = len(members) > 1 or circuit.gates[members[0]] is not g
-        out.append(tuple(len(circuit.gates[i].qubits) for i in members) if fused else ())
+        out.append(tuple(len(circuit.gates[i].qubits) for i in members
+                         if not em.is_unit_monomial(circuit.gates[i].matrix)) if fused else ())
     return out
 
 
 def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
-                    initial_norm: float = 1.0) -> eb.ErrorReport:
+                    initial_norm: float = 1.0, from_zero: bool = False,
+                    state_norms: Mapping[int, float] | None = None, norm_u: float = em.U64) -> eb.ErrorReport:
     """The error report of a gate-path run.
 
     Args:
@@ -88,11 +92,19 @@ def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
         covers: for each applied gate the input gates it applies (None: no fusion).
         circuit: the input circuit (the widths of the gates a fused block multiplied).
         dtype: the state's dtype; initial_norm: the start state's norm.
+        from_zero: the run started from |0...0> as made (the first gates' products count only
+            the state's nonzero terms: :class:`~qsim_tc.error_bound.ErrorAccumulator`).
+        state_norms: applied gate index -> the state's norm measured just before that gate (the
+            auto runner's guard measures it around the blocks it guards per block); the step's
+            model then takes the smaller of it (with its rounding) and the carried bound.
+        norm_u: the unit roundoff of the arithmetic that measured ``state_norms``
+            (:func:`norm_unit_roundoff`).
     """
-    acc = eb.ErrorAccumulator(initial_norm)
+    acc = eb.ErrorAccumulator(initial_norm, from_zero=from_zero)
     norms = _Norms()
     n_amp = 1 << applied.n_qubits
     fused = fused_widths_of(applied, covers, circuit)
+    state_norms = state_norms or {}
     for st in stats:
         g = applied.gates[st.index]
         m = np.asarray(g.matrix)
@@ -104,12 +116,30 @@ def gate_run_report(applied: Circuit, stats, covers, circuit: Circuit, dtype, *,
             method, choices = _kernel_method(dtype), ({},)
         else:
             choices = _distinct(info.block_choices)
-        a, f = norms(m)
-        acc.add(eb.Step(g.name, method, d, np.dtype(dtype), a, f, em.unitary_norm_bound(d), choices, n_amp, None,
-                        (), "fp64", widths))
+        a, f, rows, cols, mono = norms(m)
+        acc.add(eb.Step(g.name, method, d, np.dtype(dtype), a, f, em.unitary_norm_bound(d), choices, n_amp,
+                        state_norms.get(st.index), (), "fp64", widths, rows, cols, norm_u, mono))
     if applied.global_phase:
         acc.add(eb.stage_step("global phase", [eb.StageOp("scalar")], dtype))
     return acc.report()
+
+
+def guard_norms(metadata: Mapping) -> dict[int, float]:
+    """Applied gate index -> the state's norm measured before it, from an auto run's block
+    records (``metadata["blocks"]``, :func:`qsim_tc.runners.auto.run_auto`); empty for others."""
+    out = {}
+    for block in metadata.get("blocks", ()) if isinstance(metadata, Mapping) else ():
+        norm = block.get("norm_before") if isinstance(block, Mapping) else None
+        if norm is not None and "index" in block:
+            out[int(block["index"])] = float(norm)
+    return out
+
+
+def norm_unit_roundoff(dtype, on_gpu: bool) -> float:
+    """The unit roundoff of :meth:`StateVector.norm <qsim_tc.state.StateVector.norm>`'s sum of
+    squares: float32 for a complex64 state on the CPU (a float32 dot product per chunk), float64
+    otherwise (complex128, or the GPU's reduction of float32 values squared in float64)."""
+    return em.U32 if np.dtype(dtype) == np.complex64 and not on_gpu else em.U64
 
 
 def _kernel_method(dtype) -> str:
@@ -143,15 +173,21 @@ def stage_ops(stage, executed=None, *, max_dense: int | None = None) -> list[eb.
         return out
     planned = {id(op) for op in stage.ops}
     kept = {id(op) for op in executed.ops}
-    fused_into = [len(op.positions) for op in stage.ops if id(op) not in kept and op.kind != _RELABEL]
+    # (a signed permutation multiplied into a fused op adds no rounding)
+    fused_into = [len(op.positions) for op in stage.ops
+                  if id(op) not in kept and op.kind != _RELABEL and not _unit_monomial(op)]
     widest = max((len(op.positions) for op in executed.ops if id(op) not in planned), default=1)
     for op in executed.ops:
         if op.kind == _RELABEL:
             continue
         if op.kind == _DIAGONAL:
-            out.append(eb.StageOp("phase"))
+            # the CPU executor multiplies by the diagonal's own entries (a fused diagonal's
+            # entries: their fusion is charged below)
+            out.append(eb.StageOp("diagonal"))
         elif id(op) in planned:
-            out.append(eb.StageOp("dense", _width(op), _target_abs_norm(op)))
+            m = _target_matrix(op)
+            out.append(eb.StageOp("dense", _width(op), None if m is None else em.abs_norm_bound(m), (),
+                                  m is not None and em.is_unit_monomial(m)))
         else:
             out.append(eb.StageOp("dense", len(op.positions)))
     if fused_into:
@@ -166,12 +202,23 @@ def _width(op) -> int:
     return len(op.structure.targets) if op.kind == _CONTROLLED else len(op.positions)
 
 
-def _target_abs_norm(op) -> float | None:
+def _unit_monomial(op) -> bool:
+    """Whether a planned stage op's gate is a signed permutation of 1, -1, i, -i entries (a
+    controlled gate's is where its target matrix is one; a diagonal's where every entry is)."""
+    if op.kind == _DIAGONAL:
+        diag = np.asarray(op.structure.diagonal)
+        return em.is_unit_monomial(np.diag(diag)) if diag.size <= 64 else False
+    m = _target_matrix(op)
+    return m is not None and em.is_unit_monomial(m)
+
+
+def _target_matrix(op) -> np.ndarray | None:
+    """The matrix a planned stage op's kernel applies to its targets (None where it is not kept)."""
     s = op.structure
     m = s.target_matrix if op.kind == _CONTROLLED else getattr(s, "target_matrix", None)
     if m is None or np.asarray(m).shape != (1 << _width(op),) * 2:
         return None
-    return em.abs_norm_bound(np.asarray(m))
+    return np.asarray(m)
 
 
 def stage_steps(plan, dtype, *, executed=None, max_dense: int | None = None,
@@ -210,6 +257,53 @@ def stage_run_report(plan, dtype, *, executed=None, max_dense: int | None = None
     """The error report of a stage run (:func:`stage_steps` accumulated from ``initial_norm``)."""
     return report_of(stage_steps(plan, dtype, executed=executed, max_dense=max_dense, compute=compute),
                      initial_norm)
+
+
+def phase_report(dtype) -> eb.ErrorReport:
+    """The error report of multiplying a state of norm 1 by one complex factor (a global phase
+    applied on its own, in the state's precision)."""
+    return report_of([eb.stage_step("global phase", [eb.StageOp("scalar")], dtype)])
+
+
+def sequence_report(reports: Sequence[eb.ErrorReport | None], *, initial_norm: float = 1.0) -> eb.ErrorReport:
+    """The error report of runs made one after another on one state (a circuit run in segments,
+    each continuing from the state the one before left), from the runs' own reports.
+
+    Each run's report bounds the error it added (its start state counted exact); an error
+    present at a run's start reaches its end multiplied by at most the run's ``gain``. All gains
+    are at least 1, so ``(sum of the bounds) * (product of the gains)`` bounds the final error
+    whatever the order; the estimates add in quadrature. The reference's norm is at least
+    ``initial_norm / (product of the gains)`` (the infidelity bound).
+
+    Args:
+        reports: the runs' :class:`~qsim_tc.error_bound.ErrorReport` in order; None for a run
+            that reported none.
+        initial_norm: the norm of the first run's start state (1 for |0...0>).
+
+    Returns:
+        The combined report: "no bound" when a run has none (or there are no runs: nothing is
+        known of a state no run made).
+    """
+    reports = list(reports)
+    if not reports:
+        return eb.ErrorReport(None, None, None, None, [], "no run reported an error bound", 0)
+    for i, r in enumerate(reports):
+        if r is None or r.l2_bound is None:
+            why = "it reported none" if r is None else r.no_bound
+            return eb.ErrorReport(None, None, None, None, [], f"run {i} of {len(reports)}: {why}",
+                                  sum(x.n_steps for x in reports if x is not None))
+    gain = math.prod(r.gain for r in reports)
+    bound = math.fsum(r.l2_bound for r in reports) * gain
+    estimate = math.sqrt(math.fsum(r.l2_estimate ** 2 for r in reports))
+    steps, offset = [], 0
+    for i, r in enumerate(reports):
+        label = (lambda s: s) if len(reports) == 1 else (lambda s, i=i: f"run {i}: {s}")
+        steps += [eb.StepError(s.index + offset, label(s.label), s.method, s.bound, s.estimate) for s in r.top_steps]
+        offset += r.n_steps
+    top = sorted(steps, key=lambda s: -s.bound)[:eb.TOP_STEPS]
+    ref_lo = initial_norm / gain
+    infid = 1.0 if ref_lo <= 0 or bound >= ref_lo else min(1.0, (bound / ref_lo) ** 2)
+    return eb.ErrorReport(bound, estimate, bound, infid, top, None, offset, gain)
 
 
 # ------------------------------------------------------------------ tolerance
@@ -258,7 +352,8 @@ def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, fused_widt
             if not choices:
                 ok = False
                 break
-            a, f = norms(np.asarray(g.matrix))
+            a, f, _, _, _ = norms(np.asarray(g.matrix))
+            # (the state taken dense: a prediction for any start state)
             rec = acc.add(eb.Step(g.name, name, d, dtype, a, f, em.unitary_norm_bound(d), choices, 1 << circuit.n_qubits,
                                   fused_widths=widths))
             if rec.bound is None:

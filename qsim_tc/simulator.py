@@ -247,8 +247,10 @@ class Simulator:
             else:
                 out = run_gates(applied, start, settings, progress, covers)
             wall = time.perf_counter() - t0
-            out.error = run_error.gate_run_report(applied, out.stats, covers, circuit, settings.dtype,
-                                                  initial_norm=start.initial_norm)
+            out.error = run_error.gate_run_report(
+                applied, out.stats, covers, circuit, settings.dtype, initial_norm=start.initial_norm,
+                from_zero=start.initial is None, state_norms=run_error.guard_norms(out.metadata),
+                norm_u=run_error.norm_unit_roundoff(settings.dtype, settings.device.is_gpu))
             if self.fuse == "auto" and self.fusion_choice is not None:
                 meta["fusion_choice"] = self.fusion_choice.to_dict()
             if self.stage_decision is not None:

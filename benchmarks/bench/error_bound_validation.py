@@ -1,12 +1,17 @@
 """Validate the rounding-error bounds (:mod:`qsim_tc.error_bound`) against double-double on the CPU.
 
-For a mixed set of 208 circuits (brickwork d = 1-8 at 10-16 qubits and d = 9-12 at 10-14, QFT on
+For a mixed set of 203 circuits (brickwork d = 1-8 at 10-16 qubits and d = 9-12 at 10-14, QFT on
 a random product state, quantum volume, Qiskit library ansaetze with random parameters at 10-14
-qubits; some of them fused into blocks of 3-9 qubits)
+qubits; some of them fused into blocks of 3-9 qubits; and a subset at 16-20 qubits: brickwork
+d = 1-8 at 18 and d = 3-4 at 20, QFT, quantum volume and the ansaetze at 16, quantum volume at 17)
 every CPU method runs the circuit gate by gate (``Simulator(backend=method, plan=None,
-fuse=None)``), the per-step descriptors are built from the gates and the products' reports, and
-the final state is compared with ``qsim_tc.reference.simulate_dd`` of the circuit's own gates
-(``||(psi - hi) - lo||``, so the reference's own rounding to complex128 does not count).
+fuse=None)``) and ``auto`` runs it as a user would (``Simulator(device="cpu")``, in double and in
+single precision: its choice of stage engine or methods, its own fusion). The final state is
+compared with ``qsim_tc.reference.simulate_dd`` of the circuit's own gates
+(``||(psi - hi) - lo||``, so the reference's own rounding to complex128 does not count), and the
+error against the bound the run reported (``Result.error``). A circuit fused here before the run
+(the ``-fused`` kinds) has its per-step descriptors built from the gates, the products' reports
+and the fused widths (the run itself does not know what was fused).
 
 Checked: zero violations (measured L2 and max errors at or below their bounds); reported: the
 distribution of measured / estimate (target: within 10x for >= 95% of the runs), and of
@@ -17,6 +22,9 @@ reasonable.
 Usage::
 
     python -m benchmarks.bench.error_bound_validation [--quick] [--out FILE.json] [--plot FILE.png]
+
+The full set takes about 20 minutes on 2 CPU cores (the double-double reference is most of it:
+0.07 s a 2-qubit gate at 16 qubits, 0.4 s at 18, 3 s at 20).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 import warnings
@@ -44,6 +53,8 @@ TCEC = ("tf32tf32", "halfhalf", "tc-auto")
 # the emulations run where sum over gates of 2^n 2^d is at most this (about a second each on 2 cores)
 EMULATION_CAP = {"ozaki": 4e5, "tcec": 2.5e5}
 TCEC_MAX_D = 7  # the tcec emulation loops over k-blocks in Python: wide gates are slow
+# the auto runs: the default Simulator on the CPU in each precision
+AUTO = {"auto": "double", "auto-single": "single"}
 
 
 def _from_qiskit(qc):
@@ -113,10 +124,11 @@ def circuit_set(quick: bool):
         return c, f, widths
 
     bw_sizes = (10, 12) if quick else (10, 12, 14, 16)
-    bw_seeds = (1,) if quick else (1, 2, 3, 4)
+    # seeds per size: fewer at 14 and 16 qubits, whose reference costs more
+    bw_seeds = {10: (1, 2, 3, 4), 12: (1, 2, 3, 4), 14: (1, 2, 3), 16: (1, 2)}
     for d in range(1, 9):
         for n in bw_sizes:
-            for s in bw_seeds:
+            for s in ((1,) if quick else bw_seeds[n]):
                 depth = 2 + (d + n + s) % 3
                 add("brickwork", f"bw{n}_d{d}_s{s}",
                     lambda n=n, d=d, depth=depth, s=s: plain(brickwork(n, d, depth, seed=1000 * d + 10 * n + s)))
@@ -127,17 +139,37 @@ def circuit_set(quick: bool):
     # circuits of many gates stay at 12-14 qubits)
     lib = [(12, 1)] if quick else [(n, s) for n in (12, 13, 14) for s in (1, 2)] + [(10, 1), (11, 1), (12, 3)]
     for n, s in lib:
-        add("qft", f"qft{n}_s{s}", lambda n=n, s=s: plain(_qft_on_product_state(n, s)))
-        add("qft-fused", f"qft{n}_s{s}_f{4 + s}", lambda n=n, s=s: fused(_qft_on_product_state(n, s), 4 + s))
-        add("quantum-volume", f"qv{n}_s{s}", lambda n=n, s=s: plain(_library("qv", n, s)))
-        add("qv-fused", f"qv{n}_s{s}_f{4 + s}", lambda n=n, s=s: fused(_library("qv", n, s), 4 + s))
-        for kind in ("su2", "ra", "nlocal"):
-            add(f"qiskit-{kind}", f"{kind}{n}_s{s}", lambda n=n, s=s, kind=kind: plain(_library(kind, n, s)))
-        add("qiskit-su2-fused", f"su2{n}_s{s}_f{3 + 2 * s}",
-            lambda n=n, s=s: fused(_library("su2", n, s), 3 + 2 * s))
+        _library_kinds(add, plain, fused, n, s, ("su2", "ra", "nlocal"))
+    if not quick:
+        _large(add, plain, fused)
     # kinds interleaved (a fixed order), so that a run cut short still covers every kind
     order = np.random.default_rng(0).permutation(len(out))
     return [out[i] for i in order]
+
+
+def _library_kinds(add, plain, fused, n: int, s: int, ansaetze) -> None:
+    """QFT, quantum volume (each also fused into blocks of 4 + s qubits) and the Qiskit ansaetze
+    (EfficientSU2 also fused into blocks of 3 + 2 s) at n qubits."""
+    add("qft", f"qft{n}_s{s}", lambda: plain(_qft_on_product_state(n, s)))
+    add("qft-fused", f"qft{n}_s{s}_f{4 + s}", lambda: fused(_qft_on_product_state(n, s), 4 + s))
+    add("quantum-volume", f"qv{n}_s{s}", lambda: plain(_library("qv", n, s)))
+    add("qv-fused", f"qv{n}_s{s}_f{4 + s}", lambda: fused(_library("qv", n, s), 4 + s))
+    for kind in ansaetze:
+        add(f"qiskit-{kind}", f"{kind}{n}_s{s}", lambda kind=kind: plain(_library(kind, n, s)))
+    if "su2" in ansaetze:
+        add("qiskit-su2-fused", f"su2{n}_s{s}_f{3 + 2 * s}", lambda: fused(_library("su2", n, s), 3 + 2 * s))
+
+
+def _large(add, plain, fused) -> None:
+    """The 16-20 qubit subset: brickwork d = 1-8 at 18 qubits and d = 3, 4 at 20 (depth 2: a
+    first layer of disjoint gates on |0...0> is exact in FP64, whatever its width), the library
+    kinds at 16, quantum volume at 17 (about 5 minutes of reference on 2 cores)."""
+    for d in range(1, 9):
+        add("brickwork", f"bw18_d{d}", lambda d=d: plain(brickwork(18, d, 2, seed=1800 + d)))
+    for d in (3, 4):
+        add("brickwork", f"bw20_d{d}", lambda d=d: plain(brickwork(20, d, 2, seed=2000 + d)))
+    _library_kinds(add, plain, fused, 16, 1, ("su2", "ra", "nlocal"))
+    add("quantum-volume", "qv17_s1", lambda: plain(_library("qv", 17, 1)))
 
 
 def _cost(c: Circuit) -> float:
@@ -156,30 +188,39 @@ def methods_for(c: Circuit) -> list[str]:
 
 
 def run_one(method: str, run_c: Circuit, widths, hi: np.ndarray, lo: np.ndarray) -> dict:
-    """Run ``run_c`` with ``method``; its error against (hi, lo) and the report of its steps."""
-    sim = Simulator(backend=method, device="cpu", plan=None, fuse=None)
+    """Run ``run_c`` with ``method`` (or as ``auto`` does: :data:`AUTO`); its error against
+    (hi, lo) and the error report: the run's own (``Result.error``), or for a circuit fused here
+    (``widths``) the report of its steps with the fused widths."""
+    if method in AUTO:
+        sim = Simulator(device="cpu", precision=AUTO[method])
+    else:
+        sim = Simulator(backend=method, device="cpu", plan=None, fuse=None)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = sim.run(run_c)
     run_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    n_amp = 1 << run_c.n_qubits
-    acc = eb.ErrorAccumulator()
-    for i, (st, g) in enumerate(zip(res.stats, run_c.gates)):
-        choices = st.info.report.choices if st.info.report is not None else {}
-        acc.add(eb.gate_step(g.name, method, g.matrix, sim.dtype, choices=choices, n_amplitudes=n_amp,
-                             fused_widths=widths[i] if widths else ()))
-    if run_c.global_phase:
-        acc.add(eb.stage_step("global phase", [eb.StageOp("scalar")], sim.dtype, n_amplitudes=n_amp))
-    rep = acc.report()
-    bound_s = time.perf_counter() - t0
+    rep, bound_s = res.error, None
+    if method not in AUTO:  # the steps' report again: its cost, and the fused widths where given
+        t0 = time.perf_counter()
+        n_amp = 1 << run_c.n_qubits
+        acc = eb.ErrorAccumulator(from_zero=True)  # as the run's own report: the start is |0...0>
+        for i, (st, g) in enumerate(zip(res.stats, run_c.gates)):
+            choices = st.info.report.choices if st.info.report is not None else {}
+            acc.add(eb.gate_step(g.name, method, g.matrix, sim.dtype, choices=choices, n_amplitudes=n_amp,
+                                 fused_widths=widths[i] if widths else ()))
+        if run_c.global_phase:
+            acc.add(eb.stage_step("global phase", [eb.StageOp("scalar")], sim.dtype, n_amplitudes=n_amp))
+        steps_rep = acc.report()
+        bound_s = time.perf_counter() - t0
+        if widths:
+            rep = steps_rep
     x = res.state.to_numpy().astype(np.complex128)
     err = (x - hi) - lo
     l2, mx = float(np.linalg.norm(err)), float(np.abs(err).max())
     return {"method": method, "l2": l2, "max": mx, "l2_bound": rep.l2_bound, "l2_estimate": rep.l2_estimate,
             "max_abs_bound": rep.max_abs_bound, "infidelity_bound": rep.infidelity_bound,
-            "no_bound": rep.no_bound, "run_s": run_s, "bound_s": bound_s,
+            "no_bound": rep.no_bound, "run_s": run_s, "bound_s": bound_s, "path": res.step_kind,
             "top_step": rep.top_steps[0].to_dict() if rep.top_steps else None}
 
 
@@ -189,16 +230,32 @@ def _summary(records: list[dict]) -> dict:
         rs = [r for r in records if r["method"] == m and r["l2_bound"] is not None]
         ratio = np.array([r["l2"] / r["l2_estimate"] for r in rs if r["l2_estimate"] > 0])
         slack = np.array([r["l2_bound"] / r["l2"] for r in rs if r["l2"] > 0])
-        within = float(np.mean((ratio >= 0.1) & (ratio <= 10))) if ratio.size else None
+        # an exact result predicted exact (measured and estimate 0) is within; a measured 0
+        # against a positive estimate is not
+        exact = sum(r["l2"] == 0 and r["l2_estimate"] == 0 for r in rs)
+        within = float((np.sum((ratio >= 0.1) & (ratio <= 10)) + exact) / len(rs)) if rs else None
         q = (lambda a: {k: float(np.quantile(a, p)) for k, p in
                         (("min", 0), ("p05", 0.05), ("median", 0.5), ("p95", 0.95), ("max", 1))} if a.size else None)
         out[m] = {"runs": len(rs), "no_bound": sum(r["l2_bound"] is None for r in records if r["method"] == m),
                   "l2_violations": sum(r["l2"] > r["l2_bound"] for r in rs),
                   "max_violations": sum(r["max"] > r["max_abs_bound"] for r in rs),
                   "measured_over_estimate": q(ratio), "estimate_within_10x": within,
+                  "exact_predicted_exact": exact,
+                  "measured_over_estimate_histogram": _decades(ratio),
                   "bound_over_measured": q(slack),
-                  "bound_share_of_run_time": float(sum(r["bound_s"] for r in rs)
-                                                   / max(sum(r["run_s"] for r in rs), 1e-9))}
+                  "bound_share_of_run_time": (float(sum(r["bound_s"] for r in rs)
+                                                    / max(sum(r["run_s"] for r in rs), 1e-9))
+                                              if rs and all(r["bound_s"] is not None for r in rs) else None),
+                  "qubits": sorted({r["n_qubits"] for r in rs})}
+    return out
+
+
+def _decades(ratio: np.ndarray) -> dict:
+    """Counts of measured / estimate per bin: 0 (an exact result), then by half decades."""
+    edges = [0.0, 1e-3, 0.01, 0.1, 0.316, 1.0, 3.16, 10.0, np.inf]
+    out = {"0": int(np.sum(ratio == 0))}
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        out[f"[{lo:g}, {hi:g})"] = int(np.sum((ratio > 0) & (ratio >= lo) & (ratio < hi)))
     return out
 
 
@@ -240,9 +297,35 @@ def _write_json(path: str, obj) -> None:
     os.replace(tmp, path)
 
 
+def machine() -> dict:
+    """The machine the validation ran on (CPU model, cores, load, library versions)."""
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), model)
+    except OSError:
+        pass
+    import numba  # noqa: PLC0415
+    import scipy  # noqa: PLC0415
+
+    return {"cpu": model, "cores": os.cpu_count(), "load_average": list(os.getloadavg()),
+            "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
+            "scipy": scipy.__version__, "blas": _blas_name()}
+
+
+def _blas_name() -> str | None:
+    try:
+        cfg = np.show_config(mode="dicts")
+        return cfg["Build Dependencies"]["blas"]["name"] + " " + str(cfg["Build Dependencies"]["blas"].get("version"))
+    except Exception:  # noqa: BLE001 - informative only
+        return None
+
+
 def _document(args, circuits, records, t_start, partial: bool) -> dict:
     done = len({r["circuit"] for r in records})
-    return {"benchmark": "error_bound_validation", "host": platform.node(), "quick": args.quick,
+    return {"benchmark": "error_bound_validation", "host": platform.node(), "machine": machine(),
+            "command": "python -m benchmarks.bench.error_bound_validation " + " ".join(args.argv),
+            "quick": args.quick,
             "partial": partial, "circuits": done, "circuits_planned": len(circuits), "runs": len(records),
             "wall_s": time.perf_counter() - t_start, "kinds": sorted({r["kind"] for r in records}),
             "emulation_cap": EMULATION_CAP, "summary": _summary(records), "records": records}
@@ -257,6 +340,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default=None, help="comma-separated circuit kinds to run (default: all)")
     ap.add_argument("--checkpoint", action="store_true", help="rewrite the JSON after every circuit")
     args = ap.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     circuits = circuit_set(args.quick)
     if args.kinds:
         kinds = set(args.kinds.split(","))
@@ -264,12 +348,21 @@ def main(argv=None) -> int:
     circuits = circuits[: args.limit]
     records = []
     t_start = time.perf_counter()
+    # the fused kinds share their input circuit's reference: kept until its last use
+    ref_key = [name.rsplit("_f", 1)[0] if kind.endswith("-fused") else name for kind, name, _ in circuits]
+    refs: dict = {}
     for i, (kind, name, build) in enumerate(circuits):
         ref_c, run_c, widths = build()
         t0 = time.perf_counter()
-        hi, lo = simulate_dd(ref_c, device="cpu").to_numpy()
+        key = ref_key[i]
+        hi, lo = refs[key] if key in refs else simulate_dd(ref_c, device="cpu").to_numpy()
+        if key in ref_key[i + 1:]:
+            refs[key] = (hi, lo)
+        else:
+            refs.pop(key, None)
         ref_s = time.perf_counter() - t0
-        for m in methods_for(run_c):
+        methods = methods_for(run_c) + ([] if widths else list(AUTO))
+        for m in methods:
             r = run_one(m, run_c, widths, hi, lo)
             r.update({"circuit": name, "kind": kind, "n_qubits": run_c.n_qubits, "gates": len(run_c),
                       "max_d": max(g.num_qubits for g in run_c.gates), "ref_s": ref_s})
@@ -278,7 +371,7 @@ def main(argv=None) -> int:
             flag = "  VIOLATION" if bad else ""
             said = (f"est {r['l2_estimate']:.3g} bound {r['l2_bound']:.3g}" if r["l2_bound"] is not None
                     else f"no bound: {r['no_bound']}")
-            print(f"[{i + 1}/{len(circuits)}] {kind:16s} {name:18s} {m:9s} L2 {r['l2']:.3g} {said}{flag}", flush=True)
+            print(f"[{i + 1}/{len(circuits)}] {kind:16s} {name:18s} {m:11s} L2 {r['l2']:.3g} {said}{flag}", flush=True)
         if args.checkpoint:
             _write_json(args.out, _document(args, circuits, records, t_start, partial=True))
     out = _document(args, circuits, records, t_start, partial=False)
@@ -290,9 +383,9 @@ def main(argv=None) -> int:
     for m, s in summary.items():
         q, b = s["measured_over_estimate"], s["bound_over_measured"]
         if q is None or b is None:
-            print(f"{m:9s} runs {s['runs']:4d} (no bound on {s['no_bound']})")
+            print(f"{m:11s} runs {s['runs']:4d} (no bound on {s['no_bound']})")
             continue
-        print(f"{m:9s} runs {s['runs']:4d} no-bound {s['no_bound']} violations "
+        print(f"{m:11s} runs {s['runs']:4d} no-bound {s['no_bound']} violations "
               f"{s['l2_violations'] + s['max_violations']} within-10x {s['estimate_within_10x']:.3f} "
               f"measured/estimate median {q['median']:.3g} [{q['min']:.3g}, {q['max']:.3g}] "
               f"bound/measured median {b['median']:.3g}")

@@ -40,7 +40,8 @@ def run_auto(circuit: Circuit, start: Start, settings: Settings, table, progress
 
     Returns:
         The output; its metadata holds ``"auto"`` (the run's summary, with the guard's record)
-        and ``"blocks"`` (per block: method, predicted and measured time, why).
+        and ``"blocks"`` (per block: method, predicted and measured time, why, and
+        ``norm_before``: the state's norm the guard measured before it, or None).
 
     Raises:
         InsufficientMemoryError: before anything is allocated, when no candidate's workspace fits.
@@ -173,11 +174,16 @@ class _AutoRun:
         then = self._next_placements(state, gate, nxt)
         tried: list[str] = []
         redone: list[dict] = []
+        # the norm the last guarded block measured after itself, while nothing has changed the
+        # state since: the input norm of this block (the error bound takes it, run_error)
+        known = self.guarded_norm
+        norm_in = known[1] if known is not None and known[0] is state else None
         while True:
             choice = selector.choose(d, n, placement, without=tuple(tried), then=then)
             method = gemm.get_method(choice.method)
             block = {"qubits": list(gate.qubits), "d": d, "placement": placement, "method": choice.method,
-                     "predicted_ms": choice.predicted_ms, "reason": choice.reason, "redone": redone, "guard": None}
+                     "predicted_ms": choice.predicted_ms, "reason": choice.reason, "redone": redone, "guard": None,
+                     "norm_before": norm_in}
             if not needs_guard(method):
                 self.guarded_norm = None  # the state changes without a norm measured after it
                 info = state.apply(gate.matrix, gate.qubits, method=choice.method, check_unitary=False,
@@ -200,6 +206,7 @@ class _AutoRun:
             # the norm the last guarded block measured, while nothing has changed the state since
             known = self.guarded_norm
             norm0 = known[1] if known is not None and known[0] is state else saved.norm()
+            block["norm_before"] = norm0
             info, verdict = self._apply_checked(state, gate, nxt, choice.method, norm0)
             block["guard"] = verdict.to_dict()
             if verdict.ok:

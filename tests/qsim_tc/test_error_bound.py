@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from circuits import brickwork
+from circuits import Circuit, Gate, brickwork
 from circuits.fusion import fuse
 from circuits.haar import haar_unitary
 from qsim_tc import error_bound as eb
@@ -121,11 +121,75 @@ def test_validation_script_subset(tmp_path):
 
     data = json.loads(out.read_text())
     assert data["circuits"] == 2 and png.stat().st_size > 0
+    assert {"native", "native32", "auto", "auto-single"} <= set(data["summary"]) and data["machine"]["cores"]
     for s in data["summary"].values():
         assert s["l2_violations"] == 0 and s["max_violations"] == 0
+        assert s["estimate_within_10x"] == 1.0
 
 
 def test_stage_dense_op_counts_its_fusion():
     plain = eb.stage_op_error(eb.StageOp("dense", 3), np.complex128, "fp64", 1.0)
     fused = eb.stage_op_error(eb.StageOp("dense", 3, fused_widths=(2, 2, 1)), np.complex128, "fp64", 1.0)
     assert fused.bound == pytest.approx(plain.bound + eb.fusion_error((2, 2, 1), 3, 1.0)[0])
+
+
+def test_sequence_of_runs_adds_bounds_times_gains():
+    from qsim_tc import run_error  # noqa: PLC0415
+
+    u = haar_unitary(8, np.random.default_rng(2))
+    a = eb.error_report([eb.gate_step("a", "native", u, np.complex128)] * 2)
+    b = eb.error_report([eb.gate_step("b", "native32", u, np.complex64)])
+    assert a.gain > 1.0 and a.gain == pytest.approx(1.0, abs=1e-12)
+    both = run_error.sequence_report([a, b])
+    assert both.l2_bound == (a.l2_bound + b.l2_bound) * a.gain * b.gain
+    assert both.l2_estimate == pytest.approx(math.hypot(a.l2_estimate, b.l2_estimate), rel=1e-12)
+    assert both.n_steps == 3 and both.top_steps[0].label == "run 1: b" and both.top_steps[0].index == 2
+    # the whole run as one accumulation gives the same bound up to second-order terms (there the
+    # last step's state norm is bounded as 1 + the earlier errors; a run continuing a state
+    # measures its norm)
+    whole = eb.error_report([eb.gate_step("a", "native", u, np.complex128)] * 2
+                            + [eb.gate_step("b", "native32", u, np.complex64)])
+    assert both.l2_bound == pytest.approx(whole.l2_bound, rel=1e-12)
+    assert run_error.sequence_report([a]).top_steps[0].label == "a"
+    none = run_error.sequence_report([a, None])
+    assert none.l2_bound is None and none.no_bound == "run 1 of 2: it reported none"
+    missing = eb.error_report([eb.gate_step("g", "markidis", u, np.complex64)])
+    assert "has no error model" in run_error.sequence_report([missing, a]).no_bound
+    assert run_error.sequence_report([]).l2_bound is None
+    ph = run_error.phase_report(np.complex64)
+    assert 2.0 ** -24 < ph.l2_bound < 2.0 ** -20
+
+
+def test_signed_permutations_and_cpu_diagonals_are_modelled_as_what_they_compute():
+    from gemm import error_model as em  # noqa: PLC0415
+    from qsim_tc import run_error  # noqa: PLC0415
+
+    cx = np.eye(4)[[0, 1, 3, 2]].astype(complex)
+    y = np.array([[0, -1j], [1j, 0]])
+    assert em.is_unit_monomial(cx) and em.is_unit_monomial(y) and em.is_unit_monomial(np.diag([1, 1, 1, -1]))
+    assert not em.is_unit_monomial(np.array([[1, 1], [1, -1]]) / math.sqrt(2))
+    assert not em.is_unit_monomial(np.array([[0.5, 0], [0, 1]])) and not em.is_unit_monomial(np.ones((2, 2)))
+    # a product with CX is exact in any precision; with a dense gate it is not
+    for dt in (np.complex128, np.complex64):
+        assert eb.error_report([eb.gate_step("cx", "native", cx, dt)]).l2_bound == 0.0
+        assert eb.error_report([eb.gate_step("h", "native", y + 0.5, dt)]).l2_bound > 0
+    # a circuit of X, CX and SWAP from |0...0> is exact, and so is its bound
+    c = Circuit(4)
+    for g, q in ((np.array([[0, 1], [1, 0]], complex), (0,)), (cx, (0, 1)), (cx, (1, 2)), (np.eye(4)[[0, 2, 1, 3]], (2, 3))):
+        c.append(Gate(np.asarray(g, complex), q, "perm"))
+    res = Simulator("native32", device="cpu", plan=None, fuse=None).run(c)
+    hi, lo = simulate_dd(c, device="cpu").to_numpy()
+    assert np.array_equal(res.state.to_numpy().astype(np.complex128), hi) and not lo.any()
+    assert res.error.l2_bound == 0.0
+    # CPU diagonal ops: one complex product with the gate's own entry (FP64: the entry exact)
+    d64 = eb.stage_op_error(eb.StageOp("diagonal"), np.complex128, "fp64", 1.0)
+    p64 = eb.stage_op_error(eb.StageOp("phase"), np.complex128, "fp64", 1.0)
+    assert d64.bound < p64.bound and d64.estimate < p64.estimate
+    assert d64.bound == pytest.approx(math.sqrt(2) * em.gamma(2, em.U64))
+    d32 = eb.stage_op_error(eb.StageOp("diagonal"), np.complex64, "fp32", 1.0)
+    assert d32.bound > math.sqrt(2) * em.U32
+    # a fused block's CX members add no fusion rounding
+    block = fuse(c, 4)
+    assert len(block) == 1 and run_error.fused_widths_of(block, [tuple(range(len(c)))], c) == [()]
+    c.append(Gate(haar_unitary(2, np.random.default_rng(0)), (1,), "u"))
+    assert run_error.fused_widths_of(fuse(c, 4), [tuple(range(len(c)))], c) == [(1,)]

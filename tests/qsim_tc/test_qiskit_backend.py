@@ -345,3 +345,53 @@ def test_parameter_binds_of_a_measured_ansatz_run_through_one_plan(backend, monk
     assert len(swept.results) == len(apart.results) == 4
     for j in range(4):
         assert swept.get_memory(j) == apart.get_memory(j)
+
+
+def _dd_error(state: np.ndarray, qc) -> float:
+    from circuits import from_qiskit  # noqa: PLC0415
+    from qsim_tc.reference import simulate_dd  # noqa: PLC0415
+
+    hi, lo = simulate_dd(from_qiskit(qc), device="cpu").to_numpy()
+    return float(np.linalg.norm((state.astype(np.complex128) - hi) - lo))
+
+
+@pytest.mark.parametrize("precision", ["double", "single"])
+def test_experiment_metadata_carries_the_error_bound_of_its_segments(precision):
+    # a save splits the circuit into two runs on one state: the bound covers both
+    qc = quantum_volume(6, seed=4)
+    unitary = qc.copy()
+    qc.save_statevector(label="half")
+    qc.compose(quantum_volume(6, seed=5), inplace=True)
+    unitary.compose(quantum_volume(6, seed=5), inplace=True)
+    qc.global_phase = unitary.global_phase = 0.7
+    qc.measure_all()
+    b = QsimTcBackend(device="cpu", precision=precision)
+    res = b.run(qc, shots=50, seed_simulator=1, save_state=True).result()
+    err = res.results[0].metadata["error"]
+    assert isinstance(err, dict) and err["no_bound"] is None
+    measured = _dd_error(res.get_statevector().data, unitary)
+    assert 0 < measured <= err["l2_bound"] and err["max_abs_bound"] == err["l2_bound"]
+    assert err["l2_estimate"] < err["l2_bound"] and 0 <= err["infidelity_bound"] < 1e-6
+    # the two segments (and the global phase) each reported steps: all are counted
+    one = QsimTcBackend(device="cpu", precision=precision).run(quantum_volume(6, seed=4), shots=1).result()
+    assert err["n_steps"] > one.results[0].metadata["error"]["n_steps"] >= 1
+    assert err["l2_bound"] > one.results[0].metadata["error"]["l2_bound"]
+
+
+def test_dynamic_and_batched_experiments_report_no_bound_with_the_reason(backend):
+    qc = teleport()
+    err = backend.run(qc, shots=20, seed_simulator=2).result().results[0].metadata["error"]
+    assert err["l2_bound"] is None and "mid-circuit measurements" in err["no_bound"]
+    ansatz = efficient_su2(3, reps=1)
+    ansatz.measure_all()
+    binds = [{p: [0.1, 0.2] for p in ansatz.parameters}]
+    res = backend.run(ansatz, parameter_binds=binds, shots=20, seed_simulator=2).result()
+    for exp in res.results:
+        assert exp.metadata["error"]["l2_bound"] is None and "batched" in exp.metadata["error"]["no_bound"]
+
+
+def test_circuit_of_measurements_only_is_exact(backend):
+    qc = QuantumCircuit(2, 2)
+    qc.measure([0, 1], [0, 1])
+    err = backend.run(qc, shots=5).result().results[0].metadata["error"]
+    assert err["l2_bound"] == 0.0 and err["no_bound"] is None

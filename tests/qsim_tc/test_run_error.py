@@ -135,7 +135,11 @@ def test_predicted_bound_is_the_reported_one_for_the_method_that_ran():
     res = Simulator(device="cpu", plan=None, fuse=3, tolerance=1e-6).run(c)  # fused blocks: their fusion counts
     auto = res.metadata["auto"]
     assert set(auto["blocks_per_method"]) == {"native"}  # the shipped CPU table
-    assert auto["predicted_bounds"]["native"] == pytest.approx(res.error.l2_bound, rel=1e-9)
+    # the prediction takes the state dense; the run's report counts the sparse start from |0...0>
+    applied = Simulator(device="cpu", plan=None, fuse=3)._fuse(c)
+    dense = run_error.gate_run_report(*applied[:1], res.stats, applied[1], c, np.complex128)
+    assert auto["predicted_bounds"]["native"] == pytest.approx(dense.l2_bound, rel=1e-9, abs=0)
+    assert res.error.l2_bound < dense.l2_bound
 
 
 def test_kept_stage_steps_give_the_report_of_a_fresh_computation():
@@ -150,3 +154,61 @@ def test_kept_stage_steps_give_the_report_of_a_fresh_computation():
     for norm in (1.0, 0.5):
         fresh = stage_run_report(plan, np.complex64, max_dense=3, compute="fp32", initial_norm=norm)
         assert report_of(steps, norm) == fresh and fresh.l2_bound > 0
+
+
+def test_first_gate_on_zero_state_is_exact_in_fp64_and_the_sparse_start_is_counted():
+    # one 10-qubit gate on |0...0>: FP64 copies the gate's column exactly; FP32 only rounds it
+    c = brickwork(10, 10, 1, seed=3)
+    exact = Simulator("native", device="cpu", plan=None, fuse=None).run(c)
+    assert exact.error.l2_bound == 0.0 and exact.error.l2_estimate == 0.0
+    assert _measured(exact, c) == (0.0, 0.0)
+    single = Simulator("native32", device="cpu", plan=None, fuse=None).run(c)
+    l2, _ = _measured(single, c)
+    assert 0 < l2 <= single.error.l2_bound < 2.0 ** -24 * 33  # u32 || |U| ||_2, not gamma_2048
+    assert 0.1 <= l2 / single.error.l2_estimate <= 10
+    # from a given state nothing is known of its zeros: the dense bound
+    start = StateVector(10, dtype=np.complex64)
+    given = Simulator("native32", device="cpu", plan=None, fuse=None).run(c, initial_state=start)
+    assert given.error.l2_bound > 100 * single.error.l2_bound
+    # a few layers on: the bound still holds, below the dense one
+    c = brickwork(10, 3, 3, seed=4)
+    res = Simulator("native32", device="cpu", plan=None, fuse=None).run(c)
+    dense = run_error.gate_run_report(c, res.stats, None, c, np.complex64)
+    assert _measured(res, c)[0] <= res.error.l2_bound < dense.l2_bound
+
+
+def test_guard_norms_measured_per_block_feed_the_bound(monkeypatch):
+    """An in-place auto run guards per block: the norm measured before each guarded block (and
+    after it, for the next) is in the block records and in the steps of the run's bound."""
+    monkeypatch.setattr("qsim_tc.plan.select.CHOSEN_BY", {})
+    c = brickwork(8, 2, 3, seed=6)
+    t = _table([("native", "complex128", {2: 10.0}), ("int8-crt", "complex128", {2: 1.0})])
+    state = StateVector(8)
+    seen = {}
+    real = run_error.gate_run_report
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(run_error, "gate_run_report", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = Simulator(device="cpu", cost_table=t, plan=None, fuse=None).run(c, initial_state=state, in_place=True)
+    blocks = res.metadata["blocks"]
+    assert res.metadata["auto"]["guard"]["mode"] == "per-block" and {b["method"] for b in blocks} == {"int8-crt"}
+    norms = run_error.guard_norms(res.metadata)
+    assert sorted(norms) == list(range(len(c))) and all(v == pytest.approx(1.0, abs=1e-12) for v in norms.values())
+    assert seen["state_norms"] == norms and seen["norm_u"] == 2.0 ** -53
+    assert _measured(res, c)[0] <= res.error.l2_bound
+    # a measured norm below the carried bound scales that step's bound down
+    half = run_error.gate_run_report(c, res.stats, None, c, np.complex128, state_norms={1: 0.5})
+    full = run_error.gate_run_report(c, res.stats, None, c, np.complex128)
+    assert half.l2_bound < full.l2_bound
+    # a complex64 state's norm summed in FP32 on the CPU carries its rounding: it never lowers the bound
+    assert run_error.norm_unit_roundoff(np.complex64, False) == 2.0 ** -24
+    assert run_error.norm_unit_roundoff(np.complex64, True) == 2.0 ** -53
+    c64 = Simulator("native32", device="cpu", plan=None, fuse=None).run(c)
+    assert run_error.gate_run_report(c, c64.stats, None, c, np.complex64, state_norms={1: 1.0},
+                                     norm_u=2.0 ** -24) == run_error.gate_run_report(c, c64.stats, None, c,
+                                                                                      np.complex64)
