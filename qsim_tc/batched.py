@@ -241,14 +241,22 @@ class BatchedCircuit:
             len({one.qubit for one in steps[0].steps}) == len(steps[0].steps)
 
         kernel = _cpu_layer() if xp is np else None
+        product = _cpu_product() if xp is np else None
+        # the product state and the gather after it, in one pass that writes the gathered state
+        gather_first = product is not None and product_first and len(steps) > 1 and isinstance(steps[1], _Monomial)
 
         def evolve(v, block_mats):
-            if product_first:
+            first = 1 if product_first else 0
+            if product is not None and product_first:
+                gather = steps[1] if gather_first else None
+                psi = _run_product(product, block_mats[0], steps[0], n, dtype, gather)
+                first += gather_first
+            elif product_first:
                 psi = _product_state(block_mats[0], [one.qubit for one in steps[0].steps], n, xp, dtype)
             else:
                 psi = xp.zeros((v.shape[0], 1 << n), dtype=dtype)
                 psi[:, 0] = 1
-            for i in range(1 if product_first else 0, len(steps)):
+            for i in range(first, len(steps)):
                 if kernel is not None and isinstance(steps[i], _Layer):
                     psi = _run_layer(kernel, psi, block_mats[i], n)
                 else:
@@ -332,6 +340,60 @@ def _product_state(ms: np.ndarray, qubits: list, n: int, xp, dtype):
         c = xp.asarray(first_col.get(q, zero))
         vec = (c[:, :, None] * vec[:, None, :]).reshape(b, -1)
     return vec if vec.dtype == dtype else vec.astype(dtype)
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_product():
+    """A compiled product state over a block of bindings (CPU), or None without numba.
+
+    ``product(out, lo, hi, index, phase)`` writes ``out[b, i] = phase[i] * lo[b, k mod L] *
+    hi[b, k // L]`` with ``k = index[i]`` (``k = i`` where ``index`` is empty; ``phase`` 1 where
+    empty), ``L = lo.shape[1]``: the product state of :func:`_tensor_tables`' two tables, and the
+    gather of a :class:`_Monomial` after it, in one pass that only writes the state.
+    """
+    try:
+        import numba  # noqa: PLC0415 - optional speed-up
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def product(out, lo, hi, index, phase):
+        n_b, size = out.shape
+        n_lo = lo.shape[1]
+        bits = 0
+        while (1 << bits) < n_lo:
+            bits += 1
+        for b in numba.prange(n_b):
+            if index.shape[0] == 0:
+                for h in range(size // n_lo):
+                    f = hi[b, h]
+                    for k in range(n_lo):
+                        out[b, h * n_lo + k] = f * lo[b, k]
+            elif phase.shape[0] == 0:
+                for i in range(size):
+                    k = index[i]
+                    out[b, i] = lo[b, k & (n_lo - 1)] * hi[b, k >> bits]
+            else:
+                for i in range(size):
+                    k = index[i]
+                    out[b, i] = phase[i] * (lo[b, k & (n_lo - 1)] * hi[b, k >> bits])
+
+    return product
+
+
+def _run_product(product, ms: np.ndarray, step: _Layer, n: int, dtype, gather: _Monomial | None):
+    """The product state of a first layer on ``|0...0>`` (its matrices ``ms``, (b, k, 2, 2)), then
+    ``gather`` where given, through the compiled kernel."""
+    qubits = np.array([one.qubit for one in step.steps], dtype=np.int64)
+    lo, hi = _tensor_tables(ms[:, :, :, 0], qubits, n, LAYER_LOW_BITS, absent=(1, 0))
+    out = np.empty((ms.shape[0], 1 << n), dtype=dtype)
+    if gather is None:
+        index, phase = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.complex128)
+    else:
+        index = gather.index
+        phase = np.zeros(0, dtype=np.complex128) if gather.phase is None else gather.phase
+    product(out, lo, hi, index, phase)
+    return out
 
 
 def _one_matrix(step: _OneQubit, v) -> np.ndarray:
@@ -589,20 +651,20 @@ def _real_form(ms: np.ndarray):
     return left, np.ascontiguousarray(full.real), None if np.all(r1 == 1) else right
 
 
-def _phase_tables(phases: np.ndarray, qubits: np.ndarray, n: int, low_bits: int):
-    """The diagonal ``(x)_j diag(phases[:, j])`` (on qubit ``qubits[j]``; 1 on the others) of each
-    binding as two tables: over the low ``low_bits`` index bits and over the rest."""
-    b = phases.shape[0]
-    on = {int(q): phases[:, j] for j, q in enumerate(qubits)}
+def _tensor_tables(vectors: np.ndarray, qubits: np.ndarray, n: int, low_bits: int, absent=(1, 1)):
+    """``(x)_q v_q`` of each binding, ``v_q = vectors[:, j]`` on qubit ``q = qubits[j]`` and
+    ``absent`` on the others (``(1, 1)``: a diagonal's; ``(1, 0)``: ``|0>``), as two tables: over
+    the low ``min(n, low_bits)`` index bits and over the rest (the element of index ``i`` is
+    ``lo[i mod 2^low] * hi[i >> low]``)."""
+    b = vectors.shape[0]
+    on = {int(q): vectors[:, j] for j, q in enumerate(qubits)}
+    other = np.broadcast_to(np.asarray(absent, dtype=np.complex128), (b, 2))
     m = min(n, low_bits)
     tables = []
     for bits in (range(m), range(m, n)):
         vec = np.ones((b, 1), dtype=np.complex128)
         for q in bits:  # as in _product_state: the higher qubit the slower index
-            if q in on:
-                vec = (on[q][:, :, None] * vec[:, None, :]).reshape(b, -1)
-            else:
-                vec = np.concatenate([vec, vec], axis=1)
+            vec = (on.get(q, other)[:, :, None] * vec[:, None, :]).reshape(b, -1)
         tables.append(vec)
     return tables[0], tables[1]
 
@@ -641,8 +703,8 @@ def _run_layer(kernel, psi: np.ndarray, form: _LayerForm, n: int) -> np.ndarray:
         kernel(psi, np.zeros((0, 0, 2, 2)), np.ascontiguousarray(form.ms), form.qubits, none, none, none, none,
                LAYER_LOW_BITS, LAYER_HIGH_TILE)
         return psi
-    dl_lo, dl_hi = _phase_tables(form.left, form.qubits, n, LAYER_LOW_BITS)
-    dr_lo, dr_hi = (none, none) if form.right is None else _phase_tables(form.right, form.qubits, n,
+    dl_lo, dl_hi = _tensor_tables(form.left, form.qubits, n, LAYER_LOW_BITS)
+    dr_lo, dr_hi = (none, none) if form.right is None else _tensor_tables(form.right, form.qubits, n,
                                                                          LAYER_LOW_BITS)
     kernel(psi, form.rs, np.zeros((0, 0, 2, 2), dtype=np.complex128), form.qubits, dl_lo, dl_hi, dr_lo, dr_hi,
            LAYER_LOW_BITS, LAYER_HIGH_TILE)
