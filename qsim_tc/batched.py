@@ -18,6 +18,7 @@ than once per binding. The code is written against the array module (numpy or cu
 from __future__ import annotations
 
 import functools
+import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -245,11 +246,19 @@ class BatchedCircuit:
         # the product state and the gather after it, in one pass that writes the gathered state
         gather_first = product is not None and product_first and len(steps) > 1 and isinstance(steps[1], _Monomial)
 
+        local = threading.local()  # a thread's spare block of states: the input of its last gather
+
+        def spare(b: int) -> np.ndarray:
+            """A (b, 2^n) host array to write a block into: the thread's spare one where it fits
+            (a new array's first writes cost page faults as long as the pass itself)."""
+            out, local.spare = getattr(local, "spare", None), None
+            return out if out is not None and out.shape[0] == b else np.empty((b, 1 << n), dtype=dtype)
+
         def evolve(v, block_mats):
             first = 1 if product_first else 0
             if product is not None and product_first:
                 gather = steps[1] if gather_first else None
-                psi = _run_product(product, block_mats[0], steps[0], n, dtype, gather)
+                psi = _run_product(product, block_mats[0], steps[0], n, gather, spare(v.shape[0]))
                 first += gather_first
             elif product_first:
                 psi = _product_state(block_mats[0], [one.qubit for one in steps[0].steps], n, xp, dtype)
@@ -259,6 +268,9 @@ class BatchedCircuit:
             for i in range(first, len(steps)):
                 if kernel is not None and isinstance(steps[i], _Layer):
                     psi = _run_layer(kernel, psi, block_mats[i], n)
+                elif kernel is not None and isinstance(steps[i], _Monomial):
+                    out = _gather(steps[i], psi, spare(v.shape[0]))
+                    local.spare, psi = psi, out
                 else:
                     psi = _apply(steps[i], psi, v, n, xp, block_mats.get(i))
             phase = self._values(self._phase, "global_phase")(v)
@@ -381,18 +393,26 @@ def _cpu_product():
     return product
 
 
-def _run_product(product, ms: np.ndarray, step: _Layer, n: int, dtype, gather: _Monomial | None):
+def _run_product(product, ms: np.ndarray, step: _Layer, n: int, gather: _Monomial | None, out: np.ndarray):
     """The product state of a first layer on ``|0...0>`` (its matrices ``ms``, (b, k, 2, 2)), then
-    ``gather`` where given, through the compiled kernel."""
+    ``gather`` where given, through the compiled kernel, into ``out``."""
     qubits = np.array([one.qubit for one in step.steps], dtype=np.int64)
     lo, hi = _tensor_tables(ms[:, :, :, 0], qubits, n, LAYER_LOW_BITS, absent=(1, 0))
-    out = np.empty((ms.shape[0], 1 << n), dtype=dtype)
     if gather is None:
         index, phase = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.complex128)
     else:
         index = gather.index
         phase = np.zeros(0, dtype=np.complex128) if gather.phase is None else gather.phase
     product(out, lo, hi, index, phase)
+    return out
+
+
+def _gather(step: _Monomial, psi: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """A monomial step on a block of host states, written into ``out`` (``psi`` is left as it was)."""
+    # (mode "clip": with ``out`` and the default "raise", numpy gathers into a temporary first)
+    np.take(psi, step.index, axis=1, out=out, mode="clip")
+    if step.phase is not None:
+        out *= step.phase.astype(out.dtype, copy=False)
     return out
 
 
@@ -655,18 +675,40 @@ def _tensor_tables(vectors: np.ndarray, qubits: np.ndarray, n: int, low_bits: in
     """``(x)_q v_q`` of each binding, ``v_q = vectors[:, j]`` on qubit ``q = qubits[j]`` and
     ``absent`` on the others (``(1, 1)``: a diagonal's; ``(1, 0)``: ``|0>``), as two tables: over
     the low ``min(n, low_bits)`` index bits and over the rest (the element of index ``i`` is
-    ``lo[i mod 2^low] * hi[i >> low]``)."""
+    ``lo[i mod 2^low] * hi[i >> low]``). Used by the compiled paths only (numba is there)."""
     b = vectors.shape[0]
-    on = {int(q): vectors[:, j] for j, q in enumerate(qubits)}
-    other = np.broadcast_to(np.asarray(absent, dtype=np.complex128), (b, 2))
+    per_qubit = np.empty((b, n, 2), dtype=np.complex128)
+    per_qubit[:] = np.asarray(absent, dtype=np.complex128)
+    per_qubit[:, np.asarray(qubits, dtype=np.int64)] = vectors
     m = min(n, low_bits)
-    tables = []
-    for bits in (range(m), range(m, n)):
-        vec = np.ones((b, 1), dtype=np.complex128)
-        for q in bits:  # as in _product_state: the higher qubit the slower index
-            vec = (on.get(q, other)[:, :, None] * vec[:, None, :]).reshape(b, -1)
-        tables.append(vec)
-    return tables[0], tables[1]
+    lo = np.empty((b, 1 << m), dtype=np.complex128)
+    hi = np.empty((b, 1 << (n - m)), dtype=np.complex128)
+    kernel = _cpu_tensor()
+    kernel(per_qubit[:, :m], lo)
+    kernel(per_qubit[:, m:], hi)
+    return lo, hi
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_tensor():
+    """``tensor(v, out)``: ``out[b] = v[b, k-1] (x) ... (x) v[b, 0]`` (qubit j the bit j of the
+    index), compiled: a few microseconds where numpy's steps cost ~10 each."""
+    import numba  # noqa: PLC0415 - the compiled paths that call this have numba
+
+    @numba.njit(cache=True, nogil=True)
+    def tensor(v, out):
+        for b in range(out.shape[0]):
+            out[b, 0] = 1.0
+            size = 1
+            for q in range(v.shape[1]):
+                v0 = v[b, q, 0]
+                v1 = v[b, q, 1]
+                for k in range(size):  # the upper half from the lower one, then the lower in place
+                    out[b, size + k] = v1 * out[b, k]
+                    out[b, k] = v0 * out[b, k]
+                size *= 2
+
+    return tensor
 
 
 @dataclass
