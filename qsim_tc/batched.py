@@ -655,7 +655,8 @@ def _real_form(ms: np.ndarray):
 
     Returns:
         ``(l (..., 2), R (..., 2, 2) float64, r)`` with ``r`` of shape (..., 2), or None where
-        every ``r`` is 1; None (no form) where some ``U`` is not unitary to that tolerance.
+        every ``r`` is 1; None (no form) where some ``U`` has none to that tolerance (a
+        unitary always has one).
     """
     a, b, c, d = ms[..., 0, 0], ms[..., 0, 1], ms[..., 1, 0], ms[..., 1, 1]
     r1 = _unit(np.where(np.abs(a * b) >= np.abs(c * d), np.conj(a) * b, np.conj(c) * d))
@@ -726,7 +727,7 @@ class _LayerForm:
     def of(cls, step: _Layer, ms: np.ndarray, n: int) -> _LayerForm:
         qubits = np.array([one.qubit for one in step.steps], dtype=np.int64)
         form = _real_form(ms)
-        if form is None:  # not unitary to rounding: the complex matrices as they are
+        if form is None:  # (no real form to rounding) the complex matrices as they are
             return cls(qubits, np.ascontiguousarray(ms, dtype=np.complex128))
         return cls(qubits, None, *form)
 

@@ -15,6 +15,7 @@ the ratio see the same load. ``--qubits`` takes a list: one row per size (a shor
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -82,9 +83,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--machine", default=None, help="where it ran, recorded in the result")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    load_before = os.getloadavg()[0]
     rows = [one_size(n, args) for n in parse_range(args.qubits)]
+    # the machine's 1-minute load average before and after (other jobs share a small CPU)
     payload = {"device": args.device, "machine": args.machine, "rows": rows, "target": "speedup >= 10",
-               "loop_sample": args.loop_sample, "rounds": args.rounds}
+               "loop_sample": args.loop_sample, "rounds": args.rounds,
+               "load_average_1min": [load_before, os.getloadavg()[0]], "cpu_count": os.cpu_count()}
     if len(rows) == 1:  # one size: its row's fields at the top level too (as earlier results have them)
         payload.update(rows[0])
     if args.device == "gpu":
