@@ -75,7 +75,11 @@ __device__ __forceinline__ void group_sums(const V* __restrict__ psi, int n_qubi
         group_sums<V, TERMS>(psi, n_qubits, x, top, z, part_im, n_terms, out, out_stride, col0, state0); \
     }
 
+// one kernel per width: the fewer terms, the fewer registers a thread and the more threads a
+// multiprocessor holds to hide the memory's latency
 GROUP_SUMS(group_sums_c128_t4, double2, 4)
+GROUP_SUMS(group_sums_c128_t8, double2, 8)
 GROUP_SUMS(group_sums_c128_t16, double2, 16)
 GROUP_SUMS(group_sums_c64_t4, float2, 4)
+GROUP_SUMS(group_sums_c64_t8, float2, 8)
 GROUP_SUMS(group_sums_c64_t16, float2, 16)

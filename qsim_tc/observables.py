@@ -412,7 +412,8 @@ def _cpu_group_sums():
     return group_sums
 
 
-# terms of one X mask per launch of the GPU pass (each thread holds their sums in registers)
+# terms of one X mask per launch of the GPU pass (each thread holds their sums in registers;
+# observables.cu has kernels for up to 4, 8 and 16)
 GPU_TERMS = 16
 # threads of a block of the GPU pass (THREADS in observables.cu)
 GPU_THREADS = 256
@@ -451,7 +452,7 @@ def _term_values_gpu(psi, terms: PauliTerms) -> np.ndarray:
         count = (1 << n) >> (1 if x else 0)
         for t0 in range(0, len(group), GPU_TERMS):
             k = min(GPU_TERMS, len(group) - t0)
-            fn = _gpu_kernel(kind, 4 if k <= 4 else GPU_TERMS)
+            fn = _gpu_kernel(kind, next(w for w in (4, 8, 16) if k <= w))
             blocks = max(1, min(-(-count // GPU_THREADS), GPU_BLOCKS // n_states))
             for s0 in range(0, n_states, 65535):  # (the grid's second dimension is at most 65535)
                 fn((blocks, min(65535, n_states - s0)), (GPU_THREADS,),
