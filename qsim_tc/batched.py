@@ -249,8 +249,8 @@ class BatchedCircuit:
         local = threading.local()  # a thread's spare block of states: the input of its last gather
 
         def spare(b: int) -> np.ndarray:
-            """A (b, 2^n) host array to write a block into: the thread's spare one where it fits
-            (a new array's first writes cost page faults as long as the pass itself)."""
+            """A (b, 2^n) host array to write a block into: the thread's spare one where it fits,
+            so that a gather neither allocates a block nor touches its memory for the first time."""
             out, local.spare = getattr(local, "spare", None), None
             return out if out is not None and out.shape[0] == b else np.empty((b, 1 << n), dtype=dtype)
 
