@@ -18,6 +18,7 @@ than once per binding. The code is written against the array module (numpy or cu
 from __future__ import annotations
 
 import functools
+import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -240,14 +241,38 @@ class BatchedCircuit:
         product_first = bool(steps) and isinstance(steps[0], _Layer) and \
             len({one.qubit for one in steps[0].steps}) == len(steps[0].steps)
 
+        kernel = _cpu_layer() if xp is np else None
+        product = _cpu_product() if xp is np else None
+        # the product state and the gather after it, in one pass that writes the gathered state
+        gather_first = product is not None and product_first and len(steps) > 1 and isinstance(steps[1], _Monomial)
+
+        local = threading.local()  # a thread's spare block of states: the input of its last gather
+
+        def spare(b: int) -> np.ndarray:
+            """A (b, 2^n) host array to write a block into: the thread's spare one where it fits,
+            so that a gather neither allocates a block nor touches its memory for the first time."""
+            out, local.spare = getattr(local, "spare", None), None
+            return out if out is not None and out.shape[0] == b else np.empty((b, 1 << n), dtype=dtype)
+
         def evolve(v, block_mats):
-            if product_first:
+            first = 1 if product_first else 0
+            if product is not None and product_first:
+                gather = steps[1] if gather_first else None
+                psi = _run_product(product, block_mats[0], steps[0], n, gather, spare(v.shape[0]))
+                first += gather_first
+            elif product_first:
                 psi = _product_state(block_mats[0], [one.qubit for one in steps[0].steps], n, xp, dtype)
             else:
                 psi = xp.zeros((v.shape[0], 1 << n), dtype=dtype)
                 psi[:, 0] = 1
-            for i in range(1 if product_first else 0, len(steps)):
-                psi = _apply(steps[i], psi, v, n, xp, block_mats.get(i))
+            for i in range(first, len(steps)):
+                if kernel is not None and isinstance(steps[i], _Layer):
+                    psi = _run_layer(kernel, psi, block_mats[i], n)
+                elif kernel is not None and isinstance(steps[i], _Monomial):
+                    out = _gather(steps[i], psi, spare(v.shape[0]))
+                    local.spare, psi = psi, out
+                else:
+                    psi = _apply(steps[i], psi, v, n, xp, block_mats.get(i))
             phase = self._values(self._phase, "global_phase")(v)
             if np.any(phase):
                 psi *= xp.asarray(np.exp(1j * phase).astype(dtype))[:, None]
@@ -257,12 +282,18 @@ class BatchedCircuit:
             sweep = block * max(1, SWEEP_BINDINGS // block)
             for s0 in range(0, values.shape[0], sweep):
                 vs = values[s0:s0 + sweep]
-                # every layer's 2x2 matrices for many bindings at once: vectorised over the
-                # bindings, so their Python cost is paid once per sweep rather than once per block
+                # every layer's 2x2 matrices (and for the compiled layer their real form) for many
+                # bindings at once: vectorised over the bindings, so their Python cost is paid once
+                # per sweep rather than once per block
                 mats = {i: np.stack([_one_matrix(one, vs) for one in step.steps], axis=1)
                         for i, step in enumerate(steps) if isinstance(step, _Layer)}
+                if kernel is not None:
+                    mats = {i: m if i == 0 and product_first else _LayerForm.of(steps[i], m, n)
+                            for i, m in mats.items()}
                 for b0 in range(0, vs.shape[0], block):
-                    yield s0 + b0, vs[b0:b0 + block], {i: m[b0:b0 + block] for i, m in mats.items()}
+                    sl = slice(b0, b0 + block)
+                    yield s0 + b0, vs[sl], {i: m[sl] if isinstance(m, np.ndarray) else m.rows(sl)
+                                            for i, m in mats.items()}
 
         workers = _cpu_workers() if xp is np else 1
         if workers <= 1:
@@ -306,16 +337,83 @@ SWEEP_BINDINGS = 1024
 
 
 def _product_state(ms: np.ndarray, qubits: list, n: int, xp, dtype):
-    """The (b, 2^n) states ``(x)_q ms[:, j(q), :, 0]`` (qubit q = bit q; ``|0>`` where no matrix)."""
+    """The (b, 2^n) states ``(x)_q ms[:, j(q), :, 0]`` (qubit q = bit q; ``|0>`` where no matrix).
+
+    Built from qubit 0 up, each step ``vec <- c_q (x) vec``: the long axis is the innermost one
+    of every product (the other order runs numpy's inner loop over 2 elements, several times
+    slower). Formed in double precision (one rounding when ``dtype`` is single).
+    """
     b = ms.shape[0]
     first_col = {q: ms[:, j, :, 0] for j, q in enumerate(qubits)}
     zero = np.zeros((b, 2), dtype=np.complex128)
     zero[:, 0] = 1
     vec = xp.ones((b, 1), dtype=np.complex128)
-    for q in range(n - 1, -1, -1):  # the highest qubit is the slowest index
+    for q in range(n):  # qubit q becomes the slowest index of the 2^(q+1) amplitudes so far
         c = xp.asarray(first_col.get(q, zero))
-        vec = (vec[:, :, None] * c[:, None, :]).reshape(b, -1)
-    return vec.astype(dtype)
+        vec = (c[:, :, None] * vec[:, None, :]).reshape(b, -1)
+    return vec if vec.dtype == dtype else vec.astype(dtype)
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_product():
+    """A compiled product state over a block of bindings (CPU), or None without numba.
+
+    ``product(out, lo, hi, index, phase)`` writes ``out[b, i] = phase[i] * lo[b, k mod L] *
+    hi[b, k // L]`` with ``k = index[i]`` (``k = i`` where ``index`` is empty; ``phase`` 1 where
+    empty), ``L = lo.shape[1]``: the product state of :func:`_tensor_tables`' two tables, and the
+    gather of a :class:`_Monomial` after it, in one pass that only writes the state.
+    """
+    try:
+        import numba  # noqa: PLC0415 - optional speed-up
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, cache=True, nogil=True)
+    def product(out, lo, hi, index, phase):
+        n_b, size = out.shape
+        n_lo = lo.shape[1]
+        bits = 0
+        while (1 << bits) < n_lo:
+            bits += 1
+        for b in numba.prange(n_b):
+            if index.shape[0] == 0:
+                for h in range(size // n_lo):
+                    f = hi[b, h]
+                    for k in range(n_lo):
+                        out[b, h * n_lo + k] = f * lo[b, k]
+            elif phase.shape[0] == 0:
+                for i in range(size):
+                    k = index[i]
+                    out[b, i] = lo[b, k & (n_lo - 1)] * hi[b, k >> bits]
+            else:
+                for i in range(size):
+                    k = index[i]
+                    out[b, i] = phase[i] * (lo[b, k & (n_lo - 1)] * hi[b, k >> bits])
+
+    return product
+
+
+def _run_product(product, ms: np.ndarray, step: _Layer, n: int, gather: _Monomial | None, out: np.ndarray):
+    """The product state of a first layer on ``|0...0>`` (its matrices ``ms``, (b, k, 2, 2)), then
+    ``gather`` where given, through the compiled kernel, into ``out``."""
+    qubits = np.array([one.qubit for one in step.steps], dtype=np.int64)
+    lo, hi = _tensor_tables(ms[:, :, :, 0], qubits, n, LAYER_LOW_BITS, absent=(1, 0))
+    if gather is None:
+        index, phase = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.complex128)
+    else:
+        index = gather.index
+        phase = np.zeros(0, dtype=np.complex128) if gather.phase is None else gather.phase
+    product(out, lo, hi, index, phase)
+    return out
+
+
+def _gather(step: _Monomial, psi: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """A monomial step on a block of host states, written into ``out`` (``psi`` is left as it was)."""
+    # (mode "clip": with ``out`` and the default "raise", numpy gathers into a temporary first)
+    np.take(psi, step.index, axis=1, out=out, mode="clip")
+    if step.phase is not None:
+        out *= step.phase.astype(out.dtype, copy=False)
+    return out
 
 
 def _one_matrix(step: _OneQubit, v) -> np.ndarray:
@@ -336,14 +434,22 @@ LAYER_HIGH_TILE = 1 << 14
 def _cpu_layer():
     """A compiled run of one-qubit gates over a block of states (CPU), or None without numba.
 
-    ``layer(psi, ms, qubits, low_bits, high_tile)`` applies gate ``j`` (the (b, 2, 2) ``ms[:, j]``) on
-    qubit ``qubits[j]`` of each state ``psi[b]``, in place.
+    ``layer(psi, rs, ms, qubits, dl_lo, dl_hi, dr_lo, dr_hi, low_bits, high_tile)`` applies gate
+    ``j`` on qubit ``qubits[j]`` (distinct qubits) of each state ``psi[b]``, in place. The gates
+    are given either as complex matrices ``ms[b, j]`` (then ``rs`` is empty) or in real form
+    (:func:`_real_form`, then ``ms`` is empty): ``diag(dl) @ rs[b, j] @ diag(dr)`` with ``rs``
+    real, and the diagonals of all the layer's qubits as tables over the low and high index bits
+    (``dl_lo[b, i mod 2^low] * dl_hi[b, i >> low]``; ``dr_*`` empty where every right phase is 1).
 
-    The gates act on distinct qubits or keep their order, and gates on distinct qubits commute:
-    the low qubits' gates run together on each tile of ``2^low_bits`` amplitudes, the high
-    qubits' gates together on tiles of all rows and a few columns (the state as rows of
-    ``2^low_bits``), so a layer is two passes through the state. A tile is held as separate real
-    and imaginary parts, which the compiler turns into vector instructions.
+    Gates on distinct qubits commute: the low qubits' gates run together on each tile of
+    ``2^low_bits`` amplitudes, the high qubits' gates together on tiles of all rows and a few
+    columns (the state as rows of ``2^low_bits``), so a layer is at most two passes through the
+    state. The gates of strides below ``2^(low_bits // 2)`` run on the low tile's transpose
+    (as a square matrix), where their stride is large. A tile is held as its real parts then its
+    imaginary parts, which the compiler turns into vector instructions; a real matrix acts on
+    both halves alike, at half the arithmetic of a complex one. In real form the right diagonal
+    is applied as a tile is read (before any gate), the low qubits' left diagonal as the low pass
+    writes it and the high qubits' as the high pass does.
     """
     try:
         import numba  # noqa: PLC0415 - optional speed-up
@@ -351,81 +457,151 @@ def _cpu_layer():
         return None
 
     @numba.njit(inline="always")
-    def pairs(re, im, base, s, m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i):
-        r0 = re[base:base + s]
-        i0 = im[base:base + s]
-        r1 = re[base + s:base + 2 * s]
-        i1 = im[base + s:base + 2 * s]
-        for k in range(s):
-            ar = r0[k]
-            ai = i0[k]
-            br = r1[k]
-            bi = i1[k]
-            r0[k] = m00r * ar - m00i * ai + m01r * br - m01i * bi
-            i0[k] = m00r * ai + m00i * ar + m01r * bi + m01i * br
-            r1[k] = m10r * ar - m10i * ai + m11r * br - m11i * bi
-            i1[k] = m10r * ai + m10i * ar + m11r * bi + m11i * br
-
-    @numba.njit(inline="always")
-    def gate(re, im, n, s, m):
-        """The 2x2 ``m`` on the pairs (k, k + s) of the tile (re, im) of n amplitudes."""
-        m00r, m00i, m01r, m01i = m[0, 0].real, m[0, 0].imag, m[0, 1].real, m[0, 1].imag
-        m10r, m10i, m11r, m11i = m[1, 0].real, m[1, 0].imag, m[1, 1].real, m[1, 1].imag
+    def real_gate(buf, n, s, m):
+        """The real 2x2 ``m`` on the pairs (k, k + s) of ``buf[:n]`` (real and imaginary halves alike)."""
+        a, b, c, d = m[0, 0], m[0, 1], m[1, 0], m[1, 1]
         if s == 1:  # neighbours: one pair per step
             for base in range(0, n, 2):
-                ar = re[base]
-                ai = im[base]
-                br = re[base + 1]
-                bi = im[base + 1]
-                re[base] = m00r * ar - m00i * ai + m01r * br - m01i * bi
-                im[base] = m00r * ai + m00i * ar + m01r * bi + m01i * br
-                re[base + 1] = m10r * ar - m10i * ai + m11r * br - m11i * bi
-                im[base + 1] = m10r * ai + m10i * ar + m11r * bi + m11i * br
+                x = buf[base]
+                y = buf[base + 1]
+                buf[base] = a * x + b * y
+                buf[base + 1] = c * x + d * y
         else:
             for base in range(0, n, 2 * s):
-                pairs(re, im, base, s, m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i)
+                lo = buf[base:base + s]
+                hi = buf[base + s:base + 2 * s]
+                for k in range(s):
+                    x = lo[k]
+                    y = hi[k]
+                    lo[k] = a * x + b * y
+                    hi[k] = c * x + d * y
+
+    @numba.njit(inline="always")
+    def complex_gate(buf, n, s, m):
+        """The complex 2x2 ``m`` on the pairs (k, k + s) of the tile: real parts ``buf[:n]``,
+        imaginary parts ``buf[n:2n]``."""
+        m00r, m00i, m01r, m01i = m[0, 0].real, m[0, 0].imag, m[0, 1].real, m[0, 1].imag
+        m10r, m10i, m11r, m11i = m[1, 0].real, m[1, 0].imag, m[1, 1].real, m[1, 1].imag
+        re = buf[:n]
+        im = buf[n:2 * n]
+        for base in range(0, n, 2 * s):
+            r0 = re[base:base + s]
+            i0 = im[base:base + s]
+            r1 = re[base + s:base + 2 * s]
+            i1 = im[base + s:base + 2 * s]
+            for k in range(s):
+                ar = r0[k]
+                ai = i0[k]
+                br = r1[k]
+                bi = i1[k]
+                r0[k] = m00r * ar - m00i * ai + m01r * br - m01i * bi
+                i0[k] = m00r * ai + m00i * ar + m01r * bi + m01i * br
+                r1[k] = m10r * ar - m10i * ai + m11r * br - m11i * bi
+                i1[k] = m10r * ai + m10i * ar + m11r * bi + m11i * br
 
     # contraction into fused multiply-adds: each output rounds once per product pair, not twice
     @numba.njit(parallel=True, cache=True, nogil=True, fastmath={"contract"})
-    def layer(psi, ms, qubits, low_bits, high_tile):
+    def layer(psi, rs, ms, qubits, dl_lo, dl_hi, dr_lo, dr_hi, low_bits, high_tile):
         n_b, size = psi.shape
         low = min(size, 1 << low_bits)
         n_rows = size // low
-        for task in numba.prange(n_b * n_rows):  # the low qubits, a row of `low` amplitudes at a time
-            b = task // n_rows
-            t0 = (task % n_rows) * low
-            re = np.empty(low)
-            im = np.empty(low)
-            for k in range(low):
-                re[k] = psi[b, t0 + k].real
-                im[k] = psi[b, t0 + k].imag
-            for j in range(qubits.shape[0]):
-                s = 1 << qubits[j]
-                if s < low:
-                    gate(re, im, low, s, ms[b, j])
-            for k in range(low):
-                psi[b, t0 + k] = complex(re[k], im[k])
-        if n_rows == 1:
+        real = rs.shape[0] > 0
+        has_dr = dr_lo.shape[1] > 0
+        n_low = 0
+        for j in range(qubits.shape[0]):
+            if (1 << qubits[j]) < low:
+                n_low += 1
+        n_high = qubits.shape[0] - n_low
+        # the low tile as a matrix of n_tall x cols (cols = 2^(bits // 2)): the gates on its row
+        # bits run on it as read, those on its column bits (strides below cols, which do not
+        # vectorise) on its transpose
+        bits = 0
+        while (1 << bits) < low:
+            bits += 1
+        cols = 1 << (bits // 2)
+        n_tall = low // cols
+        transpose = False
+        for j in range(qubits.shape[0]):
+            if (1 << qubits[j]) < cols:
+                transpose = True
+        if n_low or has_dr:
+            for task in numba.prange(n_b * n_rows):  # the low qubits, a row of `low` amplitudes at a time
+                b = task // n_rows
+                row = task % n_rows
+                t0 = row * low
+                buf = np.empty(2 * low)
+                for k in range(low):
+                    v = psi[b, t0 + k]
+                    buf[k] = v.real
+                    buf[low + k] = v.imag
+                if has_dr:
+                    h = dr_hi[b, row]
+                    for k in range(low):
+                        f = dr_lo[b, k] * h
+                        x = buf[k]
+                        y = buf[low + k]
+                        buf[k] = f.real * x - f.imag * y
+                        buf[low + k] = f.real * y + f.imag * x
+                for j in range(qubits.shape[0]):
+                    s = 1 << qubits[j]
+                    if cols <= s < low:
+                        if real:
+                            real_gate(buf, 2 * low, s, rs[b, j])
+                        else:
+                            complex_gate(buf, low, s, ms[b, j])
+                if transpose:  # column bit q of the tile has stride n_tall * 2^q in its transpose
+                    out = np.empty(2 * low)
+                    for part in range(2):
+                        for r in range(n_tall):
+                            for c in range(cols):
+                                out[part * low + c * n_tall + r] = buf[part * low + r * cols + c]
+                    for j in range(qubits.shape[0]):
+                        s = 1 << qubits[j]
+                        if s < cols:
+                            if real:
+                                real_gate(out, 2 * low, s * n_tall, rs[b, j])
+                            else:
+                                complex_gate(out, low, s * n_tall, ms[b, j])
+                    # stored from the transpose as it is
+                    for r in range(n_tall):
+                        for c in range(cols):
+                            v = complex(out[c * n_tall + r], out[low + c * n_tall + r])
+                            psi[b, t0 + r * cols + c] = v * dl_lo[b, r * cols + c] if real else v
+                elif real:
+                    for k in range(low):
+                        psi[b, t0 + k] = complex(buf[k], buf[low + k]) * dl_lo[b, k]
+                else:
+                    for k in range(low):
+                        psi[b, t0 + k] = complex(buf[k], buf[low + k])
+        if n_high == 0:
             return
         w = min(low, max(4, high_tile // n_rows))  # columns of a tile
         n_col_tiles = low // w
+        tile = n_rows * w
         for task in numba.prange(n_b * n_col_tiles):  # the high qubits, all rows x w columns at a time
             b = task // n_col_tiles
             c0 = (task % n_col_tiles) * w
-            re = np.empty(n_rows * w)
-            im = np.empty(n_rows * w)
+            buf = np.empty(2 * tile)
             for r in range(n_rows):
                 for c in range(w):
                     v = psi[b, r * low + c0 + c]
-                    re[r * w + c] = v.real
-                    im[r * w + c] = v.imag
+                    buf[r * w + c] = v.real
+                    buf[tile + r * w + c] = v.imag
             for j in range(qubits.shape[0]):
                 s = 1 << qubits[j]
                 if s >= low:
-                    gate(re, im, n_rows * w, (s // low) * w, ms[b, j])
+                    if real:
+                        real_gate(buf, 2 * tile, (s // low) * w, rs[b, j])
+                    else:
+                        complex_gate(buf, tile, (s // low) * w, ms[b, j])
             for r in range(n_rows):
-                for c in range(w):
-                    psi[b, r * low + c0 + c] = complex(re[r * w + c], im[r * w + c])
+                if real:
+                    h = dl_hi[b, r]
+                    for c in range(w):
+                        psi[b, r * low + c0 + c] = complex(buf[r * w + c], buf[tile + r * w + c]) * h
+                else:
+                    for c in range(w):
+                        psi[b, r * low + c0 + c] = complex(buf[r * w + c], buf[tile + r * w + c])
 
     return layer
 
@@ -458,15 +634,139 @@ def _cpu_one_qubit():
     return one_qubit
 
 
+# a one-qubit matrix whose real form leaves an imaginary part above this is applied as complex
+REAL_FORM_TOLERANCE = 1e-14
+
+
+def _unit(z: np.ndarray) -> np.ndarray:
+    """``z / |z|``, and 1 where ``z`` is 0."""
+    a = np.abs(z)
+    return np.where(a > 0, z / np.where(a > 0, a, 1), 1)
+
+
+def _real_form(ms: np.ndarray):
+    """Each 2x2 matrix ``U = ms[..]`` as ``diag(l) @ R @ diag(1, r)``, ``R`` real, ``|l| = |r| = 1``.
+
+    A unitary ``U`` has one (its rows' phases are ``l``; ``r`` is the phase between its columns),
+    and then a gate costs real arithmetic on the real and imaginary parts alike. Each phase is
+    taken from the larger of the entries that fix it, so a zero entry's sign or rounding does not
+    decide it; ``r`` is taken within +-pi/2 of 1 (a sign goes into ``R``), and phases within
+    :data:`REAL_FORM_TOLERANCE` of 1 are 1.
+
+    Returns:
+        ``(l (..., 2), R (..., 2, 2) float64, r)`` with ``r`` of shape (..., 2), or None where
+        every ``r`` is 1; None (no form) where some ``U`` has none to that tolerance (a
+        unitary always has one).
+    """
+    a, b, c, d = ms[..., 0, 0], ms[..., 0, 1], ms[..., 1, 0], ms[..., 1, 1]
+    r1 = _unit(np.where(np.abs(a * b) >= np.abs(c * d), np.conj(a) * b, np.conj(c) * d))
+    r1 = np.where(r1.real < 0, -r1, r1)
+    r1 = np.where(np.abs(r1 - 1) <= REAL_FORM_TOLERANCE, 1, r1)
+    l0 = _unit(np.where(np.abs(a) >= np.abs(b), a, b * np.conj(r1)))
+    l1 = _unit(np.where(np.abs(c) >= np.abs(d), c, d * np.conj(r1)))
+    left = np.stack([l0, l1], axis=-1)
+    right = np.stack([np.ones_like(r1), r1], axis=-1)
+    full = np.conj(left)[..., :, None] * ms * np.conj(right)[..., None, :]
+    if np.any(np.abs(full.imag) > REAL_FORM_TOLERANCE):
+        return None
+    return left, np.ascontiguousarray(full.real), None if np.all(r1 == 1) else right
+
+
+def _tensor_tables(vectors: np.ndarray, qubits: np.ndarray, n: int, low_bits: int, absent=(1, 1)):
+    """``(x)_q v_q`` of each binding, ``v_q = vectors[:, j]`` on qubit ``q = qubits[j]`` and
+    ``absent`` on the others (``(1, 1)``: a diagonal's; ``(1, 0)``: ``|0>``), as two tables: over
+    the low ``min(n, low_bits)`` index bits and over the rest (the element of index ``i`` is
+    ``lo[i mod 2^low] * hi[i >> low]``). Used by the compiled paths only (numba is there)."""
+    b = vectors.shape[0]
+    per_qubit = np.empty((b, n, 2), dtype=np.complex128)
+    per_qubit[:] = np.asarray(absent, dtype=np.complex128)
+    per_qubit[:, np.asarray(qubits, dtype=np.int64)] = vectors
+    m = min(n, low_bits)
+    lo = np.empty((b, 1 << m), dtype=np.complex128)
+    hi = np.empty((b, 1 << (n - m)), dtype=np.complex128)
+    kernel = _cpu_tensor()
+    kernel(per_qubit[:, :m], lo)
+    kernel(per_qubit[:, m:], hi)
+    return lo, hi
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_tensor():
+    """``tensor(v, out)``: ``out[b] = v[b, k-1] (x) ... (x) v[b, 0]`` (qubit j the bit j of the
+    index), compiled: a few microseconds where numpy's steps cost ~10 each."""
+    import numba  # noqa: PLC0415 - the compiled paths that call this have numba
+
+    @numba.njit(cache=True, nogil=True)
+    def tensor(v, out):
+        for b in range(out.shape[0]):
+            out[b, 0] = 1.0
+            size = 1
+            for q in range(v.shape[1]):
+                v0 = v[b, q, 0]
+                v1 = v[b, q, 1]
+                for k in range(size):  # the upper half from the lower one, then the lower in place
+                    out[b, size + k] = v1 * out[b, k]
+                    out[b, k] = v0 * out[b, k]
+                size *= 2
+
+    return tensor
+
+
+@dataclass
+class _LayerForm:
+    """A layer's matrices for some bindings, as the compiled layer takes them (:func:`_cpu_layer`):
+    in real form where every matrix has one, else as complex matrices."""
+
+    qubits: np.ndarray  # int64, distinct
+    ms: np.ndarray | None  # (B, k, 2, 2) complex, where there is no real form
+    left: np.ndarray | None = None  # (B, k, 2) phases
+    rs: np.ndarray | None = None  # (B, k, 2, 2) float64
+    right: np.ndarray | None = None  # (B, k, 2) phases, None where all are 1
+
+    @classmethod
+    def of(cls, step: _Layer, ms: np.ndarray, n: int) -> _LayerForm:
+        qubits = np.array([one.qubit for one in step.steps], dtype=np.int64)
+        form = _real_form(ms)
+        if form is None:  # (no real form to rounding) the complex matrices as they are
+            return cls(qubits, np.ascontiguousarray(ms, dtype=np.complex128))
+        return cls(qubits, None, *form)
+
+    def rows(self, sl: slice) -> _LayerForm:
+        """The form of the bindings ``sl``."""
+        def cut(a):
+            return None if a is None else a[sl]
+        return _LayerForm(self.qubits, cut(self.ms), cut(self.left), cut(self.rs), cut(self.right))
+
+
+def _run_layer(kernel, psi: np.ndarray, form: _LayerForm, n: int) -> np.ndarray:
+    """One layer on a block of states through the compiled kernel, in place."""
+    b = psi.shape[0]
+    none = np.zeros((b, 0), dtype=np.complex128)
+    if form.ms is not None:
+        kernel(psi, np.zeros((0, 0, 2, 2)), np.ascontiguousarray(form.ms), form.qubits, none, none, none, none,
+               LAYER_LOW_BITS, LAYER_HIGH_TILE)
+        return psi
+    dl_lo, dl_hi = _tensor_tables(form.left, form.qubits, n, LAYER_LOW_BITS)
+    dr_lo, dr_hi = (none, none) if form.right is None else _tensor_tables(form.right, form.qubits, n,
+                                                                         LAYER_LOW_BITS)
+    kernel(psi, form.rs, np.zeros((0, 0, 2, 2), dtype=np.complex128), form.qubits, dl_lo, dl_hi, dr_lo, dr_hi,
+           LAYER_LOW_BITS, LAYER_HIGH_TILE)
+    return psi
+
+
 def _layers(steps: list) -> list:
-    """``steps`` with each run of one-qubit steps as one :class:`_Layer`."""
+    """``steps`` with each run of one-qubit steps as one :class:`_Layer`; the steps of a run on
+    one qubit become one (they commute with the run's others), so a layer's qubits are distinct."""
     out: list = []
     for step in steps:
         if isinstance(step, _OneQubit):
-            if out and isinstance(out[-1], _Layer):
-                out[-1].steps.append(step)
+            if not (out and isinstance(out[-1], _Layer)):
+                out.append(_Layer([]))
+            same = [one for one in out[-1].steps if one.qubit == step.qubit]
+            if same:
+                same[0].matrices.extend(step.matrices)
             else:
-                out.append(_Layer([step]))
+                out[-1].steps.append(_OneQubit(step.qubit, list(step.matrices)))
         else:
             out.append(step)
     return out
@@ -544,10 +844,7 @@ def _apply(step, psi, v, n: int, xp, layer_ms=None):
             for j, one in enumerate(step.steps):
                 psi = _one_qubit(psi, layer_ms[:, j], one.qubit, xp)
             return psi
-        kernel(psi, np.ascontiguousarray(layer_ms, dtype=psi.dtype), np.array([one.qubit for one in step.steps],
-                                                                                dtype=np.int64),
-               LAYER_LOW_BITS, LAYER_HIGH_TILE)
-        return psi
+        return _run_layer(kernel, psi, _LayerForm.of(step, layer_ms, n), n)
     if isinstance(step, _OneQubit):
         return _one_qubit(psi, _one_matrix(step, v), step.qubit, xp)
     # a dense gate: its qubits as the last axes (first listed qubit the lowest bit), one matmul

@@ -1,6 +1,7 @@
 """Many-term Pauli observables: the grouped expectation value against simulating the state.
 
     python -m benchmarks.bench.observables --qubits 20 --terms 3000 --out benchmarks/results/observables_cpu.json
+    python -m benchmarks.bench.observables --device gpu --qubits 28 --kinds chemistry --out $OUT/observables_gpu.json
 
 The Hamiltonians: ``chemistry`` has the structure of a Jordan-Wigner molecular Hamiltonian (Z and
 ZZ terms; hopping terms X Z..Z X and Y Z..Z Y; double excitations: the 8 X/Y patterns with an
@@ -73,6 +74,14 @@ def _best_alternating(fns, repeats: int) -> list[float]:
     return best
 
 
+def _sync(device: str):
+    """Wait for the device's queued work (GPU timings end there); nothing on the CPU."""
+    if device == "gpu":
+        import cupy  # noqa: PLC0415 - GPU runs only
+
+        cupy.cuda.runtime.deviceSynchronize()
+
+
 def main(argv=None) -> dict:
     from qiskit.circuit.library import efficient_su2
     from qiskit.quantum_info import SparsePauliOp
@@ -85,9 +94,14 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--qubits", type=int, default=20)
     ap.add_argument("--terms", type=int, default=3000)
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--kinds", default="chemistry,random", help="Hamiltonians to time (comma-separated)")
+    ap.add_argument("--per-term-sample", type=int, default=20,
+                    help="terms of the former per-term loop timed (0: not timed)")
+    ap.add_argument("--check-terms", type=int, default=200,
+                    help="GPU: terms whose values the array code recomputes as a check (0: none)")
+    ap.add_argument("--machine", default=None, help="where it ran, recorded in the result")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     n = args.qubits
@@ -96,6 +110,12 @@ def main(argv=None) -> dict:
     circ = from_qiskit(qc)
     sim = Simulator(device=args.device)
     state = sim.run(circ).state  # warm: compiles the executor
+    _sync(args.device)
+
+    def simulate():
+        sim.run(circ)
+        _sync(args.device)
+
     sim_s = float("inf")
     rows = {}
     makers = {"chemistry": chemistry_terms, "random": random_terms}
@@ -103,29 +123,46 @@ def main(argv=None) -> dict:
         make = makers[kind]
         op = SparsePauliOp.from_list(make(n, args.terms))
         terms, _ = collect([op], n)
-        expectation_values(state, [op[:50]])  # compiles the CPU product kernel
+        expectation_values(state, [op[:50]])  # compiles the pass (CPU or GPU)
         # simulate and grouped in turn, so that the ratio compares times under the same load
-        kind_sim_s, grouped_s = _best_alternating([lambda: sim.run(circ), lambda: expectation_values(state, [op])],
-                                                  args.repeats)
+        kind_sim_s, grouped_s = _best_alternating([simulate, lambda: expectation_values(state, [op])], args.repeats)
         sim_s = min(sim_s, kind_sim_s)
-        sample = op[:20]
-        t = time.perf_counter()
-        state.data()
-        for label, c in sample.to_list():
-            _per_term(state, label)
-        per_term_s = (time.perf_counter() - t) / len(sample) * len(op)
-        rows[kind] = {"terms": len(op), "x_groups": int(len(np.unique(terms.x))), "grouped_s": grouped_s,
-                      "term_by_term_s_extrapolated": per_term_s, "simulate_s": kind_sim_s,
-                      "ratio_to_simulate": grouped_s / kind_sim_s}
-        print(f"{kind}: {len(op)} terms, {rows[kind]['x_groups']} X masks: grouped {grouped_s:.3f} s "
-              f"({grouped_s / kind_sim_s:.2f}x simulate, {kind_sim_s:.3f} s alongside), "
-              f"term by term ~{per_term_s:.1f} s")
-    print(f"simulate efficient_su2({n}, reps=4): {sim_s:.3f} s")
-    payload = {"qubits": n, "device": args.device, "circuit": f"efficient_su2({n}, reps=4)", "simulate_s": sim_s,
-               "hamiltonians": rows, "target": "grouped <= 3x simulate"}
+        row = {"terms": len(op), "x_groups": int(len(np.unique(terms.x))), "grouped_s": grouped_s,
+               "simulate_s": kind_sim_s, "ratio_to_simulate": grouped_s / kind_sim_s}
+        if args.per_term_sample:
+            sample = op[:args.per_term_sample]
+            t = time.perf_counter()
+            for label, c in sample.to_list():
+                _per_term(state, label)
+            row["term_by_term_s_extrapolated"] = (time.perf_counter() - t) / len(sample) * len(op)
+        if args.device == "gpu" and args.check_terms:
+            row["max_abs_diff_to_array_code"] = _check_gpu(state, op[:args.check_terms])
+        rows[kind] = row
+        extra = f", term by term ~{row['term_by_term_s_extrapolated']:.1f} s" if args.per_term_sample else ""
+        check = f", check {row['max_abs_diff_to_array_code']:.1e}" if "max_abs_diff_to_array_code" in row else ""
+        print(f"{kind}: {len(op)} terms, {row['x_groups']} X masks: grouped {grouped_s:.3f} s "
+              f"({grouped_s / kind_sim_s:.2f}x simulate, {kind_sim_s:.3f} s alongside){extra}{check}")
+    print(f"simulate efficient_su2({n}, reps=4) on {args.device}: {sim_s:.3f} s")
+    payload = {"qubits": n, "device": args.device, "machine": args.machine, "circuit": f"efficient_su2({n}, reps=4)",
+               "simulate_s": sim_s, "hamiltonians": rows, "target": "grouped <= 3x simulate"}
+    if args.device == "gpu":
+        import cupy  # noqa: PLC0415 - GPU runs only
+
+        payload["gpu"] = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     if args.out:
-        write_results(args.out, payload, module="benchmarks.bench.observables")
+        write_results(args.out, payload, module="benchmarks.bench.observables", argv=argv)
     return payload
+
+
+def _check_gpu(state, op) -> float:
+    """The largest difference between the GPU pass's term values and the array code's (numpy
+    formulas run by cupy, a separate implementation) for the terms of ``op``."""
+    from qsim_tc import observables as obs
+
+    terms, _ = obs.collect([op], state.n_qubits)
+    fast = obs.term_values(state.data(), terms)
+    arrays = obs.term_values(state.data(), terms, compiled=False)
+    return float(np.max(np.abs(fast - arrays)))
 
 
 def _per_term(state, label: str) -> complex:

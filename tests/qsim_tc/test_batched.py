@@ -37,17 +37,21 @@ def mixed_circuit():
     return qc
 
 
-@pytest.mark.parametrize("low_bits", [2, 3])
-@pytest.mark.parametrize("kernel", [True, False], ids=["compiled", "array-code"])
+@pytest.mark.parametrize("low_bits", [2, 3, 9])
+@pytest.mark.parametrize("kernel", ["real-form", "complex", "array-code"])
 @pytest.mark.parametrize("make", [mixed_circuit, lambda: efficient_su2(5, reps=2)], ids=["mixed", "su2"])
 def test_states_match_qiskit(make, kernel, low_bits, monkeypatch):
-    # low qubits on tiles of 4 or 8 amplitudes, the high ones on tiles of one or two column blocks
+    # low qubits on tiles of 4 or 8 amplitudes (or the whole state), the high ones on tiles of one
+    # or two column blocks; strides below 2 (or 4) on the low tile's transpose
     monkeypatch.setattr(batched, "LAYER_LOW_BITS", low_bits)
     monkeypatch.setattr(batched, "LAYER_HIGH_TILE", 16)
     monkeypatch.setattr(batched, "SWEEP_BINDINGS", 6)  # matrices for 6 bindings at a time: 2 blocks, then 1
-    if not kernel:
+    if kernel == "complex":  # the compiled layer on complex matrices, as for a matrix with no real form
+        monkeypatch.setattr(batched, "_real_form", lambda ms: None)
+    if kernel == "array-code":
         monkeypatch.setattr(batched, "_cpu_one_qubit", lambda: None)
         monkeypatch.setattr(batched, "_cpu_layer", lambda: None)
+        monkeypatch.setattr(batched, "_cpu_product", lambda: None)
     qc = make()
     values = np.random.default_rng(1).uniform(-3, 3, (7, qc.num_parameters))
     seen = 0
@@ -137,3 +141,38 @@ def test_blocks_come_in_order_from_side_by_side_threads(workers, monkeypatch):
     got = np.concatenate([b for _, b in blocks])
     want = np.stack([Statevector(qc.assign_parameters(v)).data for v in values])
     np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_real_form_of_unitaries():
+    from qiskit.quantum_info import random_unitary
+
+    rng = np.random.default_rng(11)
+    ms = np.stack([random_unitary(2, seed=s).data for s in range(50)]
+                  + [np.diag(np.exp(1j * rng.normal(size=2))), np.array([[0, 1j], [-1, 0]]), np.eye(2)])
+    left, rs, right = batched._real_form(ms)
+    assert rs.dtype == np.float64
+    np.testing.assert_allclose(np.abs(left), 1, atol=1e-15)
+    np.testing.assert_allclose(left[..., :, None] * rs * right[..., None, :], ms, atol=1e-14)
+    # rz . ry (EfficientSU2's rotation pair): no right phases, so no right table
+    theta, phi = rng.uniform(-3, 3, (2, 20))
+    su2 = batched._rotation("rz", [phi]) @ batched._rotation("ry", [theta])
+    left, rs, right = batched._real_form(su2)
+    assert right is None
+    np.testing.assert_allclose(left[..., :, None] * rs, su2, atol=1e-14)
+    assert batched._real_form(np.array([[[1.0, 1j], [1.0, 1.0]]])) is None  # no phases make it real
+
+
+def test_a_layer_merges_the_steps_on_one_qubit():
+    a, b, c = (batched._Matrix(np.eye(2) * k) for k in (1, 2, 3))
+    steps = batched._layers([batched._OneQubit(0, [a]), batched._OneQubit(1, [b]), batched._OneQubit(0, [c])])
+    assert len(steps) == 1 and [one.qubit for one in steps[0].steps] == [0, 1]
+    assert steps[0].steps[0].matrices == [a, c]
+
+
+def test_single_precision_states_match_qiskit():
+    qc = efficient_su2(11, reps=2)  # the high pass too (low tiles of 2^10 amplitudes)
+    values = np.random.default_rng(6).uniform(-3, 3, (3, qc.num_parameters))
+    for b0, block in BatchedCircuit(qc).states(values, dtype=np.complex64):
+        assert block.dtype == np.complex64
+        for i in range(block.shape[0]):
+            np.testing.assert_allclose(block[i], Statevector(qc.assign_parameters(values[b0 + i])).data, atol=2e-6)

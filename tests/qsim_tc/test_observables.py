@@ -108,3 +108,72 @@ def test_a_block_of_states_gives_each_states_values(chunk, monkeypatch):
     assert block.shape == (3, len(terms.x))
     for i in range(3):
         np.testing.assert_allclose(block[i], obs.term_values(states[i], terms), atol=1e-13)
+
+
+class _DeviceArray(np.ndarray):
+    """A host array standing in for a cupy one (``get`` copies it back)."""
+
+    def get(self):
+        return np.asarray(self).copy()
+
+
+def _emulated_group_sums(kind, width):
+    """observables.cu's kernel, line for line in numpy: the sums of one launch."""
+
+    def launch(grid, block, args):
+        flat, n, x, top, z, part_im, k, sums, stride, col0, state0 = args
+        assert k <= width and flat.dtype == {"c128": np.complex128, "c64": np.complex64}[kind]
+        assert stride == sums.shape[1]
+        n, x, top = int(n), int(x), int(top)
+        b = np.arange(1 << n)
+        if x:
+            assert top == x.bit_length() - 1
+            b = b[(b >> top) & 1 == 0]  # the partner b ^ x of each b is in the other half
+        for state in range(int(state0), int(state0) + grid[1]):
+            a = flat[state, b].astype(np.complex128)
+            w = np.conj(flat[state, b ^ x]) * a if x else np.abs(a) ** 2 + 0j
+            for t in range(int(k)):
+                odd = np.array([bin(int(v)).count("1") % 2 for v in b & int(z[t])], dtype=bool)
+                v = w.imag if part_im[t] else w.real
+                sums[state, int(col0) + t] += np.where(odd, -v, v).sum()
+
+    return launch
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("per_launch", [16, 2])
+def test_gpu_pass_host_logic_with_an_emulated_kernel(per_launch, dtype, monkeypatch):
+    # the launches' columns, chunks of terms, halving and scales, with the kernel emulated on the host
+    import sys
+    import types
+
+    fake = types.SimpleNamespace(
+        ascontiguousarray=lambda a: np.ascontiguousarray(a).view(_DeviceArray),
+        asarray=lambda a: np.asarray(a).view(_DeviceArray),
+        zeros=lambda shape, dtype: np.zeros(shape, dtype).view(_DeviceArray))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(obs, "_gpu_kernel", _emulated_group_sums)
+    monkeypatch.setattr(obs, "GPU_TERMS", per_launch)
+    n = 6
+    states = np.stack([random_statevector(2**n, seed=s).data for s in range(2)]).astype(dtype)
+    terms, _ = obs.collect([grouped_op(n, 9), SparsePauliOp(["Z" * n, "IIIIZZ", "IIIIII"], [1, 2, 3])], n)
+    got = obs._term_values_gpu(states.view(_DeviceArray), terms)
+    want = obs.term_values(states, terms)
+    tol = 1e-12 if dtype == np.complex128 else 1e-5
+    np.testing.assert_allclose(got, want, atol=tol)
+    np.testing.assert_allclose(obs._term_values_gpu(states[1].view(_DeviceArray), terms), want[1], atol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["complex128", "complex64"])
+def test_gpu_pass_matches_the_array_code_and_the_cpu(cp, dtype, monkeypatch):
+    n = 11
+    states = np.stack([random_statevector(2**n, seed=s).data for s in range(3)]).astype(dtype)
+    terms, _ = obs.collect([grouped_op(n, 10), SparsePauliOp(["Z" * n, "X" * n, "Y" * n])], n)
+    dev = cp.asarray(states)
+    tol = 1e-12 if dtype == "complex128" else 1e-5
+    kernel = obs.term_values(dev, terms)
+    np.testing.assert_allclose(kernel, obs.term_values(dev, terms, compiled=False), atol=tol)
+    np.testing.assert_allclose(kernel, obs.term_values(states, terms), atol=tol)
+    monkeypatch.setattr(obs, "GPU_TERMS", 2)  # two terms a launch, through the four-term kernel
+    np.testing.assert_allclose(obs.term_values(dev[0], terms), kernel[0], atol=tol)
