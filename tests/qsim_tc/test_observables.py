@@ -167,6 +167,7 @@ def test_gpu_pass_host_logic_with_an_emulated_kernel(per_launch, dtype, monkeypa
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["complex128", "complex64"])
 def test_gpu_pass_matches_the_array_code_and_the_cpu(cp, dtype, monkeypatch):
+    monkeypatch.setattr(obs, "GPU_KERNEL", True)
     n = 11
     states = np.stack([random_statevector(2**n, seed=s).data for s in range(3)]).astype(dtype)
     terms, _ = obs.collect([grouped_op(n, 10), SparsePauliOp(["Z" * n, "X" * n, "Y" * n])], n)
