@@ -105,7 +105,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.device == "gpu":  # the GPU pass under measurement (qsim_tc.observables.GPU_KERNEL)
-        obs.GPU_KERNEL = True
+        from qsim_tc import observables  # noqa: PLC0415
+
+        observables.GPU_KERNEL = True
     n = args.qubits
     qc = efficient_su2(n, reps=4)
     qc = qc.assign_parameters(np.random.default_rng(1).uniform(0, 2 * np.pi, qc.num_parameters))
