@@ -49,43 +49,35 @@ extern "C" __global__ void dmma_peak(double* out, int iters) {
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
-// the complex64 tensor-core ops' instructions: TF32 m16n8k8 and FP16 m16n8k16, FP32 accumulate
-extern "C" __global__ void tf32mma_peak(float* out, int iters) {
+// the complex64 tensor-core ops' instructions: TF32 m16n8k8 (FP16 = false) and FP16 m16n8k16, FP32
+// accumulate; four independent accumulators a warp
+template <bool FP16>
+__device__ void mma32_chains(float* out, int iters) {
     unsigned a[4], b[2];
     float d[4][4] = {};
-    for (int i = 0; i < 4; ++i) a[i] = __float_as_uint(1e-3f * (threadIdx.x + i)) & 0xffffe000u;
-    for (int i = 0; i < 2; ++i) b[i] = __float_as_uint(1e-3f * (threadIdx.x - i)) & 0xffffe000u;
+    for (int i = 0; i < 4; ++i) a[i] = FP16 ? 0x3c003c00u + threadIdx.x + i : __float_as_uint(1e-3f * (threadIdx.x + i)) & 0xffffe000u;
+    for (int i = 0; i < 2; ++i) b[i] = FP16 ? 0x38003800u + threadIdx.x - i : __float_as_uint(1e-3f * (threadIdx.x - i)) & 0xffffe000u;
     for (int it = 0; it < iters; ++it) {
 #pragma unroll
-        for (int c = 0; c < 4; ++c)
-            asm volatile(
-                "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                "{%0,%1,%2,%3};"
-                : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
-                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        for (int c = 0; c < 4; ++c) {
+            if (FP16)
+                asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                             "{%0,%1,%2,%3};"
+                             : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
+                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+            else
+                asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                             "{%0,%1,%2,%3};"
+                             : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
+                             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        }
     }
     float s = 0;
     for (int c = 0; c < 4; ++c) s += d[c][0] + d[c][1] + d[c][2] + d[c][3];
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
-extern "C" __global__ void fp16mma_peak(float* out, int iters) {
-    unsigned a[4], b[2];
-    float d[4][4] = {};
-    for (int i = 0; i < 4; ++i) a[i] = 0x3c003c00u + threadIdx.x + i;
-    for (int i = 0; i < 2; ++i) b[i] = 0x38003800u + threadIdx.x - i;
-    for (int it = 0; it < iters; ++it) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-            asm volatile(
-                "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                "{%0,%1,%2,%3};"
-                : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
-                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-    float s = 0;
-    for (int c = 0; c < 4; ++c) s += d[c][0] + d[c][1] + d[c][2] + d[c][3];
-    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
+extern "C" __global__ void tf32mma_peak(float* out, int iters) { mma32_chains<false>(out, iters); }
+extern "C" __global__ void fp16mma_peak(float* out, int iters) { mma32_chains<true>(out, iters); }
 
 template <typename T>
 __device__ void fma_chains(T* out, int iters) {
