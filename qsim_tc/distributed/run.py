@@ -81,9 +81,15 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, **simu
         bounds.append(0.0)
         estimates.append(0.0)
         t_stage = time.perf_counter()
-        for p, g in stage.swaps:
-            state.swap(state.position(planned[p]), g)  # global bits agree in both layouts
-            planned[p], planned[g] = planned[g], planned[p]
+        bits = [b for pair in stage.swaps for b in pair]
+        if len(set(bits)) == len(bits):  # independent swaps: all at once (global bits agree in both layouts)
+            state.swap_many([(state.position(planned[p]), g) for p, g in stage.swaps])
+            for p, g in stage.swaps:
+                planned[p], planned[g] = planned[g], planned[p]
+        else:
+            for p, g in stage.swaps:
+                state.swap(state.position(planned[p]), g)
+                planned[p], planned[g] = planned[g], planned[p]
         local = Circuit(big_l)
         scale = 1.0 + 0.0j
         for op in stage.ops:

@@ -208,3 +208,67 @@ def test_a_global_control_on_a_high_bit_enables_the_gate_on_its_ranks_only():
     full = on_ranks(8, lambda comm: run_distributed(c, comm, backend="native", plan=None,
                                                     fuse=None).gather(root=0))[0]
     np.testing.assert_allclose(full, ref, atol=1e-15)
+
+
+@pytest.mark.parametrize("size", [4, 8, 16])
+def test_swap_many_equals_the_swaps_one_by_one(size):
+    """k local bits exchanged with k global bits at once (every part straight to its member) leave
+    the slices bit for bit as k pairwise swaps do, and send (2^k - 1)/2^k of a slice."""
+    n = 7
+    g = size.bit_length() - 1
+    big_l = n - g
+    rng = np.random.default_rng(size)
+    full = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(np.complex128)
+    cases = []
+    for k in range(2, min(g, big_l) + 1):
+        for _ in range(3):
+            ps = [int(p) for p in rng.choice(big_l, k, replace=False)]
+            gs = [int(q) for q in rng.choice(np.arange(big_l, n), k, replace=False)]
+            cases.append(list(zip(ps, gs)))
+
+    def body(comm):
+        r = comm.Get_rank()
+        out = []
+        for pairs in cases:
+            one = DistributedState(comm, n, data=full[r << big_l:(r + 1) << big_l].copy(), piece_bytes=48)
+            many = DistributedState(comm, n, data=one.data.copy(), piece_bytes=48)
+            for p, gb in pairs:
+                one.swap(p, gb)
+            many.swap_many(pairs)
+            out.append((np.array_equal(one.data, many.data), one.phys == many.phys, many.bytes_sent, many.swaps))
+        return out
+
+    per_rank = on_ranks(size, body)
+    slice_bytes = (1 << big_l) * 16
+    for r in range(size):
+        for pairs, (same, phys, sent, swaps) in zip(cases, per_rank[r]):
+            k = len(pairs)
+            assert same and phys, pairs
+            assert sent == slice_bytes - slice_bytes // (1 << k) and swaps == k
+
+
+def test_swap_many_names_its_bad_bits():
+    st = DistributedState(_Solo(4, 0), 5)
+    for pairs, match in [([(0, 1)], "local bits"), ([(0, 3), (0, 4)], "twice"), ([(0, 3), (1, 3)], "twice")]:
+        with pytest.raises(ValueError, match=match):
+            st.swap_many(pairs)
+
+
+@pytest.mark.parametrize(("size", "n", "seed"), [(2, 8, 4), (4, 9, 3), (8, 7, 1)])
+def test_stages_swapping_several_global_bits_at_once_equal_one_process(size, n, seed, monkeypatch):
+    """Random circuits of every gate kind on 2, 4 and 8 ranks: a stage's global swaps go at once
+    (swap_many with k >= 2 where the ranks allow) and the state equals one process's to 1e-13."""
+    ks = []
+    swap_many = DistributedState.swap_many
+
+    def spy(self, pairs):
+        ks.append(len(pairs))
+        return swap_many(self, pairs)
+
+    monkeypatch.setattr(DistributedState, "swap_many", spy)
+    c = random_circuit(n, 60, seed)
+    ref = Simulator("native", device="cpu", plan=None, fuse=None).run(c).state.to_numpy()
+    per_rank = on_ranks(size, lambda comm: run_distributed(c, comm, backend="native", device="cpu", plan=None,
+                                                           fuse=None).gather(root=0))
+    np.testing.assert_allclose(per_rank[0], ref, atol=1e-13)
+    assert max(ks) <= size.bit_length() - 1 and (size == 2 or max(ks) >= 2), ks
