@@ -21,8 +21,8 @@
 // record's width, stage_program.MAX_DENSE), MAX_GROUPS, THREADS, MIN_BLOCKS (the blocks an SM
 // the registers must allow), PRE_MAX_K (1 or 2: the widest op that applies its pre-phase as it
 // loads), STAGE_MMA (1: dense ops of 2 and 3 qubits on the tensor cores, FP64 for complex128 and
-// error-corrected TF32 for complex64 (DEBIAS_BETA: its debias constant), with the chunk swizzled in
-// shared memory; 0: FMA loops, no swizzle), STAGE_PHASES (0: no phase groups).
+// FP16 with an exact leading product for complex64 (TcA), with the chunk swizzled in shared memory;
+// 0: FMA loops, no swizzle), STAGE_PHASES (0: no phase groups).
 
 typedef REAL real;
 struct cplx { real x, y; };

@@ -124,9 +124,13 @@ _TURN = 1 << 64
 # op, the ratio of the two in a fit on an H100 (stage_fit_pairs_h100.json: d3 0.151, pair 0.229;
 # circuit totals within 4%); complex64 has no pairs (its entry is twice its 3-qubit weight).
 OP_PASSES = {16: {1: 0.22, 2: 0.21, 3: 0.175, 4: 0.26, "phase": 0.43, "pre": 0.87, "pair": 0.265},
-             8: {1: 0.17, 2: 0.12, 3: 0.12, 4: 0.46, "phase": 0.40, "pre": 0.41, "pair": 0.18}}
-# complex64 programs whose 2- and 3-qubit ops run on the FMA loops (widen=False: GPUs without the
-# TF32 mma shape, or the kernel's tensor-core ops switched off), fitted as above
+             8: {1: 0.17, 2: 0.33, 3: 0.33, 4: 0.46, "phase": 0.40, "pre": 0.41, "pair": 0.50}}
+# complex64's 2- and 3-qubit ops and pairs above are its tensor-core ops (kernel.MMA_GPU[8], off by
+# default): from the whole-program times of their first form on an H100 (FP16, 5 terms:
+# QuantumVolume 151.1 ms, brickwork(28, 2, 20) 91.5, 31 and 12 stages at the complex64 stage
+# weight, a pair 1.5 ops; stage_tc32_h100.json), not a per-stage fit; the exact-product form is
+# unmeasured. Complex64 programs whose 2- and 3-qubit ops run on the FMA loops (widen=False: the
+# default, and GPUs without the mma shapes) take these weights, fitted as above
 FMA_OP_PASSES = {8: {1: 0.17, 2: 0.19, 3: 0.26, 4: 0.46, "phase": 0.40, "pre": 0.41, "pair": 0.52}}
 
 
