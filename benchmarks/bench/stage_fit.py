@@ -65,7 +65,11 @@ def main(argv=None) -> int:
     p.add_argument("--qubits", type=int, default=28)
     p.add_argument("--dtypes", default="complex128,complex64")
     p.add_argument("--json", default=None)
+    p.add_argument("--tensor-c64", action="store_true",
+                   help="complex64's 2- and 3-qubit ops on the tensor cores (kernel.MMA_GPU[8]), to fit their weights")
     args = p.parse_args(argv)
+    if args.tensor_c64:
+        stage_kernel.MMA_GPU[8] = True
     import cupy as cp  # noqa: PLC0415
 
     n = args.qubits
@@ -107,6 +111,7 @@ def main(argv=None) -> int:
               f"{t['predicted_ms']:9.1f}")
     if args.json:
         write_results(args.json, {"qubits": n, "unit_ms": unit, "reference_pass_ms": REFERENCE_PASS_MS,
+                                  "tensor_c64": bool(args.tensor_c64),
                                   "reference_sm_ghz": REFERENCE_SM_GHZ, "weights": fits, "totals": totals,
                                   "stages": rows}, module="benchmarks.bench.stage_fit", argv=argv)
     return 0
