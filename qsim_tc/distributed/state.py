@@ -245,38 +245,45 @@ class DistributedState:
         """<psi|O|psi> for a Pauli operator, as :meth:`qsim_tc.StateVector.expectation_value`
         takes it (a label, a qiskit Pauli or SparsePauliOp, or (label, coefficient) pairs).
 
-        Collective. A term whose X/Y letters sit on global qubits pairs each rank with the rank
-        holding the flipped amplitudes; the two trade their slices chunk by chunk (a slice's
-        bytes each way, in pieces of :data:`READ_CHUNK` amplitudes), and no rank gathers more.
+        Collective. Terms are grouped by their X mask: each group is one pass over the slice (its
+        products formed once, each term's Z signs summed on them), and a mask with X or Y letters
+        on global qubits pairs each rank with the rank holding the flipped amplitudes, the two
+        trading their slices chunk by chunk (a slice's bytes each way a mask, in pieces of
+        :data:`READ_CHUNK` amplitudes); one reduction across ranks carries every term's share.
+        No rank gathers more than a chunk.
         """
         from qsim_tc.observables import terms_of  # noqa: PLC0415 - the parser StateVector's readout uses
 
         xs, zs, coeffs = terms_of(operator, self.n_qubits, "expectation_value")
         check_norm_squared(self.norm() ** 2, "expectation_value")  # collective: all raise or none
-        total = 0j
-        for x_logical, z_logical, coeff in zip(xs.tolist(), zs.tolist(), coeffs.tolist()):
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for t, (x_logical, z_logical) in enumerate(zip(xs.tolist(), zs.tolist())):
             x = z = 0
             for q in range(self.n_qubits):  # logical qubit q sits on physical bit position(q)
                 p = self.position(q)
                 x |= (x_logical >> q & 1) << p
                 z |= (z_logical >> q & 1) << p
-            n_y = bin(x_logical & z_logical).count("1")
-            value = self.comm.allreduce(self._pauli_part(x, z))  # Y = i X Z
-            total += complex(coeff) * value * (1j ** n_y)
-        return total
+            groups.setdefault(x, []).append((t, z))
+        shares = np.zeros(len(coeffs), dtype=np.complex128)
+        for x, members in groups.items():  # (the same order on every rank: the same operator)
+            shares[[t for t, _ in members]] = self._pauli_parts(x, [z for _, z in members])
+        values = np.asarray(self.comm.allreduce(shares))
+        n_y = np.array([bin(a & b).count("1") for a, b in zip(xs.tolist(), zs.tolist())])
+        return complex(np.sum(np.asarray(coeffs, dtype=np.complex128) * values * (1j ** n_y)))  # Y = i X Z
 
-    def _pauli_part(self, x: int, z: int) -> complex:
-        """This slice's share of sum_j conj(psi[j ^ x]) (-1)^popcount(j & z) psi[j] (physical
-        masks x, z)."""
+    def _pauli_parts(self, x: int, zs: list[int]) -> list[complex]:
+        """This slice's share of sum_j conj(psi[j ^ x]) (-1)^popcount(j & z) psi[j] for each z of
+        ``zs`` (physical masks), in one pass: the products conj(psi[j ^ x]) psi[j] of a chunk are
+        formed once."""
         xp = self.xp
         big_l = self.local_qubits
         low = (1 << big_l) - 1
-        x_loc, x_rank, z_loc = x & low, x >> big_l, z & low
+        x_loc, x_rank = x & low, x >> big_l
         size = self.data.size
         c = min(READ_CHUNK, size)
         x_hi, x_lo = x_loc & ~(c - 1), x_loc & (c - 1)
         partner = self.rank ^ x_rank
-        part = 0j
+        parts = [0j] * len(zs)
         for a in range(0, size, c):
             mine = self.data[a:a + c]
             b = a ^ x_hi  # j ^ x for j in this chunk lies in the chunk at b (low bits permuted)
@@ -284,14 +291,16 @@ class DistributedState:
             j = xp.arange(a, a + c, dtype=xp.int64)
             if x_lo:
                 other = other[(j - a) ^ x_lo]
-            odd = j & z_loc
-            for shift in (32, 16, 8, 4, 2, 1):  # parity by folding
-                odd ^= odd >> shift
-            sign = 1.0 - 2.0 * (odd & 1).astype(xp.float64)
-            part += complex(xp.sum(xp.conj(other).astype(xp.complex128) * mine * sign))
-        if bin((self.rank << big_l) & z).count("1") % 2:  # the rank bits' share of the sign
-            part = -part
-        return part
+            prod = xp.conj(other).astype(xp.complex128) * mine
+            for k, z in enumerate(zs):
+                odd = j & (z & low)
+                for shift in (32, 16, 8, 4, 2, 1):  # parity by folding
+                    odd ^= odd >> shift
+                parts[k] += complex(xp.sum(prod * (1.0 - 2.0 * (odd & 1).astype(xp.float64))))
+        for k, z in enumerate(zs):
+            if bin((self.rank << big_l) & z).count("1") % 2:  # the rank bits' share of the sign
+                parts[k] = -parts[k]
+        return parts
 
     def sample(self, shots: int, seed: int | None = None) -> np.ndarray:
         """``shots`` basis states (logical indices) drawn from |amplitude|^2: the shots are split

@@ -272,3 +272,47 @@ def test_stages_swapping_several_global_bits_at_once_equal_one_process(size, n, 
                                                            fuse=None).gather(root=0))
     np.testing.assert_allclose(per_rank[0], ref, atol=1e-13)
     assert max(ks) <= size.bit_length() - 1 and (size == 2 or max(ks) >= 2), ks
+
+
+@pytest.mark.parametrize("size", [4, 8])
+def test_many_terms_cost_one_pass_per_x_mask_across_ranks(size, monkeypatch):
+    """A 40-term operator on 4 and 8 thread ranks equals one process's value; its terms share X masks, and
+    each mask with letters on global qubits trades slices once (not once a term)."""
+    from qiskit.quantum_info import SparsePauliOp
+
+    from qsim_tc.distributed.exchange import MpiExchange
+
+    n = 7
+    c = random_circuit(n, 40, 5)
+    ref = Simulator("native", device="cpu", plan=None, fuse=None).run(c).state
+    rng = np.random.default_rng(size)
+    xs = ["".join(rng.choice(list("IX"), n)) for _ in range(5)]
+    labels = []
+    for k in range(40):  # eight Z patterns on each of five X patterns (X + Z = Y)
+        x = xs[k % 5]
+        z = "".join(rng.choice(list("IZ"), n))
+        labels.append("".join({("I", "I"): "I", ("X", "I"): "X", ("I", "Z"): "Z", ("X", "Z"): "Y"}[(a, b)]
+                              for a, b in zip(x, z)))
+    op = SparsePauliOp(labels, coeffs=rng.standard_normal(40) + 1j * rng.standard_normal(40))
+    trades = []
+    receive = MpiExchange.receive
+
+    def counted(self, send, partner):
+        trades.append(partner)
+        return receive(self, send, partner)
+
+    monkeypatch.setattr(MpiExchange, "receive", counted)
+    monkeypatch.setattr(dstate, "READ_CHUNK", 4)
+
+    def body(comm):  # (only the expectation value trades through receive: the run swaps by trade)
+        st = run_distributed(c, comm, backend="native", device="cpu", plan=None, fuse=None)
+        return st.expectation_value(op), list(st.phys)
+
+    per_rank = on_ranks(size, body)
+    want = ref.expectation_value(op)
+    value, phys = per_rank[0]
+    assert abs(value - want) < 1e-12 and all(abs(r[0] - value) < 1e-15 for r in per_rank)
+    big_l = n - (size.bit_length() - 1)
+    global_masks = {x for x in xs if any(a == "X" and phys.index(n - 1 - i) >= big_l for i, a in enumerate(x))}
+    assert global_masks, "no X on a global qubit"
+    assert len(trades) == size * ((1 << big_l) // 4) * len(global_masks)  # every rank, every chunk, once a mask
