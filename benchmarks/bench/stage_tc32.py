@@ -17,33 +17,16 @@ read+write of the complex64 state) and arithmetic floor (:mod:`benchmarks.bench.
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
-import numpy as np
 
 from benchmarks.bench.arith_floor import floor_seconds, measure_peaks, program_flops
-from benchmarks.bench.auto import build
+from benchmarks.bench.auto import build, time_run
 from benchmarks.bench.stages_gpu import best_time
 from benchmarks.common import write_results
 
 CIRCUITS = ("qft", "qv", "brickwork2", "brickwork4")
 TC_INSTRUCTIONS = 6  # FP16 instructions a complex64 tensor-core product takes (qsim_tc.stages.tc32)
-
-
-def timed(sim, circ, repeats: int):
-    """(best seconds, last result) of ``repeats`` runs after a warm-up."""
-    import cupy as cp  # noqa: PLC0415
-
-    res = sim.run(circ)
-    best = float("inf")
-    for _ in range(repeats):
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        res = sim.run(circ)
-        cp.cuda.Device().synchronize()
-        best = min(best, time.perf_counter() - t0)
-    return best, res
 
 
 def errors(cp, got, ref) -> dict:
@@ -81,7 +64,7 @@ def main(argv=None) -> int:
           + f"; complex64 pass {pass_ms:.2f} ms", flush=True)
     for name in args.circuits.split(","):
         circ, desc = build(name, n)
-        t128, ref = timed(Simulator(precision="double"), circ, args.repeats)
+        t128, ref = time_run(Simulator(precision="double"), circ, args.repeats)
         entry = {"circuit": desc, "complex128_ms": 1e3 * t128, "forms": {}}
         # (label, complex64 tensor-core ops, rotating low bits, blocks an SM the registers allow)
         configs = [("fma", False, False, 3), ("tc", True, False, 3), ("tc rotate", True, True, 3),
@@ -91,7 +74,7 @@ def main(argv=None) -> int:
             kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.MIN_BLOCKS[8] = mma, rotate, blocks
             sim = Simulator(precision="single")
             try:
-                t, res = timed(sim, circ, args.repeats)
+                t, res = time_run(sim, circ, args.repeats)
             finally:
                 kernel.MMA_GPU[8], choice.ROTATE_LOW[8], kernel.MIN_BLOCKS[8] = default
             d = sim.stage_decision
@@ -111,7 +94,7 @@ def main(argv=None) -> int:
         if not args.no_gates:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                t, res = timed(Simulator("native32", plan=None), circ, 1)
+                t, res = time_run(Simulator("native32", plan=None), circ, 1)
             entry["forms"]["native32 gates"] = {"ms": 1e3 * t, "path": res.step_kind, **errors(cp, res.state, ref.state)}
             del res
         del ref

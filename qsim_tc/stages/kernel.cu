@@ -469,11 +469,6 @@ template <int K, bool PAIR> struct TileOp<K, PAIR, double> {
 //   on the tensor core, truncated near 2^-34 of the result; one FMA adds them, one product unscales.
 // A real inner dimension of 16 (K = 3) is one m16n8k16 (lane (g, t) holds inputs t and t + 4 of
 // its group, as the FP64 shape), of 8 (K = 2) one m16n8k8.
-__device__ __forceinline__ unsigned short f16_rn(float x) {
-    unsigned short r;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
-    return r;
-}
 __device__ __forceinline__ unsigned short f16_rn_d(double x) {
     unsigned short r;
     asm("cvt.rn.f16.f64 %0, %1;" : "=h"(r) : "d"(x));
@@ -506,12 +501,12 @@ template <int NA> __device__ __forceinline__ void f16_mma(float (&d)[4], const u
     }
 }
 #define TC_SA 8.0  // the matrix's scale 2^3: a1 2^11 stays below FP16's largest value
-// the largest biased exponent of |v| over the four lanes of a quarter-row (lanes 4g .. 4g + 3)
-__device__ __forceinline__ int quad_max_exponent(unsigned bits) {
-    unsigned m = bits & 0x7fffffffu;
-    m = max(m, __shfl_xor_sync(0xffffffffu, m, 1));
-    m = max(m, __shfl_xor_sync(0xffffffffu, m, 2));
-    return (int)(m >> 23);
+// the largest of v over the four lanes of a quarter-warp (lanes 4g .. 4g + 3: one group, or one
+// row of the matrix); for the non-negative floats' bits (or high words of doubles) v is an
+// exponent first, so its maximum carries the largest exponent
+__device__ __forceinline__ unsigned quad_max(unsigned v) {
+    v = max(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return max(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 template <int K> struct TcA {
     static constexpr int NA = K == 3 ? 4 : 2;  // A words of the instruction
@@ -532,8 +527,7 @@ template <int K> struct TcA {
             top = max(top, max((unsigned)(__double_as_longlong(v[2 * j][0]) >> 32) & 0x7fffffffu,
                                (unsigned)(__double_as_longlong(v[2 * j][1]) >> 32) & 0x7fffffffu));
         }
-        top = max(top, __shfl_xor_sync(0xffffffffu, top, 1));
-        top = max(top, __shfl_xor_sync(0xffffffffu, top, 2));
+        top = quad_max(top);
         // the grid 2^(e - 8) for the row's largest exponent e: the magic number 1.5 2^(e - 8 + 52)
         const long long ef = max((int)(top >> 20), 1023 - 900);  // (biased; a zero row: a fine grid)
         const double c = __longlong_as_double((ef + 44) << 52 | (1LL << 51));
@@ -566,7 +560,7 @@ template <int K> struct TcA {
 #pragma unroll
         for (int j = 0; j < J; ++j)
             m = max(m, max(__float_as_uint(x[j][0]) & 0x7fffffffu, __float_as_uint(x[j][1]) & 0x7fffffffu));
-        const int e = min(max(quad_max_exponent(m), 20), 254);  // (biased; tiny groups keep 2^-107)
+        const int e = min(max((int)(quad_max(m) >> 23), 20), 254);  // (biased; tiny groups keep 2^-107)
         const float up = __int_as_float((268 - e) << 23);  // 2^(14 - E)
         const float down = __int_as_float((e - 17) << 23);  // 2^(E - 17) = 1 / (up TC_SA)
         const float c = 201326592.0f;  // 1.5 2^27: the grid 2^4 of values below 2^15

@@ -86,9 +86,7 @@ def split_matrix(a: np.ndarray) -> tuple[np.ndarray, ...]:
 def _group_exponents(b: np.ndarray) -> np.ndarray:
     """The biased FP32 exponent of each column's largest ``|value|``, clamped to [20, 254] as the
     kernel clamps it (subnormal and zero columns: 20)."""
-    m = np.abs(np.asarray(b, np.float32)).max(axis=0).astype(np.float64)
-    _, e = np.frexp(m)
-    return np.clip(np.where(m > 0, e.astype(np.int64) - 1 + 127, 0), 20, 254)
+    return np.clip(_exponent(np.asarray(b, np.float32), 0) + 127, 20, 254)
 
 
 def split_groups(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
