@@ -198,30 +198,15 @@ def _priced(circuit: Circuit, structures, widest: int, max_dense: int, itemsize:
             block_qubits: int | None, widen: bool | None, rotate: bool, stage_passes: float):
     """One stage form of ``circuit``: (plan, program, kept low bits, predicted reference passes),
     the program's ops priced at ``itemsize``'s weights."""
-    from qsim_tc.stages.program import build_program  # noqa: PLC0415
+    from qsim_tc.stages.program import build_program, op_passes  # noqa: PLC0415
 
     keep = max(0, min(keep_low, big_l - max(widest, 1)))
     plan = plan_stages(circuit, big_l, structures=structures, keep_low=keep, rotate_low=rotate)
     program = build_program(plan, keep, fuse_qubits=fuse_width(max_dense, widest, widen),
                             block_qubits=block_qubits, itemsize=itemsize, widen=widen)
-    passes = stage_passes * plan.n_stages + sum(_ops_passes(stage.ops, itemsize, big_l, bool(widen))
+    passes = stage_passes * plan.n_stages + sum(op_passes(stage.ops, itemsize, bool(widen), big_l)
                                                 for stage in program.stages)
     return plan, program, keep, passes
-
-
-def _ops_passes(records: np.ndarray, itemsize: int, big_l: int, tensor: bool = True) -> float:
-    """A stage's op records priced as :func:`~qsim_tc.stages.program.op_passes`, a dense op with g
-    global controls at 2^-g of its weight: the kernel's block whose fixed bits miss a control skips
-    the op (one record read), so the op runs in 2^-g of the blocks. Toffolis and Fredkins with
-    global controls are most of the ops of such circuits' programs (controlled_random(28, 30):
-    about a third of the complex128 ops' weight)."""
-    from qsim_tc.stages.program import W_CMASK, op_passes  # noqa: PLC0415
-
-    if not len(records):
-        return 0.0
-    # (cmask is a signed int64: a control on bit 63 reads negative; >> keeps the sign bits apart)
-    n_global = np.array([bin(int(c) % (1 << 64) >> big_l).count("1") for c in records[:, W_CMASK]])
-    return float(sum(op_passes(records[n_global == g], itemsize, tensor) * 2.0 ** -g for g in np.unique(n_global)))
 
 
 def decide_cpu(circuit: Circuit, itemsize: int, *, always: bool = False) -> StageDecision:

@@ -307,17 +307,23 @@ def _fold_phase(stages, matrices: np.ndarray, phase: float) -> float:
     return float(phase)
 
 
-def op_passes(records, itemsize: int = 16, tensor: bool = True) -> float:
+def op_passes(records, itemsize: int = 16, tensor: bool = True, big_l: int | None = None) -> float:
     """The stage model's time of a stage's op records (``StageCode.ops``) for amplitudes of
     ``itemsize`` bytes, in reference passes (:data:`OP_PASSES`; ``tensor=False``: the kernel runs
-    every op on its FMA loops, :data:`FMA_OP_PASSES` where measured)."""
+    every op on its FMA loops, :data:`FMA_OP_PASSES` where measured). With ``big_l`` (the local
+    qubits), a dense op with g global controls weighs 2^-g: the kernel's blocks whose fixed bits
+    miss a control skip it (one record read), so it runs in 2^-g of the blocks (Toffolis and
+    Fredkins with global controls are a third of controlled_random(28, 30)'s complex128 op weight)."""
     w = OP_PASSES[itemsize] if tensor else FMA_OP_PASSES.get(itemsize, OP_PASSES[itemsize])
     total = 0.0
     for rec in records:
         dense = rec[W_TYPE] == OP_DENSE
-        total += (w["pair"] if rec[W_MMA] == MMA_PAIR else w[int(rec[W_K])]) if dense else w["phase"]
+        cost = (w["pair"] if rec[W_MMA] == MMA_PAIR else w[int(rec[W_K])]) if dense else w["phase"]
         if dense and rec[W_PCOUNT]:
-            total += w["pre"]
+            cost += w["pre"]
+        if dense and big_l is not None:  # (cmask is a signed int64: a control on bit 63 reads negative)
+            cost *= 2.0 ** -bin(int(rec[W_CMASK]) % (1 << 64) >> big_l).count("1")
+        total += cost
     return total
 
 
