@@ -458,14 +458,14 @@ template <int K, bool PAIR> struct TileOp<K, PAIR, double> {
 // - a group's amplitudes, scaled by the power of two that brings the largest real part (exponent
 //   E) just below 2^15, become hi + lo with hi on the grid 2^4 (an integer of at most 11 bits times
 //   it: an FP16 value) and lo = x - hi (exact),
-//   rounded to FP16 as lo1, with lo2 = FP16((lo - lo1) 2^11); the grid is shared by the group's 16
+//   rounded to FP16 as lo1, with lo2 = FP16(lo - lo1); the grid is shared by the group's 16
 //   real values (two shuffles find E);
 // - a matrix value (from its complex128 value, scaled by 2^3) of a row (an output's Re or Im part)
 //   whose largest has exponent e becomes a1 on
 //   the grid 2^(e - 8) (at most 9 bits), a2 = FP16((a - a1) 2^11) and a3 = FP16(the rest 2^22);
 // - a1 * hi sums 16 (8 for a 2-qubit op) products of integers below 2^9 and 2^11 on one grid: below
 //   2^24 units, so the tensor core's sum is exact (no truncation, no bias, nothing to debias);
-// - the corrections a2 hi, a1 2^11 lo1, a1 lo2, a2 lo1 and a3 hi (all in units of 2^-11) accumulate
+// - the corrections a2 hi, a1 2^11 lo1, a1 2^11 lo2, a2 lo1 and a3 hi (all in units of 2^-11) accumulate
 //   on the tensor core, truncated near 2^-34 of the result; one FMA adds them, one product unscales.
 // A real inner dimension of 16 (K = 3) is one m16n8k16 (lane (g, t) holds inputs t and t + 4 of
 // its group, as the FP64 shape), of 8 (K = 2) one m16n8k8.
@@ -567,20 +567,22 @@ template <int K> struct TcA {
         unsigned bh[J], bl[J], bl2[J];
 #pragma unroll
         for (int j = 0; j < J; ++j) {
-            const float x0 = __fmul_rn(x[j][0], up), x1 = __fmul_rn(x[j][1], up);
-            const float h0 = __fsub_rn(__fadd_rn(x0, c), c), h1 = __fsub_rn(__fadd_rn(x1, c), c);
+            // x up is exact (a power of two), so one fma rounds it onto the grid and one more gives
+            // lo = x up - hi exactly: three instructions a value
+            const float h0 = __fsub_rn(__fmaf_rn(x[j][0], up, c), c), h1 = __fsub_rn(__fmaf_rn(x[j][1], up, c), c);
             bh[j] = f16x2(h0, h1);  // exact: at most 11 bits on the grid
-            const float l0 = __fsub_rn(x0, h0), l1 = __fsub_rn(x1, h1);  // exact
+            const float l0 = __fmaf_rn(x[j][0], up, -h0), l1 = __fmaf_rn(x[j][1], up, -h1);  // exact
             bl[j] = f16x2(l0, l1);
-            // what FP16 left of lo, times 2^11 (its product with a1 is in the corrections' units)
-            bl2[j] = f16x2(__fmul_rn(__fsub_rn(l0, f16_value((unsigned short)(bl[j] & 0xffffu))), 2048.0f),
-                           __fmul_rn(__fsub_rn(l1, f16_value((unsigned short)(bl[j] >> 16))), 2048.0f));
+            // what FP16 left of lo (below 2^-8: rounded to within 2^-20, about 2^-34 of the group's
+            // largest part); its product with a1s = a1 2^11 is in the corrections' units
+            bl2[j] = f16x2(__fsub_rn(l0, f16_value((unsigned short)(bl[j] & 0xffffu))),
+                           __fsub_rn(l1, f16_value((unsigned short)(bl[j] >> 16))));
         }
         float hh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cor[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         f16_mma<NA>(hh, a1, bh);
         f16_mma<NA>(cor, a2, bh);
         f16_mma<NA>(cor, a1s, bl);
-        f16_mma<NA>(cor, a1, bl2);
+        f16_mma<NA>(cor, a1s, bl2);
         f16_mma<NA>(cor, a2, bl);
         f16_mma<NA>(cor, a3, bh);
         const int t = threadIdx.x & 3;

@@ -8,14 +8,15 @@ inner dimension is 16; one ``m16n8k8`` for k = 2), with the leading product exac
 - a group (the product's column) is scaled by the power of two that brings its largest real part
   just below 2^15 (no amplitude is too small or too large for FP16, whatever the state's norm) and
   cut on the grid 2^4: ``hi`` is an integer of at most 11 bits times it (an FP16 value),
-  ``lo = x - hi`` (exact in FP32) rounded to FP16 as ``lo1``, and ``lo2 = FP16((lo - lo1) 2^11)``;
+  ``lo = x - hi`` (exact in FP32) rounded to FP16 as ``lo1``, and ``lo2 = FP16(lo - lo1)`` (below
+  2^-8, so its product with ``a1s = a1 2^11`` is in the corrections' units);
 - the matrix is scaled by 2^3 and cut from its complex128 value: a row (an output's Re or Im
   part) whose largest value has exponent e on the grid 2^(e - 8): ``a1`` (at most 9 bits), ``a2 =
   FP16((a - a1) 2^11)``, ``a3 = FP16((a - a1) 2^11 - a2)``; ``a1s = a1 2^11`` (exact);
 - ``a1 * hi`` sums at most 16 products of integers below 2^9 and 2^11 on one grid, below 2^24
   units: the tensor core's FP32 sum is exact (no truncation toward zero, so no bias and nothing
   to debias, where error-corrected TF32/FP16 products lose about 3/8 of an ulp a result);
-- the corrections ``a2 hi + a1s lo1 + a1 lo2 + a2 lo1 + a3 hi`` (units of 2^-11) accumulate on the tensor
+- the corrections ``a2 hi + a1s lo1 + a1s lo2 + a2 lo1 + a3 hi`` (units of 2^-11) accumulate on the tensor
   core (each instruction modelled by :func:`gemm.tcec.emulate.tc_mma`: its truncation lands near
   2^-34 of the result); ``(hh + cor 2^-11)`` is one FMA and the unscaling (the output column's
   group scale and the matrix's) one exact product.
@@ -92,7 +93,7 @@ def _group_exponents(b: np.ndarray) -> np.ndarray:
 def split_groups(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(hi, lo1, lo2, down)`` of the B operand (float32, inner x groups): the kernel's
     ``TcA::times``. Each column is scaled by ``2^(14 - E)`` (E: its largest value's exponent) and cut
-    on the grid 2^4; ``lo2`` is 2^11 times what FP16 left of ``lo``; ``down`` (per column) undoes
+    on the grid 2^4; ``lo2`` is what FP16 left of ``lo``; ``down`` (per column) undoes
     the column's and the matrix's scales."""
     e = _group_exponents(b)
     up = np.ldexp(np.float32(1.0), GROUP_TOP - (e - 127)).astype(np.float32)
@@ -101,7 +102,7 @@ def split_groups(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     hi = ((xs + c).astype(np.float32) - c).astype(np.float32)
     lo = (xs - hi).astype(np.float32)
     lo1 = _f16(lo)
-    lo2 = _f16(((lo - lo1).astype(np.float32) * np.float32(2048.0)).astype(np.float32))
+    lo2 = _f16((lo - lo1).astype(np.float32))
     down = np.ldexp(np.float32(1.0), (e - 127) - GROUP_TOP - 3).astype(np.float32)
     return _f16(hi), lo1, lo2, down
 
@@ -122,7 +123,7 @@ def real_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     zero = np.zeros((a.shape[0], b.shape[1]), np.float32)
     hh = tc_mma(zero, _products(a1, bh))
     cor = zero
-    for x, y in ((a2, bh), (a1s, bl), (a1, bl2), (a2, bl), (a3, bh)):
+    for x, y in ((a2, bh), (a1s, bl), (a1s, bl2), (a2, bl), (a3, bh)):
         cor = tc_mma(cor, _products(x, y))
     with np.errstate(over="ignore", invalid="ignore"):
         d = (hh.astype(np.float64) + cor.astype(np.float64) * LO).astype(np.float32)
