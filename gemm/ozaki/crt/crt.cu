@@ -651,10 +651,9 @@ CRT_RESIDUES(6)
 // (read in the operand's layout, as crt_residues_J reads them) to limbs in shared memory, where a
 // line's 64 elements form four m16 tiles: element k sits in tile (k % 8) / 2, row k / 8 + 8 (k % 2),
 // so that D's rows g and g + 8 of the four tiles are the elements 8 g .. 8 g + 7 and a lane stores
-// 8 consecutive bytes per output column. A row's two 16-byte halves are swapped in rows 4-7 and
-// 12-15 (ldmatrix reads 8 rows' halves without bank conflicts). A warp takes a line: its A
-// fragments by four ldmatrix.x4, then per n-tile of 8 output columns (B fragments from shared
-// memory) four mma.sync m16n8k32.
+// 8 consecutive bytes per output column (limb_chunk places the 16-byte halves of the rows). A warp
+// takes a line: its A fragments by four ldmatrix.x4, then per n-tile of 8 output columns (B
+// fragments from shared memory) four mma.sync m16n8k32.
 #define RZ_TL 16                   // lines per block (gpu.RZ_TILE)
 #define RZ_TK 64                   // k per block: one line's four m16 tiles (gpu.RZ_TILE)
 #define RZ_MAXCOL 80               // output columns: 4 per modulus (4m B lines) x MAXN
@@ -672,6 +671,18 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&a)[4], unsigned addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
                  : "r"(addr));
+}
+
+// Byte offset in the limb buffer of half h (0: Re, 1: Im) of row r of m16 tile q of line li: chunk
+// 32 q + 2 r + h of the line's 2048 bytes with its low three bits (its 16-byte slot in a 128-byte
+// bank cycle) XORed with (r / 4 ^ q) % 2 + 2 (q / 2) + 4 (r / 8), and with li % 8. Why: the
+// limb stores of 8 lanes (one bank cycle of STS.128) are, for K-major lines, the elements
+// 8 m .. 8 m + 7 of a line (q = 0..3, r = m or m + 8) and, for strided lines, one element of 8
+// lines; ldmatrix reads rows 0..7 (or 8..15) of one tile, line and half. Each set meets 8
+// distinct slots (without the XOR the K-major stores were 8-way conflicts).
+__device__ __forceinline__ int limb_chunk(int li, int q, int r, int h) {
+    const int sw = ((((r >> 2) ^ q) & 1) | (q & 2) | (((r >> 3) & 1) << 2)) ^ (li & 7);
+    return li * (RZ_TK * 32) + (((32 * q + 2 * r + h) ^ sw) << 4);
 }
 
 // The 16 limb bytes of v scaled by 2^shift (above): (u ^ B) as 4 words, byte 0 the lowest limb.
@@ -772,10 +783,10 @@ extern "C" __global__ void __launch_bounds__(256) crt_residues_mma(
                 im = x[2 * off + 1];
             }
         }
-        const int row = (ki >> 3) + 8 * (ki & 1), sw = (row >> 2) & 1;
-        unsigned char* e = sl + li * (RZ_TK * 32) + ((ki & 7) >> 1) * 512 + row * 32;
-        *reinterpret_cast<uint4*>(e + 16 * sw) = limbs16(re, sh_s[li], blo, bhi);
-        *reinterpret_cast<uint4*>(e + 16 * (sw ^ 1)) = cplx ? limbs16(im, sh_s[li], blo, bhi) : make_uint4(0, 0, 0, 0);
+        const int q = (ki & 7) >> 1, row = (ki >> 3) + 8 * (ki & 1);
+        *reinterpret_cast<uint4*>(sl + limb_chunk(li, q, row, 0)) = limbs16(re, sh_s[li], blo, bhi);
+        *reinterpret_cast<uint4*>(sl + limb_chunk(li, q, row, 1)) =
+            cplx ? limbs16(im, sh_s[li], blo, bhi) : make_uint4(0, 0, 0, 0);
     }
     __syncthreads();
     // bytes a column stores: up to kp (the padding's limbs are zero, so are its residues) except
@@ -783,15 +794,16 @@ extern "C" __global__ void __launch_bounds__(256) crt_residues_mma(
     const int lim = form == F_4M ? K : kp;
     const int k0 = kbase + 8 * g;
     const bool vec = form != F_4M || (K & 7) == 0;  // 8-byte stores aligned (kp % 16 == 0)
+    // ldmatrix.x4: lanes 8 j .. 8 j + 7 give the rows of matrix j = register j of the A fragment:
+    // rows 0-7 then 8-15 of the tile, the Re half (k 0-15) then the Im half (k 16-31)
     const int ldm_row = (lane & 7) + 8 * ((lane >> 3) & 1), ldm_half = lane >> 4;
-    const unsigned lbase_s = (unsigned)__cvta_generic_to_shared(sl) + ldm_row * 32 +
-                             16 * (ldm_half ^ ((ldm_row >> 2) & 1));
+    const unsigned sl_s = (unsigned)__cvta_generic_to_shared(sl);
     for (int li = warp; li < RZ_TL; li += 8) {
         const long long l = lbase + li;
         if (l >= nlines) break;  // warp-uniform
         unsigned a[4][4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) ldmatrix_x4(a[q], lbase_s + li * (RZ_TK * 32) + q * 512);
+        for (int q = 0; q < 4; ++q) ldmatrix_x4(a[q], sl_s + limb_chunk(li, q, ldm_row, ldm_half));
         const long long lk = l * lmul * kp + k0;
         for (int nt = 0; nt < ntiles; ++nt) {
             const uint2 b = stab[nt * 32 + lane];
