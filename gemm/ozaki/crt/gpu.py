@@ -4,7 +4,8 @@ to a multiple of 16), batched over the moduli (:func:`gemm.cuda.cublas.gemm_s8_b
 
 The same stage interface as :mod:`gemm.ozaki.crt.cpu`, cupy first; the results are bit-identical:
 residues are residues of exact integers (unique), computed in ``crt.cu`` with exact FP32 / INT32
-arithmetic from the constants of :func:`_ftable`; the reconstruction's words are exact integer sums
+arithmetic from the constants of :func:`_ftable` (or, with :data:`RESIDUES` ``"mma"``, as INT8
+tensor-core products of balanced limbs, :mod:`gemm.ozaki.crt.limbs`); the reconstruction's words are exact integer sums
 that, once the quotient is taken off and the carries balance them, are the unique digits of the
 exact product (whichever representatives of the products' residues came in), and the final word
 sum repeats the CPU operations in order (``crt.cu`` is built with ``--fmad=false``). One reconstruction kernel per
