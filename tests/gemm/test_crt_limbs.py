@@ -8,7 +8,7 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from gemm.ozaki.crt import cpu, gpu, limbs, scale
+from gemm.ozaki.crt import cpu, gpu, limbs, moduli, scale
 from gemm.ozaki.crt.moduli import MAX_MODULI, MIN_MODULI, Moduli, family_for
 
 FORMS = [None, "2m", "3m", "4m"]
@@ -85,7 +85,7 @@ def test_limbs_are_balanced_and_sum_to_the_scaled_integer(rng, bits):
 
 def test_reduce_bytes_refuses_inexact_sums():
     p = np.array([241])
-    inv = np.array([gpu.recip32(241)], dtype=np.float32)
+    inv = np.array([moduli.recip32(241)], dtype=np.float32)
     assert limbs.reduce_bytes(np.array([2 ** 22 - 1]), p, inv).tolist() == [sym_byte(2 ** 22 - 1, 241)]
     with pytest.raises(ValueError, match="limb sums reach 4194304; the FP32 reduction needs"):
         limbs.reduce_bytes(np.array([-(2 ** 22)]), p, inv)
@@ -101,7 +101,7 @@ def test_reduce_bytes_matches_symmetric_residues_for_every_modulus():
     """Every modulus of both families, every v over +-2^19 (the limb sums' bound) and its edges."""
     v = np.concatenate([np.arange(-(2 ** 19), 2 ** 19 + 1, 97), np.arange(-300, 301)])
     for p in sorted(set(Moduli.first(MAX_MODULI, "general").values) | set(Moduli.first(MAX_MODULI, "split").values)):
-        got = limbs.reduce_bytes(v, np.full(v.shape, p), np.full(v.shape, gpu.recip32(p), dtype=np.float32))
+        got = limbs.reduce_bytes(v, np.full(v.shape, p), np.full(v.shape, moduli.recip32(p), dtype=np.float32))
         want = np.array([(((x % p) - p if (x % p) > (p - 1) // 2 else x % p) & 0xFF) for x in v.tolist()],
                         dtype=np.uint8).view(np.int8)
         assert np.array_equal(got, want), p

@@ -824,7 +824,8 @@ extern "C" __global__ void __launch_bounds__(256) crt_residues_mma(
                 }
                 signed char* o = out + sdst[col] + lk;
                 if (vec && k0 + 8 <= lim) {
-                    *reinterpret_cast<uint2*>(o) = make_uint2(pack4(w[0], w[1], w[2], w[3]), pack4(w[4], w[5], w[6], w[7]));
+                    *reinterpret_cast<uint2*>(o) =
+                        make_uint2(pack4(w[0], w[1], w[2], w[3]), pack4(w[4], w[5], w[6], w[7]));
                 } else {
 #pragma unroll
                     for (int m = 0; m < 8; ++m)

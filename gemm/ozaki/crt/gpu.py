@@ -17,7 +17,6 @@ caller; nothing here imports it at module level.
 from __future__ import annotations
 
 import os
-from fractions import Fraction
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from gemm.cuda import cublas
 from gemm.cuda.compile import PIPELINE, raw_module
 from gemm.device import sm_count
 from gemm.ozaki.crt import limbs
-from gemm.ozaki.crt.moduli import MAX_MODULI, PARTS, Moduli, b_lines, dot_length
+from gemm.ozaki.crt.moduli import MAX_MODULI, PARTS, Moduli, b_lines, dot_length, recip32
 from gemm.ozaki.crt.scale import DCAP
 from gemm.ozaki.gpu import kmajor, line_view
 
@@ -57,14 +56,6 @@ def sym(r: int, p: int) -> int:
     """``r mod p`` in the symmetric range ``[-floor(p/2), ceil(p/2) - 1]`` (as :func:`cpu.sym`)."""
     r %= p
     return r - p if r > (p - 1) // 2 else r
-
-
-def recip32(p: int) -> np.float32:
-    """``1/p`` correctly rounded to float32 (crt.cu's red_sym bound assumes it; going through
-    float64 could round twice)."""
-    f = np.float32(1.0 / p)
-    cands = (np.nextafter(f, np.float32(0)), f, np.nextafter(f, np.float32(1)))
-    return min(cands, key=lambda c: abs(Fraction(float(c)) - Fraction(1, p)))
 
 
 def _ftable(mods: Moduli) -> np.ndarray:

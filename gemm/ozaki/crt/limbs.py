@@ -10,9 +10,9 @@ is ``(cr Re + ci Im) mod p_i`` for a small combination ``(cr, ci)`` of the compl
 (:func:`combinations`), so all of them are one product ``limbs @ table.T`` with the table's column
 ``(i, slot)`` holding ``sym(cr 2^(8 j) mod p_i)`` and ``sym(ci 2^(8 j) mod p_i)``: an integer
 representative ``v`` of the residue class, ``|v| <= 32 * 128^2 = 2^19``, exact in INT32. One
-rounded quotient ``q = rint(v / p)`` (FP32, :func:`gemm.ozaki.crt.gpu.recip32`) and ``v - q p`` give
-the symmetric residue (``crt.cu`` ``red_sym``; for p = 256 a representative in [-128, 128] whose
-byte is the residue's).
+rounded quotient ``q = rint(v / p)`` (FP32, :func:`gemm.ozaki.crt.moduli.recip32`) and ``v - q p``
+give the symmetric residue (``crt.cu`` ``red_sym``; for p = 256 a representative in [-128, 128]
+whose byte is the residue's).
 
 Nothing here needs a GPU; :mod:`gemm.ozaki.crt.gpu` uploads :func:`fragments` and :func:`bias`.
 """
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gemm.ozaki.crt import scale
-from gemm.ozaki.crt.moduli import Moduli
+from gemm.ozaki.crt import cpu, scale
+from gemm.ozaki.crt.moduli import Moduli, recip32
 
 ROW = 32  # limb bytes an element: 16 of Re, 16 of Im
 MAX_LIMBS = 16  # limbs a part: |t| < 2^127
@@ -161,8 +161,6 @@ def residues(X, E, bits, line0, nlines, mods: Moduli, form, role, kp) -> np.ndar
     """The numpy model of ``crt_residues_mma``: the arguments and layout of
     :func:`gemm.ozaki.crt.cpu.residues` (``X`` the host line view ``(outer, inner, K)``, ``E`` the
     line exponents), the result int8 ``(n, G, lines_out, kp)`` as the GPU writes it."""
-    from gemm.ozaki.crt import cpu, gpu  # noqa: PLC0415 - gpu for recip32 only (no cupy needed)
-
     cplx = form is not None
     parts = [q[line0:line0 + nlines] for q in cpu._parts(X, cplx)]
     shift = scale.shifts(np.asarray(E)[line0:line0 + nlines], bits)[:, None]
@@ -175,7 +173,7 @@ def residues(X, E, bits, line0, nlines, mods: Moduli, form, role, kp) -> np.ndar
     v = row.reshape(-1, ROW).astype(np.int64) @ tab.T.astype(np.int64)  # (lines K, columns)
     slots = len(combinations(form, role))
     p = np.repeat(np.array(mods.values, dtype=np.int64), slots)
-    inv = np.repeat(np.array([gpu.recip32(int(x)) for x in mods.values], dtype=np.float32), slots)
+    inv = np.repeat(np.array([recip32(int(x)) for x in mods.values], dtype=np.float32), slots)
     r = reduce_bytes(v, p, inv).reshape(nlines, K, len(mods), slots)
     n = len(mods)
     if form == "4m":
