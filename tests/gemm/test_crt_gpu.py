@@ -226,3 +226,78 @@ def test_gpu_mma_reconstruct_leaves_4m_to_fp64(cp, rng, monkeypatch):
     a = cp.asarray(_gen(rng, (256, 64), True))
     _, rep = gemm.matmul(a, a[:40].T, method=CRT, return_report=True, complex_form="4m")
     assert rep.choices["reconstruct_kernel"] == "fp64"
+
+
+# --- the residues on INT8 tensor cores (gpu.RESIDUES = "mma", crt_residues_mma) ---------------
+
+
+def _adversarial(rng, shape, cplx):
+    """Spread exponents with zero lines, one lone huge element, subnormal-only lines (their scaled
+    integers reach past 64 bits at 17+ general moduli), huge next to tiny."""
+    def part():
+        x = rng.standard_normal(shape) * np.exp2(rng.integers(-40, 40, shape))
+        x[0] = 0.0
+        x[1] = -0.0
+        x[2] = 0.0
+        x[2, shape[1] // 2] = -3.0 * 2.0 ** 900
+        x[3] = 5e-324 * rng.integers(-5, 6, shape[1])
+        x[4] = np.where(rng.random(shape[1]) < 0.5, 1e300, 1e-300)
+        return x
+    return part() + 1j * part() if cplx else part()
+
+
+@pytest.mark.parametrize("form", [None, "2m", "3m", "4m"])
+@pytest.mark.parametrize("role", ["a", "b"])
+@pytest.mark.parametrize("K, n", [(37, 2), (64, 9), (1024, 17), (100, 20), (69, 20)])
+@pytest.mark.parametrize("strided", [False, True])
+def test_mma_residues_match_fp32_kernel_and_cpu(cp, rng, form, role, K, n, strided):
+    """crt_residues_mma's bytes equal crt_residues_J's and cpu.residues' (K-major and strided
+    lines, ragged tiles, a block of lines from line0 > 0, 4m's odd K)."""
+    from gemm.ozaki.crt import cpu
+    from gemm.ozaki.crt.moduli import dot_length, family_for
+
+    cplx = form is not None
+    mods = Moduli.first(n, family_for(form))
+    bits = mods.alpha if role == "a" else mods.beta
+    a = _adversarial(rng, (45, K), cplx)
+    ad = cp.asfortranarray(cp.asarray(a)) if strided else cp.asarray(a)
+    X = method._as_lines(ad, "a")
+    E, _, _ = gpu.line_exponents(cp, X, X, cplx, False)
+    kp = -(-dot_length(form, K) // 16) * 16
+    ref = gpu.residues(cp, X, E, bits, 3, 40, mods, form, role, kp, kernel="fp32")
+    got = gpu.residues(cp, X, E, bits, 3, 40, mods, form, role, kp, kernel="mma")
+    assert np.array_equal(cp.asnumpy(got), cp.asnumpy(ref))
+    want = cpu.residues(np, method._as_lines(a, "a"), cp.asnumpy(E).astype(np.int64), bits, 3, 40, mods, form,
+                        role, kp)
+    assert np.array_equal(cp.asnumpy(got), want.astype(np.int8))
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("cplx, opts", [(True, {}), (True, {"complex_form": "3m"}), (True, {"complex_form": "4m"}),
+                                        (False, {}), (True, {"moduli": 20}), (False, {"moduli": 20}),
+                                        (True, {"product_kernel": "cublas"})])
+def test_gpu_mma_residues_bit_identical_to_cpu(cp, rng, monkeypatch, form, cplx, opts):
+    monkeypatch.setattr(gpu, "RESIDUES", "mma")
+    sa, sb, tb = FORMS[form]
+    a = _gen(rng, sa, cplx, 2.0)
+    b = _gen(rng, sb[::-1] if tb else sb, cplx, 2.0)
+    bh = b.T if tb else b
+    bd = cp.asarray(b).T if tb else cp.asarray(b)
+    c_cpu = gemm.matmul(a, bh, method=CRT, **opts)
+    c_gpu, rep = gemm.matmul(cp.asarray(a), bd, method=CRT, return_report=True, **opts)
+    assert rep.choices["residues_kernel"] == "mma"
+    assert np.array_equal(cp.asnumpy(c_gpu), c_cpu)
+
+
+@pytest.mark.parametrize("kernel", ["fp32", "mma"])
+def test_gpu_subnormal_lines_at_20_moduli(cp, rng, monkeypatch, kernel):
+    """Lines of subnormals scale to integers past 2^64 at 20 general moduli: both residue kernels
+    give the CPU's product (the FP32 kernel's digits had kept only the low 64 bits)."""
+    monkeypatch.setattr(gpu, "RESIDUES", kernel)
+    a = rng.standard_normal((64, 48))
+    a[5] = 5e-324 * rng.integers(-7, 8, 48)
+    b = rng.standard_normal((48, 40))
+    c_cpu = gemm.matmul(a, b, method=CRT, moduli=20)
+    c_gpu = gemm.matmul(cp.asarray(a), cp.asarray(b), method=CRT, moduli=20)
+    assert np.array_equal(cp.asnumpy(c_gpu), c_cpu)
+    assert np.any(c_cpu[5] != 0)

@@ -397,6 +397,23 @@ __device__ __forceinline__ unsigned field(unsigned long long lo, unsigned long l
     }
 }
 
+// |t| = trunc(m 2^e) as 128 bits (hi, lo) for a 53-bit m. |t| <= 2^bits < 2^80 bounds e by
+// bits - log2(m): up to 27 for a normal m, but up to 79 for a subnormal one (a line of subnormals
+// scaled to 77 bits), so shifts past 64 go to the high word.
+__device__ __forceinline__ void magnitude128(unsigned long long m, int e, unsigned long long& lo,
+                                             unsigned long long& hi) {
+    lo = 0;
+    hi = 0;
+    if (e >= 64) {
+        hi = m << (e - 64);  // e - 64 < 16: m < 2^53 and |t| < 2^80
+    } else if (e > 0) {
+        lo = m << e;
+        hi = m >> (64 - e);
+    } else if (e > -64) {
+        lo = m >> -e;  // trunc toward zero of the magnitude
+    }
+}
+
 template <int J, int j>
 __device__ __forceinline__ void put_digits(unsigned long long lo, unsigned long long hi, unsigned sbits, float off,
                                            float off_top, float (&d)[J]) {
@@ -413,14 +430,8 @@ __device__ __forceinline__ void digits(double v, int shift, float (&d)[J]) {
     const int be = (int)(b >> 52) & 0x7ff;
     const unsigned long long m = (b & 0xFFFFFFFFFFFFFull) | (be ? 1ull << 52 : 0ull);
     const int e = (be ? be : 1) - 1075 + shift;  // |v| 2^shift = m 2^e (subnormal v: no hidden bit)
-    unsigned long long lo = 0, hi = 0;
-    if (e >= 0) {
-        const int s = min(e, 63);  // e <= 14 J - 53 < 64 for every valid operand
-        lo = m << s;
-        hi = s ? m >> (64 - s) : 0ull;
-    } else if (e > -64) {
-        lo = m >> -e;  // trunc toward zero of the magnitude
-    }
+    unsigned long long lo, hi;
+    magnitude128(m, e, lo, hi);
     constexpr unsigned long long BLO = Bias<J>::lo(), BHI = Bias<J>::hi();
     const unsigned long long blo = lo + BLO;
     hi += BHI + (blo < lo ? 1ull : 0ull);
@@ -613,6 +624,217 @@ CRT_RESIDUES(3)
 CRT_RESIDUES(4)
 CRT_RESIDUES(5)
 CRT_RESIDUES(6)
+
+// ---------------------------------------------------------------- residues on INT8 tensor cores
+
+// The residues of crt_residues_J as one exact INT8 matrix product per element group (gpu.residues
+// with gpu.RESIDUES = "mma"; the same bytes). Why: crt_residues_J is issue-bound (ncu at d = 10:
+// 36 instructions per modulus and complex element, 21 of them FP32 for the 14-bit digits' fma
+// chains and the 2m images); here the digit sums of every modulus and part come from mma.sync and
+// each output byte costs four FP32 operations.
+//
+// An element's scaled integer t (|t| <= 2^bits, scale.scaled_integers) is split into L balanced
+// 8-bit limbs, t = sum_j l_j 2^(8 j) with l_j in [-128, 127]: with B = 0x80 in bytes 0 .. L-1 (the
+// host's L = (bits + 9) / 8 makes |t| fit, gpu.limb_bias), u = t + B (128-bit two's complement) lies
+// in [0, 2^(8 L)) and the limbs are the bytes of u ^ B. Re's limbs fill bytes 0-15 of the element's
+// 32-byte row, Im's bytes 16-31 (real operands: zeros). The table (gpu.residue_table, K = 32 x the
+// outputs) holds per output column (modulus i, slot s of the form) the coefficients
+// sym(cr 2^(8 j) mod p_i) and sym(ci 2^(8 j) mod p_i), (cr, ci) the form's combination of Re and Im
+// (2m: 1, +-s; 3m: (1, 0), (0, 1), (1, 1); 4m B lines: (1, 0), (0, -1), (0, 1), (1, 0)), so the
+// product v is an integer representative of the output's residue class, |v| <= 32 * 128 * 128 =
+// 2^19: exact in INT32. The accumulator starts at the bits of 1.5 * 2^23, so it ends as the bits of
+// the exact float fv = 1.5 * 2^23 + v; red_sym's steps on v = fv - 1.5 * 2^23 give q = rint(v / p)
+// and fma(-q, p, fv) = 1.5 * 2^23 + r, exact, whose low byte is r as to_byte makes it: the
+// symmetric residue for odd p, and r mod 256 for p = 256.
+//
+// Layout: a block of 256 threads takes RZ_TL lines x RZ_TK = 64 k. Each thread converts 4 elements
+// (read in the operand's layout, as crt_residues_J reads them) to limbs in shared memory, where a
+// line's 64 elements form four m16 tiles: element k sits in tile (k % 8) / 2, row k / 8 + 8 (k % 2),
+// so that D's rows g and g + 8 of the four tiles are the elements 8 g .. 8 g + 7 and a lane stores
+// 8 consecutive bytes per output column (limb_chunk places the 16-byte halves of the rows). A warp
+// takes a line: its A fragments by four ldmatrix.x4, then per n-tile of 8 output columns (B
+// fragments from shared memory) four mma.sync m16n8k32.
+#define RZ_TL 16                   // lines per block (gpu.RZ_TILE)
+#define RZ_TK 64                   // k per block: one line's four m16 tiles (gpu.RZ_TILE)
+#define RZ_MAXCOL 80               // output columns: 4 per modulus (4m B lines) x MAXN
+#define RZ_OPM (REC_FORM == F_2M ? 2 : (REC_FORM == F_3M ? 3 : 1))  // columns per modulus (4m: 2 A, 4 B)
+
+__device__ __forceinline__ void mma_s8_16832_acc(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1,
+                                                 int c) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%10, %10, %10, %10};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&a)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(addr));
+}
+
+// Byte offset in the limb buffer of half h (0: Re, 1: Im) of row r of m16 tile q of line li: chunk
+// 32 q + 2 r + h of the line's 2048 bytes with its low three bits (its 16-byte slot in a 128-byte
+// bank cycle) XORed with (r / 4 ^ q) % 2 + 2 (q / 2) + 4 (r / 8), and with li % 8. Why: the
+// limb stores of 8 lanes (one bank cycle of STS.128) are, for K-major lines, the elements
+// 8 m .. 8 m + 7 of a line (q = 0..3, r = m or m + 8) and, for strided lines, one element of 8
+// lines; ldmatrix reads rows 0..7 (or 8..15) of one tile, line and half. Each set meets 8
+// distinct slots (without the XOR the K-major stores were 8-way conflicts).
+__device__ __forceinline__ int limb_chunk(int li, int q, int r, int h) {
+    const int sw = ((((r >> 2) ^ q) & 1) | (q & 2) | (((r >> 3) & 1) << 2)) ^ (li & 7);
+    return li * (RZ_TK * 32) + (((32 * q + 2 * r + h) ^ sw) << 4);
+}
+
+// The 16 limb bytes of v scaled by 2^shift (above): (u ^ B) as 4 words, byte 0 the lowest limb.
+__device__ __forceinline__ uint4 limbs16(double v, int shift, unsigned long long blo, unsigned long long bhi) {
+    const unsigned long long b = (unsigned long long)__double_as_longlong(v);
+    const int be = (int)(b >> 52) & 0x7ff;
+    const unsigned long long m = (b & 0xFFFFFFFFFFFFFull) | (be ? 1ull << 52 : 0ull);
+    unsigned long long lo, hi;
+    magnitude128(m, (be ? be : 1) - 1075 + shift, lo, hi);
+    if (b >> 63) {  // t = -|t| in two's complement (-0 and values truncated to 0 stay 0)
+        lo = ~lo + 1ull;
+        hi = ~hi + (lo == 0ull ? 1ull : 0ull);
+    }
+    const unsigned long long ulo = lo + blo;
+    hi = hi + bhi + (ulo < lo ? 1ull : 0ull);
+    const unsigned long long wlo = ulo ^ blo, whi = hi ^ bhi;
+    return make_uint4((unsigned)wlo, (unsigned)(wlo >> 32), (unsigned)whi, (unsigned)(whi >> 32));
+}
+
+// The residue byte of an accumulator fv = bits of 1.5 * 2^23 + v (above), in the low byte.
+__device__ __forceinline__ unsigned acc_byte(int acc, float p, float inv_p) {
+    const float fv = __int_as_float(acc);
+    const float x = __fadd_rn(fv, -MAGIC);                               // v, exact
+    const float q = __fadd_rn(__fmaf_rn(x, inv_p, MAGIC), -MAGIC);       // rint(v / p) (red_sym)
+    return __float_as_uint(__fmaf_rn(-q, p, fv));                        // 1.5 * 2^23 + r, exact
+}
+
+// out: int8 (n, G, lines_out, kp) as crt_residues_J; tab: per n-tile and lane the two B-fragment
+// words (gpu.residue_table); blo / bhi: B (gpu.limb_bias).
+extern "C" __global__ void __launch_bounds__(256) crt_residues_mma(
+    const double* __restrict__ x, long long s_out, long long s_in, long long s_k, long long n_in, long long line0,
+    long long nlines, int K, int kmajor, const int* __restrict__ E, int bits, const float4* __restrict__ ftab, int n,
+    int role, signed char* __restrict__ out, long long lines_out, int kp, const uint2* __restrict__ tab,
+    unsigned long long blo, unsigned long long bhi) {
+    constexpr int form = REC_FORM;
+    constexpr int cplx = REC_FORM != F_REAL;
+    constexpr int G = form == F_3M ? 3 : (form == F_2M ? 2 : 1);
+    __shared__ __align__(16) unsigned char sl[RZ_TL * RZ_TK * 32];  // limbs: a line's four m16 x 32-byte tiles
+    __shared__ uint2 stab[RZ_MAXCOL / 8 * 32];
+    __shared__ float2 scol[RZ_MAXCOL];       // per output column: p, 1/p
+    __shared__ long long sdst[RZ_MAXCOL];    // per output column: offset of its line 0, k 0 in out
+    __shared__ long long lb_s[RZ_TL];
+    __shared__ int sh_s[RZ_TL];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const long long lbase = (long long)blockIdx.x * RZ_TL;
+    const int kbase = blockIdx.y * RZ_TK;
+    const int opm = form == F_4M ? (role == 0 ? 2 : 4) : RZ_OPM;
+    const int ncol = n * opm, ntiles = (ncol + 7) / 8;
+    const long long slab = lines_out * (long long)kp;  // (n, G, lines_out, kp)
+    const int lmul = form == F_4M && role != 0 ? 2 : 1;  // 4m B: two output lines per line
+    for (int i = tid; i < ntiles * 32; i += 256) stab[i] = tab[i];
+    if (tid < ncol) {
+        const int i = tid / opm, s = tid - i * opm;
+        const float4 c = ftab[i * (FT / 4)];
+        scol[tid] = make_float2(c.x, c.y);
+        long long d;
+        if (form == F_4M) {
+            // A: [Re | Im]; B lines 2l: [Re | -Im], 2l + 1: [Im | Re] (columns Re, -Im, Im, Re)
+            d = role == 0 ? (s ? K : 0) : (s >= 2 ? kp : 0) + (s & 1 ? K : 0);
+            d += i * slab;
+        } else {
+            d = (i * (long long)G + s) * slab;
+        }
+        sdst[tid] = d;
+    }
+    if (tid < RZ_TL) {
+        const long long l = line0 + lbase + tid;
+        long long o = 0;
+        int sh = 0;
+        if (lbase + tid < nlines) {
+            const long long q = l / n_in;
+            o = q * s_out + (l - q * n_in) * s_in;
+            const int e = E[l];
+            sh = e == ZERO_LINE ? 0 : bits - e;
+        }
+        lb_s[tid] = o;
+        sh_s[tid] = sh;
+    }
+    __syncthreads();
+    const bool v2 = cplx && ((reinterpret_cast<unsigned long long>(x) & 15ull) == 0);
+#pragma unroll
+    for (int it = 0; it < RZ_TL * RZ_TK / 256; ++it) {
+        const int idx = tid + 256 * it;
+        const int li = kmajor ? idx / RZ_TK : idx % RZ_TL;
+        const int ki = kmajor ? idx % RZ_TK : idx / RZ_TL;
+        const int k = kbase + ki;
+        double re = 0.0, im = 0.0;
+        if (lbase + li < nlines && k < K) {
+            const long long off = lb_s[li] + (long long)k * s_k;
+            if (!cplx) {
+                re = x[off];
+            } else if (v2) {
+                const double2 z = reinterpret_cast<const double2*>(x)[off];
+                re = z.x;
+                im = z.y;
+            } else {
+                re = x[2 * off];
+                im = x[2 * off + 1];
+            }
+        }
+        const int q = (ki & 7) >> 1, row = (ki >> 3) + 8 * (ki & 1);
+        *reinterpret_cast<uint4*>(sl + limb_chunk(li, q, row, 0)) = limbs16(re, sh_s[li], blo, bhi);
+        *reinterpret_cast<uint4*>(sl + limb_chunk(li, q, row, 1)) =
+            cplx ? limbs16(im, sh_s[li], blo, bhi) : make_uint4(0, 0, 0, 0);
+    }
+    __syncthreads();
+    // bytes a column stores: up to kp (the padding's limbs are zero, so are its residues) except
+    // in 4m, where the Im half follows at K
+    const int lim = form == F_4M ? K : kp;
+    const int k0 = kbase + 8 * g;
+    const bool vec = form != F_4M || (K & 7) == 0;  // 8-byte stores aligned (kp % 16 == 0)
+    // ldmatrix.x4: lanes 8 j .. 8 j + 7 give the rows of matrix j = register j of the A fragment:
+    // rows 0-7 then 8-15 of the tile, the Re half (k 0-15) then the Im half (k 16-31)
+    const int ldm_row = (lane & 7) + 8 * ((lane >> 3) & 1), ldm_half = lane >> 4;
+    const unsigned sl_s = (unsigned)__cvta_generic_to_shared(sl);
+    for (int li = warp; li < RZ_TL; li += 8) {
+        const long long l = lbase + li;
+        if (l >= nlines) break;  // warp-uniform
+        unsigned a[4][4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) ldmatrix_x4(a[q], sl_s + limb_chunk(li, q, ldm_row, ldm_half));
+        const long long lk = l * lmul * kp + k0;
+        for (int nt = 0; nt < ntiles; ++nt) {
+            const uint2 b = stab[nt * 32 + lane];
+            int d[4][4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) mma_s8_16832_acc(d[q], a[q], b.x, b.y, 0x4B400000);
+            // D: c0, c1 row g (k 8 g + 2 q), columns 2 t, 2 t + 1; c2, c3 row g + 8 (k 8 g + 2 q + 1)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int col = 8 * nt + 2 * t + c;
+                if (col >= ncol || k0 >= lim) continue;
+                const float2 pc = scol[col];
+                unsigned w[8];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    w[2 * q] = acc_byte(d[q][c], pc.x, pc.y);
+                    w[2 * q + 1] = acc_byte(d[q][2 + c], pc.x, pc.y);
+                }
+                signed char* o = out + sdst[col] + lk;
+                if (vec && k0 + 8 <= lim) {
+                    *reinterpret_cast<uint2*>(o) =
+                        make_uint2(pack4(w[0], w[1], w[2], w[3]), pack4(w[4], w[5], w[6], w[7]));
+                } else {
+#pragma unroll
+                    for (int m = 0; m < 8; ++m)
+                        if (k0 + m < lim) o[m] = (signed char)w[m];
+                }
+            }
+        }
+    }
+}
 
 // ---------------------------------------------------------------- reconstruction (cpu.reconstruct)
 

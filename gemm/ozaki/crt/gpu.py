@@ -4,7 +4,8 @@ to a multiple of 16), batched over the moduli (:func:`gemm.cuda.cublas.gemm_s8_b
 
 The same stage interface as :mod:`gemm.ozaki.crt.cpu`, cupy first; the results are bit-identical:
 residues are residues of exact integers (unique), computed in ``crt.cu`` with exact FP32 / INT32
-arithmetic from the constants of :func:`_ftable`; the reconstruction's words are exact integer sums
+arithmetic from the constants of :func:`_ftable` (or, with :data:`RESIDUES` ``"mma"``, as INT8
+tensor-core products of balanced limbs, :mod:`gemm.ozaki.crt.limbs`); the reconstruction's words are exact integer sums
 that, once the quotient is taken off and the carries balance them, are the unique digits of the
 exact product (whichever representatives of the products' residues came in), and the final word
 sum repeats the CPU operations in order (``crt.cu`` is built with ``--fmad=false``). One reconstruction kernel per
@@ -16,14 +17,14 @@ caller; nothing here imports it at module level.
 from __future__ import annotations
 
 import os
-from fractions import Fraction
 
 import numpy as np
 
 from gemm.cuda import cublas
 from gemm.cuda.compile import PIPELINE, raw_module
 from gemm.device import sm_count
-from gemm.ozaki.crt.moduli import MAX_MODULI, PARTS, Moduli, b_lines, dot_length
+from gemm.ozaki.crt import limbs
+from gemm.ozaki.crt.moduli import MAX_MODULI, PARTS, Moduli, b_lines, dot_length, recip32
 from gemm.ozaki.crt.scale import DCAP
 from gemm.ozaki.gpu import kmajor, line_view
 
@@ -55,14 +56,6 @@ def sym(r: int, p: int) -> int:
     """``r mod p`` in the symmetric range ``[-floor(p/2), ceil(p/2) - 1]`` (as :func:`cpu.sym`)."""
     r %= p
     return r - p if r > (p - 1) // 2 else r
-
-
-def recip32(p: int) -> np.float32:
-    """``1/p`` correctly rounded to float32 (crt.cu's red_sym bound assumes it; going through
-    float64 could round twice)."""
-    f = np.float32(1.0 / p)
-    cands = (np.nextafter(f, np.float32(0)), f, np.nextafter(f, np.float32(1)))
-    return min(cands, key=lambda c: abs(Fraction(float(c)) - Fraction(1, p)))
 
 
 def _ftable(mods: Moduli) -> np.ndarray:
@@ -158,19 +151,55 @@ def line_exponents(cp, XA, XB, cplx, want_hist):
     return es[0], es[1], (out[0][0], out[1][0], out[0][1], out[1][1])
 
 
-def residues(cp, X, E, bits, line0, nlines, mods: Moduli, form, role, kp):
-    """INT8 residues of lines ``[line0, line0 + nlines)`` scaled to ``bits``: ``(n, G, lines_out, kp)``."""
+# The residue kernel: "fp32" (crt_residues_J, the digits' FP32 fma chains) or "mma"
+# (crt_residues_mma, the limbs' sums on the INT8 tensor cores, :mod:`gemm.ozaki.crt.limbs`); the
+# same bytes either way
+RESIDUE_KERNELS = ("fp32", "mma")
+RESIDUES = os.environ.get("QSIM_TC_CRT_RESIDUES", "fp32")
+if RESIDUES not in RESIDUE_KERNELS:
+    raise ValueError(f"QSIM_TC_CRT_RESIDUES={RESIDUES!r} is not valid; expected one of {', '.join(RESIDUE_KERNELS)}")
+RZ_TILE = (16, 64)  # lines x k per block of crt_residues_mma (crt.cu RZ_TL, RZ_TK)
+_FRAGS: dict = {}
+
+
+def _fragments_on_device(cp, mods: Moduli, form, role):
+    key = (mods.values, mods.family, form, role, cp.cuda.Device().id)
+    if key not in _FRAGS:
+        _FRAGS[key] = cp.asarray(limbs.fragments(limbs.table(mods, form, role)))
+    return _FRAGS[key]
+
+
+def residues(cp, X, E, bits, line0, nlines, mods: Moduli, form, role, kp, kernel: str | None = None):
+    """INT8 residues of lines ``[line0, line0 + nlines)`` scaled to ``bits``: ``(n, G, lines_out, kp)``.
+
+    ``kernel`` (default :data:`RESIDUES`): ``"fp32"`` or ``"mma"``, the same bytes.
+
+    Raises:
+        ValueError: an unknown ``kernel``, or ``kp`` not a multiple of 4 (8 for ``"mma"``).
+    """
+    kernel = kernel or RESIDUES
+    if kernel not in RESIDUE_KERNELS:
+        raise ValueError(f"residue kernel {kernel!r} is not valid; expected one of {', '.join(RESIDUE_KERNELS)}")
+    if kp % (8 if kernel == "mma" else 4):  # the kernels' 64- and 32-bit stores
+        raise ValueError(f"residue lines must be multiples of {8 if kernel == 'mma' else 4} bytes, got {kp}")
     G = PARTS[form]
     lines_out = nlines * (b_lines(form) if role == "b" else 1)
     out = cp.empty((len(mods), G, lines_out, kp), dtype=cp.int8)
     kdot = dot_length(form, X.shape[2])
     if kp > kdot:  # the padding columns must read as zeros in the products
         out[..., kdot:] = 0
-    if kp % 4:
-        raise ValueError(f"residue lines must be multiples of 4 bytes, got {kp}")  # the kernel's 32-bit stores
     ftab = _tables(cp, mods, form)[2]
     so, si, sk, n_in = line_view(X)
     K = X.shape[2]
+    if kernel == "mma":
+        blo, bhi = limbs.bias(bits)
+        tl, tk = RZ_TILE
+        grid = (int(-(-nlines // tl)), int(-(-K // tk)))
+        _fn(cp, "crt_residues_mma", _module_defines(mods, form))(grid, (256,), (
+            X, so, si, sk, n_in, _i64(line0), _i64(nlines), _i32(K), _i32(kmajor(X)), E, _i32(bits), ftab,
+            _i32(len(mods)), _i32(0 if role == "a" else 1), out, _i64(lines_out), _i32(kp),
+            _fragments_on_device(cp, mods, form, role), np.uint64(blo), np.uint64(bhi)))
+        return out
     tl, tk = RES_TILE
     grid = (int(-(-nlines // tl)), int(-(-K // tk)))
     _fn(cp, f"crt_residues_{residue_digits(bits)}", _module_defines(mods, form))(grid, (32, 8), (

@@ -9,7 +9,9 @@ The pipeline reads top to bottom as stages, each timed in the report:
    lies in ``[-P/4, P/4]`` and is determined by its residues. NaN/Inf raise
    :class:`gemm.NonFiniteError` here, before any product.
 2. **residues**: ``A' mod p_i`` and ``B' mod p_i`` in the symmetric range (INT8), combined per
-   complex form (:mod:`gemm.ozaki.crt.moduli`).
+   complex form (:mod:`gemm.ozaki.crt.moduli`). On the GPU either FP32 chains over 14-bit digits
+   or (``QSIM_TC_CRT_RESIDUES=mma``) one INT8 tensor-core product of balanced 8-bit limbs and a
+   table of ``2^(8 j) mod p_i`` (:mod:`gemm.ozaki.crt.limbs`): the same bytes.
 3. **int8_gemm**: per modulus one INT8 GEMM per part, exact in INT32 (``k' * 128^2 < 2^31``;
    on the CPU float64 BLAS, exact while ``k' * 128^2 < 2^53``).
 4. **reconstruct**: per output element, ``C' = sum c_i w_i - q P`` in 38-bit words (exact) from
@@ -316,6 +318,9 @@ class Int8CRT(Method):
             # the word sums of the reconstruction: FP64 (crt_reconstruct_r8 / crt_reconstruct) or the
             # INT8 tensor cores (crt_reconstruct_mma, gpu.RECONSTRUCT = "mma")
             "reconstruct_kernel": None if xp is np else ("mma" if fused and gpu.use_mma_reconstruct(form) else "fp64"),
+            # the residue kernel: FP32 digit chains (crt_residues_J) or the INT8 tensor cores
+            # (crt_residues_mma, gpu.RESIDUES = "mma"), the same bytes
+            "residues_kernel": None if xp is np else gpu.RESIDUES,
             "blocks": nblocks,
             # |C - C~|_ij <= error_bound * ||a_i|| ||b_j|| + u |C_ij|; native: native_bound * ||a_i|| ||b_j||
             "error_bound": bound_c,

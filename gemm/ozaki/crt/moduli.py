@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -85,6 +86,14 @@ def sqrt_minus_one(m: int) -> int:
         if (s * s + 1) % m == 0:
             return s
     raise ValueError(f"-1 is not a square modulo {m}")
+
+
+def recip32(p: int) -> np.float32:
+    """``1/p`` correctly rounded to float32 (crt.cu's red_sym bound assumes it; going through
+    float64 could round twice)."""
+    f = np.float32(1.0 / p)
+    cands = (np.nextafter(f, np.float32(0)), f, np.nextafter(f, np.float32(1)))
+    return min(cands, key=lambda c: abs(Fraction(float(c)) - Fraction(1, p)))
 
 
 def alpha_beta(p_bits: int) -> tuple[int, int]:

@@ -17,7 +17,8 @@ from gemm.cuda import tma
 from gemm.cuda.compile import source, with_headers
 from gemm.cuda.sm90a import compile_module
 from gemm.device import sm_count
-from gemm.ozaki.crt.gpu import recip32, sym
+from gemm.ozaki.crt.gpu import sym
+from gemm.ozaki.crt.moduli import recip32
 
 KP_ALIGN = 128  # one 128-byte swizzle atom of k per pipeline stage
 OUT_ALIGN = 16  # output rows padded to 16 bytes: the epilogue stores 16 at a time
