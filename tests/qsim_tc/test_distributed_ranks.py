@@ -69,6 +69,18 @@ class ThreadComm:
         self.world.mail[(self.rank, dest)].put(np.array(sendbuf, copy=True))
         recvbuf[...] = self.world.mail[(source, self.rank)].get(timeout=TIMEOUT)
 
+    def Alltoallv(self, send, recv):  # noqa: N802 - mpi4py's [buffer, (counts, displacements)] specs
+        (sbuf, (scounts, sdispls)), (rbuf, (rcounts, rdispls)) = send, recv
+        for dest, (c, d) in enumerate(zip(scounts, sdispls)):
+            self.world.mail[(self.rank, dest)].put(np.array(sbuf[d:d + c], copy=True))
+        for source, (c, d) in enumerate(zip(rcounts, rdispls)):
+            got = self.world.mail[(source, self.rank)].get(timeout=TIMEOUT)
+            assert got.size == c, f"rank {self.rank} expected {c} amplitudes from {source}, got {got.size}"
+            rbuf[d:d + c] = got
+
+    def py2f(self):  # one handle a rank (NCCL communicators are cached by it)
+        return id(self.world) * 64 + self.rank
+
 
 def on_ranks(size: int, fn):
     """``fn(comm)`` on ``size`` thread ranks; the list of their results (the first error raised)."""
