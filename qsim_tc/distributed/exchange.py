@@ -135,10 +135,12 @@ class MpiExchange:
         for views in rounds:
             piece = views[0].size
             total = piece * len(views)
+            # (trade and receive size these buffers for themselves: either may be short or absent)
             if self._buf is None or self._buf.size < total:
-                self._buf = None  # (the old pair first, so two pairs never coexist)
-                self._recv = None
+                self._buf = None  # (the old one first, so two never coexist)
                 self._buf = np.empty(total, dtype=views[0].dtype)
+            if self._recv is None or self._recv.size < total:
+                self._recv = None
                 self._recv = np.empty(total, dtype=views[0].dtype)
             send, recv = self._buf[:total], self._recv[:total]
             counts, displs = [0] * size, [0] * size
