@@ -39,6 +39,8 @@ class DistributedState:
         bytes_sent: amplitudes' bytes this rank sent in swaps (the all-to-all of k swapped bits
             sends (2^k - 1)/2^k of the slice, a single swap half of it); swaps: index-bit swaps
             done; exchanges: collective exchanges done (a swap, or a swap_many of several bits);
+            exchange_bits: the bits each exchange swapped, in order (theory: an exchange of k
+            bits sends (1 - 2^-k) of the slice's bytes);
         exchange_s: seconds spent in swaps (device synchronised after each); compute_s: in the
             stages' local runs (set by :func:`~qsim_tc.distributed.run_distributed`).
         error: the run's error bound over all ranks (:class:`qsim_tc.error_bound.ErrorReport`,
@@ -81,6 +83,7 @@ class DistributedState:
         self.bytes_sent = 0
         self.swaps = 0
         self.exchanges = 0
+        self.exchange_bits: list[int] = []
         self.exchange_s = 0.0
         self.compute_s = 0.0
         self._exchange = None
@@ -112,6 +115,7 @@ class DistributedState:
         self.phys[p], self.phys[g] = self.phys[g], self.phys[p]
         self.swaps += 1
         self.exchanges += 1
+        self.exchange_bits.append(1)
         if self.device == "gpu":
             self.xp.cuda.get_current_stream().synchronize()
         self.exchange_s += time.perf_counter() - t0
@@ -154,6 +158,7 @@ class DistributedState:
             self.phys[p], self.phys[g] = self.phys[g], self.phys[p]
         self.swaps += k
         self.exchanges += 1
+        self.exchange_bits.append(k)
         if self.device == "gpu":
             self.xp.cuda.get_current_stream().synchronize()
         self.exchange_s += time.perf_counter() - t0
