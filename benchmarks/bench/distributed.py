@@ -184,7 +184,8 @@ def driver(args, argv) -> int:
         gb = max(row.get("bytes_sent", [0])) / 1e9
         ratio = row.get("ratio_to_1")
         print(f"{row['circuit']:<8}{row.get('exchange_plan', '-'):>7}{row['ranks']:>6}{row['qubits']:>7}"
-              f"{row['wall_s']:>9.3f}{'' if ratio is None else f'{ratio:.3f}':>9}{n_ex:>5}{sw:>5}{ex:>8.3f}{cs:>8.3f}{gb:>9.2f}"
+              f"{row['wall_s']:>9.3f}{'' if ratio is None else f'{ratio:.3f}':>9}{n_ex:>5}{sw:>5}"
+              f"{ex:>8.3f}{cs:>8.3f}{gb:>9.2f}"
               f"{str(row.get('bytes_as_theory', '')):>7}{row['norm']:>18.14f}"
               f"{row.get('max_amp_diff_vs_1', float('nan')):>10.1e}")
         if "bandwidth" in row:

@@ -243,8 +243,8 @@ def main(argv=None) -> int:
 
     print(f"L = {args.local} local qubits, {args.dtype}; pass {m.pass_ms(args.local, itemsize):.2f} ms, "
           f"NVLink {m.nvlink_gbps:g} GB/s, inter-node {m.ib_gbps:g} GB/s, {m.gpus_per_node} GPUs a node")
-    print(f"{'circuit':10s}{'GPUs':>5s}{'N':>4s}{'stages':>7s}{'exch':>5s}{'GB/rank':>8s}{'compute':>8s}{'pairwise':>9s}"
-          f"{'eff':>6s}{'weak':>6s} |{'stages':>7s}{'exch':>5s}{'bits in/out':>12s}{'GB/rank':>8s}{'compute':>8s}"
+    print(f"{'circuit':10s}{'GPUs':>5s}{'N':>4s}{'stages':>7s}{'exch':>5s}{'GB/rank':>8s}{'compute':>8s}"
+          f"{'pairwise':>9s}{'eff':>6s}{'weak':>6s} |{'stages':>7s}{'exch':>5s}{'bits in/out':>12s}{'GB/rank':>8s}{'compute':>8s}"
           f"{'all2all':>8s}{'eff':>6s}{'weak':>6s}")
     rows = []
     for name in names:

@@ -6,9 +6,10 @@ package).
 The plan is :func:`qsim_tc.distributed.plan.plan_distributed` with L = N - g local qubits (the
 stage planner's stages, its initial layout and exchanges chosen to move the least): a stage's
 global-local index-bit swaps are one all-to-all, or free relabels where both qubits are still
-|0>, and every gate of a stage needs only local qubits for what it mixes. A gate's fixed (global) bits are read from the rank: a global
-control enables or skips the gate on the whole slice; a diagonal's global bits select a slice of
-its diagonal (a phase on the whole slice when none of its bits is local).
+|0>, and every gate of a stage needs only local qubits for what it mixes. A gate's fixed (global)
+bits are read from the rank: a global control enables or skips the gate on the whole slice; a
+diagonal's global bits select a slice of its diagonal (a phase on the whole slice when none of
+its bits is local).
 """
 
 from __future__ import annotations

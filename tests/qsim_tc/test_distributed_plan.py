@@ -96,8 +96,8 @@ def test_diagonal_gates_on_global_qubits_need_no_exchange(size):
         if kind == 0:
             c.append(Gate(np.diag([1, 1, 1, -1]).astype(complex), tuple(int(q) for q in rng.choice(n, 2, False)), "cz"))
         elif kind == 1:
-            c.append(Gate(np.diag([1, 1, 1, np.exp(1j * rng.uniform(0, 6))]), tuple(int(q) for q in rng.choice(n, 2, False)),
-                          "cp"))
+            pair = tuple(int(q) for q in rng.choice(n, 2, False))
+            c.append(Gate(np.diag([1, 1, 1, np.exp(1j * rng.uniform(0, 6))]), pair, "cp"))
         elif kind == 2:
             t = rng.uniform(0, 6)
             c.append(Gate(np.diag([np.exp(-0.5j * t), np.exp(0.5j * t)]), (int(rng.integers(n)),), "rz"))
