@@ -46,12 +46,14 @@ def test_qft_20_needs_one_exchange_where_the_stage_plan_takes_two(g, hadamards):
         assert set(after.initial_layout[20 - g:]) == set(range(g))
 
 
+@pytest.mark.parametrize("hadamards", [True, False])
 @pytest.mark.parametrize("size", [2, 4, 8])
-def test_qft_on_thread_ranks_exchanges_once_and_equals_one_process(size):
-    """QFT-12 after H on 2, 4 and 8 ranks: one exchange of all g bits where the stage plan takes
-    two; the bytes sent are (2^g - 1)/2^g of a slice; the state equals one process's to 1e-13."""
+def test_qft_on_thread_ranks_exchanges_once_and_equals_one_process(size, hadamards):
+    """QFT-12 (after H, or from |0...0> where the stage plan's first swaps become relabels) on 2,
+    4 and 8 ranks: one exchange of all g bits where the stage plan takes two; the bytes sent are
+    (2^g - 1)/2^g of a slice; the state equals one process's to 1e-13."""
     n = 12
-    c = qft(n, hadamards=True)
+    c = qft(n, hadamards=hadamards)
     ref = Simulator("native", device="cpu", plan=None, fuse=None).run(c).state.to_numpy()
 
     def body(comm):
