@@ -1,4 +1,5 @@
-"""Trading half a slice with a partner rank, in pieces of bounded size.
+"""Trading parts of a slice with other ranks (half with one partner, or an all-to-all), in pieces
+of bounded size.
 
 An index-bit swap of local bit p with a global bit sends the half of a slice whose bit p differs
 from the rank's global bit, and receives the partner's matching half into the same places. That
@@ -14,8 +15,8 @@ Two transports take a piece and a partner and trade the piece's contents:
 * :class:`MpiExchange`: host (numpy) slices over MPI (``Sendrecv_replace``: one buffer);
 * :class:`NcclExchange`: GPU (cupy) slices over NCCL (cupy's binding; its communicator is
   bootstrapped by broadcasting NCCL's unique id over MPI). NCCL sends and receives in one group
-  on the current stream; the receive goes to a buffer (NCCL does not trade in place), copied
-  over the piece once the group is done.
+  on a link stream; the receive goes to a buffer (NCCL does not trade in place), copied over the
+  piece on a copy stream once the group is done; strided pieces are packed on a third stream.
 
 Several index-bit swaps at once (k local bits with k global bits) are an all-to-all among the 2^k
 ranks that differ only in those global bits: a slice splits into 2^k parts by its swapped local
