@@ -171,8 +171,8 @@ class NcclExchange:
     round i - 1 crosses the link (the link stream: one NCCL group of a send and a receive a peer)
     and round i - 2 is copied from its receive buffer into place (the copy stream). Two slots of
     buffers alternate; events order each buffer's reuse: a send buffer once the link has sent it,
-    a receive buffer once the copy-back has read it. A contiguous piece with one peer goes as it
-    is (no pack). Memory: two rounds to receive into, two to pack.
+    a receive buffer once the copy-back has read it. A contiguous piece goes as it is (no pack).
+    Memory: two rounds to receive into, two to pack.
     """
 
     device = "gpu"
@@ -223,17 +223,17 @@ class NcclExchange:
             k = r % 2
             piece = views[0].size
             recv = self._slot(self._recv, k, piece * len(views))
-            if len(views) == 1 and views[0].flags.c_contiguous:
-                sends = [views[0]]  # sent as it is
-            else:
-                pack = self._slot(self._pack, k, piece * len(views))
+            sends = list(views)  # a contiguous view is sent as it is, a strided one packed first
+            strided = [i for i, view in enumerate(views) if not view.flags.c_contiguous]
+            if strided:
+                pack = self._slot(self._pack, k, piece * len(strided))
                 if sent_ev[k] is not None:
                     pack_s.wait_event(sent_ev[k])
                 with pack_s:
-                    for i, view in enumerate(views):
-                        cp.copyto(pack[i * piece:(i + 1) * piece].reshape(view.shape), view)
+                    for j, i in enumerate(strided):
+                        sends[i] = pack[j * piece:(j + 1) * piece]
+                        cp.copyto(sends[i].reshape(views[i].shape), views[i])
                 link.wait_event(pack_s.record())
-                sends = [pack[i * piece:(i + 1) * piece] for i in range(len(views))]
             if done[k] is not None:
                 link.wait_event(done[k])
             count = piece * self._words

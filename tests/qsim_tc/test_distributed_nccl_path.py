@@ -135,6 +135,8 @@ def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_byt
     rng = np.random.default_rng(size)
     full = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(np.complex128)
     cases = [[(0, big_l)], [(big_l - 1, n - 1)]]  # bit 0: packed pieces; the top local bit: contiguous
+    if g >= 2:  # the top local bits: every part's pieces contiguous, sent unpacked
+        cases.append([(big_l - 1 - j, big_l + j) for j in range(g)])
     for k in range(2, g + 1):
         ps = [int(p) for p in rng.choice(big_l, k, replace=False)]
         gs = [int(q) for q in rng.choice(np.arange(big_l, n), k, replace=False)]
@@ -151,17 +153,21 @@ def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_byt
             gpu.swap_many(pairs)
             streams = gpu._exchange._streams
             out.append((np.array_equal(cpu.data, gpu.data), cpu.phys == gpu.phys, gpu.bytes_sent, gpu.exchanges,
-                        [len(s.waits) for s in streams]))
+                        [len(s.waits) for s in streams], streams[0].work))
         return out
 
     per_rank = on_ranks(size, body)
     slice_bytes = (1 << big_l) * 16
     for r in range(size):
-        for pairs, (same, phys, sent, exchanges, waits) in zip(cases, per_rank[r]):
+        for pairs, (same, phys, sent, exchanges, waits, packed) in zip(cases, per_rank[r]):
             k = len(pairs)
             assert same and phys, pairs
             assert sent == slice_bytes - slice_bytes // (1 << k) and exchanges == 1
             assert all(w >= 1 for w in waits)  # every stream waited for the state (the caller's event)
+            if sorted(p for p, _ in pairs) == list(range(big_l - k, big_l)):
+                assert packed == 0, pairs  # contiguous pieces go as they are
+            if pairs[0][0] == 0 and piece_bytes >= 32:
+                assert packed > 0, pairs  # every other amplitude: packed first
 
 
 def test_packing_runs_on_its_own_stream_ahead_of_the_copy_back(fake_gpu):
