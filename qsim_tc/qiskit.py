@@ -270,9 +270,8 @@ class Estimator(_Backed, BaseEstimatorV2):
                 where = ci == c
                 if not where.any():
                     continue
-                state, _ = self._state(bound.flat[c])
                 wanted = np.unique(oi[where])
-                values = dict(zip(wanted.tolist(), pauli_expectation_values(state, [obs.flat[o] for o in wanted])))
+                values = dict(zip(wanted.tolist(), self._values(bound.flat[c], [obs.flat[o] for o in wanted])))
                 evs[where] = [values[o] for o in oi[where].tolist()]
         precision = pub.precision
         if precision != 0:
@@ -280,6 +279,12 @@ class Estimator(_Backed, BaseEstimatorV2):
         data = DataBin(evs=evs, stds=np.zeros_like(evs), shape=evs.shape)
         return PubResult(data, metadata={"target_precision": precision, "circuit_metadata": pub.circuit.metadata,
                                          "error": self._take_error(batched)})
+
+    def _values(self, bound_circuit, observables) -> np.ndarray:
+        """The real expectation values of ``observables`` on the state of ``bound_circuit`` (the
+        one step a distributed Estimator does differently)."""
+        state, _ = self._state(bound_circuit)
+        return pauli_expectation_values(state, observables)
 
     def _batched_values(self, batched, params, obs, ci, oi) -> np.ndarray:
         """Expectation values of every (binding, observable) pair wanted, through ``batched``."""

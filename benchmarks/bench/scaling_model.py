@@ -1,13 +1,15 @@
 """Weak scaling of the distributed state vector: expected time and efficiency on 2^g GPUs.
 
-Each GPU (rank) holds L local qubits, so 2^g GPUs hold N = L + g. The circuit is planned exactly as
-:func:`qsim_tc.distributed.run.run_distributed` plans it, ``plan_stages(circuit, L)``; nothing is
-simulated and no state is allocated, so the model runs on any CPU in seconds. Per rank:
+Each GPU (rank) holds L local qubits, so 2^g GPUs hold N = L + g. The circuit is planned twice:
+as :func:`qsim_tc.distributed.run.run_distributed` plans it now (``plan_distributed(circuit, L)``:
+free relabels, chosen initial layout, widened exchanges) and as it did before (the stage planner's
+plan as it is, ``exchange_plan="stages"``); nothing is simulated and no state is allocated, so
+the model runs on any CPU in seconds. Per rank:
 
   compute  = sum over stages of sweeps(the stage's L-qubit circuit) * t_pass
-  pairwise = sum over swaps of [ (half a slice) / bandwidth(swapped bit) + t_pass ]   (as built)
-  alltoall = sum over stages with swaps of
-             [ bytes to other nodes / ib + bytes to this node's GPUs / nvlink + t_pass ]  (batched)
+  pairwise = sum over swaps of [ (half a slice) / bandwidth(swapped bit) + t_pass ]   (before)
+  alltoall = sum over exchanges of
+             [ bytes to other nodes / ib + bytes to this node's GPUs / nvlink + t_pass ]  (now)
 
 t_pass is one read+write pass over the slice (2^L amplitudes); the extra t_pass per exchange is
 the local copying (qsim_tc.distributed.exchange packs a strided half into piece buffers, and NCCL
@@ -41,8 +43,9 @@ from benchmarks.bench.qiskit_circuits import prepend_hadamards, qft_circuit
 from benchmarks.common import parse_range, write_results
 from circuits import Circuit, Gate, brickwork
 from qsim_tc.stages.choice import decide
-from qsim_tc.stages.plan import RELABEL, plan_stages
-from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, controlled_matrix
+from qsim_tc.distributed.plan import plan_distributed
+from qsim_tc.stages.plan import RELABEL
+from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
 
 MODULE = "benchmarks.bench.scaling_model"
 
@@ -154,6 +157,10 @@ class Row:
     stages: int
     swaps_intra: int
     swaps_inter: int
+    stages_before: int
+    exchanges_before: int
+    exchanges: int
+    compute_before_ms: float
     compute_ms: float
     pairwise_ms: float
     pairwise_bytes: float
@@ -161,27 +168,35 @@ class Row:
     alltoall_bytes: float
 
     def total_ms(self, batched: bool) -> float:
-        return self.compute_ms + (self.alltoall_ms if batched else self.pairwise_ms)
+        """As built now (``batched``: the distributed plan, all-to-all exchanges) or before (the
+        stage planner's plan, pairwise swaps)."""
+        return self.compute_ms + self.alltoall_ms if batched else self.compute_before_ms + self.pairwise_ms
 
 
 def model(name: str, n_qubits: int, local_qubits: int, itemsize: int, m: Machine) -> Row:
-    """Plan the named circuit at N = n_qubits over 2^(N-L) ranks and price it."""
+    """Plan the named circuit at N = n_qubits over 2^(N-L) ranks and price it twice: as built
+    before (the stage planner's plan, a pairwise exchange a swapped bit) and now (the distributed
+    plan of run_distributed, one all-to-all a stage with moves)."""
     circ, _ = benchmark_circuits(n_qubits)[name]
-    plan = plan_stages(circ, local_qubits)
+    structures = [classify(g.matrix) for g in circ.gates]
+    before = plan_distributed(circ, local_qubits, structures=structures, search=False)
+    plan = plan_distributed(circ, local_qubits, structures=structures)
     t_pass = m.pass_ms(local_qubits, itemsize)
+    compute_before = sum(sweeps(c, itemsize) for c in rank_circuits(before, local_qubits)) * t_pass
     compute = sum(sweeps(c, itemsize) for c in rank_circuits(plan, local_qubits)) * t_pass
     pair_ms = pair_b = a2a_ms = a2a_b = 0.0
+    for moves in before.moves:
+        ms, b = exchange_ms([g - local_qubits for _, g in moves], local_qubits, itemsize, m, batched=False)
+        pair_ms, pair_b = pair_ms + ms, pair_b + b
     intra = inter = 0
-    for stage in plan.stages:
-        bits = [g - local_qubits for _, g in stage.swaps]
+    for moves in plan.moves:
+        bits = [g - local_qubits for _, g in moves]
         inter += sum((1 << b) >= m.gpus_per_node for b in bits)
         intra += sum((1 << b) < m.gpus_per_node for b in bits)
-        ms, b = exchange_ms(bits, local_qubits, itemsize, m, batched=False)
-        pair_ms, pair_b = pair_ms + ms, pair_b + b
         ms, b = exchange_ms(bits, local_qubits, itemsize, m, batched=True)
         a2a_ms, a2a_b = a2a_ms + ms, a2a_b + b
-    return Row(name, 1 << (n_qubits - local_qubits), n_qubits, plan.n_stages, intra, inter, compute,
-               pair_ms, pair_b, a2a_ms, a2a_b)
+    return Row(name, 1 << (n_qubits - local_qubits), n_qubits, len(plan.stages), intra, inter, len(before.stages),
+               before.exchanges, plan.exchanges, compute_before, compute, pair_ms, pair_b, a2a_ms, a2a_b)
 
 
 def machine_from(args) -> Machine:
@@ -228,8 +243,9 @@ def main(argv=None) -> int:
 
     print(f"L = {args.local} local qubits, {args.dtype}; pass {m.pass_ms(args.local, itemsize):.2f} ms, "
           f"NVLink {m.nvlink_gbps:g} GB/s, inter-node {m.ib_gbps:g} GB/s, {m.gpus_per_node} GPUs a node")
-    print(f"{'circuit':10s}{'GPUs':>5s}{'N':>4s}{'stages':>7s}{'swaps in/out':>13s}{'GB/rank':>8s}"
-          f"{'compute':>9s}{'pairwise':>9s}{'eff':>6s}{'weak':>6s}{'all2all':>9s}{'eff':>6s}{'weak':>6s}")
+    print(f"{'circuit':10s}{'GPUs':>5s}{'N':>4s}{'stages':>7s}{'exch':>5s}{'GB/rank':>8s}{'compute':>8s}"
+          f"{'pairwise':>9s}{'eff':>6s}{'weak':>6s} |{'stages':>7s}{'exch':>5s}{'bits in/out':>12s}{'GB/rank':>8s}{'compute':>8s}"
+          f"{'all2all':>8s}{'eff':>6s}{'weak':>6s}")
     rows = []
     for name in names:
         base = None
@@ -237,15 +253,17 @@ def main(argv=None) -> int:
             row = model(name, args.local + gpus.bit_length() - 1, args.local, itemsize, m)
             base = base or row  # the first count given is the weak-scaling reference (1 GPU by default)
             pw, a2a = row.total_ms(False), row.total_ms(True)
-            out = asdict(row) | {"pairwise_eff": row.compute_ms / pw, "pairwise_weak": base.total_ms(False) / pw,
+            out = asdict(row) | {"pairwise_eff": row.compute_before_ms / pw, "pairwise_weak": base.total_ms(False) / pw,
                                  "alltoall_eff": row.compute_ms / a2a, "alltoall_weak": base.total_ms(True) / a2a}
             rows.append(out)
-            print(f"{name:10s}{gpus:5d}{row.n_qubits:4d}{row.stages:7d}{row.swaps_intra:7d}/{row.swaps_inter:<5d}"
-                  f"{row.pairwise_bytes / 1e9:8.1f}{row.compute_ms:9.0f}{row.pairwise_ms:9.0f}"
-                  f"{out['pairwise_eff']:6.2f}{out['pairwise_weak']:6.2f}{row.alltoall_ms:9.0f}"
-                  f"{out['alltoall_eff']:6.2f}{out['alltoall_weak']:6.2f}")
-    print("times in ms per rank; pairwise = one exchange of half a slice per swapped bit (as built), "
-          "all2all = one exchange per stage (not built); eff = compute / total, weak = T(first count) / T")
+            print(f"{name:10s}{gpus:5d}{row.n_qubits:4d}{row.stages_before:7d}{row.exchanges_before:5d}"
+                  f"{row.pairwise_bytes / 1e9:8.1f}{row.compute_before_ms:8.0f}{row.pairwise_ms:9.0f}"
+                  f"{out['pairwise_eff']:6.2f}{out['pairwise_weak']:6.2f} |{row.stages:7d}{row.exchanges:5d}"
+                  f"{row.swaps_intra:6d}/{row.swaps_inter:<5d}{row.alltoall_bytes / 1e9:8.1f}{row.compute_ms:8.0f}"
+                  f"{row.alltoall_ms:8.0f}{out['alltoall_eff']:6.2f}{out['alltoall_weak']:6.2f}")
+    print("times in ms per rank. Left: before (the stage planner's plan, one pairwise exchange of half a slice "
+          "per swapped bit); right: as built now (the distributed plan, one all-to-all per exchange); "
+          "eff = compute / total, weak = T(first count) / T")
     if args.json:
         write_results(args.json, {"local_qubits": args.local, "dtype": args.dtype, "machine": asdict(m),
                                   "rows": rows}, module=MODULE, argv=argv)

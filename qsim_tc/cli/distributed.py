@@ -25,7 +25,7 @@ def launched_ranks() -> int:
 
 def run_ranks(args, circ, backend: str, what: str) -> int:
     """Simulate ``circ`` over the launched ranks; rank 0 reports like the single-process command,
-    plus ranks, swaps and bytes sent per rank."""
+    plus ranks, exchanges, swaps and bytes sent per rank."""
     try:
         from mpi4py import MPI  # noqa: PLC0415 - the mpi extra
     except ImportError as exc:
@@ -41,16 +41,19 @@ def run_ranks(args, circ, backend: str, what: str) -> int:
         wall = time.perf_counter() - t0
         norm, amp0 = st.norm(), st.amplitude(0)
         swaps = comm.gather(st.swaps, root=0)
+        exchanges = comm.gather(st.exchanges, root=0)
         sent = comm.gather(st.bytes_sent, root=0)
         if comm.Get_rank() == 0:
             print(f"{what}: {circ.n_qubits} qubits, {len(circ)} gates, backend {backend}, {comm.Get_size()} ranks of "
                   f"{st.local_qubits} local qubits ({args.device})")
-            print(f"time: {wall:.3f} s wall; {max(swaps)} swaps, {max(sent):,} bytes sent per rank (most)")
+            print(f"time: {wall:.3f} s wall; {max(exchanges)} exchanges of {max(swaps)} swapped bits, "
+                  f"{max(sent):,} bytes sent per rank (most)")
             print(f"norm: {norm:.15f}")
             print(f"amplitude[0] = {amp0:.6e}")
             if getattr(args, "json", None):
                 write_json(args.json, {"command": what, "args": vars(args) | {"func": None}, "environment": environment(),
                                        "ranks": comm.Get_size(), "local_qubits": st.local_qubits, "wall_s": wall,
-                                       "swaps_per_rank": swaps, "bytes_sent_per_rank": sent, "norm": norm,
+                                       "swaps_per_rank": swaps, "exchanges_per_rank": exchanges,
+                                       "bytes_sent_per_rank": sent, "norm": norm,
                                        "amp0": [amp0.real, amp0.imag]})
     return 0

@@ -1,4 +1,5 @@
-"""Trading half a slice with a partner rank, in pieces of bounded size.
+"""Trading parts of a slice with other ranks (half with one partner, or an all-to-all), in pieces
+of bounded size.
 
 An index-bit swap of local bit p with a global bit sends the half of a slice whose bit p differs
 from the rank's global bit, and receives the partner's matching half into the same places. That
@@ -14,8 +15,16 @@ Two transports take a piece and a partner and trade the piece's contents:
 * :class:`MpiExchange`: host (numpy) slices over MPI (``Sendrecv_replace``: one buffer);
 * :class:`NcclExchange`: GPU (cupy) slices over NCCL (cupy's binding; its communicator is
   bootstrapped by broadcasting NCCL's unique id over MPI). NCCL sends and receives in one group
-  on the current stream; the receive goes to a buffer (NCCL does not trade in place), copied
-  over the piece once the group is done.
+  on a link stream; the receive goes to a buffer (NCCL does not trade in place), copied over the
+  piece on a copy stream once the group is done; strided pieces are packed on a third stream.
+
+Several index-bit swaps at once (k local bits with k global bits) are an all-to-all among the 2^k
+ranks that differ only in those global bits: a slice splits into 2^k parts by its swapped local
+bits, and part u goes to the member whose swapped global bits are u, arriving at the same places
+(:func:`part_rounds` cuts the parts into rounds of pieces, one piece a member a round). Both
+transports take the rounds through ``all_to_all``: MPI ``Alltoallv`` (each round packed into one
+buffer, received into another), NCCL one group of sends and receives a round, packing on its own
+stream, pipelined with the transfer and the copy-back.
 """
 
 from __future__ import annotations
@@ -37,6 +46,46 @@ def half_pieces(half, piece_elements: int):
         step = max(1, piece_elements // run)
         for r in range(0, rows, step):
             yield half[r:r + step]
+
+
+def bit_view(data, n_bits: int, fixed: dict[int, int]):
+    """A view of the 2^n_bits amplitudes of ``data`` with index bit b fixed to ``fixed[b]`` for
+    each b of ``fixed``. Its C order runs over the other bits, lowest fastest: element number
+    bit j is the j-th lowest free bit. Runs of free bits are merged into one axis each, so the view
+    has at most 2 len(fixed) + 1 axes (a fixed bit keeps an axis of length 1)."""
+    shape, index = [], []
+    run = 0
+    for b in range(n_bits - 1, -1, -1):  # C order: the high bits first
+        if b in fixed:
+            if run:
+                shape.append(1 << run)
+                index.append(slice(None))
+                run = 0
+            shape.append(2)
+            index.append(slice(fixed[b], fixed[b] + 1))
+        else:
+            run += 1
+    if run or not shape:
+        shape.append(1 << run)
+        index.append(slice(None))
+    return data.reshape(shape)[tuple(index)]
+
+
+def part_rounds(data, n_bits: int, swapped: list[int], members: list[int], piece_elements: int):
+    """The rounds of an all-to-all over the swapped local bits ``swapped`` of a slice of 2^n_bits
+    amplitudes: each round a list of views, one per entry u of ``members`` (the value of the
+    swapped bits, bit i of u for ``swapped[i]``), all of one shape, together at most
+    ``piece_elements`` amplitudes (one amplitude a member at least). A piece fixes the highest
+    free bits to the round number, so every rank cuts the same part the same way: round t of
+    member u here pairs with round t of this rank's part at that member."""
+    free = [b for b in range(n_bits) if b not in swapped]
+    per_member = max(1, piece_elements // max(1, len(members)))
+    low = min(len(free), max(0, per_member.bit_length() - 1))  # free bits inside one piece
+    top = free[low:]  # the bits a round number fixes
+    for t in range(1 << len(top)):
+        fixed_top = {b: (t >> j) & 1 for j, b in enumerate(top)}
+        yield [bit_view(data, n_bits, {**fixed_top, **{b: (u >> i) & 1 for i, b in enumerate(swapped)}})
+               for u in members]
 
 
 class MpiExchange:
@@ -77,6 +126,34 @@ class MpiExchange:
                            recvtag=8)
         return recv
 
+    def all_to_all(self, rounds, peers: list[int]) -> int:
+        """Trade each round's views with ``peers`` (view i with rank ``peers[i]``, which sends the
+        view's contents back into the same places): one ``Alltoallv`` a round over the whole
+        communicator, zero counts for the ranks outside the group (collective over every rank).
+        Returns the bytes sent. Memory: a round's send and receive buffers."""
+        size = self.comm.Get_size()
+        sent = 0
+        for views in rounds:
+            piece = views[0].size
+            total = piece * len(views)
+            # (trade and receive size these buffers for themselves: either may be short or absent)
+            if self._buf is None or self._buf.size < total:
+                self._buf = None  # (the old one first, so two never coexist)
+                self._buf = np.empty(total, dtype=views[0].dtype)
+            if self._recv is None or self._recv.size < total:
+                self._recv = None
+                self._recv = np.empty(total, dtype=views[0].dtype)
+            send, recv = self._buf[:total], self._recv[:total]
+            counts, displs = [0] * size, [0] * size
+            for i, (view, peer) in enumerate(zip(views, peers)):
+                np.copyto(send[i * piece:(i + 1) * piece].reshape(view.shape), view)
+                counts[peer], displs[peer] = piece, i * piece
+            self.comm.Alltoallv([send, (counts, displs)], [recv, (counts, displs)])
+            for i, view in enumerate(views):
+                np.copyto(view, recv[i * piece:(i + 1) * piece].reshape(view.shape))
+            sent += send.nbytes
+        return sent
+
     def close(self) -> None:
         self._buf = self._recv = None
 
@@ -89,11 +166,13 @@ _NCCL_COMMS: dict = {}
 class NcclExchange:
     """Pieces of cupy slices over NCCL, between the GPUs of the ranks of an MPI communicator.
 
-    Two slots pipeline the pieces: while piece i crosses the link (the communication stream),
-    piece i - 1 is copied from its receive buffer into place (the copy stream); events order each
-    buffer's reuse. Memory: two pieces to receive into, two to pack. Packing shares the copy
-    stream, so a strided piece is packed only after the previous copy-back: on two H100s packed
-    swaps ran at 162 GB/s per GPU, contiguous ones at 255.
+    Three streams pipeline the rounds of a trade (a swap's pieces, or an all-to-all's rounds of
+    one piece a peer): the pack stream copies round i's strided pieces into a send buffer while
+    round i - 1 crosses the link (the link stream: one NCCL group of a send and a receive a peer)
+    and round i - 2 is copied from its receive buffer into place (the copy stream). Two slots of
+    buffers alternate; events order each buffer's reuse: a send buffer once the link has sent it,
+    a receive buffer once the copy-back has read it. A contiguous piece goes as it is (no pack).
+    Memory: two rounds to receive into, two to pack.
     """
 
     device = "gpu"
@@ -113,7 +192,7 @@ class NcclExchange:
         self._words = self._dtype.itemsize // 8  # sent as float64 words (complex64 is one)
         self._recv = [None, None]
         self._pack = [None, None]
-        self._streams = (cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True))
+        self._streams = tuple(cupy.cuda.Stream(non_blocking=True) for _ in range(3))  # pack, link, copy
 
     def _slot(self, bufs, i: int, size: int):
         if bufs[i] is None or bufs[i].size < size:
@@ -124,37 +203,53 @@ class NcclExchange:
     def trade(self, half, partner: int, piece_elements: int) -> int:
         """Swap the contents of ``half`` with the partner's half at the same places (both ranks
         call); returns the bytes sent. Ends synchronised with the caller's stream."""
+        return self.all_to_all(([piece] for piece in half_pieces(half, piece_elements)), [partner])
+
+    def all_to_all(self, rounds, peers: list[int]) -> int:
+        """Trade each round's views with ``peers`` (view i with rank ``peers[i]``, whose view
+        comes back into the same places): one NCCL group a round of a send and a receive a peer,
+        on the link stream (every rank of the group calls). Returns the bytes sent; the work is
+        ordered before the caller's stream's next work."""
         cp, nccl = self._cp, self._nccl
-        link, copy = self._streams
+        pack_s, link, copy = self._streams
         caller = cp.cuda.get_current_stream()
         start = caller.record()
-        link.wait_event(start)  # the state is ready (its last kernel ran on the caller's stream)
-        copy.wait_event(start)
-        done = [None, None]  # per slot: the copy-back that frees its buffers
+        for s in self._streams:  # the state is ready (its last kernel ran on the caller's stream)
+            s.wait_event(start)
+        sent_ev = [None, None]  # per slot: the link has sent its pack buffer
+        done = [None, None]  # per slot: the copy-back has read its receive buffer
         sent = 0
-        for i, piece in enumerate(half_pieces(half, piece_elements)):
-            k = i % 2
+        for r, views in enumerate(rounds):
+            k = r % 2
+            piece = views[0].size
+            recv = self._slot(self._recv, k, piece * len(views))
+            sends = list(views)  # a contiguous view is sent as it is, a strided one packed first
+            strided = [i for i, view in enumerate(views) if not view.flags.c_contiguous]
+            if strided:
+                pack = self._slot(self._pack, k, piece * len(strided))
+                if sent_ev[k] is not None:
+                    pack_s.wait_event(sent_ev[k])
+                with pack_s:
+                    for j, i in enumerate(strided):
+                        sends[i] = pack[j * piece:(j + 1) * piece]
+                        cp.copyto(sends[i].reshape(views[i].shape), views[i])
+                link.wait_event(pack_s.record())
             if done[k] is not None:
                 link.wait_event(done[k])
-                copy.wait_event(done[k])
-            recv = self._slot(self._recv, k, piece.size).reshape(piece.shape)
-            send = piece
-            if not piece.flags.c_contiguous:
-                send = self._slot(self._pack, k, piece.size).reshape(piece.shape)
-                with copy:
-                    cp.copyto(send, piece)
-                link.wait_event(copy.record())
-            count = piece.size * self._words
+            count = piece * self._words
             nccl.groupStart()
-            self.nccl_comm.send(send.data.ptr, count, nccl.NCCL_FLOAT64, partner, link.ptr)
-            self.nccl_comm.recv(recv.data.ptr, count, nccl.NCCL_FLOAT64, partner, link.ptr)
+            for i, peer in enumerate(peers):
+                self.nccl_comm.send(device_ptr(sends[i]), count, nccl.NCCL_FLOAT64, peer, link.ptr)
+                self.nccl_comm.recv(device_ptr(recv[i * piece:]), count, nccl.NCCL_FLOAT64, peer, link.ptr)
             nccl.groupEnd()
-            copy.wait_event(link.record())
+            sent_ev[k] = link.record()
+            copy.wait_event(sent_ev[k])
             with copy:
-                cp.copyto(piece, recv)
+                for i, view in enumerate(views):
+                    cp.copyto(view, recv[i * piece:(i + 1) * piece].reshape(view.shape))
             done[k] = copy.record()
-            sent += piece.nbytes
-        caller.wait_event(copy.record())
+            sent += piece * len(views) * self._dtype.itemsize
+        caller.wait_event(copy.record())  # (the copy stream's last work follows every link group)
         return sent
 
     def receive(self, send, partner: int):
@@ -165,11 +260,16 @@ class NcclExchange:
         stream = cp.cuda.get_current_stream().ptr
         count = send.size * self._words
         nccl.groupStart()
-        self.nccl_comm.send(send.data.ptr, count, nccl.NCCL_FLOAT64, partner, stream)
-        self.nccl_comm.recv(recv.data.ptr, count, nccl.NCCL_FLOAT64, partner, stream)
+        self.nccl_comm.send(device_ptr(send), count, nccl.NCCL_FLOAT64, partner, stream)
+        self.nccl_comm.recv(device_ptr(recv), count, nccl.NCCL_FLOAT64, partner, stream)
         nccl.groupEnd()
         return recv
 
     def close(self) -> None:
         self._recv = [None, None]
         self._pack = [None, None]
+
+
+def device_ptr(a) -> int:
+    """The device address of a cupy array's first element (the one place NCCL's pointers are read)."""
+    return a.data.ptr

@@ -1,12 +1,15 @@
-"""A circuit on a :class:`~qsim_tc.distributed.state.DistributedState`: the stage planner decides
-which qubits are local per stage, swaps bring them in, and each stage's gates run on every rank's
-slice as an ordinary L-qubit circuit (any backend, fusion, stages or GPU engine of this package).
+"""A circuit on a :class:`~qsim_tc.distributed.state.DistributedState`: the distributed plan decides
+which qubits are local per stage, exchanges bring them in, and each stage's gates run on every
+rank's slice as an ordinary L-qubit circuit (any backend, fusion, stages or GPU engine of this
+package).
 
-The plan is :func:`qsim_tc.stages.plan.plan_stages` with L = N - g local qubits: its swaps are the
-global-local index-bit swaps (pairwise exchanges of half a slice), and every gate of a stage needs
-only local qubits for what it mixes. A gate's fixed (global) bits are read from the rank: a global
-control enables or skips the gate on the whole slice; a diagonal's global bits select a slice of
-its diagonal (a phase on the whole slice when none of its bits is local).
+The plan is :func:`qsim_tc.distributed.plan.plan_distributed` with L = N - g local qubits (the
+stage planner's stages, its initial layout and exchanges chosen to move the least): a stage's
+global-local index-bit swaps are one all-to-all, or free relabels where both qubits are still
+|0>, and every gate of a stage needs only local qubits for what it mixes. A gate's fixed (global)
+bits are read from the rank: a global control enables or skips the gate on the whole slice; a
+diagonal's global bits select a slice of its diagonal (a phase on the whole slice when none of
+its bits is local).
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from circuits import Circuit, Gate
 from qsim_tc import run_error
 from qsim_tc.distributed.abort import abort_on_error
 from qsim_tc.distributed.state import DistributedState
-from qsim_tc.stages.plan import RELABEL, plan_stages
+from qsim_tc.distributed.plan import plan_distributed
+from qsim_tc.stages.plan import RELABEL
 from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
 
 
 def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cpu", dtype=None,
-                    piece_bytes: int | None = None, on_stage=None, **simulator_options) -> DistributedState:
+                    piece_bytes: int | None = None, on_stage=None, exchange_plan: str = "fewest",
+                    **simulator_options) -> DistributedState:
     """Simulate ``circuit`` from |0...0> over the ranks of ``comm`` (collective).
 
     Args:
@@ -36,27 +41,34 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
             rank's index among the ranks of its node picks the GPU; NCCL exchange).
         dtype: the state dtype (default: the Simulator's).
         piece_bytes: the largest message of a swap (see :class:`DistributedState`).
+        exchange_plan: ``"fewest"`` (default): the plan with the fewest data-moving exchanges
+            (:func:`~qsim_tc.distributed.plan.plan_distributed`: free relabels of qubits still
+            |0>, the initial layout chosen, exchanges widened); ``"stages"``: the stage planner's
+            plan as it is (identity layout, every swap an exchange), for comparison.
         on_stage: called as ``on_stage(index, gates, seconds)`` after each stage: the indices of
             the circuit's gates it applied and this rank's seconds in it (swaps included).
 
     Returns:
-        This rank's DistributedState (its ``phys`` the final layout; ``swaps`` and
-        ``bytes_sent`` count the exchanges; ``compute_s`` and ``exchange_s`` are the seconds
-        in the stages' runs and in swaps).
+        This rank's DistributedState (its ``phys`` the final layout; ``exchanges``, ``swaps``
+        and ``bytes_sent`` count the exchanges, the index bits they swapped and the bytes sent;
+        ``compute_s`` and ``exchange_s`` are the seconds in the stages' runs and in swaps).
 
     An exception on any rank (a bad argument on one rank only, a fault, Ctrl-C) aborts every rank
     of ``comm`` (MPI_Abort): the others would otherwise wait forever in the next exchange.
     """
     with abort_on_error(comm):
         return _run(circuit, comm, backend=backend, device=device, dtype=dtype, piece_bytes=piece_bytes,
-                    on_stage=on_stage, **simulator_options)
+                    on_stage=on_stage, exchange_plan=exchange_plan, **simulator_options)
 
 
-def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, **simulator_options) -> DistributedState:
+def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, exchange_plan,
+         **simulator_options) -> DistributedState:
     from qsim_tc import Simulator, StateVector  # noqa: PLC0415 - the package imports this module lazily
 
     if not isinstance(circuit, Circuit):
         raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
+    if exchange_plan not in ("fewest", "stages"):
+        raise ValueError(f"exchange_plan must be 'fewest' or 'stages', got {exchange_plan!r}")
     device = _rank_device(comm, device)
     sim = Simulator(backend, device=device, **simulator_options)
     _load_cost_table(sim, comm)
@@ -71,24 +83,32 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, **simu
             raise ValueError(f"gate {g.name!r} on qubits {g.qubits} mixes {mixes} qubits, but each of the "
                              f"{comm.Get_size()} ranks holds {big_l} local qubits of {circuit.n_qubits}: "
                              f"use fewer ranks")
-    plan = plan_stages(circuit, big_l, structures=structures)
+    plan = plan_distributed(circuit, big_l, structures=structures, search=exchange_plan == "fewest")
     # The plan's bit numbers follow its own layout; the state's differs once a stage's run leaves
     # its slice permuted (absorbed, not undone), so both are followed through logical qubits.
-    planned = list(range(circuit.n_qubits))  # the plan's physical bit -> logical qubit
+    state.phys = list(plan.initial_layout)  # |0...0> in any layout is the same amplitudes
+    planned = list(plan.initial_layout)  # the plan's physical bit -> logical qubit
     labels, bounds, estimates = [], [], []  # per stage, this rank's error bound (run_error)
     for index, stage in enumerate(plan.stages):
         labels.append(f"stage {index}")
         bounds.append(0.0)
         estimates.append(0.0)
         t_stage = time.perf_counter()
+        free = set(plan.relabels[index])
         bits = [b for pair in stage.swaps for b in pair]
         if len(set(bits)) == len(bits):  # independent swaps: all at once (global bits agree in both layouts)
-            state.swap_many([(state.position(planned[p]), g) for p, g in stage.swaps])
+            for p, g in stage.swaps:
+                if (p, g) in free:  # both qubits still |0>: renamed, nothing moves
+                    state.relabel(state.position(planned[p]), g)
+            state.swap_many([(state.position(planned[p]), g) for p, g in stage.swaps if (p, g) not in free])
             for p, g in stage.swaps:
                 planned[p], planned[g] = planned[g], planned[p]
         else:
             for p, g in stage.swaps:
-                state.swap(state.position(planned[p]), g)
+                if (p, g) in free:
+                    state.relabel(state.position(planned[p]), g)
+                else:
+                    state.swap(state.position(planned[p]), g)
                 planned[p], planned[g] = planned[g], planned[p]
         local = Circuit(big_l)
         scale = 1.0 + 0.0j

@@ -119,11 +119,17 @@ def _check(comm, argv) -> int:
             freq = np.bincount(idx, minlength=marg.size) / shots
             if np.any(np.abs(freq - marg) > 5 * np.sqrt(marg * (1 - marg) / shots) + 1e-3):
                 raise AssertionError(f"sampled marginal {freq} is not {marg}")
+            # bytes as theory: an exchange of k bits sends (1 - 2^-k) of the slice, from every rank
+            slice_bytes = st.data.nbytes
+            theory = sum(slice_bytes - (slice_bytes >> k) for k in st.exchange_bits)
+            if st.bytes_sent != theory:
+                raise AssertionError(f"rank {comm.Get_rank()} sent {st.bytes_sent} bytes in exchanges of "
+                                     f"{st.exchange_bits} bits; theory {theory}")
             worst = max(worst, comm.allreduce(err, op=_max()))
             swaps = comm.allreduce(st.swaps, op=_max())
             if comm.Get_rank() == 0:
                 print(f"n={n} seed={seed} ranks={comm.Get_size()}: max error {worst:.2e} (error bound "
-                      f"{st.error.l2_bound:.2e}), {swaps} swaps, "
+                      f"{st.error.l2_bound:.2e}), {st.exchanges} exchanges, {swaps} swaps, "
                       f"{st.bytes_sent} bytes sent by rank 0", flush=True)
     ok = worst <= args.atol
     if comm.Get_rank() == 0:

@@ -5,8 +5,8 @@ index a rank's slice, bits L..N-1 are the rank number (bit L + j = bit j of the 
 acts only on qubits at local bits; a global qubit is brought in by an *index-bit swap* of a local
 bit p with a global bit L + j: each rank exchanges the half of its slice whose bit p differs from
 its own bit j with the rank that differs from it in bit j (half a slice sent and received per
-swap). A stage's several swaps on CPU ranks go at once (:meth:`DistributedState.swap_many`: each
-part of the slice straight to its destination, (2^k - 1)/2^k of a slice instead of k/2).
+swap). A stage's several swaps go at once (:meth:`DistributedState.swap_many`: one all-to-all,
+each part of the slice straight to its destination, (2^k - 1)/2^k of a slice instead of k/2).
 
 The slices live on the CPU (numpy, exchanged over MPI) or one GPU per rank (cupy, exchanged over
 NCCL); :mod:`~qsim_tc.distributed.exchange` moves them in pieces of bounded size. Readouts work
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from qsim_tc.distributed.exchange import DEFAULT_PIECE_BYTES, MpiExchange, NcclExchange
+from qsim_tc.distributed.exchange import DEFAULT_PIECE_BYTES, MpiExchange, NcclExchange, part_rounds
 from qsim_tc.state import check_norm_squared
 
 READ_CHUNK = 1 << 24  # amplitudes per step of a readout (256 MiB of complex128)
@@ -35,8 +35,12 @@ class DistributedState:
         phys: ``phys[p]`` is the logical qubit at physical bit p.
         device: ``"cpu"`` or ``"gpu"`` (the rank's current cupy device).
         piece_bytes: the most bytes one message of a swap carries (two such buffers are the
-            swap's memory beside the state).
-        bytes_sent: amplitudes' bytes this rank sent in swaps; swaps: swaps done;
+            swap's memory beside the state; an all-to-all's round holds one piece a peer).
+        bytes_sent: amplitudes' bytes this rank sent in swaps (the all-to-all of k swapped bits
+            sends (2^k - 1)/2^k of the slice, a single swap half of it); swaps: index-bit swaps
+            done; exchanges: collective exchanges done (a swap, or a swap_many of several bits);
+            exchange_bits: the bits each exchange swapped, in order (theory: an exchange of k
+            bits sends (1 - 2^-k) of the slice's bytes);
         exchange_s: seconds spent in swaps (device synchronised after each); compute_s: in the
             stages' local runs (set by :func:`~qsim_tc.distributed.run_distributed`).
         error: the run's error bound over all ranks (:class:`qsim_tc.error_bound.ErrorReport`,
@@ -78,6 +82,8 @@ class DistributedState:
         self.piece_bytes = DEFAULT_PIECE_BYTES[device] if piece_bytes is None else piece_bytes
         self.bytes_sent = 0
         self.swaps = 0
+        self.exchanges = 0
+        self.exchange_bits: list[int] = []
         self.exchange_s = 0.0
         self.compute_s = 0.0
         self._exchange = None
@@ -108,18 +114,21 @@ class DistributedState:
         self.bytes_sent += exchange.trade(half, partner, max(1, self.piece_bytes // self.data.itemsize))
         self.phys[p], self.phys[g] = self.phys[g], self.phys[p]
         self.swaps += 1
+        self.exchanges += 1
+        self.exchange_bits.append(1)
         if self.device == "gpu":
             self.xp.cuda.get_current_stream().synchronize()
         self.exchange_s += time.perf_counter() - t0
 
     def swap_many(self, pairs) -> None:
         """Exchange local bits p_i with global bits g_i for every ``(p_i, g_i)`` of ``pairs`` at
-        once (collective). The 2^k ranks that differ only in the bits g_i form a group; this rank's
-        slice splits into 2^k parts by its bits p_i, and part u goes to the member whose bits g_i
-        are u, arriving at that member's part whose bits p_i are this rank's bits g_i: each part
-        moves once, straight to its destination (an all-to-all as 2^k - 1 pairwise rounds, in
-        pieces of ``piece_bytes``). k swaps one after another send k/2 of a slice; this sends
-        (2^k - 1)/2^k of it. GPU slices take the swaps one by one (NCCL's pairwise trade).
+        once (collective: every rank calls with the same pairs). The 2^k ranks that differ only in
+        the bits g_i form a group; this rank's slice splits into 2^k parts by its bits p_i, and part
+        u goes to the member whose bits g_i are u, arriving at that member's part whose bits p_i
+        are this rank's bits g_i: each part moves once, straight to its destination, as one
+        all-to-all (MPI ``Alltoallv`` on CPU ranks, one NCCL group of sends and receives a round
+        on GPU ranks), in rounds of at most ``piece_bytes``. k swaps one after another send k/2 of
+        a slice; this sends (2^k - 1)/2^k of it, counted in ``bytes_sent``.
 
         Raises:
             ValueError: a bit that is not local / global, or a bit named twice.
@@ -131,33 +140,27 @@ class DistributedState:
             raise ValueError(f"swap_many needs local bits (< {big_l}) paired with global ones, got {pairs}")
         if len(set(ps)) != len(ps) or len(set(gs)) != len(gs):
             raise ValueError(f"swap_many: a bit appears twice in {pairs}")
-        if len(pairs) == 1 or self.device == "gpu":
-            for p, g in pairs:
-                self.swap(p, g)
+        if not pairs:
             return
+        if len(pairs) == 1:
+            self.swap(*pairs[0])
+            return
+        exchange = self._exchanger()
         t0 = time.perf_counter()
         k = len(pairs)
         me = sum(self.rank_bit(g) << i for i, g in enumerate(gs))
         base = self.rank & ~sum(1 << (g - big_l) for g in gs)
-        rest = [b for b in range(big_l) if b not in ps]  # a part's bits, in its element order
-        part_size = 1 << (big_l - k)
-        step = max(1, min(part_size, self.piece_bytes // self.data.itemsize))
-        for d in range(1, 1 << k):
-            u = me ^ d  # this rank's part u goes to member u; member u's part `me` comes back into it
-            partner = base | sum(((u >> i) & 1) << (g - big_l) for i, g in enumerate(gs))
-            fixed = sum(((u >> i) & 1) << p for i, p in enumerate(ps))
-            for start in range(0, part_size, step):
-                x = np.arange(start, min(start + step, part_size), dtype=np.int64)
-                where = np.full(x.size, fixed, dtype=np.int64)
-                for j, b in enumerate(rest):  # deposit the element number into the part's bits
-                    where |= ((x >> j) & 1) << b
-                buf = self.data[where]
-                self.comm.Sendrecv_replace(buf, dest=partner, sendtag=9, source=partner, recvtag=9)
-                self.data[where] = buf
-                self.bytes_sent += buf.nbytes
+        members = [u for u in range(1 << k) if u != me]  # part `me` stays where it is
+        peers = [base | sum(((u >> i) & 1) << (g - big_l) for i, g in enumerate(gs)) for u in members]
+        rounds = part_rounds(self.data, big_l, ps, members, max(1, self.piece_bytes // self.data.itemsize))
+        self.bytes_sent += exchange.all_to_all(rounds, peers)
         for p, g in pairs:
             self.phys[p], self.phys[g] = self.phys[g], self.phys[p]
         self.swaps += k
+        self.exchanges += 1
+        self.exchange_bits.append(k)
+        if self.device == "gpu":
+            self.xp.cuda.get_current_stream().synchronize()
         self.exchange_s += time.perf_counter() - t0
 
     def _exchanger(self):
@@ -252,10 +255,26 @@ class DistributedState:
         :data:`READ_CHUNK` amplitudes); one reduction across ranks carries every term's share.
         No rank gathers more than a chunk.
         """
+        return complex(self.expectation_values([operator], "expectation_value")[0])
+
+    def expectation_values(self, operators, what: str = "expectation_values") -> np.ndarray:
+        """<psi|O_k|psi> for each Pauli operator O_k of ``operators`` (each as
+        :meth:`expectation_value` takes it, or a dict {label: coefficient}), complex.
+
+        Collective. The terms of all operators are grouped by X mask together: one pass over the
+        slice (and at most one slice trade) a distinct mask, one reduction across ranks for every
+        term of every operator; nothing is gathered.
+
+        Raises:
+            TypeError / ValueError: an operator that is not a Pauli operator of N qubits (named
+                by ``what`` and its index); ValueError: a state of norm far from 1.
+        """
         from qsim_tc.observables import terms_of  # noqa: PLC0415 - the parser StateVector's readout uses
 
-        xs, zs, coeffs = terms_of(operator, self.n_qubits, "expectation_value")
-        check_norm_squared(self.norm() ** 2, "expectation_value")  # collective: all raise or none
+        parsed = [terms_of(op, self.n_qubits, f"{what}[{k}]") for k, op in enumerate(operators)]
+        check_norm_squared(self.norm() ** 2, what)  # collective: all raise or none
+        xs = np.concatenate([p[0] for p in parsed]) if parsed else np.zeros(0, np.int64)
+        zs = np.concatenate([p[1] for p in parsed]) if parsed else np.zeros(0, np.int64)
         groups: dict[int, list[tuple[int, int]]] = {}
         for t, (x_logical, z_logical) in enumerate(zip(xs.tolist(), zs.tolist())):
             x = z = 0
@@ -264,12 +283,18 @@ class DistributedState:
                 x |= (x_logical >> q & 1) << p
                 z |= (z_logical >> q & 1) << p
             groups.setdefault(x, []).append((t, z))
-        shares = np.zeros(len(coeffs), dtype=np.complex128)
-        for x, members in groups.items():  # (the same order on every rank: the same operator)
+        shares = np.zeros(xs.size, dtype=np.complex128)
+        for x, members in groups.items():  # (the same order on every rank: the same operators)
             shares[[t for t, _ in members]] = self._pauli_parts(x, [z for _, z in members])
         values = np.asarray(self.comm.allreduce(shares))
-        n_y = np.array([bin(a & b).count("1") for a, b in zip(xs.tolist(), zs.tolist())])
-        return complex(np.sum(np.asarray(coeffs, dtype=np.complex128) * values * (1j ** n_y)))  # Y = i X Z
+        n_y = np.array([bin(a & b).count("1") for a, b in zip(xs.tolist(), zs.tolist())], dtype=np.int64)
+        per_term = values * (1j ** n_y)  # Y = i X Z
+        out, start = np.zeros(len(parsed), dtype=np.complex128), 0
+        for k, (_, _, coeffs) in enumerate(parsed):
+            stop = start + len(coeffs)
+            out[k] = np.sum(np.asarray(coeffs, dtype=np.complex128) * per_term[start:stop])
+            start = stop
+        return out
 
     def _pauli_parts(self, x: int, zs: list[int]) -> list[complex]:
         """This slice's share of sum_j conj(psi[j ^ x]) (-1)^popcount(j & z) psi[j] for each z of
