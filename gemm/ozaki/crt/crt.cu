@@ -359,6 +359,43 @@ __device__ __forceinline__ unsigned pack4(unsigned a, unsigned b, unsigned c, un
 
 // ---------------------------------------------------------------- residues (cpu.residues)
 
+// The two residue kernels' common steps. tile_line: line lbase + i of the block (i < its tile's
+// lines) as its element offset (line l = q n_in + r sits at q s_out + r s_in) and its shift
+// bits - E[l] (0 for a zero line); tile_value: element k of a line at offset off (Re, Im; zeros
+// past the operand), as one 16-byte load where the complex data is aligned.
+__device__ __forceinline__ void tile_line(int i, long long line0, long long lbase, long long nlines, long long n_in,
+                                          long long s_out, long long s_in, const int* __restrict__ E, int bits,
+                                          long long* lb_s, int* sh_s) {
+    const long long l = line0 + lbase + i;
+    long long o = 0;
+    int sh = 0;
+    if (lbase + i < nlines) {
+        const long long q = l / n_in;
+        o = q * s_out + (l - q * n_in) * s_in;
+        const int e = E[l];
+        sh = e == ZERO_LINE ? 0 : bits - e;
+    }
+    lb_s[i] = o;
+    sh_s[i] = sh;
+}
+__device__ __forceinline__ void tile_value(const double* __restrict__ x, bool cplx, bool v2, bool live, long long off,
+                                           double& re, double& im) {
+    re = 0.0;
+    im = 0.0;
+    if (!live) return;
+    if (!cplx) {
+        re = x[off];
+    } else if (v2) {
+        const double2 z = reinterpret_cast<const double2*>(x)[off];
+        re = z.x;
+        im = z.y;
+    } else {
+        re = x[2 * off];
+        im = x[2 * off + 1];
+    }
+}
+
+
 // The scaled integer |t| = trunc(|v| 2^shift) of scale.scaled_integers, as J digits of DIGIT = 14
 // bits: |t| = sum_j d_j 2^(14 j), d_0 .. d_(J-2) balanced in [-2^13, 2^13), d_(J-1) in [0, 2^14]
 // (|t| < 2^(14 J): gpu.residues picks J = ceil((bits + 1) / 14), and |t| <= 2^bits since the
@@ -498,19 +535,7 @@ __device__ void residues_tile(const double* __restrict__ x, long long s_out, lon
     const long long lbase = (long long)blockIdx.x * RES_TL;
     const int kbase = blockIdx.y * RES_TK;
     for (int i = tid; i < n * (FT / 4); i += 256) st[i] = ftab[i];
-    if (tid < RES_TL) {
-        const long long l = line0 + lbase + tid;
-        long long o = 0;
-        int sh = 0;
-        if (lbase + tid < nlines) {
-            const long long q = l / n_in;
-            o = q * s_out + (l - q * n_in) * s_in;
-            const int e = E[l];
-            sh = e == ZERO_LINE ? 0 : bits - e;
-        }
-        lb_s[tid] = o;
-        sh_s[tid] = sh;
-    }
+    if (tid < RES_TL) tile_line(tid, line0, lbase, nlines, n_in, s_out, s_in, E, bits, lb_s, sh_s);
     __syncthreads();
     const bool v2 = cplx && ((reinterpret_cast<unsigned long long>(x) & 15ull) == 0);
 #pragma unroll 4
@@ -519,20 +544,8 @@ __device__ void residues_tile(const double* __restrict__ x, long long s_out, lon
         const int li = kmajor ? idx / RES_TK : idx % RES_TL;
         const int ki = kmajor ? idx % RES_TK : idx / RES_TL;
         const int k = kbase + ki;
-        double re = 0.0, im = 0.0;
-        if (lbase + li < nlines && k < K) {
-            const long long off = lb_s[li] + (long long)k * s_k;
-            if (!cplx) {
-                re = x[off];
-            } else if (v2) {
-                const double2 z = reinterpret_cast<const double2*>(x)[off];
-                re = z.x;
-                im = z.y;
-            } else {
-                re = x[2 * off];
-                im = x[2 * off + 1];
-            }
-        }
+        double re, im;
+        tile_value(x, cplx, v2, lbase + li < nlines && k < K, lb_s[li] + (long long)k * s_k, re, im);
         const int a = (ki & 3) * RES_PL + li * 33 + (ki >> 2);
         sv[a] = re;
         sv[4 * RES_PL + a] = im;
@@ -748,19 +761,7 @@ extern "C" __global__ void __launch_bounds__(256) crt_residues_mma(
         }
         sdst[tid] = d;
     }
-    if (tid < RZ_TL) {
-        const long long l = line0 + lbase + tid;
-        long long o = 0;
-        int sh = 0;
-        if (lbase + tid < nlines) {
-            const long long q = l / n_in;
-            o = q * s_out + (l - q * n_in) * s_in;
-            const int e = E[l];
-            sh = e == ZERO_LINE ? 0 : bits - e;
-        }
-        lb_s[tid] = o;
-        sh_s[tid] = sh;
-    }
+    if (tid < RZ_TL) tile_line(tid, line0, lbase, nlines, n_in, s_out, s_in, E, bits, lb_s, sh_s);
     __syncthreads();
     const bool v2 = cplx && ((reinterpret_cast<unsigned long long>(x) & 15ull) == 0);
 #pragma unroll
@@ -769,20 +770,8 @@ extern "C" __global__ void __launch_bounds__(256) crt_residues_mma(
         const int li = kmajor ? idx / RZ_TK : idx % RZ_TL;
         const int ki = kmajor ? idx % RZ_TK : idx / RZ_TL;
         const int k = kbase + ki;
-        double re = 0.0, im = 0.0;
-        if (lbase + li < nlines && k < K) {
-            const long long off = lb_s[li] + (long long)k * s_k;
-            if (!cplx) {
-                re = x[off];
-            } else if (v2) {
-                const double2 z = reinterpret_cast<const double2*>(x)[off];
-                re = z.x;
-                im = z.y;
-            } else {
-                re = x[2 * off];
-                im = x[2 * off + 1];
-            }
-        }
+        double re, im;
+        tile_value(x, cplx, v2, lbase + li < nlines && k < K, lb_s[li] + (long long)k * s_k, re, im);
         const int q = (ki & 7) >> 1, row = (ki >> 3) + 8 * (ki & 1);
         *reinterpret_cast<uint4*>(sl + limb_chunk(li, q, row, 0)) = limbs16(re, sh_s[li], blo, bhi);
         *reinterpret_cast<uint4*>(sl + limb_chunk(li, q, row, 1)) =
