@@ -22,6 +22,8 @@
 // and a bit mask over k. A chunk of CHUNK terms' per-thread sums is reduced across a warp in
 // CHUNK + 1 shuffles (a reduce-scatter: lane l ends with term l of the chunk), across the warps
 // in shared memory, and added to the thread block's sums in shared memory (one thread a term).
+// Two thread blocks fit a multiprocessor (registers capped at 128, shared memory 2 x 32 KB tiles
+// and 8 bytes a term).
 
 #define THREADS 256
 #define LOG_THREADS 8
@@ -55,7 +57,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
     V* own = reinterpret_cast<V*>(shared_raw);
     V* other = own + (1 << TB);
     double* acc = reinterpret_cast<double*>(other + (1 << TB));
-    __shared__ double red[WARPS][CHUNK];
+    __shared__ double red[2][WARPS][CHUNK];  // by chunk parity: one barrier a chunk
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int tb = n_qubits < TB ? n_qubits : TB;
@@ -65,6 +67,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
     const long long state = state0 + blockIdx.y;
     const V* s = psi + state * size;
     for (int t = tid; t < n_terms; t += THREADS) acc[t] = 0.0;
+    int parity = 0;  // of the chunks so far
 
     for (long long q = blockIdx.x; q < tiles; q += gridDim.x) {
         const long long base = q << tb;
@@ -145,15 +148,17 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                     scatter_stage<1>(v, lane);
 #pragma unroll
                     for (int o = CHUNK; o < 32; o <<= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
-                    if (lane < CHUNK) red[warp][lane] = v[0];  // term t0 + lane of the chunk
+                    // red[parity] is free: its last readers (two chunks ago) passed the barrier of
+                    // the chunk since before any thread got here
+                    if (lane < CHUNK) red[parity][warp][lane] = v[0];  // term t0 + lane of the chunk
                     __syncthreads();
                     if (tid < CHUNK && t0 + tid < t_end) {
                         double sum = 0.0;
 #pragma unroll
-                        for (int w = 0; w < WARPS; ++w) sum += red[w][tid];
-                        acc[t0 + tid] += sum;
+                        for (int w = 0; w < WARPS; ++w) sum += red[parity][w][tid];
+                        acc[t0 + tid] += sum;  // this thread's term: in the order of tiles, segments
                     }
-                    __syncthreads();
+                    parity ^= 1;
                 }
             }
         }
@@ -164,7 +169,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
 }
 
 #define GROUP_PASS(NAME, V, TB)                                                                              \
-    extern "C" __global__ void __launch_bounds__(THREADS)                                                 \
+    extern "C" __global__ void __launch_bounds__(THREADS, 2)                                                 \
         NAME(const V* psi, int n_qubits, int n_segs, const long long* seg_d, const int* seg_top,          \
              const int* seg_g, const long long* g_x, const int* g_t, const long long* z, const int* part_im, \
              int n_terms, double* partial, long long state0) {                                            \

@@ -423,7 +423,7 @@ def _cpu_group_sums():
 
 
 def _term_values_gpu(psi, terms: PauliTerms) -> np.ndarray:
-    """:func:`term_values` on a GPU: all X groups in one launch (per 2048 terms), the state read
+    """:func:`term_values` on a GPU: all X groups in one launch (per 4096 terms), the state read
     about once per distinct high part of the X masks (:mod:`qsim_tc.observables_gpu`)."""
     from qsim_tc import observables_gpu  # noqa: PLC0415 - GPU code, imported where it runs
 

@@ -32,7 +32,9 @@ THREADS = 256
 # fixed, so that the order of the sums, and so the result, does not depend on the device
 BLOCKS = 1024
 # terms of one launch: a thread block holds one float64 sum per term in shared memory
-LAUNCH_TERMS = 2048
+LAUNCH_TERMS = 4096
+# static shared memory of the pass (its two chunk reduction buffers, red in observables.cu)
+STATIC_SHARED = 2 * (THREADS // 32) * 16 * 8
 _KINDS = {np.dtype(np.complex128): "c128", np.dtype(np.complex64): "c64"}
 
 
@@ -115,6 +117,7 @@ def term_values(psi, terms: PauliTerms) -> np.ndarray:
         dev = [cupy.asarray(a) for a in (launch.seg_d, launch.seg_top, launch.seg_g, launch.g_x, launch.g_t,
                                          launch.z, launch.part_im)]
         partial = cupy.zeros((n_states, grid_x, nt), dtype=np.float64)
+        pass_fn.max_dynamic_shared_size_bytes = shared + 8 * nt  # (above the 48 KB default)
         for s0 in range(0, n_states, 65535):  # (the grid's second dimension is at most 65535)
             pass_fn((grid_x, min(65535, n_states - s0)), (THREADS,),
                     (flat, np.int32(n), np.int32(len(launch.seg_d)), *dev, np.int32(nt), partial,
@@ -133,31 +136,25 @@ def term_values(psi, terms: PauliTerms) -> np.ndarray:
 
 def _kernels(kind: str):
     """``(group_pass_<kind>, block_sums)`` on the current device, compiled once per process and
-    device; the pass may use shared memory up to the device's limit."""
+    device."""
     import cupy  # noqa: PLC0415 - only for device arrays
 
-    device = cupy.cuda.Device().id
-    return _loaded(device, kind)
+    return _loaded(cupy.cuda.Device().id, kind)
 
 
 @functools.lru_cache(maxsize=None)
 def _loaded(device: int, kind: str):
-    import cupy  # noqa: PLC0415 - only for device arrays
-
     from gemm.cuda.compile import raw_module  # noqa: PLC0415 - the project's one kernel loader
 
     module = raw_module("qsim_tc", "observables.cu", ("-std=c++17",), device)
-    pass_fn = module.get_function(f"group_pass_{kind}")
-    optin = cupy.cuda.runtime.getDeviceProperties(device)["sharedMemPerBlockOptin"]
-    pass_fn.max_dynamic_shared_size_bytes = int(optin) - 1024  # (less the static reduction buffer)
-    return pass_fn, module.get_function("block_sums")
+    return module.get_function(f"group_pass_{kind}"), module.get_function("block_sums")
 
 
 def shared_limit_terms(kind: str, optin_bytes: int) -> int:
     """Terms whose sums fit a thread block's shared memory beside the two tiles (a check on
     :data:`LAUNCH_TERMS` against a device's opt-in limit)."""
     tile = 2 * (1 << TILE_BITS[kind]) * (16 if kind == "c128" else 8)
-    return (optin_bytes - 1024 - tile) // 8
+    return (optin_bytes - STATIC_SHARED - tile) // 8
 
 
 # --- a numpy model of observables.cu ------------------------------------------------------------

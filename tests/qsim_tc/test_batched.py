@@ -176,3 +176,28 @@ def test_single_precision_states_match_qiskit():
         assert block.dtype == np.complex64
         for i in range(block.shape[0]):
             np.testing.assert_allclose(block[i], Statevector(qc.assign_parameters(values[b0 + i])).data, atol=2e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gpu_pass", [False, True], ids=["array-code", "gpu-pass"])
+def test_gpu_sweep_evolves_many_states_at_once(cp, gpu_pass, monkeypatch):
+    # a 12-qubit state is far too small to fill a GPU: the bindings evolve as blocks of states
+    # (2^26 amplitudes by default: all 40 at once; 16 a block below), and the Estimator reads a
+    # block's term values in one pass (the GPU pass of qsim_tc.observables_gpu, or the array code)
+    import qsim_tc.observables as obs
+
+    monkeypatch.setattr(obs, "GPU_KERNEL", gpu_pass)
+    qc = efficient_su2(12, reps=2)
+    values = np.random.default_rng(7).uniform(0, 2 * np.pi, (40, qc.num_parameters))
+    bc = BatchedCircuit(qc)
+    (start, block), = bc.states(values, device="gpu")
+    assert start == 0 and block.shape == (40, 1 << 12) and isinstance(block, cp.ndarray)
+    cpu = np.concatenate([blk for _, blk in bc.states(values, device="cpu")])
+    np.testing.assert_allclose(block.get(), cpu, atol=1e-12)
+    monkeypatch.setitem(batched.BLOCK_ELEMENTS, "gpu", 16 << 12)
+    assert [b.shape[0] for _, b in bc.states(values, device="gpu")] == [16, 16, 8]
+    op = SparsePauliOp.from_sparse_list([("Z", [i], 1.0) for i in range(12)] +
+                                        [("XX", [i, i + 1], 0.5) for i in range(11)] + [("YZY", [2, 3, 4], 0.25)], 12)
+    got = Estimator(device="gpu").run([(qc, op, values)]).result()[0].data.evs
+    want = StatevectorEstimator().run([(qc, op, values)]).result()[0].data.evs
+    np.testing.assert_allclose(got, want, atol=1e-11)

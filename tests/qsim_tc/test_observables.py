@@ -231,7 +231,7 @@ def test_gpu_pass_is_accurate_to_its_float64_summation(cp, monkeypatch):
     worst = 0.0
     for t in range(0, len(terms.x), max(1, len(terms.x) // 12)):
         x, z, ny = int(terms.x[t]), int(terms.z[t]), int(terms.ny[t])
-        w = np.conj(psi[b ^ x]) * psi * (1 - 2 * (np.array([bin(v).count("1") for v in (b & z)]) % 2))
+        w = np.conj(psi[b ^ x]) * psi * (1 - 2 * obs._parity(b & z, np))
         part = w.imag if ny % 2 else w.real
         exact = math.fsum(part) * obs._FACTOR[ny % 4]
         worst = max(worst, abs(got[t] - exact))

@@ -1,0 +1,110 @@
+"""The GPU checks of many-term observables and batched parameters, in one command (~2-4 minutes).
+
+    python -m benchmarks.bench.observables_gpu_suite --out $OUT
+    python -m benchmarks.bench.observables_gpu_suite --device cpu --skip-tests --qubits 12 \
+        --batched-qubits 6 --bindings 20 --out /tmp/suite   # a dry run of the plumbing on a CPU
+
+Runs, in order, each step's wall time recorded:
+
+1. the GPU tests of ``tests/qsim_tc/test_observables.py`` and ``test_batched.py`` (``-m gpu``;
+   junit XML in ``gpu_tests.xml``);
+2. ``benchmarks.bench.observables --device gpu --qubits 28 --terms 3000`` (the grouped pass of
+   :mod:`qsim_tc.observables_gpu` against simulating the benchmark's ``efficient_su2(28, reps=4)``;
+   ``observables_gpu.json``);
+3. ``benchmarks.bench.batched --device gpu --qubits 12,16,20 --bindings 1000`` (the Estimator on
+   1,000 bindings against a sample of a loop of ``Simulator().run``; ``batched_gpu.json``), with
+   the term values of each block of states through the GPU pass.
+
+``suite.json`` sums them up: the tests' counts, the 28-qubit ratio to the simulation (target
+<= 3) and the sweeps' speed-ups (target >= 10). The GPU pass is switched on for the measurements
+(:data:`qsim_tc.observables.GPU_KERNEL`, off by default). Exit status 1 when a test fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+TEST_FILES = ("tests/qsim_tc/test_observables.py", "tests/qsim_tc/test_batched.py")
+
+
+def run_tests(out: Path) -> dict:
+    """The GPU tests of both files in a child process; their counts and the output's tail."""
+    xml = out / "gpu_tests.xml"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", f"--junitxml={xml}",
+           *TEST_FILES]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    row = {"command": " ".join(cmd[1:]), "returncode": done.returncode, "tail": done.stdout[-3000:] + done.stderr[-2000:]}
+    if xml.exists():
+        suite = ET.parse(xml).getroot()
+        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+        row.update({k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")})
+        row["failed"] = [f"{c.get('classname')}::{c.get('name')}" for c in suite.iter("testcase")
+                         if c.find("failure") is not None or c.find("error") is not None]
+    print(f"GPU tests: return code {done.returncode}, {row.get('tests')} run, {row.get('failures')} failed, "
+          f"{row.get('errors')} errors, {row.get('skipped')} skipped")
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for the JSON files")
+    ap.add_argument("--qubits", type=int, default=28, help="the observable's state size")
+    ap.add_argument("--batched-qubits", default="12,16,20")
+    ap.add_argument("--bindings", type=int, default=1000)
+    ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--device", default="gpu", choices=["gpu", "cpu"],
+                    help="cpu: a dry run of the measurements' plumbing (with small sizes)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary: dict = {"steps_s": {}}
+
+    t = time.perf_counter()
+    if not args.skip_tests:
+        summary["tests"] = run_tests(out)
+    summary["steps_s"]["tests"] = time.perf_counter() - t
+
+    from benchmarks.bench import batched, observables  # noqa: PLC0415 - after the tests' child process
+    from qsim_tc import observables as obs  # noqa: PLC0415
+
+    obs.GPU_KERNEL = True  # the GPU pass under measurement
+    t = time.perf_counter()
+    try:
+        res = observables.main(["--device", args.device, "--qubits", str(args.qubits), "--terms", "3000", "--repeats", "3",
+                                "--out", str(out / "observables_gpu.json")])
+        summary["observables"] = {k: {"ratio_to_simulate": v["ratio_to_simulate"], "grouped_s": v["grouped_s"],
+                                      "x_groups": v["x_groups"],
+                                      "max_abs_diff_to_array_code": v.get("max_abs_diff_to_array_code")}
+                                  for k, v in res["hamiltonians"].items()}
+        summary["observables_simulate_s"] = res["simulate_s"]
+    except Exception as exc:  # noqa: BLE001 - recorded; the next step still runs
+        summary["observables_error"] = repr(exc)
+        print(f"observables benchmark failed: {exc!r}")
+    summary["steps_s"]["observables"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    try:
+        res = batched.main(["--device", args.device, "--qubits", args.batched_qubits, "--bindings", str(args.bindings),
+                            "--out", str(out / "batched_gpu.json")])
+        summary["batched"] = [{k: r[k] for k in ("qubits", "estimator_s", "loop_per_binding_s", "speedup",
+                                                 "max_abs_diff_to_qiskit")} for r in res["rows"]]
+    except Exception as exc:  # noqa: BLE001 - recorded
+        summary["batched_error"] = repr(exc)
+        print(f"batched benchmark failed: {exc!r}")
+    summary["steps_s"]["batched"] = time.perf_counter() - t
+    summary["gpu_kernel"] = "qsim_tc.observables.GPU_KERNEL = True for the measurements"
+    (out / "suite.json").write_text(json.dumps(summary, indent=1, default=str))
+    print(json.dumps({k: v for k, v in summary.items() if k != "tests"}, indent=1, default=str))
+    tests = summary.get("tests", {})
+    return 1 if tests.get("returncode", 0) not in (0, 5) else 0  # (5: no tests collected)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
