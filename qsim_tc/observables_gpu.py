@@ -28,9 +28,15 @@ from qsim_tc.observables import _FACTOR, PauliTerms, _x_groups
 TILE_BITS = {"c128": 11, "c64": 12}
 # threads of a thread block (THREADS in observables.cu)
 THREADS = 256
-# thread blocks of a launch, over all the states of a block of states (a few per multiprocessor);
-# fixed, so that the order of the sums, and so the result, does not depend on the device
-BLOCKS = 1024
+# thread blocks of a launch, over all the states of a block of states: None for BLOCKS_PER_SM on
+# each multiprocessor, all resident at once, so that they move through the state side by side (a
+# thread block takes every BLOCKS-th tile) and the partner tiles of the high parts below about
+# BLOCKS tiles come from the L2 cache, read from memory once as a thread block's own tile. An int
+# fixes the number. (The order of the sums, and so a result's last bits, follow it: a result is
+# the same from run to run on one device.)
+BLOCKS = None
+# thread blocks that fit a multiprocessor (registers and shared memory: see observables.cu)
+BLOCKS_PER_SM = 2
 # terms of one launch: a thread block holds one float64 sum per term in shared memory
 LAUNCH_TERMS = 4096
 # static shared memory of the pass (its two chunk reduction buffers, red in observables.cu)
@@ -84,9 +90,19 @@ def launches(terms: PauliTerms, order: np.ndarray, tile_bits: int) -> list[Launc
     return out
 
 
-def grid_blocks(n_qubits: int, tile_bits: int, n_states: int) -> int:
-    """Thread blocks per state of a launch: :data:`BLOCKS` over all states, at most one a tile."""
-    return max(1, min(1 << (n_qubits - tile_bits), BLOCKS // n_states))
+def total_blocks() -> int:
+    """Thread blocks of a launch over all its states on the current device (:data:`BLOCKS`)."""
+    if BLOCKS is not None:
+        return BLOCKS
+    import cupy  # noqa: PLC0415 - only for device arrays
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    return BLOCKS_PER_SM * int(props["multiProcessorCount"])
+
+
+def grid_blocks(n_qubits: int, tile_bits: int, n_states: int, total: int) -> int:
+    """Thread blocks per state of a launch: ``total`` over all states, at most one a tile."""
+    return max(1, min(1 << (n_qubits - tile_bits), total // n_states))
 
 
 def term_values(psi, terms: PauliTerms) -> np.ndarray:
@@ -108,7 +124,7 @@ def term_values(psi, terms: PauliTerms) -> np.ndarray:
     flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
     tb = min(TILE_BITS[kind], n)
     order = np.concatenate(_x_groups(terms))
-    grid_x = grid_blocks(n, tb, n_states)
+    grid_x = grid_blocks(n, tb, n_states, total_blocks())
     pass_fn, sums_fn = _kernels(kind)
     shared = 2 * (1 << TILE_BITS[kind]) * flat.itemsize  # the tile and its partner
     sums = cupy.zeros((n_states, len(order)), dtype=np.float64)
