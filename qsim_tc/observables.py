@@ -427,7 +427,14 @@ def _term_values_gpu(psi, terms: PauliTerms) -> np.ndarray:
     about once per distinct high part of the X masks (:mod:`qsim_tc.observables_gpu`)."""
     from qsim_tc import observables_gpu  # noqa: PLC0415 - GPU code, imported where it runs
 
-    return observables_gpu.term_values(psi, terms)
+    out = np.zeros((psi.shape[0] if psi.ndim == 2 else 1, len(terms.x)), dtype=np.float64)
+    order = np.concatenate(_x_groups(terms)) if len(terms.x) else np.zeros(0, np.int64)
+    sums, tb = observables_gpu.term_sums(psi, terms, order)
+    # the tiles whose top bit of x >> tb is 0 counted each pair once: its partner's products are
+    # the conjugates
+    scale = _FACTOR[terms.ny[order] % 4] * np.where((terms.x[order] >> tb) != 0, 2.0, 1.0)
+    out[:, order] = sums * scale
+    return out if psi.ndim == 2 else out[0]
 
 
 def _array_module(a):

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qsim_tc.observables import _FACTOR, PauliTerms, _x_groups
-
 # tile bits of the pass per state kind (TB in observables.cu): 32 KB tiles in either precision
 TILE_BITS = {"c128": 11, "c64": 12}
 # threads of a thread block (THREADS in observables.cu)
@@ -65,11 +63,11 @@ class Launch:
     part_im: np.ndarray  # int32
 
 
-def launches(terms: PauliTerms, order: np.ndarray, tile_bits: int) -> list[Launch]:
+def launches(terms, order: np.ndarray, tile_bits: int) -> list[Launch]:
     """The launches of the pass for the terms in ``order`` (grouped by X mask, ascending).
 
     Args:
-        terms: from :func:`qsim_tc.observables.collect`.
+        terms: a :class:`qsim_tc.observables.PauliTerms`.
         order: the term indices, each X mask's terms together, masks ascending.
         tile_bits: the tiles' bits ``tb`` (the kernel's, at most the number of qubits).
     """
@@ -105,8 +103,19 @@ def grid_blocks(n_qubits: int, tile_bits: int, n_states: int, total: int) -> int
     return max(1, min(1 << (n_qubits - tile_bits), total // n_states))
 
 
-def term_values(psi, terms: PauliTerms) -> np.ndarray:
-    """:func:`qsim_tc.observables.term_values` of a cupy state (1-D) or block of states (B, 2^n).
+def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
+    """The pass's sums of the terms ``order`` for a cupy state (1-D) or block of states (B, 2^n).
+
+    Args:
+        psi: complex128 or complex64 amplitudes in logical order.
+        terms: a :class:`qsim_tc.observables.PauliTerms`.
+        order: the term indices, each X mask's terms together, masks ascending.
+
+    Returns:
+        ``(sums, tb)``: float64 numpy sums of shape (B, len(order)) (B = 1 for one state), column
+        ``j`` the sum ``sum_b (-1)^|b & z| (Re or Im)(conj(psi[b ^ x]) psi[b])`` of term
+        ``order[j]`` over the tiles that take its segment (so half the pairs where ``x >> tb`` is
+        not 0), and the tile bits ``tb``.
 
     Raises:
         TypeError: ``psi`` is not complex128 or complex64.
@@ -115,15 +124,13 @@ def term_values(psi, terms: PauliTerms) -> np.ndarray:
 
     n = terms.n_qubits
     n_states = psi.shape[0] if psi.ndim == 2 else 1
-    out = np.zeros((n_states, len(terms.x)), dtype=np.float64)
-    if len(terms.x) == 0:
-        return out if psi.ndim == 2 else out[0]
     kind = _KINDS.get(np.dtype(psi.dtype))
     if kind is None:
         raise TypeError(f"psi must be complex128 or complex64, got {psi.dtype}")
-    flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
     tb = min(TILE_BITS[kind], n)
-    order = np.concatenate(_x_groups(terms))
+    if len(order) == 0:
+        return np.zeros((n_states, 0)), tb
+    flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
     grid_x = grid_blocks(n, tb, n_states, total_blocks())
     pass_fn, sums_fn = _kernels(kind)
     shared = 2 * (1 << TILE_BITS[kind]) * flat.itemsize  # the tile and its partner
@@ -143,11 +150,7 @@ def term_values(psi, terms: PauliTerms) -> np.ndarray:
         sums_fn((-(-rows // THREADS),), (THREADS,), (partial, np.int32(grid_x), np.int32(nt), np.int64(rows),
                                                      part_sums))
         sums[:, launch.start:launch.start + nt] = part_sums
-    # tiles whose top bit of d is 0 counted each pair once: its partner's products are the conjugates
-    x_of = terms.x[order]
-    scale = _FACTOR[terms.ny[order] % 4] * np.where((x_of >> tb) != 0, 2.0, 1.0)
-    out[:, order] = sums.get() * scale
-    return out if psi.ndim == 2 else out[0]
+    return sums.get(), tb
 
 
 def _kernels(kind: str):
