@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         res = batched.main(["--device", args.device, "--qubits", args.batched_qubits, "--bindings", str(args.bindings),
                             "--out", str(out / "batched_gpu.json")])
         summary["batched"] = [{k: r[k] for k in ("qubits", "estimator_s", "loop_per_binding_s", "speedup",
-                                                 "max_abs_diff_to_qiskit")} for r in res["rows"]]
+                                                 "states_per_block", "max_abs_diff_to_qiskit")} for r in res["rows"]]
     except Exception as exc:  # noqa: BLE001 - recorded
         summary["batched_error"] = repr(exc)
         print(f"batched benchmark failed: {exc!r}")
