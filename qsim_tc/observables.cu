@@ -22,9 +22,11 @@
 //
 // Within a tile thread `tid` owns the amplitudes i = tid + k * THREADS, so the sign of b =
 // base + i is parity((base | tid) & z) ^ parity(k & (z >> LOG_THREADS)): one popcount per term,
-// and a bit mask over k. A chunk of CHUNK terms' per-thread sums is reduced across a warp in
-// CHUNK + 1 shuffles (a reduce-scatter: lane l ends with term l of the chunk), across the warps
-// in shared memory, and added to the thread block's sums in shared memory (one thread a term).
+// and a bit mask over k. A group's terms go in chunks of up to CHUNK (its last chunk as narrow as
+// it can be: C = 1, 2, 4, 8 or 16 terms); a chunk's per-thread sums are reduced across a warp in
+// C - 1 + log2(32 / C) shuffles (a reduce-scatter: lane l ends with term l of the chunk), across
+// the warps in shared memory, and added to the thread block's sums in shared memory (one thread a
+// term).
 // Two thread blocks fit a multiprocessor (registers capped at 128, shared memory 2 x 32 KB tiles
 // and 8 bytes a term).
 
@@ -33,9 +35,7 @@
 #define WARPS (THREADS / 32)
 #define CHUNK 16  // terms reduced together (lanes 0..CHUNK-1 end with one term each)
 
-static_assert(CHUNK == 16, "group_pass reduces chunks of 16 terms (scatter_stage<8> ... <1>)");
-
-// one stage of the warp's reduce-scatter of CHUNK values: lanes with bit O clear keep the lower
+// one stage of the warp's reduce-scatter of a chunk's values: lanes with bit O clear keep the lower
 // O values, the others the upper O, each added to its partner's (lane ^ O) copy of them
 template <int O>
 __device__ __forceinline__ void scatter_stage(double* v, int lane) {
@@ -46,6 +46,63 @@ __device__ __forceinline__ void scatter_stage(double* v, int lane) {
         const double keep = upper ? v[j + O] : v[j];
         v[j] = keep + __shfl_xor_sync(0xffffffffu, send, O);
     }
+}
+
+// Terms t0 .. t0 + C - 1 (those below t_end) of one group over this thread block's tile: each
+// thread's signed sum of its K products (wr, wi), reduced across the warp and the warps, added to
+// acc[t]. Block-wide (a barrier): every thread calls it with the same arguments but its own w.
+template <int C, int K>
+__device__ __forceinline__ void chunk_sums(int t0, int t_end, const long long* __restrict__ z,
+                                           const int* __restrict__ part_im, long long base, const double* wr,
+                                           const double* wi, double (*red)[WARPS][CHUNK], int& parity,
+                                           double* acc) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    double v[C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+        v[c] = 0.0;
+        if (t0 + c < t_end) {
+            const long long zt = z[t0 + c];
+            // bit k of `neg`: the sign of amplitude tid + k * THREADS is -1
+            const int kz = (int)(zt >> LOG_THREADS) & (K - 1);
+            unsigned neg = (__popcll((base | tid) & zt) & 1) ? (1u << K) - 1u : 0u;
+#pragma unroll
+            for (int j = 0; (1 << j) < K; ++j) {
+                unsigned pattern = 0;  // the k with bit j set
+#pragma unroll
+                for (int k = 0; k < K; ++k) pattern |= ((k >> j) & 1u) << k;
+                if ((kz >> j) & 1) neg ^= pattern;
+            }
+            const bool im = part_im[t0 + c] != 0;
+            double sum = 0.0;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const double w = im ? wi[k] : wr[k];
+                sum += ((neg >> k) & 1u) ? -w : w;
+            }
+            v[c] = sum;
+        }
+    }
+    // reduce-scatter: the stage of offset o leaves v[j] of lane l holding the sum of chunk term
+    // j + (l & ~(2o - 1) & (C - 1)) over the lanes that differ from l in bits o .. C/2; then the
+    // lanes that differ in the bits above add up: lane l < C ends with term l
+    if constexpr (C >= 16) scatter_stage<8>(v, lane);
+    if constexpr (C >= 8) scatter_stage<4>(v, lane);
+    if constexpr (C >= 4) scatter_stage<2>(v, lane);
+    if constexpr (C >= 2) scatter_stage<1>(v, lane);
+#pragma unroll
+    for (int o = C; o < 32; o <<= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+    // red[parity] is free: its last readers (two chunks ago) passed the barrier of the chunk
+    // since, before any thread got here
+    if (lane < C) red[parity][warp][lane] = v[0];  // term t0 + lane
+    __syncthreads();
+    if (tid < C && t0 + tid < t_end) {
+        double sum = 0.0;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) sum += red[parity][w][tid];
+        acc[t0 + tid] += sum;  // this thread's term, in the order of tiles, segments and groups
+    }
+    parity ^= 1;
 }
 
 template <typename V, int TB>
@@ -62,7 +119,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
     double* acc = reinterpret_cast<double*>(other + (1 << TB));
     __shared__ double red[2][WARPS][CHUNK];  // by chunk parity: one barrier a chunk
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = threadIdx.x;
     const int tb = n_qubits < TB ? n_qubits : TB;
     const long long tile = 1LL << tb;
     const long long size = 1LL << n_qubits;
@@ -115,54 +172,18 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                         }
                     }
                 }
+                // full chunks of CHUNK terms, then the rest in the narrowest chunk that holds it
+                // (a hopping term's group has 2 terms: its reduction costs 5 shuffles, not 16)
                 const int t_end = g_t[g + 1];
-                for (int t0 = g_t[g]; t0 < t_end; t0 += CHUNK) {
-                    double v[CHUNK];
-#pragma unroll
-                    for (int c = 0; c < CHUNK; ++c) {
-                        v[c] = 0.0;
-                        if (t0 + c < t_end) {
-                            const long long zt = z[t0 + c];
-                            // bit k of `neg`: the sign of amplitude tid + k * THREADS is -1
-                            const int kz = (int)(zt >> LOG_THREADS) & (K - 1);
-                            unsigned neg = (__popcll((base | tid) & zt) & 1) ? (1u << K) - 1u : 0u;
-#pragma unroll
-                            for (int j = 0; (1 << j) < K; ++j) {
-                                unsigned pattern = 0;  // the k with bit j set
-#pragma unroll
-                                for (int k = 0; k < K; ++k) pattern |= ((k >> j) & 1u) << k;
-                                if ((kz >> j) & 1) neg ^= pattern;
-                            }
-                            const bool im = part_im[t0 + c] != 0;
-                            double sum = 0.0;
-#pragma unroll
-                            for (int k = 0; k < K; ++k) {
-                                const double w = im ? wi[k] : wr[k];
-                                sum += ((neg >> k) & 1u) ? -w : w;
-                            }
-                            v[c] = sum;
-                        }
-                    }
-                    // reduce-scatter: the stage of offset o leaves v[j] of lane l holding the sum of
-                    // chunk term j + (l & ~(o - 1) & (CHUNK - 1)) over the lanes l ^ o', o' >= o
-                    scatter_stage<8>(v, lane);
-                    scatter_stage<4>(v, lane);
-                    scatter_stage<2>(v, lane);
-                    scatter_stage<1>(v, lane);
-#pragma unroll
-                    for (int o = CHUNK; o < 32; o <<= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
-                    // red[parity] is free: its last readers (two chunks ago) passed the barrier of
-                    // the chunk since before any thread got here
-                    if (lane < CHUNK) red[parity][warp][lane] = v[0];  // term t0 + lane of the chunk
-                    __syncthreads();
-                    if (tid < CHUNK && t0 + tid < t_end) {
-                        double sum = 0.0;
-#pragma unroll
-                        for (int w = 0; w < WARPS; ++w) sum += red[parity][w][tid];
-                        acc[t0 + tid] += sum;  // this thread's term: in the order of tiles, segments
-                    }
-                    parity ^= 1;
-                }
+                int t0 = g_t[g];
+                for (; t_end - t0 >= CHUNK; t0 += CHUNK)
+                    chunk_sums<CHUNK, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
+                const int rest = t_end - t0;
+                if (rest > 8) chunk_sums<16, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
+                else if (rest > 4) chunk_sums<8, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
+                else if (rest > 2) chunk_sums<4, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
+                else if (rest == 2) chunk_sums<2, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
+                else if (rest == 1) chunk_sums<1, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
             }
         }
     }
