@@ -2,7 +2,7 @@
 
     python -m benchmarks.bench.observables_gpu_suite --out $OUT
     python -m benchmarks.bench.observables_gpu_suite --device cpu --skip-tests --qubits 12 \
-        --batched-qubits 6 --bindings 20 --out /tmp/suite   # a dry run of the plumbing on a CPU
+        --batched-qubits 6 --compare-qubits 6 --bindings 20 --out dry_run   # the plumbing on a CPU (~1 min)
 
 Runs, in order, each step's wall time recorded:
 
@@ -13,11 +13,13 @@ Runs, in order, each step's wall time recorded:
    ``observables_gpu.json``);
 3. ``benchmarks.bench.batched --device gpu --qubits 12,16,20 --bindings 1000`` (the Estimator on
    1,000 bindings against a sample of a loop of ``Simulator().run``; ``batched_gpu.json``), with
-   the term values of each block of states through the GPU pass.
+   each block of states' layers through ``batched.cu`` and its term values through the GPU pass;
+   then 20 qubits again with the array code's layers (``batched_gpu_array_layers.json``).
 
 ``suite.json`` sums them up: the tests' counts, the 28-qubit ratio to the simulation (target
-<= 3) and the sweeps' speed-ups (target >= 10). The GPU pass is switched on for the measurements
-(:data:`qsim_tc.observables.GPU_KERNEL`, off by default). Exit status 1 when a test fails.
+<= 3) and the sweeps' speed-ups (target >= 10). The GPU kernels are switched on for the measurements
+(:data:`qsim_tc.observables.GPU_KERNEL`, :data:`qsim_tc.batched.GPU_LAYER_KERNEL`, both off by
+default). Exit status 1 when a test fails.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def main(argv=None) -> int:
     ap.add_argument("--qubits", type=int, default=28, help="the observable's state size")
     ap.add_argument("--batched-qubits", default="12,16,20")
     ap.add_argument("--bindings", type=int, default=1000)
+    ap.add_argument("--compare-qubits", default="20",
+                    help="sizes of the sweep run again with the array code's layers ('' for none)")
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--device", default="gpu", choices=["gpu", "cpu"],
                     help="cpu: a dry run of the measurements' plumbing (with small sizes)")
@@ -89,6 +93,9 @@ def main(argv=None) -> int:
         print(f"observables benchmark failed: {exc!r}")
     summary["steps_s"]["observables"] = time.perf_counter() - t
 
+    from qsim_tc import batched as batched_module  # noqa: PLC0415
+
+    batched_module.GPU_LAYER_KERNEL = True  # the layers through batched.cu
     t = time.perf_counter()
     try:
         res = batched.main(["--device", args.device, "--qubits", args.batched_qubits, "--bindings", str(args.bindings),
@@ -99,7 +106,20 @@ def main(argv=None) -> int:
         summary["batched_error"] = repr(exc)
         print(f"batched benchmark failed: {exc!r}")
     summary["steps_s"]["batched"] = time.perf_counter() - t
-    summary["gpu_kernel"] = "qsim_tc.observables.GPU_KERNEL = True for the measurements"
+    if args.compare_qubits:  # the same sweep with the array code's layers, for what batched.cu gains
+        batched_module.GPU_LAYER_KERNEL = False
+        t = time.perf_counter()
+        try:
+            res = batched.main(["--device", args.device, "--qubits", args.compare_qubits, "--bindings",
+                                str(args.bindings), "--rounds", "1", "--loop-sample", "5",
+                                "--out", str(out / "batched_gpu_array_layers.json")])
+            summary["batched_array_layers"] = [{k: r[k] for k in ("qubits", "estimator_s", "speedup")}
+                                               for r in res["rows"]]
+        except Exception as exc:  # noqa: BLE001 - recorded
+            summary["batched_array_layers_error"] = repr(exc)
+        summary["steps_s"]["batched_array_layers"] = time.perf_counter() - t
+    summary["switches"] = ("qsim_tc.observables.GPU_KERNEL = True and qsim_tc.batched.GPU_LAYER_KERNEL = True "
+                           "for the measurements (batched_gpu_array_layers.json: the latter False)")
     (out / "suite.json").write_text(json.dumps(summary, indent=1, default=str))
     print(json.dumps({k: v for k, v in summary.items() if k != "tests"}, indent=1, default=str))
     tests = summary.get("tests", {})
