@@ -88,14 +88,19 @@ def launches(terms, order: np.ndarray, tile_bits: int) -> list[Launch]:
     return out
 
 
-def total_blocks() -> int:
-    """Thread blocks of a launch over all its states on the current device (:data:`BLOCKS`)."""
+def total_blocks(shared_bytes: int) -> int:
+    """Thread blocks of a launch over all its states on the current device (:data:`BLOCKS`):
+    :data:`BLOCKS_PER_SM`, or as many as fit a multiprocessor's shared memory with
+    ``shared_bytes`` of dynamic shared memory each, on each multiprocessor."""
     if BLOCKS is not None:
         return BLOCKS
     import cupy  # noqa: PLC0415 - only for device arrays
 
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-    return BLOCKS_PER_SM * int(props["multiProcessorCount"])
+    per_sm = props.get("sharedMemPerMultiprocessor")
+    # (the driver keeps 1 KB of shared memory a thread block)
+    fit = BLOCKS_PER_SM if per_sm is None else int(per_sm) // (shared_bytes + STATIC_SHARED + 1024)
+    return max(1, min(BLOCKS_PER_SM, fit)) * int(props["multiProcessorCount"])
 
 
 def grid_blocks(n_qubits: int, tile_bits: int, n_states: int, total: int) -> int:
@@ -131,9 +136,9 @@ def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
     if len(order) == 0:
         return np.zeros((n_states, 0)), tb
     flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
-    grid_x = grid_blocks(n, tb, n_states, total_blocks())
     pass_fn, sums_fn = _kernels(kind)
     shared = 2 * (1 << TILE_BITS[kind]) * flat.itemsize  # the tile and its partner
+    grid_x = grid_blocks(n, tb, n_states, total_blocks(shared + 8 * min(len(order), LAUNCH_TERMS)))
     sums = cupy.zeros((n_states, len(order)), dtype=np.float64)
     for launch in launches(terms, order, tb):
         nt = launch.n_terms
