@@ -148,7 +148,7 @@ def mixed_terms(n, seed):
     return [SparsePauliOp(labels), grouped_op(n, seed)]
 
 
-# (qubits, tile bits, threads): tiles of one amplitude to a whole state, threads without
+# (qubits, tile bits, threads): tiles of two amplitudes to a whole state, threads without
 # amplitudes (tile < threads), one to 16 amplitudes a thread, high parts up to 6 bits
 MODEL_SHAPES = [(1, 3, 4), (2, 1, 2), (3, 2, 2), (5, 3, 2), (8, 4, 4), (11, 6, 8), (14, 8, 16)]
 
@@ -175,7 +175,7 @@ def test_gpu_pass_model_matches_the_cpu_pass(n, tile_bits, threads, dtype, monke
 
 
 def test_gpu_pass_segments_follow_the_high_parts():
-    # one launch per 2048 terms; a segment per distinct x >> tb, its top bit; groups and terms in order
+    # a segment per distinct x >> tb with its top bit; groups and terms in order
     n = 9
     labels = ["IIIIIIIXZ", "IIIIIIIYY", "IIIIIIIXX", "IIIIIIXII", "IXIIIIIII", "IXIIIIIIX", "XIIIIXIII",
               "ZIIIIIIIZ"]
