@@ -18,7 +18,10 @@
 // distinct high part of the X masks, half of it each time, whatever the number of masks. Thread
 // block j takes the tiles j, j + G, j + 2G, ... (G = gridDim.x, all resident): the thread blocks
 // move through the state side by side, so for the high parts below about G the partner tiles are
-// tiles the others have just read, in the L2 cache.
+// tiles the others have just read, in the L2 cache. To keep them side by side, a thread block
+// counts its tiles done in progress[state] and, before its step j, waits until the thread blocks
+// have done about j - lag steps between them (lag < 0: no waiting). The wait is bounded, so it
+// paces and never deadlocks; the sums do not depend on it.
 //
 // Within a tile thread `tid` owns the amplitudes i = tid + k * THREADS, so the sign of b =
 // base + i is parity((base | tid) & z) ^ parity(k & (z >> LOG_THREADS)): one popcount per term,
@@ -34,6 +37,7 @@
 #define LOG_THREADS 8
 #define WARPS (THREADS / 32)
 #define CHUNK 16  // terms reduced together (lanes 0..CHUNK-1 end with one term each)
+#define PACE_SPINS 4096  // waits of about 256 ns at most before a tile (about 1 ms)
 
 // one stage of the warp's reduce-scatter of a chunk's values: lanes with bit O clear keep the lower
 // O values, the others the upper O, each added to its partner's (lane ^ O) copy of them
@@ -111,7 +115,8 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                                            const int* __restrict__ seg_g, const long long* __restrict__ g_x,
                                            const int* __restrict__ g_t, const long long* __restrict__ z,
                                            const int* __restrict__ part_im, int n_terms,
-                                           double* __restrict__ partial, long long state0) {
+                                           double* __restrict__ partial, long long state0,
+                                           unsigned* __restrict__ progress, int lag) {
     constexpr int K = (1 << TB) / THREADS;  // amplitudes a thread owns in a full tile
     extern __shared__ __align__(16) unsigned char shared_raw[];
     V* own = reinterpret_cast<V*>(shared_raw);
@@ -131,6 +136,14 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
 
     for (long long q = blockIdx.x; q < tiles; q += gridDim.x) {
         const long long base = q << tb;
+        const long long step = q / gridDim.x;  // this thread block's step
+        if (lag >= 0 && step > lag && tid == 0) {
+            // pace: wait (a bounded time: a hint, never a deadlock) until the thread blocks of
+            // this state have finished `step - lag` steps' worth of tiles between them
+            const unsigned target = (unsigned)((step - lag) * gridDim.x);
+            for (int spin = 0; spin < PACE_SPINS && *(volatile unsigned*)(progress + state) < target; ++spin)
+                __nanosleep(256);
+        }
         __syncthreads();  // the last tile's readers are done
 #pragma unroll
         for (int k = 0; k < K; ++k) {
@@ -186,6 +199,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                 else if (rest == 1) chunk_sums<1, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
             }
         }
+        if (tid == 0) atomicAdd(progress + state, 1u);  // (only paces: no data depends on it)
     }
     __syncthreads();
     double* out = partial + (state * gridDim.x + blockIdx.x) * (long long)n_terms;
@@ -196,9 +210,9 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
     extern "C" __global__ void __launch_bounds__(THREADS, 2)                                                 \
         NAME(const V* psi, int n_qubits, int n_segs, const long long* seg_d, const int* seg_top,          \
              const int* seg_g, const long long* g_x, const int* g_t, const long long* z, const int* part_im, \
-             int n_terms, double* partial, long long state0) {                                            \
+             int n_terms, double* partial, long long state0, unsigned* progress, int lag) {              \
         group_pass<V, TB>(psi, n_qubits, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, n_terms,     \
-                          partial, state0);                                                               \
+                          partial, state0, progress, lag);                                                \
     }
 
 // tiles of 32 KB in either precision (TB in observables.py's GPU_TILE_BITS)

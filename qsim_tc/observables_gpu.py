@@ -12,7 +12,8 @@ about once per distinct high part of the X masks (half of it each time: only til
 The thread blocks' per-term sums are added in a fixed order by a second kernel, so a result is
 the same from run to run. :func:`model_kernels` is a numpy model of both kernels that follows
 their indexing line for line (tiles, segments, partner tiles, the split of an amplitude's sign
-into a thread's part and a per-element bit mask); the host code is tested with it on the CPU.
+into a thread's part and a per-element bit mask; not the kernel's pacing of its thread blocks,
+which changes no value); the host code is tested with it on the CPU.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ THREADS = 256
 BLOCKS = None
 # thread blocks that fit a multiprocessor (registers and shared memory: see observables.cu)
 BLOCKS_PER_SM = 2
+# steps a thread block may run ahead of the others' mean before it waits a little (a bounded
+# wait: see observables.cu), so that they stay side by side in the state; -1: no pacing
+PACE_LAG = 4
 # terms of one launch: a thread block holds one float64 sum per term in shared memory
 LAUNCH_TERMS = 4096
 # static shared memory of the pass (its two chunk reduction buffers, red in observables.cu)
@@ -145,11 +149,12 @@ def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
         dev = [cupy.asarray(a) for a in (launch.seg_d, launch.seg_top, launch.seg_g, launch.g_x, launch.g_t,
                                          launch.z, launch.part_im)]
         partial = cupy.zeros((n_states, grid_x, nt), dtype=np.float64)
+        progress = cupy.zeros(n_states, dtype=np.uint32)  # tiles done, per state (paces only)
         pass_fn.max_dynamic_shared_size_bytes = shared + 8 * nt  # (above the 48 KB default)
         for s0 in range(0, n_states, 65535):  # (the grid's second dimension is at most 65535)
             pass_fn((grid_x, min(65535, n_states - s0)), (THREADS,),
                     (flat, np.int32(n), np.int32(len(launch.seg_d)), *dev, np.int32(nt), partial,
-                     np.int64(s0)), shared_mem=shared + 8 * nt)
+                     np.int64(s0), progress, np.int32(PACE_LAG)), shared_mem=shared + 8 * nt)
         part_sums = cupy.zeros((n_states, nt), dtype=np.float64)
         rows = n_states * nt
         sums_fn((-(-rows // THREADS),), (THREADS,), (partial, np.int32(grid_x), np.int32(nt), np.int64(rows),
@@ -197,7 +202,8 @@ def model_kernels(kind: str):
     dtype = {"c128": np.complex128, "c64": np.complex64}[kind]
 
     def group_pass(grid, block, args, shared_mem=0):
-        psi, n, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, n_terms, partial, state0 = args
+        psi, n, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, n_terms, partial, state0, progress, lag = args
+        assert progress.dtype == np.uint32 and progress.size == partial.shape[0] and int(lag) >= -1
         n, n_terms, state0 = int(n), int(n_terms), int(state0)
         assert psi.dtype == dtype and int(n_segs) == len(seg_d) and partial.shape[2] == n_terms
         threads = block[0]

@@ -67,7 +67,8 @@ def one_size(n: int, args) -> dict:
            "evs_first": evs[:2], "max_abs_diff_to_qiskit": float(np.max(np.abs(np.asarray(evs[:2]) - check)))}
     print(f"{n:>3} qubits, {args.bindings} bindings: estimator {est_s:.2f} s ({est_s / args.bindings * 1e3:.3f} ms "
           f"each); loop of Simulator().run {loop_one * 1e3:.1f} ms each, {loop_s:.1f} s for all: "
-          f"{loop_s / est_s:.1f}x, {row['states_per_block']} states a block (first values within {row['max_abs_diff_to_qiskit']:.1e} of Qiskit's)")
+          f"{loop_s / est_s:.1f}x, {row['states_per_block']} states a block "
+          f"(first values within {row['max_abs_diff_to_qiskit']:.1e} of Qiskit's)")
     return row
 
 

@@ -10,7 +10,8 @@ Runs, in order, each step's wall time recorded:
    junit XML in ``gpu_tests.xml``);
 2. ``benchmarks.bench.observables --device gpu --qubits 28 --terms 3000`` (the grouped pass of
    :mod:`qsim_tc.observables_gpu` against simulating the benchmark's ``efficient_su2(28, reps=4)``;
-   ``observables_gpu.json``);
+   ``observables_gpu.json``), then the pass alone at 28 qubits with and without pacing its
+   thread blocks (``pacing`` in the summary);
 3. ``benchmarks.bench.batched --device gpu --qubits 12,16,20 --bindings 1000`` (the Estimator on
    1,000 bindings against a sample of a loop of ``Simulator().run``; ``batched_gpu.json``), with
    each block of states' layers through ``batched.cu`` and its term values through the GPU pass;
@@ -42,7 +43,8 @@ def run_tests(out: Path) -> dict:
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", f"--junitxml={xml}",
            *TEST_FILES]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    row = {"command": " ".join(cmd[1:]), "returncode": done.returncode, "tail": done.stdout[-3000:] + done.stderr[-2000:]}
+    row = {"command": " ".join(cmd[1:]), "returncode": done.returncode,
+           "tail": done.stdout[-3000:] + done.stderr[-2000:]}
     if xml.exists():
         suite = ET.parse(xml).getroot()
         suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
@@ -51,6 +53,40 @@ def run_tests(out: Path) -> dict:
                          if c.find("failure") is not None or c.find("error") is not None]
     print(f"GPU tests: return code {done.returncode}, {row.get('tests')} run, {row.get('failures')} failed, "
           f"{row.get('errors')} errors, {row.get('skipped')} skipped")
+    return row
+
+
+def pacing_ab(n: int, repeats: int = 3) -> dict:
+    """The chemistry operator's GPU pass on a random ``n``-qubit state with the thread blocks
+    paced (:data:`qsim_tc.observables_gpu.PACE_LAG`) and not: best seconds of each, in turn."""
+    import cupy  # noqa: PLC0415 - GPU runs only
+    import numpy as np  # noqa: PLC0415
+    from qiskit.quantum_info import SparsePauliOp  # noqa: PLC0415
+
+    from benchmarks.bench.observables import chemistry_terms  # noqa: PLC0415
+    from qsim_tc import observables as obs  # noqa: PLC0415
+    from qsim_tc import observables_gpu as og  # noqa: PLC0415
+
+    terms, _ = obs.collect([SparsePauliOp.from_list(chemistry_terms(n, 3000))], n)
+    rng = cupy.random.default_rng(3)  # (drawn on the device: a 28-qubit state is 4 GiB)
+    psi = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    psi /= cupy.linalg.norm(psi)
+    default = og.PACE_LAG
+    best, values = {}, {}
+    try:
+        for _ in range(repeats):
+            for lag in (default, -1):
+                og.PACE_LAG = lag
+                cupy.cuda.runtime.deviceSynchronize()
+                t = time.perf_counter()
+                values[lag] = obs.term_values(psi, terms)  # (the host copy waits for the device)
+                best[lag] = min(best.get(lag, float("inf")), time.perf_counter() - t)
+    finally:
+        og.PACE_LAG = default
+    row = {"lag": default, "paced_s": best[default], "unpaced_s": best[-1],
+           "same_values": bool(np.array_equal(values[default], values[-1]))}
+    print(f"pacing at {n} qubits: lag {default} {row['paced_s']:.3f} s, none {row['unpaced_s']:.3f} s, "
+          f"same values: {row['same_values']}")
     return row
 
 
@@ -81,7 +117,8 @@ def main(argv=None) -> int:
     obs.GPU_KERNEL = True  # the GPU pass under measurement
     t = time.perf_counter()
     try:
-        res = observables.main(["--device", args.device, "--qubits", str(args.qubits), "--terms", "3000", "--repeats", "3",
+        res = observables.main(["--device", args.device, "--qubits", str(args.qubits), "--terms", "3000",
+                                "--repeats", "3",
                                 "--out", str(out / "observables_gpu.json")])
         summary["observables"] = {k: {"ratio_to_simulate": v["ratio_to_simulate"], "grouped_s": v["grouped_s"],
                                       "x_groups": v["x_groups"],
@@ -92,6 +129,13 @@ def main(argv=None) -> int:
         summary["observables_error"] = repr(exc)
         print(f"observables benchmark failed: {exc!r}")
     summary["steps_s"]["observables"] = time.perf_counter() - t
+    if args.device == "gpu":
+        t = time.perf_counter()
+        try:
+            summary["pacing"] = pacing_ab(args.qubits)
+        except Exception as exc:  # noqa: BLE001 - recorded
+            summary["pacing_error"] = repr(exc)
+        summary["steps_s"]["pacing"] = time.perf_counter() - t
 
     from qsim_tc import batched as batched_module  # noqa: PLC0415
 

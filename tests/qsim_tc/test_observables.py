@@ -208,6 +208,9 @@ def test_gpu_pass_matches_the_array_code_and_the_cpu(cp, n, dtype, monkeypatch):
         np.testing.assert_allclose(kernel, obs.term_values(dev, terms, compiled=False), atol=tol)
     again = obs.term_values(dev, terms)
     np.testing.assert_array_equal(again, kernel)  # the thread blocks' sums are added in a fixed order
+    for lag in (-1, 0):  # no pacing, the tightest: the same tiles a thread block, the same sums
+        monkeypatch.setattr(obs_gpu, "PACE_LAG", lag)
+        np.testing.assert_array_equal(obs.term_values(dev, terms), kernel)
 
 
 @pytest.mark.gpu
