@@ -22,6 +22,12 @@ import numpy as np
 
 def chemistry_terms(n: int, n_terms: int, seed: int = 0) -> list[tuple[str, float]]:
     """Pauli terms (label, coefficient) shaped like a Jordan-Wigner molecular Hamiltonian."""
+    from math import comb  # noqa: PLC0415
+
+    most = n + 3 * comb(n, 2) + 8 * comb(n, 4)  # Z, ZZ, hopping XX and YY, double excitations
+    if n_terms > most:
+        raise ValueError(f"n_terms: a {n}-qubit chemistry-like operator has at most {most} distinct terms, "
+                         f"got {n_terms}")
     rng = np.random.default_rng(seed)
     terms: dict[str, float] = {}
 
