@@ -823,6 +823,12 @@ def _monomial(n: int, gates: list) -> _Monomial:
     return _Monomial(idx, None if trivial else phase)
 
 
+# A GPU block's one-qubit layers through batched.cu (qsim_tc.batched_gpu: one pass a gate, the
+# array code takes about six). Tested on the CPU against a numpy model of its indexing, not yet
+# run on a GPU: off until its GPU tests (test_batched.py, marked gpu) have passed on one
+GPU_LAYER_KERNEL = False
+
+
 def _apply(step, psi, v, n: int, xp, layer_ms=None):
     """Apply one step to a block of states (b, 2^n); ``layer_ms``: a layer's (b, k, 2, 2) matrices
     where already formed."""
@@ -840,6 +846,10 @@ def _apply(step, psi, v, n: int, xp, layer_ms=None):
         if layer_ms is None:
             layer_ms = np.stack([_one_matrix(one, v) for one in step.steps], axis=1)  # (b, k, 2, 2)
         kernel = _cpu_layer() if xp is np else None
+        if xp is not np and GPU_LAYER_KERNEL:
+            from qsim_tc import batched_gpu  # noqa: PLC0415 - GPU code, imported where it runs
+
+            return batched_gpu.layer(psi, layer_ms, [one.qubit for one in step.steps])
         if kernel is None:
             for j, one in enumerate(step.steps):
                 psi = _one_qubit(psi, layer_ms[:, j], one.qubit, xp)

@@ -15,9 +15,11 @@ one per term, and no operator matrix is built. On the CPU a compiled pass runs e
 one cache-sized block of rows before the next (:func:`_term_values_cpu`), so the state is read
 from memory about once per distinct high part of the X masks.
 
-On a GPU each X mask is one kernel launch (``observables.cu``, :func:`_term_values_gpu`) that
-reads the state once and keeps its terms' sums in registers. The array code (numpy or cupy,
-``compiled=False``) is the reference both compiled passes are tested against.
+On a GPU one launch runs every X group (``observables.cu``, :mod:`qsim_tc.observables_gpu`): a
+thread block stages a tile of the state in shared memory once, and the partner tile of each
+distinct high part of the X masks once, so the state is read about once per distinct high part
+there too. The array code (numpy or cupy, ``compiled=False``) is the reference both compiled
+passes are tested against.
 Values are computed in the state's precision; a letter-string's value is real, its coefficient
 may be complex.
 """
@@ -165,15 +167,16 @@ def _parity(v, xp):
     return v & 1
 
 
-# The GPU pass of observables.cu is built and tested against an emulation of its arithmetic on the
-# CPU, but has not yet run on a GPU: GPU states take the cupy array code (run on GPUs before)
-# until its GPU tests (test_observables.py, marked gpu) have passed on one and this is set True
+# The GPU pass of observables.cu (qsim_tc.observables_gpu) is tested against a numpy model of its
+# indexing on the CPU, but has not yet run on a GPU: GPU states take the cupy array code (run on
+# GPUs before) until its GPU tests (test_observables.py, marked gpu) have passed on one and this
+# is set True
 GPU_KERNEL = False
 
 
 def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18, compiled: bool = True) -> np.ndarray:
     """``<psi|P_t|psi>`` (real, float64 numpy) of each term, one pass per distinct X mask (on the
-    CPU with numba, all masks in one blocked pass; on a GPU one kernel per X mask, see
+    CPU with numba, all masks in one blocked pass; on a GPU all masks in one launch, see
     :func:`_term_values_gpu`).
 
     Both halves of a pair ``(b, b ^ x)`` give conjugate products, so a group with X bits among
@@ -419,78 +422,19 @@ def _cpu_group_sums():
     return group_sums
 
 
-# terms of one X mask per launch of the GPU pass (each thread holds their sums in registers;
-# observables.cu has kernels for up to 4, 8 and 16)
-GPU_TERMS = 16
-# threads of a block of the GPU pass (THREADS in observables.cu)
-GPU_THREADS = 256
-# blocks of a launch of the GPU pass, over all the states of a block (a few per multiprocessor)
-GPU_BLOCKS = 2048
-
-
 def _term_values_gpu(psi, terms: PauliTerms) -> np.ndarray:
-    """:func:`term_values` on a GPU: one kernel launch per X mask (and per 16 of its terms).
+    """:func:`term_values` on a GPU: all X groups in one launch (per 4096 terms), the state read
+    about once per distinct high part of the X masks (:mod:`qsim_tc.observables_gpu`)."""
+    from qsim_tc import observables_gpu  # noqa: PLC0415 - GPU code, imported where it runs
 
-    Each launch reads the state once: the amplitudes ``b`` with the highest bit of ``x`` clear
-    and their partners ``b ^ x`` (whose products are the conjugates, so the sums are doubled),
-    and adds every term's signed sum in registers (``observables.cu``). The launches queue
-    without a host wait; the sums come back in one copy at the end.
-    """
-    import cupy  # noqa: PLC0415 - only for device arrays
-
-    n = terms.n_qubits
-    n_states = psi.shape[0] if psi.ndim == 2 else 1
-    out = np.zeros((n_states, len(terms.x)), dtype=np.float64)
-    if len(terms.x) == 0:
-        return out if psi.ndim == 2 else out[0]
-    if psi.dtype not in (np.complex128, np.complex64):
-        raise TypeError(f"psi must be complex128 or complex64, got {psi.dtype}")
-    flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
-    kind = "c128" if psi.dtype == np.complex128 else "c64"
-    groups = _x_groups(terms)
-    order = np.concatenate(groups)
-    z = cupy.asarray(terms.z[order])
-    part_im = cupy.asarray((terms.ny[order] % 2).astype(np.int32))
-    sums = cupy.zeros((n_states, len(order)), dtype=np.float64)
-    col = 0
-    for group in groups:
-        x = int(terms.x[group[0]])
-        top = x.bit_length() - 1 if x else 0
-        count = (1 << n) >> (1 if x else 0)
-        for t0 in range(0, len(group), GPU_TERMS):
-            k = min(GPU_TERMS, len(group) - t0)
-            fn = _gpu_kernel(kind, next(w for w in (4, 8, 16) if k <= w))
-            blocks = max(1, min(-(-count // GPU_THREADS), GPU_BLOCKS // n_states))
-            for s0 in range(0, n_states, 65535):  # (the grid's second dimension is at most 65535)
-                fn((blocks, min(65535, n_states - s0)), (GPU_THREADS,),
-                   (flat, np.int32(n), np.int64(x), np.int32(top), z[col + t0:], part_im[col + t0:], np.int32(k),
-                    sums, np.int64(len(order)), np.int64(col + t0), np.int64(s0)))
-        col += len(group)
-    x_of = terms.x[order]
-    scale = _FACTOR[terms.ny[order] % 4] * np.where(x_of != 0, 2.0, 1.0)
-    out[:, order] = sums.get() * scale
+    out = np.zeros((psi.shape[0] if psi.ndim == 2 else 1, len(terms.x)), dtype=np.float64)
+    order = np.concatenate(_x_groups(terms)) if len(terms.x) else np.zeros(0, np.int64)
+    sums, tb = observables_gpu.term_sums(psi, terms, order)
+    # the tiles whose top bit of x >> tb is 0 counted each pair once: its partner's products are
+    # the conjugates
+    scale = _FACTOR[terms.ny[order] % 4] * np.where((terms.x[order] >> tb) != 0, 2.0, 1.0)
+    out[:, order] = sums * scale
     return out if psi.ndim == 2 else out[0]
-
-
-def _gpu_kernel(kind: str, width: int):
-    """The GPU pass's kernel for states of ``kind`` (``"c128"``, ``"c64"``) and up to ``width``
-    terms, compiled once per process and device."""
-    import cupy  # noqa: PLC0415 - only for device arrays
-
-    from gemm.cuda.compile import raw_module  # noqa: PLC0415 - the project's one kernel loader
-
-    device = cupy.cuda.Device().id
-    loaded = _gpu_functions(device)
-    if (kind, width) not in loaded:
-        module = raw_module(__package__, "observables.cu", ("-std=c++17",), device)
-        loaded[kind, width] = module.get_function(f"group_sums_{kind}_t{width}")
-    return loaded[kind, width]
-
-
-@functools.lru_cache(maxsize=None)
-def _gpu_functions(device: int) -> dict:
-    """The GPU pass's kernels loaded on ``device`` so far, by (kind, width)."""
-    return {}
 
 
 def _array_module(a):

@@ -250,6 +250,15 @@ MUTANTS = (
            "        for c in range(t, n_chunks, len(tmps)):",
            "        for c in range(t, n_chunks - 1, len(tmps)):",
            SWAPS),
+    # --- the GPU pass of observables (its host code, with the numpy model of its kernels) -------
+    Mutant("gpu-pass-doubles-in-tile-masks", "qsim_tc/observables.py",
+           "np.where((terms.x[order] >> tb) != 0, 2.0, 1.0)",
+           "np.where(terms.x[order] != 0, 2.0, 1.0)",
+           ("tests/qsim_tc/test_observables.py::test_gpu_pass_model_matches_the_cpu_pass",)),
+    Mutant("gpu-pass-segment-top-bit-off-by-one", "qsim_tc/observables_gpu.py",
+           "seg_top = np.array([int(v).bit_length() - 1 if v else 0",
+           "seg_top = np.array([int(v).bit_length() if v else 0",
+           ("tests/qsim_tc/test_observables.py::test_gpu_pass_model_matches_the_cpu_pass",)),
 )
 
 

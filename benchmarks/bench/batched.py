@@ -35,6 +35,7 @@ def one_size(n: int, args) -> dict:
     from qiskit.quantum_info import SparsePauliOp, Statevector
 
     from qsim_tc import Simulator
+    from qsim_tc.batched import BLOCK_ELEMENTS
     from qsim_tc.qiskit import Estimator
 
     qc = efficient_su2(n, reps=args.reps)
@@ -62,10 +63,12 @@ def one_size(n: int, args) -> dict:
     row = {"qubits": n, "reps": args.reps, "bindings": args.bindings, "parameters": qc.num_parameters,
            "observable_terms": len(op), "estimator_s": est_s, "estimator_per_binding_s": est_s / args.bindings,
            "loop_per_binding_s": loop_one, "loop_s_scaled": loop_s, "speedup": loop_s / est_s,
+           "states_per_block": min(args.bindings, max(1, BLOCK_ELEMENTS[args.device] >> n)),  # evolved at once
            "evs_first": evs[:2], "max_abs_diff_to_qiskit": float(np.max(np.abs(np.asarray(evs[:2]) - check)))}
     print(f"{n:>3} qubits, {args.bindings} bindings: estimator {est_s:.2f} s ({est_s / args.bindings * 1e3:.3f} ms "
           f"each); loop of Simulator().run {loop_one * 1e3:.1f} ms each, {loop_s:.1f} s for all: "
-          f"{loop_s / est_s:.1f}x (first values within {row['max_abs_diff_to_qiskit']:.1e} of Qiskit's)")
+          f"{loop_s / est_s:.1f}x, {row['states_per_block']} states a block "
+          f"(first values within {row['max_abs_diff_to_qiskit']:.1e} of Qiskit's)")
     return row
 
 

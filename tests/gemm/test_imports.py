@@ -161,7 +161,7 @@ LAYERS = (
     ("qsim_tc.errors", "qsim_tc.layout", "qsim_tc.memory", "qsim_tc.progress", "qsim_tc.environment",
      "qsim_tc.transfer"),
     ("qsim_tc.plan", "qsim_tc.engine", "qsim_tc.error_bound", "qsim_tc.run_error"),
-    ("qsim_tc.stages", "qsim_tc.state", "qsim_tc.observables"),
+    ("qsim_tc.stages", "qsim_tc.state", "qsim_tc.observables", "qsim_tc.observables_gpu"),
     ("qsim_tc.runners", "qsim_tc.result", "qsim_tc.reference"),
     ("qsim_tc.calibrate",),
     ("qsim_tc.simulator",),

@@ -122,13 +122,16 @@ def test_sampler_sweep_gives_the_bits_of_one_run_per_binding(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_block_matches_cpu(cp):
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("layer_kernel", [False, True], ids=["array-code", "layer-kernel"])
+def test_gpu_block_matches_cpu(cp, layer_kernel, dtype, monkeypatch):
+    monkeypatch.setattr(batched, "GPU_LAYER_KERNEL", layer_kernel)
     qc = mixed_circuit()
     values = np.random.default_rng(5).uniform(-3, 3, (5, qc.num_parameters))
     bc = BatchedCircuit(qc)
-    cpu = np.concatenate([blk for _, blk in bc.states(values, device="cpu")])
-    gpu = np.concatenate([blk.get() for _, blk in bc.states(values, device="gpu")])
-    np.testing.assert_allclose(gpu, cpu, atol=1e-12)
+    cpu = np.concatenate([blk for _, blk in bc.states(values, device="cpu", dtype=dtype)])
+    gpu = np.concatenate([blk.get() for _, blk in bc.states(values, device="gpu", dtype=dtype)])
+    np.testing.assert_allclose(gpu, cpu, atol=1e-12 if dtype == np.complex128 else 2e-6)
 
 
 @pytest.mark.parametrize("workers", [1, 3])
@@ -176,3 +179,57 @@ def test_single_precision_states_match_qiskit():
         assert block.dtype == np.complex64
         for i in range(block.shape[0]):
             np.testing.assert_allclose(block[i], Statevector(qc.assign_parameters(values[b0 + i])).data, atol=2e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernels", [False, True], ids=["array-code", "kernels"])
+def test_gpu_sweep_evolves_many_states_at_once(cp, kernels, monkeypatch):
+    # a 12-qubit state is far too small to fill a GPU: the bindings evolve as blocks of states
+    # (2^26 amplitudes by default: all 40 at once; 16 a block below), their layers through the
+    # array code or batched.cu, and the Estimator reads a block's term values in one pass (the
+    # GPU pass of qsim_tc.observables_gpu, or the array code)
+    import qsim_tc.observables as obs
+
+    monkeypatch.setattr(obs, "GPU_KERNEL", kernels)
+    monkeypatch.setattr(batched, "GPU_LAYER_KERNEL", kernels)
+    qc = efficient_su2(12, reps=2)
+    values = np.random.default_rng(7).uniform(0, 2 * np.pi, (40, qc.num_parameters))
+    bc = BatchedCircuit(qc)
+    (start, block), = bc.states(values, device="gpu")
+    assert start == 0 and block.shape == (40, 1 << 12) and isinstance(block, cp.ndarray)
+    cpu = np.concatenate([blk for _, blk in bc.states(values, device="cpu")])
+    np.testing.assert_allclose(block.get(), cpu, atol=1e-12)
+    monkeypatch.setitem(batched.BLOCK_ELEMENTS, "gpu", 16 << 12)
+    assert [b.shape[0] for _, b in bc.states(values, device="gpu")] == [16, 16, 8]
+    op = SparsePauliOp.from_sparse_list([("Z", [i], 1.0) for i in range(12)] +
+                                        [("XX", [i, i + 1], 0.5) for i in range(11)] + [("YZY", [2, 3, 4], 0.25)], 12)
+    got = Estimator(device="gpu").run([(qc, op, values)]).result()[0].data.evs
+    want = StatevectorEstimator().run([(qc, op, values)]).result()[0].data.evs
+    np.testing.assert_allclose(got, want, atol=1e-11)
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_gpu_layer_host_code_with_the_kernels_model(dtype, monkeypatch):
+    # batched_gpu.layer and the numpy model of batched.cu's indexing against the array code, on
+    # every qubit of 1- to 6-qubit states (the kernel's pair index with a 0 inserted at bit q)
+    import sys
+    import types
+
+    import qsim_tc.batched_gpu as bg
+
+    fake = types.SimpleNamespace(asarray=np.asarray)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(bg, "_kernel", bg.model_kernel)
+    rng = np.random.default_rng(8)
+    for n in range(1, 7):
+        b = 3
+        psi = (rng.normal(size=(b, 1 << n)) + 1j * rng.normal(size=(b, 1 << n))).astype(dtype)
+        qubits = list(rng.permutation(n))
+        ms = rng.normal(size=(b, n, 2, 2)) + 1j * rng.normal(size=(b, n, 2, 2))
+        want = psi.copy()
+        for j, q in enumerate(qubits):
+            want = batched._one_qubit(want, ms[:, j], q, np)
+        got = bg.layer(psi.copy(), ms, qubits)
+        np.testing.assert_allclose(got, want, atol=1e-12 if dtype == np.complex128 else 1e-4)
+    with pytest.raises(TypeError, match="psi must be complex128 or complex64, got float64"):
+        bg.layer(np.zeros((1, 4)), np.zeros((1, 1, 2, 2)), [0])

@@ -8,6 +8,7 @@ pytest.importorskip("qiskit")
 from qiskit.quantum_info import Pauli, SparsePauliOp, Statevector, random_pauli_list, random_statevector  # noqa: E402
 
 import qsim_tc.observables as obs  # noqa: E402
+import qsim_tc.observables_gpu as obs_gpu  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
 
 
@@ -117,46 +118,55 @@ class _DeviceArray(np.ndarray):
         return np.asarray(self).copy()
 
 
-def _emulated_group_sums(kind, width):
-    """observables.cu's kernel, line for line in numpy: the sums of one launch."""
-
-    def launch(grid, block, args):
-        flat, n, x, top, z, part_im, k, sums, stride, col0, state0 = args
-        assert k <= width and flat.dtype == {"c128": np.complex128, "c64": np.complex64}[kind]
-        assert stride == sums.shape[1]
-        n, x, top = int(n), int(x), int(top)
-        b = np.arange(1 << n)
-        if x:
-            assert top == x.bit_length() - 1
-            b = b[(b >> top) & 1 == 0]  # the partner b ^ x of each b is in the other half
-        for state in range(int(state0), int(state0) + grid[1]):
-            a = flat[state, b].astype(np.complex128)
-            w = np.conj(flat[state, b ^ x]) * a if x else np.abs(a) ** 2 + 0j
-            for t in range(int(k)):
-                odd = np.array([bin(int(v)).count("1") % 2 for v in b & int(z[t])], dtype=bool)
-                v = w.imag if part_im[t] else w.real
-                sums[state, int(col0) + t] += np.where(odd, -v, v).sum()
-
-    return launch
-
-
-@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
-@pytest.mark.parametrize("per_launch", [16, 2])
-def test_gpu_pass_host_logic_with_an_emulated_kernel(per_launch, dtype, monkeypatch):
-    # the launches' columns, chunks of terms, halving and scales, with the kernel emulated on the host
+def _fake_cupy(monkeypatch):
+    """cupy's few calls of the GPU pass's host code on host arrays, its kernels run by the model."""
     import sys
     import types
 
-    fake = types.SimpleNamespace(
-        ascontiguousarray=lambda a: np.ascontiguousarray(a).view(_DeviceArray),
-        asarray=lambda a: np.asarray(a).view(_DeviceArray),
-        zeros=lambda shape, dtype: np.zeros(shape, dtype).view(_DeviceArray))
+    def dev(fn):
+        return lambda *a, **k: np.asarray(fn(*a, **k)).view(_DeviceArray)
+
+    fake = types.SimpleNamespace(ascontiguousarray=dev(np.ascontiguousarray), asarray=dev(np.asarray),
+                                 zeros=dev(np.zeros))
     monkeypatch.setitem(sys.modules, "cupy", fake)
-    monkeypatch.setattr(obs, "_gpu_kernel", _emulated_group_sums)
-    monkeypatch.setattr(obs, "GPU_TERMS", per_launch)
-    n = 6
+    monkeypatch.setattr(obs_gpu, "_kernels", obs_gpu.model_kernels)
+
+
+def mixed_terms(n, seed):
+    """Every kind of term: identity, one-qubit letters on the lowest and highest qubit, masks on
+    both ends, all-X/Y/Z, random strings and groups of several terms per X mask."""
+    rng = np.random.default_rng(seed)
+    ends = {0, n - 1}
+    labels = ["I" * n, "X" * n, "Y" * n, "Z" * n]
+    for q in sorted(ends):
+        for letter in "XYZ":
+            labels.append("".join(letter if k == q else "I" for k in reversed(range(n))))
+    if n > 1:
+        labels += ["".join(a if k == n - 1 else b if k == 0 else "I" for k in reversed(range(n)))
+                   for a in "XY" for b in "XYZ"]
+    labels += ["".join(rng.choice(list("IXYZ"), n)) for _ in range(12)]
+    return [SparsePauliOp(labels), grouped_op(n, seed)]
+
+
+# (qubits, tile bits, threads): tiles of two amplitudes to a whole state, threads without
+# amplitudes (tile < threads), one to 16 amplitudes a thread, high parts up to 6 bits
+MODEL_SHAPES = [(1, 3, 4), (2, 1, 2), (3, 2, 2), (5, 3, 2), (8, 4, 4), (11, 6, 8), (14, 8, 16)]
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("n,tile_bits,threads", MODEL_SHAPES)
+def test_gpu_pass_model_matches_the_cpu_pass(n, tile_bits, threads, dtype, monkeypatch):
+    # the host code and the model of observables.cu's indexing against the CPU pass, on random
+    # operators; few thread blocks (each owning several tiles) and launches of 7 terms, so groups
+    # and segments are cut across launches
+    _fake_cupy(monkeypatch)
+    kind = "c128" if dtype == np.complex128 else "c64"
+    monkeypatch.setitem(obs_gpu.TILE_BITS, kind, tile_bits)
+    monkeypatch.setattr(obs_gpu, "THREADS", threads)
+    monkeypatch.setattr(obs_gpu, "BLOCKS", 6)
+    monkeypatch.setattr(obs_gpu, "LAUNCH_TERMS", 7)
     states = np.stack([random_statevector(2**n, seed=s).data for s in range(2)]).astype(dtype)
-    terms, _ = obs.collect([grouped_op(n, 9), SparsePauliOp(["Z" * n, "IIIIZZ", "IIIIII"], [1, 2, 3])], n)
+    terms, _ = obs.collect(mixed_terms(n, n), n)
     got = obs._term_values_gpu(states.view(_DeviceArray), terms)
     want = obs.term_values(states, terms)
     tol = 1e-12 if dtype == np.complex128 else 1e-5
@@ -164,17 +174,68 @@ def test_gpu_pass_host_logic_with_an_emulated_kernel(per_launch, dtype, monkeypa
     np.testing.assert_allclose(obs._term_values_gpu(states[1].view(_DeviceArray), terms), want[1], atol=tol)
 
 
+def test_gpu_pass_segments_follow_the_high_parts():
+    # a segment per distinct x >> tb with its top bit; groups and terms in order
+    n = 9
+    labels = ["IIIIIIIXZ", "IIIIIIIYY", "IIIIIIIXX", "IIIIIIXII", "IXIIIIIII", "IXIIIIIIX", "XIIIIXIII",
+              "ZIIIIIIIZ"]
+    terms, _ = obs.collect([SparsePauliOp(labels)], n)
+    order = np.concatenate(obs._x_groups(terms))
+    (launch,) = obs_gpu.launches(terms, order, 3)
+    assert launch.g_x.tolist() == [0, 2, 3, 4, 1 << 7, (1 << 7) | 1, (1 << 8) | (1 << 3)]
+    assert launch.g_t.tolist() == [0, 1, 2, 4, 5, 6, 7, 8]  # YY and XX share x = 3
+    assert launch.seg_d.tolist() == [0, 1 << 4, (1 << 5) | 1] and launch.seg_top.tolist() == [0, 4, 5]
+    assert launch.seg_g.tolist() == [0, 4, 6, 7]
+    assert launch.z.tolist() == terms.z[order].tolist()
+    assert launch.part_im.tolist() == (terms.ny[order] % 2).tolist()
+    assert obs_gpu.shared_limit_terms("c128", 232448) >= obs_gpu.LAUNCH_TERMS  # an H100's opt-in limit
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["complex128", "complex64"])
-def test_gpu_pass_matches_the_array_code_and_the_cpu(cp, dtype, monkeypatch):
+@pytest.mark.parametrize("n", [1, 5, 12, 20])
+def test_gpu_pass_matches_the_array_code_and_the_cpu(cp, n, dtype, monkeypatch):
     monkeypatch.setattr(obs, "GPU_KERNEL", True)
-    n = 11
-    states = np.stack([random_statevector(2**n, seed=s).data for s in range(3)]).astype(dtype)
-    terms, _ = obs.collect([grouped_op(n, 10), SparsePauliOp(["Z" * n, "X" * n, "Y" * n])], n)
+    n_states = 3 if n < 20 else 1
+    states = np.stack([random_statevector(2**n, seed=s).data for s in range(n_states)]).astype(dtype)
+    terms, _ = obs.collect(mixed_terms(n, 10 + n), n)
     dev = cp.asarray(states)
     tol = 1e-12 if dtype == "complex128" else 1e-5
     kernel = obs.term_values(dev, terms)
-    np.testing.assert_allclose(kernel, obs.term_values(dev, terms, compiled=False), atol=tol)
     np.testing.assert_allclose(kernel, obs.term_values(states, terms), atol=tol)
-    monkeypatch.setattr(obs, "GPU_TERMS", 2)  # two terms a launch, through the four-term kernel
     np.testing.assert_allclose(obs.term_values(dev[0], terms), kernel[0], atol=tol)
+    if n <= 12:
+        np.testing.assert_allclose(kernel, obs.term_values(dev, terms, compiled=False), atol=tol)
+    again = obs.term_values(dev, terms)
+    np.testing.assert_array_equal(again, kernel)  # the thread blocks' sums are added in a fixed order
+    for lag in (-1, 0):  # no pacing, the tightest: the same tiles a thread block, the same sums
+        monkeypatch.setattr(obs_gpu, "PACE_LAG", lag)
+        np.testing.assert_array_equal(obs.term_values(dev, terms), kernel)
+
+
+@pytest.mark.gpu
+def test_gpu_pass_is_accurate_to_its_float64_summation(cp, monkeypatch):
+    # each value is a sum of 2^n products |w_b| <= |psi_b| |psi_b^x|, so sum_b |w_b| <= |psi|^2 = 1;
+    # the kernel adds each in a chain of at most `depth` roundings (a thread's K amplitudes, the
+    # warp's and block's trees, the tiles of a thread block, the thread blocks), each at most
+    # 2^-53 of a partial sum, and each product rounds within 2^-52 |w_b|: against the correctly
+    # rounded sum of the products (math.fsum) the error is within (depth + 4) 2^-53
+    import math
+
+    monkeypatch.setattr(obs, "GPU_KERNEL", True)
+    n = 20
+    psi = random_statevector(2**n, seed=21).data
+    terms, _ = obs.collect(mixed_terms(n, 5), n)
+    got = obs.term_values(cp.asarray(psi), terms)
+    tb = obs_gpu.TILE_BITS["c128"]
+    grid_x = obs_gpu.grid_blocks(n, tb, 1, obs_gpu.total_blocks(2 * (1 << tb) * 16 + 8 * len(terms.x)))
+    depth = (1 << tb) // obs_gpu.THREADS + 5 + obs_gpu.THREADS // 32 + -(-(1 << (n - tb)) // grid_x) + grid_x
+    b = np.arange(2**n)
+    worst = 0.0
+    for t in range(0, len(terms.x), max(1, len(terms.x) // 12)):
+        x, z, ny = int(terms.x[t]), int(terms.z[t]), int(terms.ny[t])
+        w = np.conj(psi[b ^ x]) * psi * (1 - 2 * obs._parity(b & z, np))
+        part = w.imag if ny % 2 else w.real
+        exact = math.fsum(part) * obs._FACTOR[ny % 4]
+        worst = max(worst, abs(got[t] - exact))
+    assert worst <= (depth + 4) * 2.0**-53, (worst, depth)
