@@ -2,9 +2,10 @@
 
 Runs the circuit once through ``Simulator(precision=...)`` (the stage kernel form under test set
 first), then launches stage ``--stage`` of the program it chose ``--launches`` times on a state of
-the same size: the stage kernel launches a profiler should skip are the run's (printed).
+the same size, between ``cudaProfilerStart`` and ``cudaProfilerStop``, so a profiler started with
+collection off sees only those:
 
-    ncu --clock-control none --kernel-name stage_kernel --launch-skip SKIP --launch-count 1 \\
+    ncu --profile-from-start off --clock-control none --kernel-name stage_kernel --launch-count 1 \\
         --section SpeedOfLight --section InstructionStats --section MemoryWorkloadAnalysis_Tables \\
         python -m benchmarks.bench.stage_profile --circuit qv --form tc --stage 5
 """
@@ -50,9 +51,13 @@ def main(argv=None) -> int:
     print(f"{desc}: {d.why}; the run launched {len(program.stages)} stage kernels; profiling stage {stage} "
           f"({len(program.stages[stage].ops)} ops), launches {len(program.stages)} .. "
           f"{len(program.stages) + args.launches - 1}", flush=True)
+    cp.cuda.Device().synchronize()
+    # only these launches are profiled under ``ncu --profile-from-start off``
+    cp.cuda.profiler.start()
     for _ in range(args.launches):
         kernel.run_stage(state, program, stage, pools)
     cp.cuda.Device().synchronize()
+    cp.cuda.profiler.stop()
     return 0
 
 
