@@ -251,6 +251,7 @@ class Simulator:
                 applied, out.stats, covers, circuit, settings.dtype, initial_norm=start.initial_norm,
                 from_zero=start.initial is None, state_norms=run_error.guard_norms(out.metadata),
                 norm_u=run_error.norm_unit_roundoff(settings.dtype, settings.device.is_gpu))
+            out.error.notes.extend(run_error.precision_notes(out.metadata))
             if self.fuse == "auto" and self.fusion_choice is not None:
                 meta["fusion_choice"] = self.fusion_choice.to_dict()
             if self.stage_decision is not None:
