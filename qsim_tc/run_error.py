@@ -398,8 +398,10 @@ class Tuning:
         settings: width -> the :class:`gemm.method.PrecisionSetting` its blocks of that width run.
         defaults: width -> the report choices of its default products there (``moduli`` for
             int8-crt: the count the data chose at ``bits=53`` on a random block).
-        bound: the predicted bound of a run with every block by the method at these settings.
+        bound: the predicted bound of a run with every block by the method at these settings
+            (with ``mixed_with``: of any run mixing it with those methods block by block).
         tolerance: the tolerance they were chosen for.
+        mixed_with: the other methods the bound allows for.
     """
 
     method: str
@@ -407,6 +409,7 @@ class Tuning:
     defaults: Mapping[int, Mapping]
     bound: float
     tolerance: float
+    mixed_with: tuple = ()
 
     @property
     def met(self) -> bool:
@@ -421,7 +424,8 @@ class Tuning:
         """One line: the setting of width ``d``, and why."""
         s = self.settings[d]
         default = _default_label(self.defaults.get(d, {}), s)
-        return (f"{s.label} at d={d}: the fewest whose error bound keeps the run's predicted bound "
+        mix = f" (mixed with {', '.join(self.mixed_with)})" if self.mixed_with else ""
+        return (f"{s.label} at d={d}: the fewest whose error bound keeps the run's predicted bound{mix} "
                 f"{self.bound:.3g} within tolerance={self.tolerance:.3g}" + (f" (default {default})" if default else ""))
 
     def to_dict(self) -> dict:
@@ -438,8 +442,19 @@ def _default_label(default: Mapping, setting) -> str:
     return ""
 
 
+def _unit_bounds(steps) -> list[float] | None:
+    """Each step's bound on a state of norm 1 (None: a step has no model)."""
+    out = []
+    for step in steps:
+        b = eb.ErrorAccumulator().add(step).bound
+        if b is None:
+            return None
+        out.append(b)
+    return out
+
+
 def tune_precision(circuit: Circuit, name: str, dtype, tolerance: float, fused_widths=None,
-                   block_ms=None) -> Tuning | None:
+                   block_ms=None, floor=None, mixed_with: tuple = ()) -> Tuning | None:
     """The cheapest settings of ``name``'s accuracy knob (:meth:`gemm.Method.precision_settings`)
     that keep the predicted bound of a run of ``circuit`` with every block by it within
     ``tolerance``: per gate width one setting, from the least accurate up.
@@ -456,14 +471,21 @@ def tune_precision(circuit: Circuit, name: str, dtype, tolerance: float, fused_w
         circuit: the circuit as applied; fused_widths: as :func:`predicted_bounds`.
         name: the method; dtype: the state dtype; tolerance: the bound to meet.
         block_ms: width -> the cost table's milliseconds of one default block (None: 1 each).
+        floor: per block of ``circuit``, ``(bound, step)`` of the other methods that may run it
+            (the largest of their bounds on a unit state, and its step), or None: each block is
+            then charged the larger of the two, so that any mix of ``name`` and them meets the
+            tolerance (``backend="auto"`` picks per block by cost).
+        mixed_with: the names of those methods (for the reasons).
 
     Returns:
-        The :class:`Tuning` (``met`` False, at the most accurate settings, where even they miss
-        ``tolerance``), or None where the method has no knob (for some width) or no model.
+        The :class:`Tuning` (``met`` False, at the most accurate settings reached, where no
+        setting meets ``tolerance``), or None where the method has no knob (for some width) or
+        no model.
     """
     method = gemm.get_method(name)
     dtype = np.dtype(dtype)
-    widths = sorted({len(g.qubits) for g in circuit.gates})
+    gates = circuit.gates
+    widths = sorted({len(g.qubits) for g in gates})
     options: dict[int, tuple] = {}
     defaults: dict[int, dict] = {}
     for d in widths:
@@ -472,48 +494,77 @@ def tune_precision(circuit: Circuit, name: str, dtype, tolerance: float, fused_w
         options[d] = tuple(method.precision_settings(d, dtype, defaults[d]))
         if not options[d]:
             return None
-    count = {d: sum(len(g.qubits) == d for g in circuit.gates) for d in widths}
-    # per width and setting, the sum of its blocks' bounds on a unit state
-    part = {d: [0.0] * len(options[d]) for d in widths}
     norms = _Norms()
+    idx = {d: [i for i, g in enumerate(gates) if len(g.qubits) == d] for d in widths}
+    # per width and setting, its blocks' steps and their bounds on a unit state
+    steps: dict[int, list] = {}
+    vals: dict[int, list] = {}
     for d in widths:
-        idx = [i for i, g in enumerate(circuit.gates) if len(g.qubits) == d]
-        gates = [circuit.gates[i] for i in idx]
-        fw = None if fused_widths is None else [fused_widths[i] for i in idx]
-        for j, s in enumerate(options[d]):
-            one = _block_steps(gates, circuit.n_qubits, name, dtype, fw, lambda _d, s=s: (dict(s.choices),), norms)
-            for step in one or ():
-                rec = eb.ErrorAccumulator().add(step)
-                if rec.bound is None:
-                    return None
-                part[d][j] += rec.bound
-    cost = {d: (block_ms(d) if block_ms is not None else 1.0) * count[d] for d in widths}
+        sub = [gates[i] for i in idx[d]]
+        fw = None if fused_widths is None else [fused_widths[i] for i in idx[d]]
+        steps[d] = [_block_steps(sub, circuit.n_qubits, name, dtype, fw, lambda _d, s=s: (dict(s.choices),), norms)
+                    for s in options[d]]
+        vals[d] = [_unit_bounds(st) for st in steps[d]]
+        if any(v is None for v in vals[d]):
+            return None
+    low = [0.0] * len(gates) if floor is None else [f[0] for f in floor]
+    cost = {d: (block_ms(d) if block_ms is not None else 1.0) * len(idx[d]) for d in widths}
     at = {d: 0 for d in widths}
 
+    def charged(d, j):  # the width's blocks' bounds at setting j, each at least its floor
+        return sum(max(v, low[i]) for v, i in zip(vals[d][j], idx[d]))
+
     def run_bound():
+        seq = [None] * len(gates)
+        for d in widths:
+            j = at[d]
+            for t, i in enumerate(idx[d]):
+                seq[i] = steps[d][j][t] if floor is None or vals[d][j][t] >= low[i] else floor[i][1]
         chosen = {d: options[d][at[d]] for d in widths}
-        return _run_bound(_block_steps(circuit.gates, circuit.n_qubits, name, dtype, fused_widths,
-                                       lambda d: (dict(chosen[d].choices),), norms)), chosen
+        return _run_bound(seq), chosen
 
     while True:
-        total = sum(part[d][at[d]] for d in widths)
-        if total <= tolerance:
+        if sum(charged(d, at[d]) for d in widths) <= tolerance:
             bound, chosen = run_bound()
             if bound is not None and bound <= tolerance:
-                return Tuning(name, chosen, defaults, bound, tolerance)
-        best, best_gain = None, -1.0
+                return Tuning(name, chosen, defaults, bound, tolerance, tuple(mixed_with))
+        best, best_gain = None, 0.0
         for d in widths:
             j = at[d]
             if j + 1 >= len(options[d]):
                 continue
-            db = part[d][j] - part[d][j + 1]
+            db = charged(d, j) - charged(d, j + 1)
             dc = cost[d] * max(options[d][j + 1].relative_cost - options[d][j].relative_cost, 1e-12)
             if db / dc > best_gain:
                 best, best_gain = d, db / dc
-        if best is None:  # every width at its most accurate setting: the bound it reaches
+        if best is None:  # no setting lowers the bound further: the bound reached
             bound, chosen = run_bound()
-            return None if bound is None else Tuning(name, chosen, defaults, bound, tolerance)
+            return None if bound is None else Tuning(name, chosen, defaults, bound, tolerance, tuple(mixed_with))
         at[best] += 1
+
+
+def _floor(circuit: Circuit, names: Sequence[str], tuned: Mapping[str, Tuning], dtype, fused_widths):
+    """Per block of ``circuit``, ``(bound, step)`` of the loosest of ``names`` on a unit state
+    (each at its tuned settings, or at the choices it makes on a random block); None where there
+    is no other method, or one has no model."""
+    if not names:
+        return None
+    out = None
+    for name in names:
+        t = tuned.get(name)
+        if t is not None:
+            def choices_of(d, t=t):
+                return (dict(t.settings[d].choices),)
+        else:
+            def choices_of(d, name=name):
+                return _probe_choices(name, d, dtype)
+        steps = _block_steps(circuit.gates, circuit.n_qubits, name, dtype, fused_widths, choices_of)
+        vals = None if steps is None else _unit_bounds(steps)
+        if vals is None:
+            return None
+        out = list(zip(vals, steps)) if out is None else [x if x[0] >= v else (v, st)
+                                                          for x, v, st in zip(out, vals, steps)]
+    return out
 
 
 def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=None) -> dict[str, float | None]:
@@ -524,7 +575,10 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=N
     A candidate with an accuracy knob (:meth:`gemm.Method.precision_settings`: int8-crt's moduli
     count) is predicted at the cheapest settings that meet ``tolerance`` (:func:`tune_precision`,
     costs from the selector's table), and the selector runs and prices its blocks at them
-    (:meth:`~qsim_tc.plan.select.Selector.tune`); it is excluded only where none does.
+    (:meth:`~qsim_tc.plan.select.Selector.tune`); it is excluded only where none does. Where
+    other candidates stay, its settings are then chosen so that every block charged the loosest
+    of them and it meets ``tolerance`` (where that is reachable): a knob tuned to the edge of
+    the tolerance alone could, mixed with a method looser on other widths, exceed it.
 
     Returns:
         method -> predicted bound (None: no model).
@@ -543,8 +597,6 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=N
     bounds = predicted_bounds(circuit, [n for n in names if n not in tuned], selector.dtype, fused_widths)
     for name, t in tuned.items():
         bounds[name] = t.bound
-        if t.met:
-            selector.tune(name, t.settings, t.why)
     bounds = {n: bounds[n] for n in names}
     for name, b in bounds.items():
         if b is None:
@@ -552,6 +604,22 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=N
         elif not b <= tolerance:
             more = f" at its most accurate settings ({tuned[name].labels()})" if name in tuned else ""
             selector.exclude(name, f"tolerance {tolerance:.3g}: its predicted error bound is {b:.3g}{more}")
+    kept = [n for n in names if n not in selector.excluded]
+    for name in [n for n in kept if n in tuned]:
+        # tuned to the edge of the tolerance on its own, a method mixed block by block with the
+        # others could exceed it (each charged where it is loosest): tuned again against their
+        # bounds per block, where that can meet it
+        others = [n for n in kept if n != name]
+        floor = _floor(circuit, others, tuned, selector.dtype, fused_widths)
+        if floor is not None:
+            t = tune_precision(circuit, name, selector.dtype, tolerance, fused_widths,
+                               lambda d, name=name: selector.table.gate_ms(name, d, circuit.n_qubits) or 1.0,
+                               floor, tuple(others))
+            if t is not None and t.met:
+                tuned[name] = t
+                bounds[name] = predicted_bounds(circuit, [name], selector.dtype, fused_widths,
+                                                {name: t.settings})[name]
+        selector.tune(name, tuned[name].settings, tuned[name].why)
     if all(n in selector.excluded for n in names):
         known = {n: b for n, b in bounds.items() if b is not None}
         if known:

@@ -120,3 +120,31 @@ def test_a_tolerance_tighter_than_the_default_takes_more_moduli_or_refuses():
 def test_bad_tolerances_keep_their_errors(bad):
     with pytest.raises(ValueError, match="tolerance must be a finite positive number"):
         Simulator(device="cpu", tolerance=bad)
+
+
+def test_a_mix_with_a_method_looser_on_other_widths_stays_within_the_tolerance():
+    from circuits import Circuit
+    from qsim_tc.state import StateVector
+
+    # native prices cheaper on the 6-qubit blocks, int8-crt on the 2-qubit ones; tuned alone
+    # (the 6-qubit blocks' moduli cheap), int8-crt's 2-qubit blocks would take the tolerance's
+    # whole room and native's 6-qubit blocks would add theirs
+    c = Circuit(8, list(brickwork(8, 2, 10, seed=1).gates) + list(brickwork(8, 6, 4, seed=2).gates))
+    table = CostTable({"device": "cpu"}, tuple(
+        CostRow("cpu", C128, m, 10, ms, overhead_ms=0.0, placement="any")
+        for m, ms in (("native", {2: 10.0, 6: 0.1}), ("int8-crt", {2: 5.0, 6: 0.5}))), "given")
+    tol = 7e-13
+    dt = np.dtype(np.complex128)
+    alone = run_error.tune_precision(c, "int8-crt", dt, tol, None, lambda d: table.gate_ms("int8-crt", d, 8))
+    nat = run_error._block_steps(c.gates, 8, "native", dt, None, lambda d: run_error._probe_choices("native", d, dt))
+    crt = run_error._block_steps(c.gates, 8, "int8-crt", dt, None, lambda d: (dict(alone.settings[d].choices),))
+    mixed = [s if len(g.qubits) == 2 else n for g, s, n in zip(c.gates, crt, nat)]
+    assert alone.met and run_error._run_bound(mixed) > tol  # what the tuning against the mix prevents
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(256) + 1j * rng.standard_normal(256)
+    res = Simulator(device="cpu", cost_table=table, plan=None, fuse=None, tolerance=tol).run(
+        c, initial_state=StateVector.from_array(v / np.linalg.norm(v), device="cpu"))
+    auto = res.metadata["auto"]
+    assert auto["blocks_per_method"] == {"int8-crt": 35, "native": 2}
+    assert "mixed with native" in auto["precision_settings"]["int8-crt"]["2"]["why"]
+    assert res.error.l2_bound <= tol
