@@ -148,3 +148,15 @@ def test_a_mix_with_a_method_looser_on_other_widths_stays_within_the_tolerance()
     assert auto["blocks_per_method"] == {"int8-crt": 35, "native": 2}
     assert "mixed with native" in auto["precision_settings"]["int8-crt"]["2"]["why"]
     assert res.error.l2_bound <= tol
+
+
+def test_every_count_a_tolerance_may_choose_keeps_its_measured_error_within_its_bound():
+    # the model was validated at the data-chosen counts (16-20); a tolerance may pick any
+    c = brickwork(7, 3, 3, seed=6)
+    hi, lo = simulate_dd(c, device="cpu").to_numpy()
+    for n in range(MIN_MODULI, MAX_MODULI + 1):
+        res = Simulator("int8-crt", device="cpu", plan=None, fuse=None, moduli=n).run(c)
+        assert _moduli_ran(res) == {n}
+        l2 = float(np.linalg.norm((res.state.to_numpy() - hi) - lo))
+        assert l2 <= res.error.l2_bound, n
+        assert float(np.abs((res.state.to_numpy() - hi) - lo).max()) <= res.error.max_abs_bound, n
