@@ -15,6 +15,10 @@ state's current layout) and the width d select a cost per candidate; the cheapes
 to a method that computes in the state's own arithmetic (no guard needed), then to the registry
 order; and the first candidate in registry order stays unless another is predicted more than
 :data:`SWITCH_MARGIN` faster. Methods without a row in the table are not candidates: an unmeasured cost is no cost.
+
+Under ``Simulator(tolerance=...)`` a method with an accuracy knob (int8-crt's moduli count) may
+be tuned per width (:meth:`Selector.tune`): its blocks run with the setting's options and are
+priced at the table's time (measured with the defaults) times the setting's relative cost.
 """
 
 from __future__ import annotations
