@@ -366,13 +366,16 @@ def _run_bound(steps) -> float | None:
 
 
 def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, fused_widths=None,
-                     settings: Mapping[str, Mapping[int, object]] | None = None) -> dict[str, float | None]:
+                     settings: Mapping[str, Mapping[int, object]] | None = None, *,
+                     norms: _Norms | None = None) -> dict[str, float | None]:
     """Per method, the bound of a run of ``circuit`` (as applied) with every block by that method,
     from its error model with a state of norm 1, each block's own matrix, and the choices the
     method makes on a random block of the gate's width (None: no model). ``fused_widths``: per
     block the widths of the input gates fused into it (empty or None: the gate itself).
     ``settings``: method -> width -> the :class:`gemm.method.PrecisionSetting` its blocks of that
-    width run with (their choices replace the random block's)."""
+    width run with (their choices replace the random block's). ``norms``: a :class:`_Norms` to
+    share (the gate matrices' norms computed once for several calls)."""
+    norms = norms or _Norms()
     out: dict[str, float | None] = {}
     dtype = np.dtype(dtype)
     settings = settings or {}
@@ -385,7 +388,8 @@ def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, fused_widt
         else:
             def choices_of(d, name=name):
                 return _probe_choices(name, d, dtype)
-        out[name] = _run_bound(_block_steps(circuit.gates, circuit.n_qubits, name, dtype, fused_widths, choices_of))
+        out[name] = _run_bound(_block_steps(circuit.gates, circuit.n_qubits, name, dtype, fused_widths, choices_of,
+                                            norms))
     return out
 
 
@@ -454,7 +458,7 @@ def _unit_bounds(steps) -> list[float] | None:
 
 
 def tune_precision(circuit: Circuit, name: str, dtype, tolerance: float, fused_widths=None,
-                   block_ms=None, floor=None, mixed_with: tuple = ()) -> Tuning | None:
+                   block_ms=None, floor=None, mixed_with: tuple = (), *, norms: _Norms | None = None) -> Tuning | None:
     """The cheapest settings of ``name``'s accuracy knob (:meth:`gemm.Method.precision_settings`)
     that keep the predicted bound of a run of ``circuit`` with every block by it within
     ``tolerance``: per gate width one setting, from the least accurate up.
@@ -476,6 +480,7 @@ def tune_precision(circuit: Circuit, name: str, dtype, tolerance: float, fused_w
             then charged the larger of the two, so that any mix of ``name`` and them meets the
             tolerance (``backend="auto"`` picks per block by cost).
         mixed_with: the names of those methods (for the reasons).
+        norms: a :class:`_Norms` to share with other calls on the same circuit.
 
     Returns:
         The :class:`Tuning` (``met`` False, at the most accurate settings reached, where no
@@ -494,7 +499,7 @@ def tune_precision(circuit: Circuit, name: str, dtype, tolerance: float, fused_w
         options[d] = tuple(method.precision_settings(d, dtype, defaults[d]))
         if not options[d]:
             return None
-    norms = _Norms()
+    norms = norms or _Norms()
     idx = {d: [i for i, g in enumerate(gates) if len(g.qubits) == d] for d in widths}
     # per width and setting, its blocks' steps and their bounds on a unit state
     steps: dict[int, list] = {}
@@ -543,7 +548,7 @@ def tune_precision(circuit: Circuit, name: str, dtype, tolerance: float, fused_w
         at[best] += 1
 
 
-def _floor(circuit: Circuit, names: Sequence[str], tuned: Mapping[str, Tuning], dtype, fused_widths):
+def _floor(circuit: Circuit, names: Sequence[str], tuned: Mapping[str, Tuning], dtype, fused_widths, norms=None):
     """Per block of ``circuit``, ``(bound, step)`` of the loosest of ``names`` on a unit state
     (each at its tuned settings, or at the choices it makes on a random block); None where there
     is no other method, or one has no model."""
@@ -558,7 +563,7 @@ def _floor(circuit: Circuit, names: Sequence[str], tuned: Mapping[str, Tuning], 
         else:
             def choices_of(d, name=name):
                 return _probe_choices(name, d, dtype)
-        steps = _block_steps(circuit.gates, circuit.n_qubits, name, dtype, fused_widths, choices_of)
+        steps = _block_steps(circuit.gates, circuit.n_qubits, name, dtype, fused_widths, choices_of, norms)
         vals = None if steps is None else _unit_bounds(steps)
         if vals is None:
             return None
@@ -588,13 +593,15 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=N
             predicted bound).
     """
     names = [n for n in selector.candidates if n not in selector.excluded]
+    norms = _Norms()  # each gate matrix's norms once
     tuned = {}
     for name in names:
         t = tune_precision(circuit, name, selector.dtype, tolerance, fused_widths,
-                           lambda d, name=name: selector.table.gate_ms(name, d, circuit.n_qubits) or 1.0)
+                           lambda d, name=name: selector.table.gate_ms(name, d, circuit.n_qubits) or 1.0, norms=norms)
         if t is not None:
             tuned[name] = t
-    bounds = predicted_bounds(circuit, [n for n in names if n not in tuned], selector.dtype, fused_widths)
+    bounds = predicted_bounds(circuit, [n for n in names if n not in tuned], selector.dtype, fused_widths,
+                              norms=norms)
     for name, t in tuned.items():
         bounds[name] = t.bound
     bounds = {n: bounds[n] for n in names}
@@ -610,15 +617,15 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=N
         # others could exceed it (each charged where it is loosest): tuned again against their
         # bounds per block, where that can meet it
         others = [n for n in kept if n != name]
-        floor = _floor(circuit, others, tuned, selector.dtype, fused_widths)
+        floor = _floor(circuit, others, tuned, selector.dtype, fused_widths, norms)
         if floor is not None:
             t = tune_precision(circuit, name, selector.dtype, tolerance, fused_widths,
                                lambda d, name=name: selector.table.gate_ms(name, d, circuit.n_qubits) or 1.0,
-                               floor, tuple(others))
+                               floor, tuple(others), norms=norms)
             if t is not None and t.met:
                 tuned[name] = t
                 bounds[name] = predicted_bounds(circuit, [name], selector.dtype, fused_widths,
-                                                {name: t.settings})[name]
+                                                {name: t.settings}, norms=norms)[name]
         selector.tune(name, tuned[name].settings, tuned[name].why)
     if all(n in selector.excluded for n in names):
         known = {n: b for n, b in bounds.items() if b is not None}

@@ -55,7 +55,9 @@ of every modulus stay within :func:`block_budget` (on the GPU 1/2 of the output,
 
 from __future__ import annotations
 
+import functools
 import math
+from types import MappingProxyType
 
 import numpy as np
 
@@ -103,6 +105,20 @@ def block_budget(device: str, out_bytes: int) -> int:
     (:data:`BLOCK_FRACTION`) within the device's (floor, cap) in :data:`BLOCK_BYTES`."""
     lo, hi = BLOCK_BYTES[device]
     return int(min(hi, max(lo, out_bytes // BLOCK_FRACTION[device])))
+
+
+@functools.lru_cache(maxsize=64)
+def _count_settings(family: str, n0: int) -> tuple[PrecisionSetting, ...]:
+    """:meth:`Int8CRT.precision_settings` of a family against a default count ``n0`` (the same
+    for every gate width: a count fixes alpha and beta whatever k)."""
+    out = []
+    for n in range(MIN_MODULI, MAX_MODULI + 1):
+        mods = Moduli.first(n, family)
+        out.append(PrecisionSetting(MappingProxyType({"moduli": n}),
+                                    MappingProxyType({"moduli": n, "alpha": mods.alpha, "beta": mods.beta,
+                                                      "p_bits": mods.p_bits, "moduli_family": family}),
+                                    FIXED_COST_SHARE + (1.0 - FIXED_COST_SHARE) * n / n0, f"{n} moduli"))
+    return tuple(out)
 
 
 def _as_lines(x, role: str):
@@ -243,14 +259,7 @@ class Int8CRT(Method):
         if not isinstance(n0, int) or n0 < 1:
             return ()
         cplx = np.dtype(dtype).kind == "c"
-        family = family_for(self._form(self.options, cplx))
-        out = []
-        for n in range(MIN_MODULI, MAX_MODULI + 1):
-            mods = Moduli.first(n, family)
-            out.append(PrecisionSetting({"moduli": n}, {"moduli": n, "alpha": mods.alpha, "beta": mods.beta,
-                                                        "p_bits": mods.p_bits, "moduli_family": family},
-                                        FIXED_COST_SHARE + (1.0 - FIXED_COST_SHARE) * n / n0, f"{n} moduli"))
-        return tuple(out)
+        return _count_settings(family_for(self._form(self.options, cplx)), n0)
 
     def _run(self, ops, report, timer, **opts):
         xp = ops.xp
