@@ -47,6 +47,9 @@ operand lose on average at most one bit against a ``bits``-bit rounding, countin
 depth below its line's norm bound (that depth grows as log2(sqrt(k)) for flat lines, and with the
 spread of the exponents). At ``bits = 53`` that keeps the error at or below a native FP64 GEMM's;
 at k = 1024 complex it takes 16-17 moduli for flat data and up to 20 for phi = 4.
+A given count fixes ``alpha`` and ``beta`` whatever the data, and so the error model's bound:
+``Simulator(tolerance=...)`` runs the fewest moduli whose bound meets a tolerance
+(:meth:`Int8CRT.precision_settings`, :func:`qsim_tc.run_error.tune_precision`).
 
 The larger operand is processed in blocks of lines so that its residues and the INT32 products
 of every modulus stay within :func:`block_budget` (on the GPU 1/2 of the output, at least
