@@ -25,6 +25,22 @@ def add_precision(p) -> None:
                         "single (complex64, FP32-class methods)")
 
 
+def add_tolerance(p) -> None:
+    p.add_argument("--tolerance", type=float, default=None, metavar="L2",
+                   help="with --backend auto: the largest error bound against double-double the run may have; "
+                        "methods whose predicted bound misses it are not used (int8-crt runs the fewest moduli "
+                        "that meet it), and the run is refused when none can")
+
+
+def tolerance_option(args, backend: str):
+    """The Simulator's ``tolerance=``: the flag with ``auto`` (None when not given); an error with a
+    named backend."""
+    tolerance = getattr(args, "tolerance", None)
+    if tolerance is not None and backend != "auto":
+        raise ValueError(f"--tolerance applies to --backend auto; backend {backend!r} runs as it is")
+    return tolerance
+
+
 def precision_option(args, backend: str):
     """The Simulator's ``precision=``: the flag with ``auto``; an error with a named backend."""
     precision = getattr(args, "precision", None)

@@ -160,3 +160,19 @@ def test_every_count_a_tolerance_may_choose_keeps_its_measured_error_within_its_
         l2 = float(np.linalg.norm((res.state.to_numpy() - hi) - lo))
         assert l2 <= res.error.l2_bound, n
         assert float(np.abs((res.state.to_numpy() - hi) - lo).max()) <= res.error.max_abs_bound, n
+
+
+def test_cli_tolerance_explains_the_moduli_that_ran(monkeypatch, capsys):
+    from qsim_tc.cli import main
+
+    monkeypatch.setattr("qsim_tc.simulator.table_for", lambda *a, **k: _table(5.0))
+    assert main(["brickwork", "--qubits", "8", "--gate-qubits", "4", "--depth", "3", "--device", "cpu",
+                 "--plan", "none", "--fuse", "none", "--tolerance", "1e-10", "--explain"]) == 0
+    text = capsys.readouterr().out
+    n = run_error.tune_precision(brickwork(8, 4, 3, seed=0), "int8-crt", np.complex128, 1e-10).settings[4]
+    n = n.options["moduli"]
+    assert f"int8-crt[moduli={n}]" in text
+    assert f"precision: int8-crt: 5 blocks ran at {n} moduli at d=4" in text
+    rc = main(["brickwork", "--qubits", "4", "--gate-qubits", "2", "--depth", "1", "--device", "cpu",
+               "--backend", "native", "--tolerance", "1e-10"])
+    assert rc == 2 and "--tolerance applies to --backend auto; backend 'native'" in capsys.readouterr().err
