@@ -429,13 +429,9 @@ class Tuning:
         s = self.settings[d]
         default = _default_label(self.defaults.get(d, {}), s)
         mix = f" (mixed with {', '.join(self.mixed_with)})" if self.mixed_with else ""
-        return (f"{s.label} at d={d}: the fewest whose error bound keeps the run's predicted bound{mix} "
+        which = "the fewest" if len(self.settings) == 1 else "of the cheapest settings over the run's widths"
+        return (f"{s.label} at d={d}: {which} whose error bound keeps the run's predicted bound{mix} "
                 f"{self.bound:.3g} within tolerance={self.tolerance:.3g}" + (f" (default {default})" if default else ""))
-
-    def to_dict(self) -> dict:
-        """A JSON-serialisable view: per width the setting, its options, relative cost, and why."""
-        return {str(d): {"setting": s.label, "options": dict(s.options), "relative_cost": s.relative_cost,
-                         "why": self.why(d)} for d, s in sorted(self.settings.items())}
 
 
 def _default_label(default: Mapping, setting) -> str:
