@@ -18,11 +18,15 @@ What a method declares:
   the targets to the bottom first;
 * :meth:`Method.workspace_bytes`: the memory one product needs beyond its operands and output;
 * :meth:`Method.error_model`: a rigorous bound and an estimate of one product's rounding error
-  (:mod:`gemm.error_model`), or None where the method has no model ("no bound", never a guess).
+  (:mod:`gemm.error_model`), or None where the method has no model ("no bound", never a guess);
+* :meth:`Method.precision_settings`: where the method has an accuracy knob (int8-crt's moduli
+  count), its settings with the report choices its model needs and their cost relative to the
+  default: ``Simulator(tolerance=...)`` runs the cheapest setting whose bound meets the tolerance.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -47,6 +51,25 @@ PRECISIONS = {
     "tf32": np.dtype(np.complex64),
     "fp16": np.dtype(np.complex64),
 }
+
+
+@dataclass(frozen=True)
+class PrecisionSetting:
+    """One setting of a method's accuracy knob for products with a d-qubit gate.
+
+    Attributes:
+        options: the method options that select it (passed to every product it runs).
+        choices: the report choices its products make (what :meth:`Method.error_model` reads),
+            known before any product runs: the model's bound follows from them alone.
+        relative_cost: its time over the time of the method's default products (what a cost
+            table measured), from the method's own account of its stages.
+        label: a short name for reports (``"14 moduli"``).
+    """
+
+    options: Mapping[str, Any]
+    choices: Mapping[str, Any] = field(default_factory=dict)
+    relative_cost: float = 1.0
+    label: str = ""
 
 
 class Method:
@@ -141,6 +164,22 @@ class Method:
             the method has no model, or the choices it needs are missing. The base class has none.
         """
         return None
+
+    def precision_settings(self, d: int, dtype, default_choices: Mapping[str, Any]) -> tuple[PrecisionSetting, ...]:
+        """The settings of the method's accuracy knob for products with a d-qubit gate, least
+        accurate (cheapest) first.
+
+        Args:
+            d: the gate's qubits.
+            dtype: the operands' dtype.
+            default_choices: the report choices of a product with default options on data like a
+                cost table's (a Haar gate and a random block): the reference of ``relative_cost``.
+
+        Returns:
+            A tuple of :class:`PrecisionSetting`; empty (the base class) where the method has no
+            knob or ``default_choices`` lack what it needs: the method then runs with its defaults.
+        """
+        return ()
 
     def __call__(self, a, b, **options) -> tuple[Any, Report]:
         opts = self.check_options(options)

@@ -284,6 +284,8 @@ class ErrorReport:
             product of the steps' ``||U||_2`` bounds, 1 up to the given matrices' rounding): a run
             that continues another one carries that run's bound times ``gain``
             (:func:`qsim_tc.run_error.sequence_report`).
+        notes: lines on the precision the methods ran at where a tolerance chose it (int8-crt's
+            moduli count per width, and why: :func:`qsim_tc.run_error.precision_notes`).
     """
 
     l2_bound: float | None
@@ -294,12 +296,13 @@ class ErrorReport:
     no_bound: str | None = None
     n_steps: int = 0
     gain: float = 1.0
+    notes: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """A JSON-serialisable view."""
         return {"l2_bound": self.l2_bound, "l2_estimate": self.l2_estimate, "max_abs_bound": self.max_abs_bound,
                 "infidelity_bound": self.infidelity_bound, "top_steps": [s.to_dict() for s in self.top_steps],
-                "no_bound": self.no_bound, "n_steps": self.n_steps}
+                "no_bound": self.no_bound, "n_steps": self.n_steps, "notes": list(self.notes)}
 
     def summary(self) -> str:
         """One line for the CLI."""

@@ -10,6 +10,7 @@ and the norms of each distinct gate matrix once (O(4^d)); nothing touches the st
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -20,8 +21,9 @@ from gemm import error_model as em
 from qsim_tc import error_bound as eb
 from qsim_tc.errors import ToleranceError
 
-__all__ = ["ToleranceError", "apply_tolerance", "distributed_report", "gate_run_report", "guard_norms",
-           "norm_unit_roundoff", "predicted_bounds", "phase_report", "report_of", "sequence_report", "stage_ops", "stage_run_report", "stage_steps"]
+__all__ = ["ToleranceError", "Tuning", "apply_tolerance", "distributed_report", "gate_run_report", "guard_norms",
+           "norm_unit_roundoff", "precision_notes", "predicted_bounds", "phase_report", "report_of", "sequence_report",
+           "stage_ops", "stage_run_report", "stage_steps", "tune_precision"]
 
 # the stage engine's op kinds (qsim_tc.stages.structure, .plan); named here so that this module
 # does not import the stage package (it imports numba-compiled executors)
@@ -334,32 +336,235 @@ def _probe_choices(method: str, d: int, dtype) -> tuple[dict, ...]:
 _PROBES: dict[tuple, tuple] = {}
 
 
-def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, fused_widths=None) -> dict[str, float | None]:
+def _block_steps(gates, n_qubits: int, name: str, dtype, fused_widths, choices_of, norms=None) -> list | None:
+    """The error steps of a run of ``gates`` (a circuit as applied) with every block by ``name``,
+    each with the choices ``choices_of(d)`` (None where the method has none for that width)."""
+    norms = norms or _Norms()
+    steps = []
+    for i, g in enumerate(gates):
+        d = len(g.qubits)
+        choices = choices_of(d)
+        if not choices:
+            return None
+        a, f, _, _, _ = norms(np.asarray(g.matrix))
+        widths = tuple(fused_widths[i]) if fused_widths is not None else ()
+        # (the state taken dense: a prediction for any start state)
+        steps.append(eb.Step(g.name, name, d, dtype, a, f, em.unitary_norm_bound(d), tuple(choices),
+                             1 << n_qubits, fused_widths=widths))
+    return steps
+
+
+def _run_bound(steps) -> float | None:
+    """The bound of ``steps`` run from a state of norm 1 (None: a step has no model)."""
+    if steps is None:
+        return None
+    acc = eb.ErrorAccumulator()
+    for step in steps:
+        if acc.add(step).bound is None:
+            return None
+    return acc.report().l2_bound
+
+
+def predicted_bounds(circuit: Circuit, methods: Sequence[str], dtype, fused_widths=None,
+                     settings: Mapping[str, Mapping[int, object]] | None = None, *,
+                     norms: _Norms | None = None) -> dict[str, float | None]:
     """Per method, the bound of a run of ``circuit`` (as applied) with every block by that method,
     from its error model with a state of norm 1, each block's own matrix, and the choices the
     method makes on a random block of the gate's width (None: no model). ``fused_widths``: per
-    block the widths of the input gates fused into it (empty or None: the gate itself)."""
-    norms = _Norms()
+    block the widths of the input gates fused into it (empty or None: the gate itself).
+    ``settings``: method -> width -> the :class:`gemm.method.PrecisionSetting` its blocks of that
+    width run with (their choices replace the random block's). ``norms``: a :class:`_Norms` to
+    share (the gate matrices' norms computed once for several calls)."""
+    norms = norms or _Norms()
     out: dict[str, float | None] = {}
     dtype = np.dtype(dtype)
+    settings = settings or {}
     for name in methods:
-        acc = eb.ErrorAccumulator()
-        ok = True
-        for i, g in enumerate(circuit.gates):
-            d = len(g.qubits)
-            widths = tuple(fused_widths[i]) if fused_widths is not None else ()
-            choices = _probe_choices(name, d, dtype)
-            if not choices:
-                ok = False
-                break
-            a, f, _, _, _ = norms(np.asarray(g.matrix))
-            # (the state taken dense: a prediction for any start state)
-            rec = acc.add(eb.Step(g.name, name, d, dtype, a, f, em.unitary_norm_bound(d), choices, 1 << circuit.n_qubits,
-                                  fused_widths=widths))
-            if rec.bound is None:
-                ok = False
-                break
-        out[name] = acc.report().l2_bound if ok else None
+        chosen = settings.get(name)
+        if chosen is not None:
+            def choices_of(d, chosen=chosen):
+                s = chosen.get(d)
+                return (dict(s.choices),) if s is not None else ()
+        else:
+            def choices_of(d, name=name):
+                return _probe_choices(name, d, dtype)
+        out[name] = _run_bound(_block_steps(circuit.gates, circuit.n_qubits, name, dtype, fused_widths, choices_of,
+                                            norms))
+    return out
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The accuracy settings a method runs with under a tolerance (:func:`tune_precision`).
+
+    Attributes:
+        method: the method's name.
+        settings: width -> the :class:`gemm.method.PrecisionSetting` its blocks of that width run.
+        defaults: width -> the report choices of its default products there (``moduli`` for
+            int8-crt: the count the data chose at ``bits=53`` on a random block).
+        bound: the predicted bound of a run with every block by the method at these settings
+            (with ``mixed_with``: of any run mixing it with those methods block by block).
+        tolerance: the tolerance they were chosen for.
+        mixed_with: the other methods the bound allows for.
+    """
+
+    method: str
+    settings: Mapping[int, object]
+    defaults: Mapping[int, Mapping]
+    bound: float
+    tolerance: float
+    mixed_with: tuple = ()
+
+    @property
+    def met(self) -> bool:
+        """Whether the bound meets the tolerance."""
+        return self.bound <= self.tolerance
+
+    def labels(self) -> str:
+        """The settings per width, in one phrase (``"14 moduli at d=10, 9 moduli at d=4"``)."""
+        return ", ".join(f"{s.label} at d={d}" for d, s in sorted(self.settings.items()))
+
+    def why(self, d: int) -> str:
+        """One line: the setting of width ``d``, and why."""
+        s = self.settings[d]
+        default = _default_label(self.defaults.get(d, {}), s)
+        mix = f" (mixed with {', '.join(self.mixed_with)})" if self.mixed_with else ""
+        which = "the fewest" if len(self.settings) == 1 else "of the cheapest settings over the run's widths"
+        return (f"{s.label} at d={d}: {which} whose error bound keeps the run's predicted bound{mix} "
+                f"{self.bound:.3g} within tolerance={self.tolerance:.3g}" + (f" (default {default})" if default else ""))
+
+
+def _default_label(default: Mapping, setting) -> str:
+    """The default products' value of the option a setting sets (``17 moduli``), or ""."""
+    for key in setting.options:
+        if key in default:
+            return f"{default[key]} {key}"
+    return ""
+
+
+def _unit_bounds(steps) -> list[float] | None:
+    """Each step's bound on a state of norm 1 (None: a step has no model)."""
+    out = []
+    for step in steps:
+        b = eb.ErrorAccumulator().add(step).bound
+        if b is None:
+            return None
+        out.append(b)
+    return out
+
+
+def tune_precision(circuit: Circuit, name: str, dtype, tolerance: float, fused_widths=None,
+                   block_ms=None, floor=None, mixed_with: tuple = (), *, norms: _Norms | None = None) -> Tuning | None:
+    """The cheapest settings of ``name``'s accuracy knob (:meth:`gemm.Method.precision_settings`)
+    that keep the predicted bound of a run of ``circuit`` with every block by it within
+    ``tolerance``: per gate width one setting, from the least accurate up.
+
+    The bound of a setting comes from the method's own error model with the choices the setting
+    fixes (for int8-crt the moduli count fixes ``alpha`` and ``beta``, whatever the data), so
+    the constants are the model's (the method's analysis), not fitted. Each width starts at its
+    cheapest setting; while the run's bound exceeds the tolerance, the width whose next setting
+    removes the most bound per unit of added cost (``block_ms(d)`` times the setting's
+    ``relative_cost``, times its blocks) takes it. The sum of the blocks' bounds (the state's
+    norm 1) guides the steps; the run's bound with the norms it carries decides.
+
+    Args:
+        circuit: the circuit as applied; fused_widths: as :func:`predicted_bounds`.
+        name: the method; dtype: the state dtype; tolerance: the bound to meet.
+        block_ms: width -> the cost table's milliseconds of one default block (None: 1 each).
+        floor: per block of ``circuit``, ``(bound, step)`` of the other methods that may run it
+            (the largest of their bounds on a unit state, and its step), or None: each block is
+            then charged the larger of the two, so that any mix of ``name`` and them meets the
+            tolerance (``backend="auto"`` picks per block by cost).
+        mixed_with: the names of those methods (for the reasons).
+        norms: a :class:`_Norms` to share with other calls on the same circuit.
+
+    Returns:
+        The :class:`Tuning` (``met`` False, at the most accurate settings reached, where no
+        setting meets ``tolerance``), or None where the method has no knob (for some width) or
+        no model.
+    """
+    method = gemm.get_method(name)
+    dtype = np.dtype(dtype)
+    gates = circuit.gates
+    widths = sorted({len(g.qubits) for g in gates})
+    options: dict[int, tuple] = {}
+    defaults: dict[int, dict] = {}
+    for d in widths:
+        probe = _probe_choices(name, d, dtype)
+        defaults[d] = dict(probe[0]) if probe else {}
+        options[d] = tuple(method.precision_settings(d, dtype, defaults[d]))
+        if not options[d]:
+            return None
+    norms = norms or _Norms()
+    idx = {d: [i for i, g in enumerate(gates) if len(g.qubits) == d] for d in widths}
+    # per width and setting, its blocks' steps and their bounds on a unit state
+    steps: dict[int, list] = {}
+    vals: dict[int, list] = {}
+    for d in widths:
+        sub = [gates[i] for i in idx[d]]
+        fw = None if fused_widths is None else [fused_widths[i] for i in idx[d]]
+        steps[d] = [_block_steps(sub, circuit.n_qubits, name, dtype, fw, lambda _d, s=s: (dict(s.choices),), norms)
+                    for s in options[d]]
+        vals[d] = [_unit_bounds(st) for st in steps[d]]
+        if any(v is None for v in vals[d]):
+            return None
+    low = [0.0] * len(gates) if floor is None else [f[0] for f in floor]
+    cost = {d: (block_ms(d) if block_ms is not None else 1.0) * len(idx[d]) for d in widths}
+    at = {d: 0 for d in widths}
+
+    def charged(d, j):  # the width's blocks' bounds at setting j, each at least its floor
+        return sum(max(v, low[i]) for v, i in zip(vals[d][j], idx[d]))
+
+    def run_bound():
+        seq = [None] * len(gates)
+        for d in widths:
+            j = at[d]
+            for t, i in enumerate(idx[d]):
+                seq[i] = steps[d][j][t] if floor is None or vals[d][j][t] >= low[i] else floor[i][1]
+        chosen = {d: options[d][at[d]] for d in widths}
+        return _run_bound(seq), chosen
+
+    while True:
+        if sum(charged(d, at[d]) for d in widths) <= tolerance:
+            bound, chosen = run_bound()
+            if bound is not None and bound <= tolerance:
+                return Tuning(name, chosen, defaults, bound, tolerance, tuple(mixed_with))
+        best, best_gain = None, 0.0
+        for d in widths:
+            j = at[d]
+            if j + 1 >= len(options[d]):
+                continue
+            db = charged(d, j) - charged(d, j + 1)
+            dc = cost[d] * max(options[d][j + 1].relative_cost - options[d][j].relative_cost, 1e-12)
+            if db / dc > best_gain:
+                best, best_gain = d, db / dc
+        if best is None:  # no setting lowers the bound further: the bound reached
+            bound, chosen = run_bound()
+            return None if bound is None else Tuning(name, chosen, defaults, bound, tolerance, tuple(mixed_with))
+        at[best] += 1
+
+
+def _floor(circuit: Circuit, names: Sequence[str], tuned: Mapping[str, Tuning], dtype, fused_widths, norms=None):
+    """Per block of ``circuit``, ``(bound, step)`` of the loosest of ``names`` on a unit state
+    (each at its tuned settings, or at the choices it makes on a random block); None where there
+    is no other method, or one has no model."""
+    if not names:
+        return None
+    out = None
+    for name in names:
+        t = tuned.get(name)
+        if t is not None:
+            def choices_of(d, t=t):
+                return (dict(t.settings[d].choices),)
+        else:
+            def choices_of(d, name=name):
+                return _probe_choices(name, d, dtype)
+        steps = _block_steps(circuit.gates, circuit.n_qubits, name, dtype, fused_widths, choices_of, norms)
+        vals = None if steps is None else _unit_bounds(steps)
+        if vals is None:
+            return None
+        out = list(zip(vals, steps)) if out is None else [x if x[0] >= v else (v, st)
+                                                          for x, v, st in zip(out, vals, steps)]
     return out
 
 
@@ -367,6 +572,14 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=N
     """Exclude from ``selector`` the candidates whose predicted bound (:func:`predicted_bounds`)
     exceeds ``tolerance``; any mix of the others then stays within it (the bound of a mixed run
     is at most the largest of theirs, block by block).
+
+    A candidate with an accuracy knob (:meth:`gemm.Method.precision_settings`: int8-crt's moduli
+    count) is predicted at the cheapest settings that meet ``tolerance`` (:func:`tune_precision`,
+    costs from the selector's table), and the selector runs and prices its blocks at them
+    (:meth:`~qsim_tc.plan.select.Selector.tune`); it is excluded only where none does. Where
+    other candidates stay, its settings are then chosen so that every block charged the loosest
+    of them and it meets ``tolerance`` (where that is reachable): a knob tuned to the edge of
+    the tolerance alone could, mixed with a method looser on other widths, exceed it.
 
     Returns:
         method -> predicted bound (None: no model).
@@ -376,12 +589,40 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=N
             predicted bound).
     """
     names = [n for n in selector.candidates if n not in selector.excluded]
-    bounds = predicted_bounds(circuit, names, selector.dtype, fused_widths)
+    norms = _Norms()  # each gate matrix's norms once
+    tuned = {}
+    for name in names:
+        t = tune_precision(circuit, name, selector.dtype, tolerance, fused_widths,
+                           lambda d, name=name: selector.table.gate_ms(name, d, circuit.n_qubits) or 1.0, norms=norms)
+        if t is not None:
+            tuned[name] = t
+    bounds = predicted_bounds(circuit, [n for n in names if n not in tuned], selector.dtype, fused_widths,
+                              norms=norms)
+    for name, t in tuned.items():
+        bounds[name] = t.bound
+    bounds = {n: bounds[n] for n in names}
     for name, b in bounds.items():
         if b is None:
             selector.exclude(name, f"tolerance {tolerance:.3g}: no error model to bound its products")
         elif not b <= tolerance:
-            selector.exclude(name, f"tolerance {tolerance:.3g}: its predicted error bound is {b:.3g}")
+            more = f" at its most accurate settings ({tuned[name].labels()})" if name in tuned else ""
+            selector.exclude(name, f"tolerance {tolerance:.3g}: its predicted error bound is {b:.3g}{more}")
+    kept = [n for n in names if n not in selector.excluded]
+    for name in [n for n in kept if n in tuned]:
+        # tuned to the edge of the tolerance on its own, a method mixed block by block with the
+        # others could exceed it (each charged where it is loosest): tuned again against their
+        # bounds per block, where that can meet it
+        others = [n for n in kept if n != name]
+        floor = _floor(circuit, others, tuned, selector.dtype, fused_widths, norms)
+        if floor is not None:
+            t = tune_precision(circuit, name, selector.dtype, tolerance, fused_widths,
+                               lambda d, name=name: selector.table.gate_ms(name, d, circuit.n_qubits) or 1.0,
+                               floor, tuple(others), norms=norms)
+            if t is not None and t.met:
+                tuned[name] = t
+                bounds[name] = predicted_bounds(circuit, [name], selector.dtype, fused_widths,
+                                                {name: t.settings}, norms=norms)[name]
+        selector.tune(name, tuned[name].settings, tuned[name].why)
     if all(n in selector.excluded for n in names):
         known = {n: b for n, b in bounds.items() if b is not None}
         if known:
@@ -393,6 +634,28 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=N
         raise ToleranceError(f"no {selector.precision}-precision method can meet tolerance={tolerance:.3g} on "
                              f"this circuit ({len(circuit)} blocks): {why}; {hint}")
     return bounds
+
+
+def precision_notes(metadata: Mapping) -> list[str]:
+    """Per method and width that ran at a tolerance's setting (``metadata["auto"]
+    ["precision_settings"]``, :func:`qsim_tc.runners.auto.run_auto`), one line: how many blocks
+    ran at it, and why; empty for other runs."""
+    auto = metadata.get("auto") if isinstance(metadata, Mapping) else None
+    tuned = auto.get("precision_settings") if isinstance(auto, Mapping) else None
+    if not tuned:
+        return []
+    ran: dict[tuple[str, int], int] = {}
+    for block in metadata.get("blocks", ()):
+        if block.get("options"):
+            key = (block["method"], int(block["d"]))
+            ran[key] = ran.get(key, 0) + 1
+    out = []
+    for name, per in tuned.items():
+        for d, rec in per.items():
+            n = ran.get((name, int(d)), 0)
+            if n:
+                out.append(f"{name}: {n} block{'' if n == 1 else 's'} ran at {rec['why']}")
+    return out
 
 
 def stage_bound_for_tolerance(plan, dtype, max_dense: int | None, compute: str | None) -> float:

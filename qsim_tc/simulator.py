@@ -58,7 +58,9 @@ class Simulator:
             error bound (:attr:`Result.error`'s ``l2_bound``) the run may have: methods (and a
             stage run) whose predicted bound exceeds it are not used, and the run is refused
             with :class:`~qsim_tc.errors.ToleranceError` when no method meets it
-            (:mod:`qsim_tc.run_error`).
+            (:mod:`qsim_tc.run_error`). A method with an accuracy knob runs at the cheapest
+            setting that meets it: int8-crt with the fewest moduli whose bound does
+            (:func:`qsim_tc.run_error.tune_precision`; ``Result.error.notes`` say which).
         small_gate_kernel: None (default: use it where the backend allows), True or False.
         fuse: None (no fusion), the most qubits a fused block may have, or ``"auto"`` (chosen per
             circuit from the device's cost table, :mod:`qsim_tc.plan.costs`).
@@ -251,6 +253,7 @@ class Simulator:
                 applied, out.stats, covers, circuit, settings.dtype, initial_norm=start.initial_norm,
                 from_zero=start.initial is None, state_norms=run_error.guard_norms(out.metadata),
                 norm_u=run_error.norm_unit_roundoff(settings.dtype, settings.device.is_gpu))
+            out.error.notes.extend(run_error.precision_notes(out.metadata))
             if self.fuse == "auto" and self.fusion_choice is not None:
                 meta["fusion_choice"] = self.fusion_choice.to_dict()
             if self.stage_decision is not None:

@@ -18,6 +18,7 @@ from qsim_tc.cli.common import (
     add_device,
     add_fuse,
     add_precision,
+    add_tolerance,
     add_workspace,
     backend_options,
     check_options_used,
@@ -33,6 +34,7 @@ from qsim_tc.cli.common import (
     print_stages,
     run_or_hint,
     time_text,
+    tolerance_option,
     write_json,
     write_plot,
 )
@@ -54,6 +56,7 @@ def register(sub) -> None:
                         f"comma list to compare them ({', '.join(gemm.methods())}); on a CPU the emulated ones take "
                         "5-200x as long as native")
     add_precision(p)
+    add_tolerance(p)
     p.add_argument("--explain", action="store_true",
                    help="with --backend auto: print each block's method, predicted and measured time, and why")
     p.add_argument("--reference", choices=("dd",), default=None,
@@ -86,8 +89,9 @@ def run(args) -> int:
     _check_size(args)
     circ = brickwork(args.qubits, args.gate_qubits, args.depth, args.seed, periodic=args.periodic)
     if launched_ranks() > 1:
-        if compare or args.explain:
-            raise ValueError("under mpiexec, brickwork runs one backend (no --reference, --mirror or --explain)")
+        if compare or args.explain or args.tolerance is not None:
+            raise ValueError("under mpiexec, brickwork runs one backend (no --reference, --mirror, --explain or "
+                             "--tolerance)")
         return run_ranks(args, circ, backends[0], "brickwork")
     if compare:
         return _compare(args, circ, backends)
@@ -113,6 +117,9 @@ def _check_size(args) -> None:
 
 def _single(args, circ, backend) -> int:
     options = backend_options(args, gemm.get_method(backend)) if backend != "auto" else {}
+    tolerance = tolerance_option(args, backend)
+    if tolerance is not None:
+        options["tolerance"] = tolerance
     sim = Simulator(backend, device=args.device, precision=precision_option(args, backend), fuse=fuse_option(args),
                     plan=plan_option(args), workspace_bytes=args.max_workspace, **options)
     print(f"brickwork: {args.qubits} qubits, d={args.gate_qubits}, depth {args.depth}, {len(circ)} gates, "
@@ -171,6 +178,10 @@ def _compare(args, circ, backends) -> int:
     options = {b: backend_options(args, gemm.get_method(b)) for b in backends if b != "auto"}
     if "auto" in backends:
         options["auto"] = {"precision": precision_option(args, "auto")}
+        if args.tolerance is not None:
+            options["auto"]["tolerance"] = args.tolerance
+    elif args.tolerance is not None:
+        raise ValueError("--tolerance applies to --backend auto; add auto to the backends or drop --tolerance")
     elif args.precision is not None:
         raise ValueError("--precision applies to --backend auto; add auto to the backends or drop --precision")
     rows = accuracy_table(circ, backends, device=args.device, reference=args.reference, mirror=args.mirror,

@@ -25,6 +25,22 @@ def add_precision(p) -> None:
                         "single (complex64, FP32-class methods)")
 
 
+def add_tolerance(p) -> None:
+    p.add_argument("--tolerance", type=float, default=None, metavar="L2",
+                   help="with --backend auto: the largest error bound against double-double the run may have; "
+                        "methods whose predicted bound misses it are not used (int8-crt runs the fewest moduli "
+                        "that meet it), and the run is refused when none can")
+
+
+def tolerance_option(args, backend: str):
+    """The Simulator's ``tolerance=``: the flag with ``auto`` (None when not given); an error with a
+    named backend."""
+    tolerance = getattr(args, "tolerance", None)
+    if tolerance is not None and backend != "auto":
+        raise ValueError(f"--tolerance applies to --backend auto; backend {backend!r} runs as it is")
+    return tolerance
+
+
 def precision_option(args, backend: str):
     """The Simulator's ``precision=``: the flag with ``auto``; an error with a named backend."""
     precision = getattr(args, "precision", None)
@@ -78,7 +94,9 @@ def explain_table(blocks) -> str:
         why = b["reason"]
         if b["redone"]:
             why = "redone after " + "; ".join(f"{r['method']}: {r['why']}" for r in b["redone"]) + "; " + why
-        lines.append(f"{b['index']:5d} {b['d']:2d} {b['placement']:9s} {b['method']:10s} "
+        # a tuned setting (Simulator(tolerance=...): int8-crt's moduli count) beside the method
+        method = b["method"] + "".join(f"[{k}={v}]" for k, v in (b.get("options") or {}).items())
+        lines.append(f"{b['index']:5d} {b['d']:2d} {b['placement']:9s} {method:10s} "
                      f"{_cell(b['predicted_ms'])} {_cell(b['measured_ms'])}  {why}")
     lines.append("(times in ms; - where a stage is not timed apart)")
     return "\n".join(lines)
@@ -97,6 +115,7 @@ def error_steps_table(result) -> str | None:
     lines = [f"{'step':>5s} {'label':16s} {'method':10s} {'bound':>10s} {'estimate':>10s}  (largest error-bound steps)"]
     for s in rep.top_steps:
         lines.append(f"{s.index:5d} {s.label[:16]:16s} {s.method:10s} {s.bound:10.3g} {s.estimate:10.3g}")
+    lines += [f"precision: {note}" for note in rep.notes]  # what a tolerance chose, and why
     return "\n".join(lines)
 
 

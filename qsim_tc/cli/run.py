@@ -19,6 +19,7 @@ from qsim_tc.cli.common import (
     add_device,
     add_fuse,
     add_precision,
+    add_tolerance,
     add_workspace,
     backend_options,
     check_options_used,
@@ -33,6 +34,7 @@ from qsim_tc.cli.common import (
     print_stages,
     run_or_hint,
     time_text,
+    tolerance_option,
     write_json,
     write_plot,
 )
@@ -50,6 +52,7 @@ def register(sub) -> None:
                    f"device) or a GEMM method ({', '.join(gemm.methods())}); on a CPU the emulated ones take 5-200x as "
                    "long as native")
     add_precision(p)
+    add_tolerance(p)
     add_device(p)
     p.add_argument("--shots", type=int, default=0,
                    help="sample this many shots of the measured bits (all qubits if nothing is measured)")
@@ -124,6 +127,7 @@ def run(args) -> int:
     methods = methods_of([args.backend])
     check_options_used(args, methods)
     precision = precision_option(args, args.backend)
+    tolerance = tolerance_option(args, args.backend)
     if args.explain and args.backend != "auto":
         raise ValueError(f"--explain shows the choices of --backend auto; backend {args.backend!r} makes none")
     if args.plot and not args.reference:
@@ -131,13 +135,14 @@ def run(args) -> int:
     check_outputs(args)
     circ = _load(args.file, params)
     if launched_ranks() > 1:
-        if args.shots or args.reference or args.explain:
-            raise ValueError("under mpiexec, run simulates the circuit only (no --shots, --reference or --explain "
-                             "yet)")
+        if args.shots or args.reference or args.explain or args.tolerance is not None:
+            raise ValueError("under mpiexec, run simulates the circuit only (no --shots, --reference, --explain or "
+                             "--tolerance yet)")
         return run_ranks(args, circ, args.backend, args.file)
     options = backend_options(args, methods[0]) if methods else {}
+    tol = {} if tolerance is None else {"tolerance": tolerance}
     sim = Simulator(args.backend, device=args.device, precision=precision, fuse=fuse_option(args),
-                    plan=plan_option(args), workspace_bytes=args.max_workspace, **options)
+                    plan=plan_option(args), workspace_bytes=args.max_workspace, **tol, **options)
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
           f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
     result = run_or_hint(sim, circ, args, Progress(f"{args.backend}"))

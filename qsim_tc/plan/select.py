@@ -15,6 +15,10 @@ state's current layout) and the width d select a cost per candidate; the cheapes
 to a method that computes in the state's own arithmetic (no guard needed), then to the registry
 order; and the first candidate in registry order stays unless another is predicted more than
 :data:`SWITCH_MARGIN` faster. Methods without a row in the table are not candidates: an unmeasured cost is no cost.
+
+Under ``Simulator(tolerance=...)`` a method with an accuracy knob (int8-crt's moduli count) may
+be tuned per width (:meth:`Selector.tune`): its blocks run with the setting's options and are
+priced at the table's time (measured with the defaults) times the setting's relative cost.
 """
 
 from __future__ import annotations
@@ -98,6 +102,8 @@ class Choice:
         placement: the placement the cost was read at.
         reason: one line: the runner-up and its cost, or why there was no choice.
         costs: candidate -> predicted milliseconds.
+        options: the method options the block runs with (a tuned setting, :meth:`Selector.tune`;
+            empty: the method's defaults).
     """
 
     method: str
@@ -105,6 +111,7 @@ class Choice:
     placement: str
     reason: str
     costs: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
 
 
 class Selector:
@@ -136,6 +143,7 @@ class Selector:
             raise ValueError(f"cost table {table.origin} has no row for any {precision}-precision method "
                              f"({', '.join(names) or 'none registered'}); it has {', '.join(table.methods())}")
         self.excluded: dict[str, str] = {}  # method -> why it is no longer a candidate in this run
+        self.tuned: dict[str, dict] = {}  # method -> width -> (PrecisionSetting, why): tune()
         self._memo: dict[tuple, Choice] = {}  # a run asks the same few questions for thousands of blocks
 
     @property
@@ -148,6 +156,31 @@ class Selector:
         workspace does not fit)."""
         self.excluded.setdefault(method, why)
         self._memo.clear()
+
+    def tune(self, method: str, settings, why=None) -> None:
+        """Run ``method``'s blocks of each width at a setting of its accuracy knob
+        (:class:`gemm.method.PrecisionSetting`, chosen for a tolerance by
+        :func:`qsim_tc.run_error.tune_precision`) and price them at its ``relative_cost`` times
+        the table's time (measured with the method's defaults).
+
+        Args:
+            method: a candidate; settings: width -> setting; why: ``why(d)`` -> one line for
+                the blocks' reasons (None: the setting's label).
+        """
+        self.tuned[method] = {int(d): (s, why(d) if why is not None else s.label) for d, s in settings.items()}
+        self._memo.clear()
+
+    def gate_ms(self, method: str, d: int, n_qubits: int, placement: str = ANY) -> float | None:
+        """The predicted milliseconds of a d-qubit block of ``method`` at ``placement``: the
+        table's, times its tuned setting's relative cost where it has one (:meth:`tune`)."""
+        ms = self.table.gate_ms(method, d, n_qubits, placement)
+        tuned = self.tuned.get(method, {}).get(d)
+        return ms if ms is None or tuned is None else ms * tuned[0].relative_cost
+
+    def options_for(self, method: str, d: int) -> dict:
+        """The options ``method`` runs a d-qubit block with (empty: its defaults)."""
+        tuned = self.tuned.get(method, {}).get(d)
+        return {} if tuned is None else dict(tuned[0].options)
 
     def choose(self, d: int, n_qubits: int, placement: str = ANY, *, without: tuple = (),
                then: dict | None = None) -> Choice:
@@ -177,7 +210,7 @@ class Selector:
         for name in self.candidates:
             if name in self.excluded or name in without:
                 continue
-            costs[name] = self.table.gate_ms(name, d, n_qubits, placement)
+            costs[name] = self.gate_ms(name, d, n_qubits, placement)
         own = costs  # each candidate's cost for this block; ``costs`` ranks them
         if then:
             # brickwork(28, 8, 4), single, H100: CGEMM on middle blocks (2% dearer than tc-auto,
@@ -187,7 +220,7 @@ class Selector:
                 if name not in then:
                     return 0.0
                 d_next, placement_next = then[name]
-                return min(self.table.gate_ms(m, d_next, n_qubits, placement_next) for m in own)
+                return min(self.gate_ms(m, d_next, n_qubits, placement_next) for m in own)
 
             costs = {name: c + next_ms(name) for name, c in own.items()}
         if not costs:
@@ -207,7 +240,10 @@ class Selector:
             reason = f"fastest predicted; next {nxt} {costs[nxt]:.3g} ms ({costs[nxt] / costs[best]:.2f}x)"
             if then:
                 reason += " (with the next block, from the layout each leaves)"
-        choice = self._memo[memo_key] = Choice(best, own[best], placement, reason, own)
+        tuned = self.tuned.get(best, {}).get(d)
+        if tuned is not None:
+            reason += f"; {tuned[1]}"
+        choice = self._memo[memo_key] = Choice(best, own[best], placement, reason, own, self.options_for(best, d))
         return choice
 
 

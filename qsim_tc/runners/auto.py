@@ -182,15 +182,15 @@ class _AutoRun:
             choice = selector.choose(d, n, placement, without=tuple(tried), then=then)
             method = gemm.get_method(choice.method)
             block = {"qubits": list(gate.qubits), "d": d, "placement": placement, "method": choice.method,
-                     "predicted_ms": choice.predicted_ms, "reason": choice.reason, "redone": redone, "guard": None,
-                     "norm_before": norm_in}
+                     "options": dict(choice.options), "predicted_ms": choice.predicted_ms, "reason": choice.reason,
+                     "redone": redone, "guard": None, "norm_before": norm_in}
             if not needs_guard(method):
                 self.guarded_norm = None  # the state changes without a norm measured after it
                 info = state.apply(gate.matrix, gate.qubits, method=choice.method, check_unitary=False,
-                                   small_gate_kernel=small, next_qubits=nxt)
+                                   small_gate_kernel=small, next_qubits=nxt, **choice.options)
                 return state, info, block
             if not per_block:
-                info, verdict = self._apply_checked(state, gate, nxt, choice.method, None)
+                info, verdict = self._apply_checked(state, gate, nxt, choice.method, None, choice.options)
                 block["guard"] = verdict.to_dict()
                 if verdict.ok:
                     return state, info, block
@@ -207,7 +207,7 @@ class _AutoRun:
             known = self.guarded_norm
             norm0 = known[1] if known is not None and known[0] is state else saved.norm()
             block["norm_before"] = norm0
-            info, verdict = self._apply_checked(state, gate, nxt, choice.method, norm0)
+            info, verdict = self._apply_checked(state, gate, nxt, choice.method, norm0, choice.options)
             block["guard"] = verdict.to_dict()
             if verdict.ok:
                 return state, info, block
@@ -234,16 +234,18 @@ class _AutoRun:
             out[name] = (len(nxt), placement_of(path))
         return out
 
-    def _apply_checked(self, state: StateVector, gate, nxt, method: str, norm0: float | None):
-        """Apply one block with ``method``, recording the gemm warnings, and return
-        ``(info, verdict)``: info None when the method raised a domain error. ``norm0``: the norm
-        before the block, to check the norm after it against; None checks the statistics only."""
+    def _apply_checked(self, state: StateVector, gate, nxt, method: str, norm0: float | None, options=None):
+        """Apply one block with ``method`` (and its ``options``: a tuned setting), recording the
+        gemm warnings, and return ``(info, verdict)``: info None when the method raised a domain
+        error. ``norm0``: the norm before the block, to check the norm after it against; None
+        checks the statistics only."""
         info = None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 info = state.apply(gate.matrix, gate.qubits, method=method, check_unitary=False,
-                                   small_gate_kernel=self.settings.small_gate_kernel, next_qubits=nxt)
+                                   small_gate_kernel=self.settings.small_gate_kernel, next_qubits=nxt,
+                                   **(options or {}))
             except gemm.errors.GemmError as exc:  # a domain failure of the method: redo with the next
                 verdict = guard.Verdict(False, f"{type(exc).__name__}: {exc}")
         for w in caught:  # warnings from outside gemm are not the guard's business: pass them on
@@ -272,5 +274,11 @@ def _metadata(settings: Settings, selector: Selector, stats: list[GateStat], blo
                      "excluded": dict(selector.excluded), "blocks_per_method": per_method,
                      "predicted_ms": float(sum(b["predicted_ms"] for b in blocks)),
                      "measured_ms": float(sum(b["measured_ms"] for b in blocks)),
-                     "redone_blocks": sum(bool(b["redone"]) for b in blocks)},
+                     "redone_blocks": sum(bool(b["redone"]) for b in blocks),
+                     # method -> width -> the accuracy setting a tolerance chose (run_error.tune_precision)
+                     "precision_settings": {
+                         name: {str(d): {"setting": st.label, "options": dict(st.options),
+                                         "relative_cost": st.relative_cost, "why": why}
+                                for d, (st, why) in sorted(per.items())}
+                         for name, per in selector.tuned.items()}},
             "blocks": blocks}

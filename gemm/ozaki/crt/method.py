@@ -47,6 +47,9 @@ operand lose on average at most one bit against a ``bits``-bit rounding, countin
 depth below its line's norm bound (that depth grows as log2(sqrt(k)) for flat lines, and with the
 spread of the exponents). At ``bits = 53`` that keeps the error at or below a native FP64 GEMM's;
 at k = 1024 complex it takes 16-17 moduli for flat data and up to 20 for phi = 4.
+A given count fixes ``alpha`` and ``beta`` whatever the data, and so the error model's bound:
+``Simulator(tolerance=...)`` runs the fewest moduli whose bound meets a tolerance
+(:meth:`Int8CRT.precision_settings`, :func:`qsim_tc.run_error.tune_precision`).
 
 The larger operand is processed in blocks of lines so that its residues and the INT32 products
 of every modulus stay within :func:`block_budget` (on the GPU 1/2 of the output, at least
@@ -55,13 +58,15 @@ of every modulus stay within :func:`block_budget` (on the GPU 1/2 of the output,
 
 from __future__ import annotations
 
+import functools
 import math
+from types import MappingProxyType
 
 import numpy as np
 
 from gemm import error_model as em
 from gemm.errors import NonFiniteError
-from gemm.method import Method
+from gemm.method import Method, PrecisionSetting
 from gemm.operands import matmul_shape
 from gemm.options import Option, choice, integer
 from gemm.ozaki.crt import cpu, gpu, wgmma
@@ -83,6 +88,12 @@ from gemm.ozaki.crt.moduli import (
 )
 
 BITS_RANGE = (8, 100)
+# The share of a product's time that does not scale with the moduli count, for the cost of a
+# count other than the measured one (PrecisionSetting.relative_cost): at d = 10 on an H200 with
+# 17 moduli (docs/results.md section 6) scale took 2.0 of 34.2 ms, and the reconstruction's
+# finish (about 85 FP64 operations a complex element against 10 a modulus) about 2.7 of its
+# 8.1; residues, products and the per-modulus word sums (the rest) grow with the count.
+FIXED_COST_SHARE = (2.0 + 2.7) / 34.2
 BLOCK_BYTES = {"cpu": (16 << 20, 256 << 20), "gpu": (64 << 20, 2 << 30)}  # (floor, cap) of a block's workspace
 # The share of the output a block's workspace may take. On the GPU each block is three kernels
 # (residues, products, reconstruction), each ending in a partial wave, plus their launches and
@@ -97,6 +108,20 @@ def block_budget(device: str, out_bytes: int) -> int:
     (:data:`BLOCK_FRACTION`) within the device's (floor, cap) in :data:`BLOCK_BYTES`."""
     lo, hi = BLOCK_BYTES[device]
     return int(min(hi, max(lo, out_bytes // BLOCK_FRACTION[device])))
+
+
+@functools.lru_cache(maxsize=64)
+def _count_settings(family: str, n0: int) -> tuple[PrecisionSetting, ...]:
+    """:meth:`Int8CRT.precision_settings` of a family against a default count ``n0`` (the same
+    for every gate width: a count fixes alpha and beta whatever k)."""
+    out = []
+    for n in range(MIN_MODULI, MAX_MODULI + 1):
+        mods = Moduli.first(n, family)
+        out.append(PrecisionSetting(MappingProxyType({"moduli": n}),
+                                    MappingProxyType({"moduli": n, "alpha": mods.alpha, "beta": mods.beta,
+                                                      "p_bits": mods.p_bits, "moduli_family": family}),
+                                    FIXED_COST_SHARE + (1.0 - FIXED_COST_SHARE) * n / n0, f"{n} moduli"))
+    return tuple(out)
 
 
 def _as_lines(x, role: str):
@@ -224,6 +249,20 @@ class Int8CRT(Method):
         bound = trunc + gb + rb + nb
         est = math.sqrt(trunc_e ** 2 + ge ** 2 + re_ ** 2 + ne ** 2)
         return em.ProductError(bound, est, {"truncation": trunc, "gate_rounding": gb, "rounding": rb + nb})
+
+    def precision_settings(self, d: int, dtype, default_choices):
+        """Every moduli count (``moduli=n``, :data:`MIN_MODULI`..:data:`MAX_MODULI`) for a d-qubit
+        gate, with the ``alpha`` and ``beta`` its error model reads: a given count fixes them
+        whatever the data (:func:`gemm.ozaki.crt.moduli.alpha_beta`), so the model's bound at
+        that count is known before the run. The cost of ``n`` moduli against the default product's
+        ``n0`` (``default_choices["moduli"]``, the count the data chose at ``bits=53``) is
+        ``f + (1 - f) n / n0`` with ``f`` = :data:`FIXED_COST_SHARE`. Empty without ``n0``.
+        """
+        n0 = default_choices.get("moduli") if default_choices else None
+        if not isinstance(n0, int) or n0 < 1:
+            return ()
+        cplx = np.dtype(dtype).kind == "c"
+        return _count_settings(family_for(self._form(self.options, cplx)), n0)
 
     def _run(self, ops, report, timer, **opts):
         xp = ops.xp
