@@ -191,6 +191,19 @@ def test_gpu_pass_segments_follow_the_high_parts():
     assert obs_gpu.shared_limit_terms("c128", 232448) >= obs_gpu.LAUNCH_TERMS  # an H100's opt-in limit
 
 
+def test_gpu_pass_of_a_block_of_no_states(monkeypatch):
+    # a block of zero states has no values, as on the CPU (its thread blocks per state were a
+    # division by the number of states); with no terms too
+    _fake_cupy(monkeypatch)
+    monkeypatch.setattr(obs_gpu, "BLOCKS", 6)
+    terms, _ = obs.collect([SparsePauliOp(["XZI", "YYX", "III"])], 3)
+    empty = np.zeros((0, 8), dtype=np.complex128)
+    assert obs.term_values(empty, terms).shape == (0, 3)
+    assert obs._term_values_gpu(empty.view(_DeviceArray), terms).shape == (0, 3)
+    none = obs.PauliTerms(3, *(np.zeros(0, dtype=np.int64) for _ in range(3)))
+    assert obs._term_values_gpu(empty.view(_DeviceArray), none).shape == (0, 0)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["complex128", "complex64"])
 @pytest.mark.parametrize("n", [1, 5, 12, 20])
