@@ -46,6 +46,14 @@ class _Distributed:
         """The communicator whose ranks hold the states."""
         return self._comm
 
+    def _generator(self) -> np.random.Generator:
+        """The PUB's generator, the same on every rank: without a seed, rank 0's fresh entropy
+        (each rank's own would give each rank other draws, such as an Estimator's noise)."""
+        if self._seed is not None:
+            return super()._generator()
+        entropy = np.random.SeedSequence().entropy if self._comm.Get_rank() == 0 else None
+        return np.random.default_rng(self._comm.bcast(entropy, root=0))
+
     def _batched(self, circuit, n_bindings: int):
         return None  # every binding is a distributed run of its own
 

@@ -96,6 +96,26 @@ def test_sampler_over_ranks_draws_the_distribution_the_same_on_every_rank(size):
     assert np.all(np.abs(freq - probs) <= 5 * np.sqrt(probs * (1 - probs) / shots) + 2e-3)
 
 
+def test_estimator_precision_noise_is_the_same_on_every_rank():
+    """A PUB's target precision draws normal noise on the values: without a seed, every rank's
+    values are still the same (the generator's entropy comes from rank 0), and differ from run
+    to run; with a seed, as before, they follow it."""
+    qc = _circuit(4).assign_parameters([0.3])
+    obs = [SparsePauliOp("ZIIZ"), SparsePauliOp("XXII")]
+
+    def body(comm):
+        runs = [DistributedEstimator(comm, backend="native", fuse=None, plan=None, seed=seed)
+                .run([(qc, obs)], precision=0.5).result()[0].data.evs for seed in (None, None, 7)]
+        return runs
+
+    per_rank = on_ranks(2, body)
+    for k in range(3):
+        assert all(np.array_equal(r[k], per_rank[0][k]) for r in per_rank), k
+    assert not np.array_equal(per_rank[0][0], per_rank[0][1])
+    exact = StatevectorEstimator().run([(qc, obs)]).result()[0].data.evs
+    np.testing.assert_allclose(per_rank[0][2], np.random.default_rng(7).normal(exact, 0.5), atol=1e-9)
+
+
 def test_distributed_primitives_name_a_bad_communicator():
     with pytest.raises(TypeError, match="comm must be an mpi4py communicator, got str"):
         DistributedEstimator("world")
