@@ -4,7 +4,7 @@ rank's readouts go through its slice only)."""
 
 import numpy as np
 import pytest
-from test_distributed_ranks import on_ranks
+from test_distributed_ranks import _Solo, on_ranks
 
 pytest.importorskip("qiskit")
 
@@ -121,6 +121,13 @@ def test_distributed_primitives_name_a_bad_communicator():
         DistributedEstimator("world")
     with pytest.raises(TypeError, match="comm must be an mpi4py communicator, got NoneType"):
         DistributedSampler(None)
+
+    # values a run would refuse are refused here, on every rank alike, not inside the run's
+    # abort guard (which ends every rank of the job)
+    with pytest.raises(ValueError, match="device must be 'auto', 'cpu' or 'gpu' for a distributed run, got 'cuda'"):
+        DistributedEstimator(_Solo(2, 0), device="cuda")
+    with pytest.raises(ValueError, match="exchange_plan must be 'fewest' or 'stages', got 'best'"):
+        DistributedSampler(_Solo(2, 0), exchange_plan="best")
 
 
 def test_sampler_draws_come_in_random_order_not_rank_by_rank():
