@@ -124,16 +124,19 @@ def fake_gpu(monkeypatch):
     return nccl
 
 
-@pytest.mark.parametrize(("size", "piece_bytes"), [(2, 48), (4, 16), (8, 64), (8, 1 << 20)])
-def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_bytes):
+@pytest.mark.parametrize(("size", "piece_bytes", "dtype"), [(2, 48, np.complex128), (4, 16, np.complex128),
+                                                       (8, 64, np.complex128), (8, 1 << 20, np.complex128),
+                                                       (4, 24, np.complex64)])
+def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_bytes, dtype):
     """Single swaps (contiguous and packed halves) and all-to-alls of k = 2..g bits through the
     NCCL exchanger leave every slice as the CPU's pairwise swaps do and send what theory says:
-    half a slice a swap, (2^k - 1)/2^k of it an all-to-all, one NCCL group a round."""
+    half a slice a swap, (2^k - 1)/2^k of it an all-to-all, one NCCL group a round; complex64
+    amplitudes go as one float64 word each."""
     n = 7
     g = size.bit_length() - 1
     big_l = n - g
     rng = np.random.default_rng(size)
-    full = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(np.complex128)
+    full = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(dtype)
     cases = [[(0, big_l)], [(big_l - 1, n - 1)]]  # bit 0: packed pieces; the top local bit: contiguous
     if g >= 2:  # the top local bits: every part's pieces contiguous, sent unpacked
         cases.append([(big_l - 1 - j, big_l + j) for j in range(g)])
@@ -157,7 +160,7 @@ def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_byt
         return out
 
     per_rank = on_ranks(size, body)
-    slice_bytes = (1 << big_l) * 16
+    slice_bytes = (1 << big_l) * np.dtype(dtype).itemsize
     for r in range(size):
         for pairs, (same, phys, sent, exchanges, waits, packed) in zip(cases, per_rank[r]):
             k = len(pairs)
@@ -166,7 +169,7 @@ def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_byt
             assert all(w >= 1 for w in waits)  # every stream waited for the state (the caller's event)
             if sorted(p for p, _ in pairs) == list(range(big_l - k, big_l)):
                 assert packed == 0, pairs  # contiguous pieces go as they are
-            if pairs == [(0, big_l)] and piece_bytes >= 32:
+            if pairs == [(0, big_l)] and piece_bytes >= 2 * np.dtype(dtype).itemsize:
                 assert packed > 0, pairs  # every other amplitude: packed first
 
 
