@@ -116,6 +116,8 @@ def fake_gpu(monkeypatch):
     cupy = types.ModuleType("cupy")
     cupy.cuda = cuda
     cupy.empty, cupy.zeros, cupy.copyto = np.empty, np.zeros, np.copyto
+    cupy.ascontiguousarray, cupy.arange, cupy.conj = np.ascontiguousarray, np.arange, np.conj
+    cupy.int64, cupy.float64, cupy.complex128, cupy.sum = np.int64, np.float64, np.complex128, np.sum
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
     monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)
@@ -208,3 +210,34 @@ def test_part_rounds_cover_each_part_once_within_the_bound(n_bits, swapped, piec
     for u in members:
         want = [i for i in range(1 << n_bits) if sum(((i >> b) & 1) << j for j, b in enumerate(swapped)) == u]
         assert seen[u] == want  # in increasing order: element bit j is the j-th lowest free bit
+
+
+def test_pauli_trade_of_a_strided_slice_sends_its_amplitudes(fake_gpu, monkeypatch):
+    """An X on a global qubit trades slices chunk by chunk (``receive``); a slice given as a
+    strided view sends its own amplitudes, not the bytes at its first address onward."""
+    from qsim_tc.distributed import state as dstate
+
+    monkeypatch.setattr(dstate, "READ_CHUNK", 4)
+    n, size = 5, 2
+    big_l = n - 1
+    rng = np.random.default_rng(5)
+    full = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    full /= np.linalg.norm(full)
+    labels = ["X" + "I" * (n - 1), "Y" + "Z" * (n - 2) + "X", "XXIIY"]
+
+    def body(comm):
+        r = comm.Get_rank()
+        mine = full[r << big_l:(r + 1) << big_l]
+        strided = np.zeros(2 << big_l, dtype=np.complex128)
+        strided[::2] = mine
+        values = []
+        for data in (mine.copy(), strided[::2]):
+            values.append(DistributedState(comm, n, data=data, device="gpu").expectation_values(labels))
+        return values
+
+    from qiskit.quantum_info import SparsePauliOp, Statevector
+
+    want = [Statevector(full).expectation_value(SparsePauliOp(lb)) for lb in labels]
+    for contiguous, strided in on_ranks(size, body):
+        np.testing.assert_allclose(contiguous, want, atol=1e-12)
+        np.testing.assert_allclose(strided, want, atol=1e-12)
