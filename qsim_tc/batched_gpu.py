@@ -33,16 +33,28 @@ def layer(psi, ms: np.ndarray, qubits) -> object:
 
     Raises:
         TypeError: ``psi`` is not complex128 or complex64.
+        ValueError: ``psi`` not a C-contiguous (B, 2^n) block, ``ms`` not (B, k, 2, 2), or a
+            qubit outside 0..n-1 (the kernel indexes the block as contiguous rows of 2^n and
+            would write past a state); checked before any gate runs.
     """
     import cupy  # noqa: PLC0415 - only for device arrays
 
     kind = _KINDS.get(np.dtype(psi.dtype))
     if kind is None:
         raise TypeError(f"psi must be complex128 or complex64, got {psi.dtype}")
-    n_states, size = psi.shape
+    size = psi.shape[-1] if psi.ndim else 0
+    if psi.ndim != 2 or size < 2 or size & (size - 1) or not psi.flags.c_contiguous:
+        raise ValueError(f"psi must be a C-contiguous (B, 2^n) block of states, got shape {tuple(psi.shape)}"
+                         f"{'' if psi.flags.c_contiguous else ' (strided)'}")
+    n_states = psi.shape[0]
     n = size.bit_length() - 1
+    qubits = [int(q) for q in qubits]
     k = len(qubits)
-    m = cupy.asarray(np.ascontiguousarray(ms, dtype=psi.dtype).reshape(n_states, k, 2, 2))
+    if any(not 0 <= q < n for q in qubits):
+        raise ValueError(f"qubits must be qubits of 0..{n - 1}, got {qubits}")
+    if np.shape(ms) != (n_states, k, 2, 2):
+        raise ValueError(f"ms must have shape {(n_states, k, 2, 2)}, got {np.shape(ms)}")
+    m = cupy.asarray(np.ascontiguousarray(ms, dtype=psi.dtype))
     fn = _kernel(kind)
     pairs = n_states * (size >> 1)
     blocks = max(1, min(MAX_BLOCKS, -(-pairs // THREADS)))

@@ -215,7 +215,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                           partial, state0, progress, lag);                                                \
     }
 
-// tiles of 32 KB in either precision (TB in observables.py's GPU_TILE_BITS)
+// tiles of 32 KB in either precision (TB: observables_gpu.TILE_BITS, which a CPU test holds equal)
 GROUP_PASS(group_pass_c128, double2, 11)
 GROUP_PASS(group_pass_c64, float2, 12)
 

@@ -137,8 +137,8 @@ def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
     if kind is None:
         raise TypeError(f"psi must be complex128 or complex64, got {psi.dtype}")
     tb = min(TILE_BITS[kind], n)
-    if len(order) == 0:
-        return np.zeros((n_states, 0)), tb
+    if len(order) == 0 or n_states == 0:  # (no launch: a grid of no states is no grid)
+        return np.zeros((n_states, len(order))), tb
     flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
     pass_fn, sums_fn = _kernels(kind)
     shared = 2 * (1 << TILE_BITS[kind]) * flat.itemsize  # the tile and its partner

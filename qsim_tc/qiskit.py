@@ -91,6 +91,10 @@ class _Backed:
         """The :class:`qsim_tc.Simulator` that runs the circuits."""
         return self._simulator
 
+    def _generator(self) -> np.random.Generator:
+        """The random generator of one PUB's draws (from :attr:`seed`)."""
+        return np.random.default_rng(self._seed)
+
     def _state(self, bound_circuit) -> tuple[StateVector, object]:
         circuit = from_qiskit(bound_circuit)
         result = self._simulator.run(circuit)
@@ -255,7 +259,7 @@ class Estimator(_Backed, BaseEstimatorV2):
 
     def _run_pub(self, pub: EstimatorPub) -> PubResult:
         self._errors = []
-        rng = np.random.default_rng(self._seed)
+        rng = self._generator()
         obs = pub.observables.__array__()  # object array of {pauli label: real coefficient}
         params = pub.parameter_values
         shape = np.broadcast_shapes(params.shape, obs.shape)

@@ -257,6 +257,7 @@ class NcclExchange:
         to it in the same call; both ranks call), in a reused buffer, ready on the caller's stream."""
         cp, nccl = self._cp, self._nccl
         recv = self._slot(self._recv, 0, send.size)
+        send = send if send.flags.c_contiguous else cp.ascontiguousarray(send)  # NCCL reads from its address on
         stream = cp.cuda.get_current_stream().ptr
         count = send.size * self._words
         nccl.groupStart()

@@ -9,8 +9,8 @@ qubits) with three changes that count on a distributed state:
   such qubits leaves every amplitude where it is: that swap is a relabelling of the layout, no
   exchange. In particular the initial layout is free.
 * **The initial layout.** Since it is free, several are planned (the identity; the qubits first
-  needed latest on the global bits, ties broken by the latest last need) and the one with the
-  fewest data-moving exchanges is kept. QFT then runs in two stages with one exchange (the high
+  needed latest on the global bits, ties broken by the latest last need; the qubits last needed
+  latest on them) and the one with the fewest data-moving exchanges is kept. QFT then runs in two stages with one exchange (the high
   qubits' H and controlled phases first, the low qubits' after), as Atlas's staging does.
 * **Full exchanges.** An exchange of k global bits is one all-to-all sending (2^k - 1)/2^k of a
   slice, so a bit more costs little once an exchange happens. At each exchange of k < g bits, the

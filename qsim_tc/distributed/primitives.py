@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from circuits.qiskit_import import from_qiskit
-from qsim_tc.distributed.run import run_distributed
+from qsim_tc.distributed.run import check_options, run_distributed
 from qsim_tc.qiskit import Estimator, Sampler
 
 __all__ = ["DistributedEstimator", "DistributedSampler"]
@@ -37,6 +37,7 @@ class _Distributed:
     def _init_distributed(self, comm, device, run_options) -> None:
         if not (hasattr(comm, "Get_size") and hasattr(comm, "Get_rank")):
             raise TypeError(f"comm must be an mpi4py communicator, got {type(comm).__name__}")
+        check_options(device, run_options.get("exchange_plan", "fewest"))  # here, not in a run's abort guard
         self._comm = comm
         self._device = device
         self._run_options = run_options
@@ -45,6 +46,14 @@ class _Distributed:
     def comm(self):
         """The communicator whose ranks hold the states."""
         return self._comm
+
+    def _generator(self) -> np.random.Generator:
+        """The PUB's generator, the same on every rank: without a seed, rank 0's fresh entropy
+        (each rank's own would give each rank other draws, such as an Estimator's noise)."""
+        if self._seed is not None:
+            return super()._generator()
+        entropy = np.random.SeedSequence().entropy if self._comm.Get_rank() == 0 else None
+        return np.random.default_rng(self._comm.bcast(entropy, root=0))
 
     def _batched(self, circuit, n_bindings: int):
         return None  # every binding is a distributed run of its own

@@ -67,8 +67,7 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, exchan
 
     if not isinstance(circuit, Circuit):
         raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
-    if exchange_plan not in ("fewest", "stages"):
-        raise ValueError(f"exchange_plan must be 'fewest' or 'stages', got {exchange_plan!r}")
+    check_options(device, exchange_plan)
     device = _rank_device(comm, device)
     sim = Simulator(backend, device=device, **simulator_options)
     _load_cost_table(sim, comm)
@@ -152,12 +151,19 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, exchan
     return state
 
 
+def check_options(device, exchange_plan: str = "fewest") -> None:
+    """Raise ValueError unless ``device`` and ``exchange_plan`` are values :func:`run_distributed`
+    takes (checked before any collective, so that a bad value raises on every rank alike)."""
+    if device not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'gpu' for a distributed run, got {device!r}")
+    if exchange_plan not in ("fewest", "stages"):
+        raise ValueError(f"exchange_plan must be 'fewest' or 'stages', got {exchange_plan!r}")
+
+
 def _rank_device(comm, device) -> str:
     """``"cpu"``, or ``"gpu"`` with this rank's GPU made current before anything touches a GPU:
     the rank's index among the ranks of its node picks it (one GPU per rank; NCCL refuses two
     ranks on one GPU). ``"auto"``: the GPU when this node has one for every rank on it."""
-    if device not in ("auto", "cpu", "gpu"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'gpu' for a distributed run, got {device!r}")
     if device == "cpu":
         return device
     from mpi4py import MPI  # noqa: PLC0415

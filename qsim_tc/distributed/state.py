@@ -77,6 +77,9 @@ class DistributedState:
             data = self.xp.zeros(1 << self.local_qubits, dtype=dtype)
             if self.rank == 0:
                 data[0] = 1.0
+        elif getattr(data, "shape", None) != (1 << self.local_qubits,):
+            raise ValueError(f"data must be a 1-D array of 2^{self.local_qubits} = {1 << self.local_qubits} "
+                             f"amplitudes (this rank's slice), got shape {getattr(data, 'shape', type(data).__name__)}")
         self.data = data
         self.phys = list(range(n_qubits)) if phys is None else list(phys)
         self.piece_bytes = DEFAULT_PIECE_BYTES[device] if piece_bytes is None else piece_bytes

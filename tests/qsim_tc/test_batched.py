@@ -233,3 +233,16 @@ def test_gpu_layer_host_code_with_the_kernels_model(dtype, monkeypatch):
         np.testing.assert_allclose(got, want, atol=1e-12 if dtype == np.complex128 else 1e-4)
     with pytest.raises(TypeError, match="psi must be complex128 or complex64, got float64"):
         bg.layer(np.zeros((1, 4)), np.zeros((1, 1, 2, 2)), [0])
+    # what the kernel would read and write out of place (a qubit past the state, a strided
+    # block) is refused before any launch, the states untouched
+    psi = np.ones((2, 8), dtype=np.complex128)
+    ms = np.tile(np.array([[0, 1], [1, 0]], dtype=complex), (2, 1, 1, 1))
+    with pytest.raises(ValueError, match=r"qubits must be qubits of 0..2, got \[0, 3\]"):
+        bg.layer(psi, np.concatenate([ms, ms], axis=1), [0, 3])
+    with pytest.raises(ValueError, match=r"ms must have shape \(2, 1, 2, 2\), got \(2, 2, 2, 2\)"):
+        bg.layer(psi, np.concatenate([ms, ms], axis=1), [0])
+    with pytest.raises(ValueError, match="psi must be a C-contiguous"):
+        bg.layer(np.ones((2, 16), dtype=np.complex128)[:, ::2], ms, [0])
+    with pytest.raises(ValueError, match=r"psi must be a C-contiguous \(B, 2\^n\) block of states, got shape \(8,\)"):
+        bg.layer(psi[0], ms, [0])
+    assert (psi == 1).all()

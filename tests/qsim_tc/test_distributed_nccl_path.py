@@ -116,6 +116,8 @@ def fake_gpu(monkeypatch):
     cupy = types.ModuleType("cupy")
     cupy.cuda = cuda
     cupy.empty, cupy.zeros, cupy.copyto = np.empty, np.zeros, np.copyto
+    cupy.ascontiguousarray, cupy.arange, cupy.conj = np.ascontiguousarray, np.arange, np.conj
+    cupy.int64, cupy.float64, cupy.complex128, cupy.sum = np.int64, np.float64, np.complex128, np.sum
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
     monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)
@@ -124,16 +126,19 @@ def fake_gpu(monkeypatch):
     return nccl
 
 
-@pytest.mark.parametrize(("size", "piece_bytes"), [(2, 48), (4, 16), (8, 64), (8, 1 << 20)])
-def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_bytes):
+@pytest.mark.parametrize(("size", "piece_bytes", "dtype"), [(2, 48, np.complex128), (4, 16, np.complex128),
+                                                       (8, 64, np.complex128), (8, 1 << 20, np.complex128),
+                                                       (4, 24, np.complex64)])
+def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_bytes, dtype):
     """Single swaps (contiguous and packed halves) and all-to-alls of k = 2..g bits through the
     NCCL exchanger leave every slice as the CPU's pairwise swaps do and send what theory says:
-    half a slice a swap, (2^k - 1)/2^k of it an all-to-all, one NCCL group a round."""
+    half a slice a swap, (2^k - 1)/2^k of it an all-to-all, one NCCL group a round; complex64
+    amplitudes go as one float64 word each."""
     n = 7
     g = size.bit_length() - 1
     big_l = n - g
     rng = np.random.default_rng(size)
-    full = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(np.complex128)
+    full = (rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)).astype(dtype)
     cases = [[(0, big_l)], [(big_l - 1, n - 1)]]  # bit 0: packed pieces; the top local bit: contiguous
     if g >= 2:  # the top local bits: every part's pieces contiguous, sent unpacked
         cases.append([(big_l - 1 - j, big_l + j) for j in range(g)])
@@ -157,7 +162,7 @@ def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_byt
         return out
 
     per_rank = on_ranks(size, body)
-    slice_bytes = (1 << big_l) * 16
+    slice_bytes = (1 << big_l) * np.dtype(dtype).itemsize
     for r in range(size):
         for pairs, (same, phys, sent, exchanges, waits, packed) in zip(cases, per_rank[r]):
             k = len(pairs)
@@ -166,7 +171,7 @@ def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_byt
             assert all(w >= 1 for w in waits)  # every stream waited for the state (the caller's event)
             if sorted(p for p, _ in pairs) == list(range(big_l - k, big_l)):
                 assert packed == 0, pairs  # contiguous pieces go as they are
-            if pairs == [(0, big_l)] and piece_bytes >= 32:
+            if pairs == [(0, big_l)] and piece_bytes >= 2 * np.dtype(dtype).itemsize:
                 assert packed > 0, pairs  # every other amplitude: packed first
 
 
@@ -205,3 +210,34 @@ def test_part_rounds_cover_each_part_once_within_the_bound(n_bits, swapped, piec
     for u in members:
         want = [i for i in range(1 << n_bits) if sum(((i >> b) & 1) << j for j, b in enumerate(swapped)) == u]
         assert seen[u] == want  # in increasing order: element bit j is the j-th lowest free bit
+
+
+def test_pauli_trade_of_a_strided_slice_sends_its_amplitudes(fake_gpu, monkeypatch):
+    """An X on a global qubit trades slices chunk by chunk (``receive``); a slice given as a
+    strided view sends its own amplitudes, not the bytes at its first address onward."""
+    from qsim_tc.distributed import state as dstate
+
+    monkeypatch.setattr(dstate, "READ_CHUNK", 4)
+    n, size = 5, 2
+    big_l = n - 1
+    rng = np.random.default_rng(5)
+    full = rng.standard_normal(1 << n) + 1j * rng.standard_normal(1 << n)
+    full /= np.linalg.norm(full)
+    labels = ["X" + "I" * (n - 1), "Y" + "Z" * (n - 2) + "X", "XXIIY"]
+
+    def body(comm):
+        r = comm.Get_rank()
+        mine = full[r << big_l:(r + 1) << big_l]
+        strided = np.zeros(2 << big_l, dtype=np.complex128)
+        strided[::2] = mine
+        values = []
+        for data in (mine.copy(), strided[::2]):
+            values.append(DistributedState(comm, n, data=data, device="gpu").expectation_values(labels))
+        return values
+
+    from qiskit.quantum_info import SparsePauliOp, Statevector
+
+    want = [Statevector(full).expectation_value(SparsePauliOp(lb)) for lb in labels]
+    for contiguous, strided in on_ranks(size, body):
+        np.testing.assert_allclose(contiguous, want, atol=1e-12)
+        np.testing.assert_allclose(strided, want, atol=1e-12)

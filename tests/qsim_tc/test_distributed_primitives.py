@@ -4,7 +4,7 @@ rank's readouts go through its slice only)."""
 
 import numpy as np
 import pytest
-from test_distributed_ranks import on_ranks
+from test_distributed_ranks import _Solo, on_ranks
 
 pytest.importorskip("qiskit")
 
@@ -96,11 +96,38 @@ def test_sampler_over_ranks_draws_the_distribution_the_same_on_every_rank(size):
     assert np.all(np.abs(freq - probs) <= 5 * np.sqrt(probs * (1 - probs) / shots) + 2e-3)
 
 
+def test_estimator_precision_noise_is_the_same_on_every_rank():
+    """A PUB's target precision draws normal noise on the values: without a seed, every rank's
+    values are still the same (the generator's entropy comes from rank 0), and differ from run
+    to run; with a seed, as before, they follow it."""
+    qc = _circuit(4).assign_parameters([0.3])
+    obs = [SparsePauliOp("ZIIZ"), SparsePauliOp("XXII")]
+
+    def body(comm):
+        runs = [DistributedEstimator(comm, backend="native", fuse=None, plan=None, seed=seed)
+                .run([(qc, obs)], precision=0.5).result()[0].data.evs for seed in (None, None, 7)]
+        return runs
+
+    per_rank = on_ranks(2, body)
+    for k in range(3):
+        assert all(np.array_equal(r[k], per_rank[0][k]) for r in per_rank), k
+    assert not np.array_equal(per_rank[0][0], per_rank[0][1])
+    exact = StatevectorEstimator().run([(qc, obs)]).result()[0].data.evs
+    np.testing.assert_allclose(per_rank[0][2], np.random.default_rng(7).normal(exact, 0.5), atol=1e-9)
+
+
 def test_distributed_primitives_name_a_bad_communicator():
     with pytest.raises(TypeError, match="comm must be an mpi4py communicator, got str"):
         DistributedEstimator("world")
     with pytest.raises(TypeError, match="comm must be an mpi4py communicator, got NoneType"):
         DistributedSampler(None)
+
+    # values a run would refuse are refused here, on every rank alike, not inside the run's
+    # abort guard (which ends every rank of the job)
+    with pytest.raises(ValueError, match="device must be 'auto', 'cpu' or 'gpu' for a distributed run, got 'cuda'"):
+        DistributedEstimator(_Solo(2, 0), device="cuda")
+    with pytest.raises(ValueError, match="exchange_plan must be 'fewest' or 'stages', got 'best'"):
+        DistributedSampler(_Solo(2, 0), exchange_plan="best")
 
 
 def test_sampler_draws_come_in_random_order_not_rank_by_rank():

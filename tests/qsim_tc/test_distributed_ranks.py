@@ -358,3 +358,32 @@ def test_an_all_to_all_after_a_packed_swap_reuses_the_exchange_buffers():
         return np.array_equal(one.data, many.data) and one.phys == many.phys
 
     assert all(on_ranks(size, body))
+
+
+def test_a_slice_of_the_wrong_size_is_refused_and_a_strided_one_is_exchanged_in_place():
+    """``data`` of another size than 2^L (or not 1-D) is refused when the state is made, naming
+    ``data`` (it was taken, and the exchanges then traded parts cut from the wrong size); a
+    strided view (every other amplitude of a buffer) is exchanged in place like a contiguous
+    copy (its reshaped views are views, not copies)."""
+    n, size = 5, 4
+    big_l = n - 2
+    full = np.arange(1 << n, dtype=np.complex128) + 1j
+
+    def body(comm):
+        r = comm.Get_rank()
+        out = []
+        for pairs in ([(0, big_l)], [(0, big_l), (2, big_l + 1)]):
+            mine = full[r << big_l:(r + 1) << big_l]
+            strided = np.zeros(2 << big_l, dtype=np.complex128)
+            strided[::2] = mine
+            a = DistributedState(comm, n, data=mine.copy(), piece_bytes=32)
+            b = DistributedState(comm, n, data=strided[::2], piece_bytes=32)
+            a.swap_many(pairs)
+            b.swap_many(pairs)
+            out.append(np.array_equal(a.data, b.data) and not np.array_equal(a.data, mine))
+        return out
+
+    assert all(all(r) for r in on_ranks(size, body))
+    for bad in (np.zeros(4, dtype=np.complex128), np.zeros((2, 4), dtype=np.complex128)):
+        with pytest.raises(ValueError, match=r"data must be a 1-D array of 2\^3 = 8 amplitudes"):
+            DistributedState(_Solo(size, 0), n, data=bad)

@@ -191,6 +191,34 @@ def test_gpu_pass_segments_follow_the_high_parts():
     assert obs_gpu.shared_limit_terms("c128", 232448) >= obs_gpu.LAUNCH_TERMS  # an H100's opt-in limit
 
 
+def test_gpu_pass_constants_are_the_kernels():
+    # the host code sizes tiles, shared memory and doubling from its own copies of
+    # observables.cu's constants: a difference would give wrong sums on a GPU only
+    import re
+    from pathlib import Path
+
+    src = Path(obs_gpu.__file__).with_name("observables.cu").read_text()
+    define = {m[1]: int(m[2]) for m in re.finditer(r"^#define (\w+) (\d+)", src, re.M)}
+    assert define["THREADS"] == obs_gpu.THREADS == 1 << define["LOG_THREADS"]
+    assert obs_gpu.STATIC_SHARED == 2 * (define["THREADS"] // 32) * define["CHUNK"] * 8  # red[2][WARPS][CHUNK]
+    tiles = {m[1]: int(m[2]) for m in re.finditer(r"^GROUP_PASS\(group_pass_(\w+), \w+, (\d+)\)", src, re.M)}
+    assert tiles == obs_gpu.TILE_BITS
+    assert f"__launch_bounds__(THREADS, {obs_gpu.BLOCKS_PER_SM})" in src
+
+
+def test_gpu_pass_of_a_block_of_no_states(monkeypatch):
+    # a block of zero states has no values, as on the CPU (its thread blocks per state were a
+    # division by the number of states); with no terms too
+    _fake_cupy(monkeypatch)
+    monkeypatch.setattr(obs_gpu, "BLOCKS", 6)
+    terms, _ = obs.collect([SparsePauliOp(["XZI", "YYX", "III"])], 3)
+    empty = np.zeros((0, 8), dtype=np.complex128)
+    assert obs.term_values(empty, terms).shape == (0, 3)
+    assert obs._term_values_gpu(empty.view(_DeviceArray), terms).shape == (0, 3)
+    none = obs.PauliTerms(3, *(np.zeros(0, dtype=np.int64) for _ in range(3)))
+    assert obs._term_values_gpu(empty.view(_DeviceArray), none).shape == (0, 0)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["complex128", "complex64"])
 @pytest.mark.parametrize("n", [1, 5, 12, 20])
