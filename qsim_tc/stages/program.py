@@ -337,8 +337,10 @@ def _blocked(stage, big_l: int, fuse_qubits: int, width: int, itemsize: int, wid
     alt = commuting_blocks(stage, big_l, width)
     if alt.ops == stage.ops:
         return stage
-    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), widen, pairs, priced=True), itemsize, widen)
-             for s in (stage, alt)]
+    # (priced as the stage decision prices the program: tensor-core weights where ops widen, and
+    # a globally controlled op at 2^-g)
+    price = [op_passes(_stage_records(s, big_l, fuse_qubits, _Pools(), widen, pairs, priced=True), itemsize, widen,
+                       big_l) for s in (stage, alt)]
     return alt if price[1] < price[0] else stage
 
 
