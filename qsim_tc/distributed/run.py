@@ -39,7 +39,8 @@ def run_distributed(circuit: Circuit, comm, *, backend: str = "auto", device="cp
         backend, simulator_options: the Simulator each rank runs its stages with.
         device: ``"cpu"`` (numpy slices, MPI exchange) or ``"gpu"`` (one GPU per rank: the
             rank's index among the ranks of its node picks the GPU; NCCL exchange).
-        dtype: the state dtype (default: the Simulator's).
+        dtype: the state dtype, complex64 or complex128 (default: the Simulator's); with
+            ``backend="auto"`` and no ``precision`` option, the precision follows it.
         piece_bytes: the largest message of a swap (see :class:`DistributedState`).
         exchange_plan: ``"fewest"`` (default): the plan with the fewest data-moving exchanges
             (:func:`~qsim_tc.distributed.plan.plan_distributed`: free relabels of qubits still
@@ -68,8 +69,17 @@ def _run(circuit, comm, *, backend, device, dtype, piece_bytes, on_stage, exchan
     if not isinstance(circuit, Circuit):
         raise TypeError(f"circuit must be a circuits.Circuit, got {type(circuit).__name__}")
     check_options(device, exchange_plan)
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype not in (np.complex64, np.complex128):
+            raise ValueError(f"dtype must be complex64 or complex128, got {dtype}")
+        if backend == "auto" and "precision" not in simulator_options:  # auto's precision follows the state's
+            simulator_options["precision"] = "single" if dtype == np.complex64 else "double"
     device = _rank_device(comm, device)
     sim = Simulator(backend, device=device, **simulator_options)
+    if dtype is not None and dtype != sim.dtype:
+        raise ValueError(f"dtype is {dtype}, but backend {backend!r} keeps {sim.dtype} states: use backend='auto' "
+                         f"(its precision follows dtype) or a {dtype} backend")
     _load_cost_table(sim, comm)
     state = DistributedState(comm, circuit.n_qubits, dtype=dtype or sim.dtype, device=device,
                              piece_bytes=piece_bytes)

@@ -387,3 +387,18 @@ def test_a_slice_of_the_wrong_size_is_refused_and_a_strided_one_is_exchanged_in_
     for bad in (np.zeros(4, dtype=np.complex128), np.zeros((2, 4), dtype=np.complex128)):
         with pytest.raises(ValueError, match=r"data must be a 1-D array of 2\^3 = 8 amplitudes"):
             DistributedState(_Solo(size, 0), n, data=bad)
+
+
+def test_dtype_sets_autos_precision_and_a_backend_of_another_precision_is_named():
+    """``dtype=complex64`` runs ``backend="auto"`` in single precision (it had run a complex128
+    Simulator on the complex64 slices and failed naming initial_state); a named backend of the
+    other precision is refused naming dtype."""
+    c = random_circuit(7, 30, 3)
+    ref = Simulator("native", device="cpu", plan=None, fuse=None).run(c).state.to_numpy()
+    got = on_ranks(2, lambda comm: run_distributed(c, comm, device="cpu", dtype=np.complex64).gather(root=0))[0]
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    with pytest.raises(ValueError, match="dtype is complex64, but backend 'native' keeps complex128"):
+        on_ranks(2, lambda comm: run_distributed(c, comm, backend="native", device="cpu", dtype=np.complex64))
+    with pytest.raises(ValueError, match="dtype must be complex64 or complex128"):
+        on_ranks(2, lambda comm: run_distributed(c, comm, device="cpu", dtype=np.float64))
