@@ -570,8 +570,9 @@ def _floor(circuit: Circuit, names: Sequence[str], tuned: Mapping[str, Tuning], 
 
 def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=None) -> dict[str, float | None]:
     """Exclude from ``selector`` the candidates whose predicted bound (:func:`predicted_bounds`)
-    exceeds ``tolerance``; any mix of the others then stays within it (the bound of a mixed run
-    is at most the largest of theirs, block by block).
+    exceeds ``tolerance``; then, while the kept ones mixed block by block (each block charged the
+    loosest of them: the selector may take any of them for any block) exceed it, the one of the
+    largest bound alone, so that any mix of those left stays within it.
 
     A candidate with an accuracy knob (:meth:`gemm.Method.precision_settings`: int8-crt's moduli
     count) is predicted at the cheapest settings that meet ``tolerance`` (:func:`tune_precision`,
@@ -623,6 +624,20 @@ def apply_tolerance(selector, circuit: Circuit, tolerance: float, fused_widths=N
                 bounds[name] = predicted_bounds(circuit, [name], selector.dtype, fused_widths,
                                                 {name: t.settings}, norms=norms)[name]
         selector.tune(name, tuned[name].settings, tuned[name].why)
+    # the kept methods mixed block by block, each block charged the loosest of them: where their
+    # bounds rank differently by width (complex64: native32 is the tightest on 1-2 qubit blocks,
+    # the error-corrected tensor-core methods from 4 on) that can exceed the tolerance although
+    # each alone meets it; the loosest method overall goes until the mix meets it
+    kept = [n for n in names if n not in selector.excluded]
+    while len(kept) > 1:
+        floor = _floor(circuit, kept, tuned, selector.dtype, fused_widths, norms)
+        mix = None if floor is None else _run_bound([step for _, step in floor])
+        if mix is None or mix <= tolerance:
+            break
+        worst = max(kept, key=lambda n: bounds[n])
+        selector.exclude(worst, f"tolerance {tolerance:.3g}: mixed block by block with "
+                                f"{', '.join(n for n in kept if n != worst)}, the bound reaches {mix:.3g}")
+        kept.remove(worst)
     if all(n in selector.excluded for n in names):
         known = {n: b for n, b in bounds.items() if b is not None}
         if known:

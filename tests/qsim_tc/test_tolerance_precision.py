@@ -176,3 +176,30 @@ def test_cli_tolerance_explains_the_moduli_that_ran(monkeypatch, capsys):
     rc = main(["brickwork", "--qubits", "4", "--gate-qubits", "2", "--depth", "1", "--device", "cpu",
                "--backend", "native", "--tolerance", "1e-10"])
     assert rc == 2 and "--tolerance applies to --backend auto; backend 'native'" in capsys.readouterr().err
+
+
+def test_methods_whose_bounds_rank_differently_by_width_are_kept_only_where_any_mix_meets_it():
+    """complex64: native32's bound is the tightest on 2-qubit blocks, halfhalf's on 6-qubit ones;
+    with the tolerance just above both totals, halfhalf on the 2-qubit blocks and native32 on the
+    6-qubit ones would exceed it, so the loosest overall (native32) goes."""
+    from circuits import Circuit
+
+    c = Circuit(8, list(brickwork(8, 2, 10, seed=1).gates) + list(brickwork(8, 6, 4, seed=2).gates))
+    dt = np.dtype(np.complex64)
+    alone = run_error.predicted_bounds(c, ["native32", "halfhalf"], dt)
+    steps = {m: run_error._block_steps(c.gates, 8, m, dt, None, lambda d, m=m: run_error._probe_choices(m, d, dt))
+             for m in alone}
+    worst_mix = [h if len(g.qubits) == 2 else n for g, h, n in zip(c.gates, steps["halfhalf"], steps["native32"])]
+    tol = 1.01 * max(alone.values())
+    assert alone["native32"] > alone["halfhalf"] and run_error._run_bound(worst_mix) > tol
+    table = CostTable({"device": "cpu"}, tuple(
+        CostRow("cpu", "complex64", m, 10, {2: 1.0, 6: 1.0}, overhead_ms=0.0, placement="any")
+        for m in ("native32", "halfhalf")), "given")
+    sel = Selector(table, "single", candidates=["native32", "halfhalf"])
+    run_error.apply_tolerance(sel, c, tol)
+    assert "native32" in sel.excluded and "mixed block by block with halfhalf" in sel.excluded["native32"]
+    assert "halfhalf" not in sel.excluded
+    # a tolerance both mixes meet keeps both
+    sel = Selector(table, "single", candidates=["native32", "halfhalf"])
+    run_error.apply_tolerance(sel, c, 1.01 * run_error._run_bound(worst_mix))
+    assert not sel.excluded
