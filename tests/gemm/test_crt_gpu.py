@@ -28,17 +28,22 @@ FORMS = {
 }
 
 
+def _operands(cp, rng, form, cplx, phi=1.0):
+    """``a``, and ``b`` as the CPU and the GPU take it (``bh``, ``bd``: transposed on the device
+    where FORMS says so), for the shapes of FORMS[form]."""
+    sa, sb, tb = FORMS[form]
+    a = _gen(rng, sa, cplx, phi)
+    b = _gen(rng, sb[::-1] if tb else sb, cplx, phi)
+    return a, (b.T if tb else b), (cp.asarray(b).T if tb else cp.asarray(b))
+
+
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("cplx", [False, True])
 @pytest.mark.parametrize("opts", [{}, {"complex_form": "3m"}, {"complex_form": "4m"}, {"moduli": 9},
                                   {"complex_form": "4m", "moduli": 20}, {"product_kernel": "cublas"},
                                   {"product_kernel": "cublas", "complex_form": "3m"}])
 def test_gpu_bit_identical_to_cpu(cp, rng, form, cplx, opts):
-    sa, sb, tb = FORMS[form]
-    a = _gen(rng, sa, cplx, 2.0)
-    b = _gen(rng, sb[::-1] if tb else sb, cplx, 2.0)
-    bh = b.T if tb else b
-    bd = cp.asarray(b).T if tb else cp.asarray(b)
+    a, bh, bd = _operands(cp, rng, form, cplx, 2.0)
     c_cpu, r_cpu = gemm.matmul(a, bh, method=CRT, return_report=True, **opts)
     c_gpu, r_gpu = gemm.matmul(cp.asarray(a), bd, method=CRT, return_report=True, **opts)
     assert r_gpu.device == "gpu" and r_gpu.choices["moduli"] == r_cpu.choices["moduli"]
@@ -51,10 +56,7 @@ def test_gpu_bit_identical_to_cpu(cp, rng, form, cplx, opts):
 @pytest.mark.parametrize("kernel", ["auto", "cublas"])
 @pytest.mark.parametrize("form", ["bottom", "top", "batched"])
 def test_gpu_blocks_bit_identical(cp, rng, monkeypatch, form, kernel):
-    sa, sb, tb = FORMS[form]
-    a = _gen(rng, sa, True)
-    b = _gen(rng, sb[::-1] if tb else sb, True)
-    bh, bd = (b.T, cp.asarray(b).T) if tb else (b, cp.asarray(b))
+    a, bh, bd = _operands(cp, rng, form, True)
     c_cpu = gemm.matmul(a, bh, method=CRT)
     monkeypatch.setitem(method.BLOCK_BYTES, "gpu", (1, 1))
     c_gpu, rep = gemm.matmul(cp.asarray(a), bd, method=CRT, return_report=True, product_kernel=kernel)
@@ -209,11 +211,7 @@ def test_mma_reconstruct_matches_fp64_kernel(cp, rng, form, n, rows, cols):
 def test_gpu_mma_reconstruct_bit_identical_to_cpu(cp, rng, monkeypatch, form, cplx, opts):
     _wgmma_or_skip(cp)
     monkeypatch.setattr(gpu, "RECONSTRUCT", "mma")
-    sa, sb, tb = FORMS[form]
-    a = _gen(rng, sa, cplx, 2.0)
-    b = _gen(rng, sb[::-1] if tb else sb, cplx, 2.0)
-    bh = b.T if tb else b
-    bd = cp.asarray(b).T if tb else cp.asarray(b)
+    a, bh, bd = _operands(cp, rng, form, cplx, 2.0)
     c_cpu = gemm.matmul(a, bh, method=CRT, **opts)
     c_gpu, rep = gemm.matmul(cp.asarray(a), bd, method=CRT, return_report=True, **opts)
     assert rep.choices["reconstruct_kernel"] == "mma"
@@ -278,11 +276,7 @@ def test_mma_residues_match_fp32_kernel_and_cpu(cp, rng, form, role, K, n, strid
                                         (True, {"product_kernel": "cublas"})])
 def test_gpu_mma_residues_bit_identical_to_cpu(cp, rng, monkeypatch, form, cplx, opts):
     monkeypatch.setattr(gpu, "RESIDUES", "mma")
-    sa, sb, tb = FORMS[form]
-    a = _gen(rng, sa, cplx, 2.0)
-    b = _gen(rng, sb[::-1] if tb else sb, cplx, 2.0)
-    bh = b.T if tb else b
-    bd = cp.asarray(b).T if tb else cp.asarray(b)
+    a, bh, bd = _operands(cp, rng, form, cplx, 2.0)
     c_cpu = gemm.matmul(a, bh, method=CRT, **opts)
     c_gpu, rep = gemm.matmul(cp.asarray(a), bd, method=CRT, return_report=True, **opts)
     assert rep.choices["residues_kernel"] == "mma"
