@@ -12,7 +12,7 @@ import types
 
 import numpy as np
 import pytest
-from test_distributed_ranks import TIMEOUT, on_ranks
+from test_distributed_ranks import TIMEOUT, on_ranks, random_swaps
 
 from qsim_tc.distributed import exchange
 from qsim_tc.distributed.exchange import part_rounds
@@ -143,9 +143,7 @@ def test_nccl_swaps_and_all_to_all_equal_the_cpu_swaps(fake_gpu, size, piece_byt
     if g >= 2:  # the top local bits: every part's pieces contiguous, sent unpacked
         cases.append([(big_l - 1 - j, big_l + j) for j in range(g)])
     for k in range(2, g + 1):
-        ps = [int(p) for p in rng.choice(big_l, k, replace=False)]
-        gs = [int(q) for q in rng.choice(np.arange(big_l, n), k, replace=False)]
-        cases.append(list(zip(ps, gs)))
+        cases.append(random_swaps(rng, k, big_l, n))
 
     def body(comm):
         r = comm.Get_rank()

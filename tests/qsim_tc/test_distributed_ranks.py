@@ -228,6 +228,13 @@ def test_a_global_control_on_a_high_bit_enables_the_gate_on_its_ranks_only():
     np.testing.assert_allclose(full, ref, atol=1e-15)
 
 
+def random_swaps(rng, k: int, big_l: int, n: int) -> list[tuple[int, int]]:
+    """k distinct local bits paired with k distinct global bits, drawn at random."""
+    ps = [int(p) for p in rng.choice(big_l, k, replace=False)]
+    gs = [int(q) for q in rng.choice(np.arange(big_l, n), k, replace=False)]
+    return list(zip(ps, gs))
+
+
 @pytest.mark.parametrize("size", [4, 8, 16])
 def test_swap_many_equals_the_swaps_one_by_one(size):
     """k local bits exchanged with k global bits at once (every part straight to its member) leave
@@ -240,9 +247,7 @@ def test_swap_many_equals_the_swaps_one_by_one(size):
     cases = []
     for k in range(2, min(g, big_l) + 1):
         for _ in range(3):
-            ps = [int(p) for p in rng.choice(big_l, k, replace=False)]
-            gs = [int(q) for q in rng.choice(np.arange(big_l, n), k, replace=False)]
-            cases.append(list(zip(ps, gs)))
+            cases.append(random_swaps(rng, k, big_l, n))
 
     def body(comm):
         r = comm.Get_rank()
