@@ -198,7 +198,7 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18, compil
     xp = _array_module(psi)
     if compiled and xp is not np and GPU_KERNEL:
         return _term_values_gpu(psi, terms)
-    if compiled:
+    if compiled and xp is np:
         kernel = _cpu_group_sums()
         if kernel is not None:
             return _term_values_cpu(psi, terms, kernel)
