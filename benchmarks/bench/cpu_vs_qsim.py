@@ -206,9 +206,28 @@ def main(argv=None) -> int:
     payload["options"] = {"threads": args.threads, "block_bytes": args.block_bytes, "local": args.local or
                           "stage_choice.decide_cpu", "repeats": args.repeats,
                           "gate_repeats": args.gate_repeats}
+    payload["cpu"] = host_cpu()
     if args.json:
         write_results(args.json, payload, module=MODULE, argv=argv)
     return 0
+
+
+def host_cpu() -> dict:
+    """What the kernels were built for: the CPU as LLVM names it, its vector width, its L2 and L3
+    (the ratio to qsim moves with all three between hosts)."""
+    from llvmlite import binding as llvm  # noqa: PLC0415
+
+    from qsim_tc.stages import cpu_kernels  # noqa: PLC0415
+
+    caches = {}
+    for level in (2, 3):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu0/cache/index{level}/size") as f:
+                caches[f"l{level}"] = f.read().strip()
+        except OSError:
+            caches[f"l{level}"] = None
+    return {"llvm_cpu": llvm.get_host_cpu_name(), "vector_bytes": cpu_kernels.VECTOR_BYTES,
+            "cpus": os.cpu_count(), **caches}
 
 
 if __name__ == "__main__":

@@ -39,9 +39,16 @@ from qsim_tc.stages.structure import CONTROLLED, DIAGONAL
 DEFAULT_BLOCK_BYTES = {8: 4 << 20, 16: 2 << 20}
 # In-stage fusion (qsim_tc.stages.fusion): the time of one k-target dense op (k = 1 .. 4) over
 # a 24-qubit state at the default chunk, ms, 2 threads, one stage of 40 Haar gates on random local
-# qubits (2-core AVX-512 host). A chunk in cache makes small ops cheap for their width: two
-# 2-qubit gates that share a qubit cost 9.4 ms apart and 6.6 fused (complex64).
-FUSE_COST = {8: (4.07, 4.70, 6.63, 9.94), 16: (6.30, 7.42, 12.66, 19.30)}
+# qubits, by the kernels' vector width (cpu_kernels.VECTOR_BYTES). AVX-512 (2-core Xeon): a chunk
+# in cache makes small ops cheap for their width: two 2-qubit gates that share a qubit cost 9.4 ms
+# apart and 6.6 fused (complex64). AVX2 (2-core Zen 3): wide ops cost more for their width (the
+# 256-bit strips hold fewer rows; 4 targets 4.7x one target, against 2.4x), and the AVX-512 table
+# there over-fused: same run, 24 qubits, complex64 / complex128, AVX-512 table / this one / no
+# fusion: QuantumVolume 2.80 / 2.36 / 2.44 s, 5.00 / 4.33 / 4.46 s; brickwork(24, 2, 20) 2.02 /
+# 1.80 / 1.72 s, 3.20 / 3.05 / 2.92 s; brickwork(24, 4, 10) 1.77 / 1.77 / 1.75 s, 3.10 / 2.87 / 3.00 s.
+_FUSE_COSTS = {64: {8: (4.07, 4.70, 6.63, 9.94), 16: (6.30, 7.42, 12.66, 19.30)},
+               32: {8: (4.01, 6.02, 10.80, 18.80), 16: (6.06, 9.21, 20.38, 34.57)}}
+FUSE_COST = _FUSE_COSTS[kernels.VECTOR_BYTES]
 _MAX_ACC = 1024  # a wide dense gate accumulates two output runs of _MAX_ACC / 2 at once (kernels._dense_any)
 _MAX_RUN_BITS = 12  # the load reads runs of at most 2^12 contiguous amplitudes (its scatter table in L1)
 _THREADS = max(1, min(8, os.cpu_count() or 1))

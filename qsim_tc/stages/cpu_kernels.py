@@ -16,15 +16,15 @@ and every gate loop runs over at least 2^W consecutive amplitudes. Per chunk:
    - dense (dense, permutation and controlled gates; controls inside the chunk fix bits to 1,
      controls above it enable or skip the gate for the whole chunk): for each group of 2^d
      amplitude runs, ``out_r = sum_c M[r, c] x_c`` over the run. 2-4 targets whose runs are at
-     least a vector long (``_dense_vec``): per strip of one AVX-512 vector of lanes, the 2^d
+     least a vector long (``_dense_vec``): per strip of one vector register of lanes (``VECTOR_BYTES``), the 2^d
      inputs are loaded into registers once and every output is accumulated from them
      (``_make_group``, LLVM IR built per d; see there why not a numba loop). On the 2-core
      AVX-512 host (single core, a 2^19-amplitude chunk, 4 targets): 58 GFMA/s in complex64
      (the 512-bit FMA peak measured there: 102) against 32 for the accumulating kernel below,
      29 against 18 in complex128; 3 targets 53-67 against 25 (complex64), 24-26 against
      11-14 (complex128); 2 targets 0.9-1.3x the unrolled loop where the chunk is in L3 (2^19
-     amplitudes, memory bound), 1.2-1.7x where it is in L2 (2^17). Without AVX-512 LLVM splits
-     the 512-bit vectors into 256-bit halves (correct; not measured). 1-qubit gates keep their unrolled loop (memory bound either way), and
+     amplitudes, memory bound), 1.2-1.7x where it is in L2 (2^17). On a host without AVX-512 the
+     strips are 256 bits and the blocks smaller (``_host_vector_bytes``). 1-qubit gates keep their unrolled loop (memory bound either way), and
      gates whose runs are shorter than a vector (controls in lanes, chunks without lanes) the
      kernels below: 2-qubit gates unrolled, wider gates first copy the group's input runs (at
      most 512 amplitudes each) into a scratch block whose rows are padded apart (runs 2^k
@@ -47,6 +47,7 @@ LLVM's runtime alias checks stay within its limits and the loops vectorize.
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -59,9 +60,26 @@ DIAGONAL_OP = 1
 K_KIND, K_DIM, K_OFFS, K_FIX, K_NFIX, K_CMASK, K_HMASK, K_DATA, K_HIGH, K_NHIGH = range(10)
 N_COLUMNS = 10
 XS_PAD = 16  # the padding between the rows of a wide gate's input copy (_dense_any)
-VECTOR_BYTES = 64  # one AVX-512 register: the lane strip of the register-blocked kernels (_dense_vec)
+
+
+def _host_vector_bytes() -> int:
+    """The width of the host's vector registers that the register-blocked kernels are built for:
+    64 bytes where the CPU has AVX-512, else 32 (AVX2; LLVM splits wider vectors where there is
+    less). numba's on-disk cache is keyed by the CPU's name and features, so a kernel built for
+    one width is never loaded on a host of another."""
+    features = llvm.get_host_cpu_features()
+    return 64 if features.get("avx512f", False) else 32
+
+
+VECTOR_BYTES = _host_vector_bytes()  # one register: the lane strip of the register-blocked kernels (_dense_vec)
 VEC_DIMS = (4, 8, 16)  # the gate dimensions (2-4 targets) that _dense_vec applies
-_VEC_ROWS = 8  # output rows per block in _make_group: 16 accumulators beside the inputs in 32 registers
+# output rows per block in _make_group: 2 * rows accumulators and 2 matrix broadcasts beside the
+# inputs. AVX-512 (32 registers): 8 rows, 18 registers beside a 2-target group's 8 inputs.
+# AVX2 (16): 3 rows, 8 beside the 8. Built with the AVX-512 shape on an AVX2 host (Zen 3, one
+# core, in-cache chunk) the kernels spilled and ran at 20 / 13 / 12 GFMA/s (complex64, 2 / 3 / 4
+# targets; 11 / 9 / 9 complex128); with 256-bit strips and 3 rows 32 / 36 / 36 (17 / 19 / 18),
+# 80-90% of that core's FMA peak (39 / 20); 2 or 4 rows were within the host's noise of 3.
+_VEC_ROWS = 8 if VECTOR_BYTES == 64 else 3
 
 _jit = njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
 
@@ -272,8 +290,8 @@ def _make_group(d: int):
         def codegen(context, builder, signature, args):
             attrs = builder.function.attributes  # llvmlite knows no string attributes: set.add
             try:
-                set.add(attrs, '"prefer-vector-width"="512"')
-                set.add(attrs, '"min-legal-vector-width"="512"')
+                set.add(attrs, f'"prefer-vector-width"="{VECTOR_BYTES * 8}"')
+                set.add(attrs, f'"min-legal-vector-width"="{VECTOR_BYTES * 8}"')
             except TypeError:  # an llvmlite whose attributes are no set: LLVM's own width (correct, slower)
                 pass
             real = signature.args[0].dtype
