@@ -9,34 +9,42 @@
 // where part_im[t]); `block_sums` then adds the thread blocks' sums in a fixed order, so a
 // result is the same from run to run (no atomics).
 //
-// The state is cut into tiles of 2^tb amplitudes (tb = min(TB, n)). A thread block stages its
-// tile in shared memory once; the groups come sorted by x and cut into segments of equal high
-// part d = x >> tb. For d = 0 every group's partner b ^ x lies in the tile itself. For d != 0
-// the partner tile q ^ d is staged once and serves every group of the segment; only the tiles
-// whose bit `top` (the highest bit of d) is 0 take part, and the caller doubles those sums
-// (the partner tile's products are their conjugates). So the state is read about once per
-// distinct high part of the X masks, half of it each time, whatever the number of masks. Thread
-// block j takes the tiles j, j + G, j + 2G, ... (G = gridDim.x, all resident): the thread blocks
-// move through the state side by side, so for the high parts below about G the partner tiles are
-// tiles the others have just read, in the L2 cache. To keep them side by side, a thread block
-// counts its tiles done in progress[state] and, before its step j, waits until the thread blocks
-// have done about j - lag steps between them (lag < 0: no waiting). The wait is bounded, so it
-// paces and never deadlocks; the sums do not depend on it.
+// The state is cut into tiles of 2^tb amplitudes (tb = min(TB, n)). The groups come sorted by x
+// and cut into segments of equal high part d = x >> tb. For d = 0 every group's partner b ^ x
+// lies in the tile itself. For d != 0 the partner tile q ^ d is staged once and serves every
+// group of the segment; only the tiles whose bit `top` (the highest bit of d) is 0 take part,
+// and the caller doubles those sums (the partner tile's products are their conjugates).
+// The tiles are visited window by window (windows of 2^wt tiles, 16 MB): the work list holds
+// pairs p = (window pair_w[p], segments pair_s0[p] .. pair_s1[p] - 1), the segments of one window
+// part D = d >> wt, windows ascending; work item i is tile i mod 2^wt of pair i / 2^wt's window.
+// Thread block j takes the items j, j + G, j + 2G, ... (G = gridDim.x, all resident), so the
+// thread blocks work on one pair at a time: its window was read from memory at the window's
+// first pair and comes from the L2 cache for the others, and its partner window W ^ D is read
+// once (the state about once per distinct window part, where tile by tile it was once per high
+// part). To keep them side by side, a thread block counts its items done in progress[state] and,
+// before its step j, waits until the thread blocks have done about j - lag steps between them
+// (lag < 0: no waiting). The wait is bounded, so it paces and never deadlocks; the sums do not
+// depend on it.
 //
-// Within a tile thread `tid` owns the amplitudes i = tid + k * THREADS, so the sign of b =
-// base + i is parity((base | tid) & z) ^ parity(k & (z >> LOG_THREADS)): one popcount per term,
-// and a bit mask over k. A group's terms go in chunks of up to CHUNK (its last chunk as narrow as
-// it can be: C = 1, 2, 4, 8 or 16 terms); a chunk's per-thread sums are reduced across a warp in
-// C - 1 + log2(32 / C) shuffles (a reduce-scatter: lane l ends with term l of the chunk), across
-// the warps in shared memory, and added to the thread block's sums in shared memory (one thread a
-// term).
-// Two thread blocks fit a multiprocessor (registers capped at 128, shared memory 2 x 32 KB tiles
-// and 8 bytes a term).
+// Within a tile thread `tid` owns the amplitudes i = tid + k * THREADS (complex128 keeps them in
+// registers for the whole tile), so the sign of b = base + i is parity((base | tid) & z) times
+// (-1)^popcount(k & (z >> LOG_THREADS)): one popcount per term, and the sum over k of the signed
+// products is a tree of K - 1 multiply-adds by +-1 (the sign factors bit by bit). A group's terms
+// go in chunks of up to CHUNK (its last chunk as narrow as it can be: C = 1, 2, 4 or 8 terms); a
+// chunk's per-thread sums are reduced across a warp in C - 1 + log2(32 / C) shuffles (a
+// reduce-scatter: lane l ends with term l of the chunk) and staged in the warp's own slots in
+// shared memory, with no barrier. The staged sums of consecutive terms are added to the thread
+// block's sums (one thread a term, in the order of warps) at the barriers the tiles need anyway,
+// or where a run of staged terms breaks or fills its STAGE slots: a barrier for a few dozen terms,
+// not one a chunk.
+// Two thread blocks fit a multiprocessor (registers capped at 128, shared memory 2 x 32 KB tiles,
+// 8 bytes a term and 8 KB of staging slots).
 
 #define THREADS 256
 #define LOG_THREADS 8
 #define WARPS (THREADS / 32)
-#define CHUNK 16  // terms reduced together (lanes 0..CHUNK-1 end with one term each)
+#define CHUNK 8   // terms reduced together (lanes 0..CHUNK-1 end with one term each)
+#define STAGE 64  // a warp's staged term sums between two flushes (twice: by flush parity)
 #define PACE_SPINS 4096  // waits of about 256 ns at most before a tile (about 1 ms)
 
 // one stage of the warp's reduce-scatter of a chunk's values: lanes with bit O clear keep the lower
@@ -52,39 +60,42 @@ __device__ __forceinline__ void scatter_stage(double* v, int lane) {
     }
 }
 
-// Terms t0 .. t0 + C - 1 (those below t_end) of one group over this thread block's tile: each
-// thread's signed sum of its K products (wr, wi), reduced across the warp and the warps, added to
-// acc[t]. Block-wide (a barrier): every thread calls it with the same arguments but its own w.
+// sum over k < K of (-1)^popcount(k & kz) w[k]: the sign factors bit by bit, so it is a tree of
+// K - 1 fused multiply-adds by +-1 (level j pairs the partial sums that differ in bit j of k)
+template <int K>
+__device__ __forceinline__ double signed_sum(const double* w, int kz) {
+    if constexpr (K == 1) {
+        return w[0];
+    } else {
+        const double s = (kz & 1) ? -1.0 : 1.0;
+        double u[K / 2];
+#pragma unroll
+        for (int k = 0; k < K / 2; ++k) u[k] = fma(s, w[2 * k + 1], w[2 * k]);
+        return signed_sum<K / 2>(u, kz >> 1);
+    }
+}
+
+// A warp's sums of terms t0 .. t0 + C - 1 (those below t_end) of one group over this thread
+// block's tile: each thread's signed sum of its K products (wr, wi), reduced across the warp, lane
+// l < C writing term t0 + l's to slot[l]. No barrier: the warps stage their sums apart and a flush
+// adds them (flush_stage).
 template <int C, int K>
 __device__ __forceinline__ void chunk_sums(int t0, int t_end, const long long* __restrict__ z,
                                            const int* __restrict__ part_im, long long base, const double* wr,
-                                           const double* wi, double (*red)[WARPS][CHUNK], int& parity,
-                                           double* acc) {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+                                           const double* wi, double* slot) {
+    const int tid = threadIdx.x, lane = tid & 31;
     double v[C];
 #pragma unroll
     for (int c = 0; c < C; ++c) {
         v[c] = 0.0;
         if (t0 + c < t_end) {
             const long long zt = z[t0 + c];
-            // bit k of `neg`: the sign of amplitude tid + k * THREADS is -1
-            const int kz = (int)(zt >> LOG_THREADS) & (K - 1);
-            unsigned neg = (__popcll((base | tid) & zt) & 1) ? (1u << K) - 1u : 0u;
-#pragma unroll
-            for (int j = 0; (1 << j) < K; ++j) {
-                unsigned pattern = 0;  // the k with bit j set
-#pragma unroll
-                for (int k = 0; k < K; ++k) pattern |= ((k >> j) & 1u) << k;
-                if ((kz >> j) & 1) neg ^= pattern;
-            }
-            const bool im = part_im[t0 + c] != 0;
-            double sum = 0.0;
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                const double w = im ? wi[k] : wr[k];
-                sum += ((neg >> k) & 1u) ? -w : w;
-            }
-            v[c] = sum;
+            const int kz = (int)(zt >> LOG_THREADS) & (K - 1);  // the sign's bits over k
+            // (the part is the same for all threads: a uniform branch)
+            double s;
+            if (part_im[t0 + c]) s = signed_sum<K>(wi, kz);
+            else s = signed_sum<K>(wr, kz);
+            v[c] = (__popcll((base | tid) & zt) & 1) ? -s : s;
         }
     }
     // reduce-scatter: the stage of offset o leaves v[j] of lane l holding the sum of chunk term
@@ -96,17 +107,21 @@ __device__ __forceinline__ void chunk_sums(int t0, int t_end, const long long* _
     if constexpr (C >= 2) scatter_stage<1>(v, lane);
 #pragma unroll
     for (int o = C; o < 32; o <<= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
-    // red[parity] is free: its last readers (two chunks ago) passed the barrier of the chunk
-    // since, before any thread got here
-    if (lane < C) red[parity][warp][lane] = v[0];  // term t0 + lane
-    __syncthreads();
-    if (tid < C && t0 + tid < t_end) {
+    if (lane < C && t0 + lane < t_end) slot[lane] = v[0];
+}
+
+// After a barrier: acc[first + j] += the warps' staged sums of slot j (j < count), in the order of
+// warps; the next sums go to the other parity's slots (their last readers passed that barrier)
+__device__ __forceinline__ void flush_stage(double (*stage)[WARPS][STAGE], int& parity, int& count, int first,
+                                            double* acc) {
+    for (int j = threadIdx.x; j < count; j += THREADS) {
         double sum = 0.0;
 #pragma unroll
-        for (int w = 0; w < WARPS; ++w) sum += red[parity][w][tid];
-        acc[t0 + tid] += sum;  // this thread's term, in the order of tiles, segments and groups
+        for (int w = 0; w < WARPS; ++w) sum += stage[parity][w][j];
+        acc[first + j] += sum;  // one thread a term: in the order of tiles, segments and groups
     }
     parity ^= 1;
+    count = 0;
 }
 
 template <typename V, int TB>
@@ -114,29 +129,38 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                                            const long long* __restrict__ seg_d, const int* __restrict__ seg_top,
                                            const int* __restrict__ seg_g, const long long* __restrict__ g_x,
                                            const int* __restrict__ g_t, const long long* __restrict__ z,
-                                           const int* __restrict__ part_im, int n_terms,
-                                           double* __restrict__ partial, long long state0,
+                                           const int* __restrict__ part_im, const int* __restrict__ g_parts,
+                                           int n_pairs, const long long* __restrict__ pair_w,
+                                           const int* __restrict__ pair_s0, const int* __restrict__ pair_s1,
+                                           int wt, int n_terms, double* __restrict__ partial, long long state0,
                                            unsigned* __restrict__ progress, int lag) {
     constexpr int K = (1 << TB) / THREADS;  // amplitudes a thread owns in a full tile
+    // complex128 keeps a thread's own amplitudes in registers across the groups (one shared load
+    // a product, the partner's); complex64's 16 would spill, so it reads both from shared memory
+    constexpr bool HOLD = sizeof(V) == 16;
     extern __shared__ __align__(16) unsigned char shared_raw[];
     V* own = reinterpret_cast<V*>(shared_raw);
     V* other = own + (1 << TB);
     double* acc = reinterpret_cast<double*>(other + (1 << TB));
-    __shared__ double red[2][WARPS][CHUNK];  // by chunk parity: one barrier a chunk
+    __shared__ double stage[2][WARPS][STAGE];  // by flush parity: one barrier a flush
 
-    const int tid = threadIdx.x;
+    const int tid = threadIdx.x, warp = tid >> 5;
     const int tb = n_qubits < TB ? n_qubits : TB;
     const long long tile = 1LL << tb;
     const long long size = 1LL << n_qubits;
-    const long long tiles = size >> tb;
+    const long long items = (long long)n_pairs << wt;  // the pairs' tiles
     const long long state = state0 + blockIdx.y;
     const V* s = psi + state * size;
     for (int t = tid; t < n_terms; t += THREADS) acc[t] = 0.0;
-    int parity = 0;  // of the chunks so far
+    // the staged sums: terms first .. first + count - 1, in the slots of `parity`
+    int parity = 0, count = 0, first = 0;
+    V mine[HOLD ? K : 1];
 
-    for (long long q = blockIdx.x; q < tiles; q += gridDim.x) {
+    for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+        const int pair = (int)(item >> wt);
+        const long long q = (pair_w[pair] << wt) | (item & ((1LL << wt) - 1));  // the tile
         const long long base = q << tb;
-        const long long step = q / gridDim.x;  // this thread block's step
+        const long long step = item / gridDim.x;  // this thread block's step
         if (lag >= 0 && step > lag && tid == 0) {
             // pace: wait (a bounded time: a hint, never a deadlock) until the thread blocks of
             // this state have finished `step - lag` steps' worth of tiles between them
@@ -144,19 +168,26 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
             for (int spin = 0; spin < PACE_SPINS && *(volatile unsigned*)(progress + state) < target; ++spin)
                 __nanosleep(256);
         }
-        __syncthreads();  // the last tile's readers are done
+        __syncthreads();  // the last tile's readers are done, and its staged sums written
+        if (count) flush_stage(stage, parity, count, first, acc);
 #pragma unroll
         for (int k = 0; k < K; ++k) {
             const int i = tid + k * THREADS;
-            if (i < tile) own[i] = s[base + i];
+            V a = {};
+            if (i < tile) {
+                a = s[base + i];
+                own[i] = a;
+            }
+            if constexpr (HOLD) mine[k] = a;
         }
         __syncthreads();
-        for (int seg = 0; seg < n_segs; ++seg) {
+        for (int seg = pair_s0[pair]; seg < pair_s1[pair]; ++seg) {
             const long long d = seg_d[seg];
             const V* src = own;
             if (d != 0) {
                 if ((q >> seg_top[seg]) & 1) continue;  // the tile q ^ d owns the pair (same for all threads)
-                __syncthreads();  // the last segment's readers of `other` are done
+                __syncthreads();  // the last segment's readers of `other` are done, its sums staged
+                if (count) flush_stage(stage, parity, count, first, acc);
                 const long long pbase = (q ^ d) << tb;
 #pragma unroll
                 for (int k = 0; k < K; ++k) {
@@ -169,38 +200,51 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
             for (int g = seg_g[seg]; g < seg_g[seg + 1]; ++g) {
                 const long long x = g_x[g];
                 const int xin = (int)(x & (tile - 1));
+                // the parts its terms take (the same for all threads): chemistry's are all real
+                const bool need_re = g_parts[g] & 1, need_im = g_parts[g] & 2;
                 double wr[K], wi[K];
 #pragma unroll
                 for (int k = 0; k < K; ++k) {
                     const int i = tid + k * THREADS;
                     wr[k] = wi[k] = 0.0;
                     if (i < tile) {
-                        const V a = own[i];
+                        V a;
+                        if constexpr (HOLD) a = mine[k];
+                        else a = own[i];
                         if (x) {
                             const V c = src[i ^ xin];
-                            wr[k] = (double)c.x * a.x + (double)c.y * a.y;
-                            wi[k] = (double)c.x * a.y - (double)c.y * a.x;
+                            if (need_re) wr[k] = fma((double)c.x, (double)a.x, (double)c.y * a.y);
+                            if (need_im) wi[k] = fma((double)c.x, (double)a.y, -((double)c.y * a.x));
                         } else {
-                            wr[k] = (double)a.x * a.x + (double)a.y * a.y;
+                            wr[k] = fma((double)a.x, (double)a.x, (double)a.y * a.y);
                         }
                     }
                 }
-                // full chunks of CHUNK terms, then the rest in the narrowest chunk that holds it
-                // (a hopping term's group has 2 terms: its reduction costs 5 shuffles, not 16)
+                // chunks of CHUNK terms, the last as narrow as it can be (C = 1, 2, 4 or 8: a
+                // hopping term's group has 2 terms, its reduction 5 shuffles, not 8)
                 const int t_end = g_t[g + 1];
-                int t0 = g_t[g];
-                for (; t_end - t0 >= CHUNK; t0 += CHUNK)
-                    chunk_sums<CHUNK, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
-                const int rest = t_end - t0;
-                if (rest > 8) chunk_sums<16, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
-                else if (rest > 4) chunk_sums<8, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
-                else if (rest > 2) chunk_sums<4, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
-                else if (rest == 2) chunk_sums<2, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
-                else if (rest == 1) chunk_sums<1, K>(t0, t_end, z, part_im, base, wr, wi, red, parity, acc);
+                for (int t0 = g_t[g]; t0 < t_end; t0 += CHUNK) {
+                    const int rest = t_end - t0;
+                    const int width = rest >= CHUNK ? CHUNK : rest > 4 ? 8 : rest > 2 ? 4 : rest;
+                    // block-uniform: flush where the staged run would break or overflow
+                    if (count && (t0 != first + count || count + width > STAGE)) {
+                        __syncthreads();
+                        flush_stage(stage, parity, count, first, acc);
+                    }
+                    if (!count) first = t0;
+                    double* slot = &stage[parity][warp][count];
+                    if (width == 8) chunk_sums<8, K>(t0, t_end, z, part_im, base, wr, wi, slot);
+                    else if (width == 4) chunk_sums<4, K>(t0, t_end, z, part_im, base, wr, wi, slot);
+                    else if (width == 2) chunk_sums<2, K>(t0, t_end, z, part_im, base, wr, wi, slot);
+                    else chunk_sums<1, K>(t0, t_end, z, part_im, base, wr, wi, slot);
+                    count += rest < CHUNK ? rest : CHUNK;
+                }
             }
         }
         if (tid == 0) atomicAdd(progress + state, 1u);  // (only paces: no data depends on it)
     }
+    __syncthreads();
+    if (count) flush_stage(stage, parity, count, first, acc);
     __syncthreads();
     double* out = partial + (state * gridDim.x + blockIdx.x) * (long long)n_terms;
     for (int t = tid; t < n_terms; t += THREADS) out[t] = acc[t];
@@ -210,9 +254,11 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
     extern "C" __global__ void __launch_bounds__(THREADS, 2)                                                 \
         NAME(const V* psi, int n_qubits, int n_segs, const long long* seg_d, const int* seg_top,          \
              const int* seg_g, const long long* g_x, const int* g_t, const long long* z, const int* part_im, \
-             int n_terms, double* partial, long long state0, unsigned* progress, int lag) {              \
-        group_pass<V, TB>(psi, n_qubits, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, n_terms,     \
-                          partial, state0, progress, lag);                                                \
+             const int* g_parts, int n_pairs, const long long* pair_w, const int* pair_s0,                  \
+             const int* pair_s1, int wt, int n_terms, double* partial, long long state0,                    \
+             unsigned* progress, int lag) {                                                                \
+        group_pass<V, TB>(psi, n_qubits, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, g_parts,     \
+                          n_pairs, pair_w, pair_s0, pair_s1, wt, n_terms, partial, state0, progress, lag); \
     }
 
 // tiles of 32 KB in either precision (TB: observables_gpu.TILE_BITS, which a CPU test holds equal)

@@ -167,11 +167,10 @@ def _parity(v, xp):
     return v & 1
 
 
-# The GPU pass of observables.cu (qsim_tc.observables_gpu) is tested against a numpy model of its
-# indexing on the CPU, but has not yet run on a GPU: GPU states take the cupy array code (run on
-# GPUs before) until its GPU tests (test_observables.py, marked gpu) have passed on one and this
-# is set True
-GPU_KERNEL = False
+# GPU states take the pass of observables.cu (qsim_tc.observables_gpu; its GPU tests in
+# test_observables.py, its indexing against a numpy model on the CPU); False: the cupy array code,
+# one pass per X mask
+GPU_KERNEL = True
 
 
 def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18, compiled: bool = True) -> np.ndarray:

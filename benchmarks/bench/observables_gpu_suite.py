@@ -19,8 +19,8 @@ Runs, in order, each step's wall time recorded:
 
 ``suite.json`` sums them up: the tests' counts, the 28-qubit ratio to the simulation (target
 <= 3) and the sweeps' speed-ups (target >= 10). The GPU kernels are switched on for the measurements
-(:data:`qsim_tc.observables.GPU_KERNEL`, :data:`qsim_tc.batched.GPU_LAYER_KERNEL`, both off by
-default). Exit status 1 when a test fails.
+(:data:`qsim_tc.observables.GPU_KERNEL`, :data:`qsim_tc.batched.GPU_LAYER_KERNEL`, both on by
+default; the 20-qubit sweep's second run switches the layers off). Exit status 1 when a test fails.
 """
 
 from __future__ import annotations
