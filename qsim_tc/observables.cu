@@ -13,18 +13,18 @@
 // and cut into segments of equal high part d = x >> tb. For d = 0 every group's partner b ^ x
 // lies in the tile itself. For d != 0 the partner tile q ^ d is staged once and serves every
 // group of the segment; only the tiles whose bit `top` (the highest bit of d) is 0 take part,
-// and the caller doubles those sums (the partner tile's products are their conjugates).
-// The tiles are visited window by window (windows of 2^wt tiles, 16 MB): the work list holds
-// pairs p = (window pair_w[p], segments pair_s0[p] .. pair_s1[p] - 1), the segments of one window
-// part D = d >> wt, windows ascending; work item i is tile i mod 2^wt of pair i / 2^wt's window.
-// Thread block j takes the items j, j + G, j + 2G, ... (G = gridDim.x, all resident), so the
-// thread blocks work on one pair at a time: its window was read from memory at the window's
-// first pair and comes from the L2 cache for the others, and its partner window W ^ D is read
-// once (the state about once per distinct window part, where tile by tile it was once per high
-// part). To keep them side by side, a thread block counts its items done in progress[state] and,
-// before its step j, waits until the thread blocks have done about j - lag steps between them
-// (lag < 0: no waiting). The wait is bounded, so it paces and never deadlocks; the sums do not
-// depend on it.
+// and the caller doubles those sums (the partner tile's products are their conjugates). So the state is read about once per
+// distinct high part of the X masks, half of it each time, whatever the number of masks. Thread
+// block j takes the tiles j, j + G, j + 2G, ... (G = gridDim.x, all resident): the thread blocks
+// move through the state side by side, so for the high parts below about G the partner tiles are
+// tiles the others have just read, in the L2 cache. To keep them side by side, a thread block
+// counts its tiles done in progress[state] and, before its step j, waits until the thread blocks
+// have done about j - lag steps between them (lag < 0: no waiting). The wait is bounded, so it
+// paces and never deadlocks; the sums do not depend on it. (Visiting the tiles window by window
+// instead, pairs of 16 MB windows meant to stay in L2, read 229 GB at 28 qubits, 53% L2 hits,
+// and ran 3-7% slower on an H100: 0.5 TB/s, the pass is bound by its instructions and their
+// latency, not by memory.) The partner tile of the next segment a tile takes is loaded into
+// registers while the current segment's groups run (PREFETCH), so its latency hides behind them.
 //
 // Within a tile thread `tid` owns the amplitudes i = tid + k * THREADS (complex128 keeps them in
 // registers for the whole tile), so the sign of b = base + i is parity((base | tid) & z) times
@@ -45,6 +45,9 @@
 #define WARPS (THREADS / 32)
 #define CHUNK 8   // terms reduced together (lanes 0..CHUNK-1 end with one term each)
 #define STAGE 64  // a warp's staged term sums between two flushes (twice: by flush parity)
+#ifndef PREFETCH
+#define PREFETCH 1  // complex128: load the next partner tile into registers during a segment
+#endif
 #define PACE_SPINS 4096  // waits of about 256 ns at most before a tile (about 1 ms)
 
 // one stage of the warp's reduce-scatter of a chunk's values: lanes with bit O clear keep the lower
@@ -130,14 +133,15 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                                            const int* __restrict__ seg_g, const long long* __restrict__ g_x,
                                            const int* __restrict__ g_t, const long long* __restrict__ z,
                                            const int* __restrict__ part_im, const int* __restrict__ g_parts,
-                                           int n_pairs, const long long* __restrict__ pair_w,
-                                           const int* __restrict__ pair_s0, const int* __restrict__ pair_s1,
-                                           int wt, int n_terms, double* __restrict__ partial, long long state0,
+                                           int n_terms, double* __restrict__ partial, long long state0,
                                            unsigned* __restrict__ progress, int lag) {
     constexpr int K = (1 << TB) / THREADS;  // amplitudes a thread owns in a full tile
     // complex128 keeps a thread's own amplitudes in registers across the groups (one shared load
     // a product, the partner's); complex64's 16 would spill, so it reads both from shared memory
-    constexpr bool HOLD = sizeof(V) == 16;
+    // complex128 loads the next partner tile ahead (PREFETCH) in the registers that would hold its
+    // own amplitudes; complex64's 16 amplitudes a thread would spill
+    constexpr bool AHEAD = PREFETCH && sizeof(V) == 16;
+    constexpr bool HOLD = sizeof(V) == 16 && !AHEAD;
     extern __shared__ __align__(16) unsigned char shared_raw[];
     V* own = reinterpret_cast<V*>(shared_raw);
     V* other = own + (1 << TB);
@@ -148,19 +152,18 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
     const int tb = n_qubits < TB ? n_qubits : TB;
     const long long tile = 1LL << tb;
     const long long size = 1LL << n_qubits;
-    const long long items = (long long)n_pairs << wt;  // the pairs' tiles
+    const long long tiles = size >> tb;
     const long long state = state0 + blockIdx.y;
     const V* s = psi + state * size;
     for (int t = tid; t < n_terms; t += THREADS) acc[t] = 0.0;
     // the staged sums: terms first .. first + count - 1, in the slots of `parity`
     int parity = 0, count = 0, first = 0;
     V mine[HOLD ? K : 1];
+    V ahead[AHEAD ? K : 1];  // this thread's amplitudes of the next segment's partner tile
 
-    for (long long item = blockIdx.x; item < items; item += gridDim.x) {
-        const int pair = (int)(item >> wt);
-        const long long q = (pair_w[pair] << wt) | (item & ((1LL << wt) - 1));  // the tile
+    for (long long q = blockIdx.x; q < tiles; q += gridDim.x) {
         const long long base = q << tb;
-        const long long step = item / gridDim.x;  // this thread block's step
+        const long long step = q / gridDim.x;  // this thread block's step
         if (lag >= 0 && step > lag && tid == 0) {
             // pace: wait (a bounded time: a hint, never a deadlock) until the thread blocks of
             // this state have finished `step - lag` steps' worth of tiles between them
@@ -181,7 +184,22 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
             if constexpr (HOLD) mine[k] = a;
         }
         __syncthreads();
-        for (int seg = pair_s0[pair]; seg < pair_s1[pair]; ++seg) {
+        // the next segment from `from` on that this tile takes with a partner tile (n_segs: none)
+        auto next_partner = [&](int from) {
+            while (from < n_segs && (seg_d[from] == 0 || ((q >> seg_top[from]) & 1))) ++from;
+            return from;
+        };
+        auto load_ahead = [&](int sg) {
+            if (sg >= n_segs) return;
+            const long long pbase = (q ^ seg_d[sg]) << tb;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int i = tid + k * THREADS;
+                if (i < tile) ahead[k] = s[pbase + i];
+            }
+        };
+        if constexpr (AHEAD) load_ahead(next_partner(0));
+        for (int seg = 0; seg < n_segs; ++seg) {
             const long long d = seg_d[seg];
             const V* src = own;
             if (d != 0) {
@@ -192,9 +210,10 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
 #pragma unroll
                 for (int k = 0; k < K; ++k) {
                     const int i = tid + k * THREADS;
-                    if (i < tile) other[i] = s[pbase + i];
+                    if (i < tile) other[i] = AHEAD ? ahead[k] : s[pbase + i];
                 }
                 __syncthreads();
+                if constexpr (AHEAD) load_ahead(next_partner(seg + 1));
                 src = other;
             }
             for (int g = seg_g[seg]; g < seg_g[seg + 1]; ++g) {
@@ -254,11 +273,10 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
     extern "C" __global__ void __launch_bounds__(THREADS, 2)                                                 \
         NAME(const V* psi, int n_qubits, int n_segs, const long long* seg_d, const int* seg_top,          \
              const int* seg_g, const long long* g_x, const int* g_t, const long long* z, const int* part_im, \
-             const int* g_parts, int n_pairs, const long long* pair_w, const int* pair_s0,                  \
-             const int* pair_s1, int wt, int n_terms, double* partial, long long state0,                    \
-             unsigned* progress, int lag) {                                                                \
+             const int* g_parts, int n_terms, double* partial, long long state0, unsigned* progress,       \
+             int lag) {                                                                                    \
         group_pass<V, TB>(psi, n_qubits, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, g_parts,     \
-                          n_pairs, pair_w, pair_s0, pair_s1, wt, n_terms, partial, state0, progress, lag); \
+                          n_terms, partial, state0, progress, lag);                                       \
     }
 
 // tiles of 32 KB in either precision (TB: observables_gpu.TILE_BITS, which a CPU test holds equal)

@@ -9,16 +9,6 @@ partner tile ``q ^ d`` once, which then serves every group of the segment: the s
 about once per distinct high part of the X masks (half of it each time: only tiles whose bit
 ``top``, the highest bit of ``d``, is 0 take a segment, and their sums are doubled).
 
-The tiles are visited window by window, so that the partner tiles come from the L2 cache: a
-window is ``2^wb`` amplitudes (:data:`WINDOW_BITS`, 16 MB), and the segments are grouped by their
-window part ``D = d >> (wb - tb)``. The launch works through a list of pairs ``(W, D)``, windows
-ascending, each pair the tiles of window ``W`` with the segments of ``D`` (``D = 0``: partners
-within the window; ``D != 0``: partners in window ``W ^ D``, and only the windows whose bit ``top``
-of ``D`` is 0). All thread blocks work on one pair at a time, so window ``W`` is read from memory
-once and served from the L2 cache for its other pairs, and each partner window once a pair: the
-state is read about ``1 + (number of distinct D) / 2`` times (25 for a 28-qubit chemistry operator
-whose 257 high parts have 48 window parts) where tile by tile it was ``1 + (high parts) / 2``.
-
 The thread blocks' per-term sums are added in a fixed order by a second kernel, so a result is
 the same from run to run. :func:`model_kernels` is a numpy model of both kernels that follows
 their indexing line for line (tiles, segments, partner tiles, the split of an amplitude's sign
@@ -35,9 +25,6 @@ import numpy as np
 
 # tile bits of the pass per state kind (TB in observables.cu): 32 KB tiles in either precision
 TILE_BITS = {"c128": 11, "c64": 12}
-# window bits per state kind: 16 MB windows, so that a window and its partner window stay in the
-# L2 cache (50 MB on an H100, 60 MB on an H200) while the thread blocks work through a pair
-WINDOW_BITS = {"c128": 20, "c64": 21}
 # threads of a thread block (THREADS in observables.cu)
 THREADS = 256
 # thread blocks of a launch, over all the states of a block of states: None for BLOCKS_PER_SM on
@@ -52,6 +39,9 @@ BLOCKS_PER_SM = 2
 # steps a thread block may run ahead of the others' mean before it waits a little (a bounded
 # wait: see observables.cu), so that they stay side by side in the state; -1: no pacing
 PACE_LAG = 4
+# complex128: each segment's partner tile is loaded into registers during the segment before it
+# (PREFETCH in observables.cu; the registers held the tile's own amplitudes otherwise)
+PREFETCH = True
 # terms of one launch: a thread block holds one float64 sum per term in shared memory
 LAUNCH_TERMS = 4096
 # static shared memory of the pass (the warps' staging slots of two flush parities, stage in
@@ -69,8 +59,7 @@ class Launch:
     ``seg_g[s]:seg_g[s+1]``; group ``g`` (X mask ``g_x[g]``) owns the launch's terms
     ``g_t[g]:g_t[g+1]`` and needs the real parts of its products where bit 0 of ``g_parts[g]``
     is set, the imaginary parts where bit 1; term ``t`` has Z mask ``z[t]`` and takes the
-    imaginary part of the products where ``part_im[t]``. Pair ``p`` of the work list runs window
-    ``pair_w[p]``'s tiles with the segments ``pair_s0[p]:pair_s1[p]`` (see :func:`window_pairs`).
+    imaginary part of the products where ``part_im[t]``.
     """
 
     start: int
@@ -83,38 +72,6 @@ class Launch:
     z: np.ndarray  # int64
     part_im: np.ndarray  # int32
     g_parts: np.ndarray  # int32
-    pair_w: np.ndarray | None = None  # int64
-    pair_s0: np.ndarray | None = None  # int32
-    pair_s1: np.ndarray | None = None  # int32
-
-
-def window_pairs(seg_d: np.ndarray, n_qubits: int, tile_bits: int, window_bits: int):
-    """The work list of a launch: ``(pair_w, pair_s0, pair_s1)``, windows ascending.
-
-    The segments (high parts ``seg_d`` ascending, tiles of ``2^tile_bits`` amplitudes) are
-    grouped by their window part ``D = d >> (window_bits - tile_bits)``, each group a contiguous
-    range ``s0:s1``. Window ``W`` (of ``2^(n_qubits - window_bits)``) takes ``D = 0``, and each
-    ``D != 0`` whose highest bit is 0 in ``W`` (the window ``W ^ D`` then holds the partners:
-    each pair of windows once). ``window_bits`` is at least ``tile_bits`` and at most
-    ``n_qubits``.
-    """
-    wt = window_bits - tile_bits
-    big_d = seg_d >> wt
-    first = np.flatnonzero(np.r_[True, big_d[1:] != big_d[:-1]]) if len(seg_d) else np.zeros(0, np.int64)
-    ends = np.r_[first[1:], len(seg_d)]
-    windows = np.arange(1 << (n_qubits - window_bits), dtype=np.int64)
-    pw, p0, p1 = [], [], []
-    for a, b in zip(first, ends):
-        dd = int(big_d[a])
-        w = windows if dd == 0 else windows[((windows >> (dd.bit_length() - 1)) & 1) == 0]
-        pw.append(w)
-        p0.append(np.full(len(w), a))
-        p1.append(np.full(len(w), b))
-    if not pw:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
-    pw, p0, p1 = np.concatenate(pw), np.concatenate(p0), np.concatenate(p1)
-    idx = np.lexsort((p0, pw))  # windows ascending, each window's ranges in order
-    return pw[idx], p0[idx].astype(np.int32), p1[idx].astype(np.int32)
 
 
 def launches(terms, order: np.ndarray, tile_bits: int) -> list[Launch]:
@@ -161,10 +118,9 @@ def total_blocks(shared_bytes: int) -> int:
     return max(1, min(BLOCKS_PER_SM, fit)) * int(props["multiProcessorCount"])
 
 
-def grid_blocks(n_items: int, n_states: int, total: int) -> int:
-    """Thread blocks per state of a launch: ``total`` over all states, at most one a work item
-    (a tile of a pair)."""
-    return max(1, min(n_items, total // n_states))
+def grid_blocks(n_tiles: int, n_states: int, total: int) -> int:
+    """Thread blocks per state of a launch: ``total`` over all states, at most one a tile."""
+    return max(1, min(n_tiles, total // n_states))
 
 
 def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
@@ -192,28 +148,24 @@ def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
     if kind is None:
         raise TypeError(f"psi must be complex128 or complex64, got {psi.dtype}")
     tb = min(TILE_BITS[kind], n)
-    wb = max(tb, min(WINDOW_BITS[kind], n))
     if len(order) == 0 or n_states == 0:  # (no launch: a grid of no states is no grid)
         return np.zeros((n_states, len(order))), tb
     flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
     pass_fn, sums_fn = _kernels(kind)
     shared = 2 * (1 << TILE_BITS[kind]) * flat.itemsize  # the tile and its partner
-    total = total_blocks(shared + 8 * min(len(order), LAUNCH_TERMS))
+    grid_x = grid_blocks(1 << (n - tb), n_states, total_blocks(shared + 8 * min(len(order), LAUNCH_TERMS)))
     sums = cupy.zeros((n_states, len(order)), dtype=np.float64)
     for launch in launches(terms, order, tb):
         nt = launch.n_terms
-        pair_w, pair_s0, pair_s1 = window_pairs(launch.seg_d, n, tb, wb)
-        grid_x = grid_blocks(len(pair_w) << (wb - tb), n_states, total)
         dev = [cupy.asarray(a) for a in (launch.seg_d, launch.seg_top, launch.seg_g, launch.g_x, launch.g_t,
                                          launch.z, launch.part_im, launch.g_parts)]
-        pairs = [cupy.asarray(a) for a in (pair_w, pair_s0, pair_s1)]
         partial = cupy.zeros((n_states, grid_x, nt), dtype=np.float64)
-        progress = cupy.zeros(n_states, dtype=np.uint32)  # work items done, per state (paces only)
+        progress = cupy.zeros(n_states, dtype=np.uint32)  # tiles done, per state (paces only)
         pass_fn.max_dynamic_shared_size_bytes = shared + 8 * nt  # (above the 48 KB default)
         for s0 in range(0, n_states, 65535):  # (the grid's second dimension is at most 65535)
             pass_fn((grid_x, min(65535, n_states - s0)), (THREADS,),
-                    (flat, np.int32(n), np.int32(len(launch.seg_d)), *dev, np.int32(len(pair_w)), *pairs,
-                     np.int32(wb - tb), np.int32(nt), partial, np.int64(s0), progress, np.int32(PACE_LAG)),
+                    (flat, np.int32(n), np.int32(len(launch.seg_d)), *dev, np.int32(nt), partial, np.int64(s0),
+                     progress, np.int32(PACE_LAG)),
                     shared_mem=shared + 8 * nt)
         part_sums = cupy.zeros((n_states, nt), dtype=np.float64)
         rows = n_states * nt
@@ -228,14 +180,14 @@ def _kernels(kind: str):
     device."""
     import cupy  # noqa: PLC0415 - only for device arrays
 
-    return _loaded(cupy.cuda.Device().id, kind)
+    return _loaded(cupy.cuda.Device().id, kind, bool(PREFETCH))
 
 
 @functools.lru_cache(maxsize=None)
-def _loaded(device: int, kind: str):
+def _loaded(device: int, kind: str, prefetch: bool):
     from gemm.cuda.compile import raw_module  # noqa: PLC0415 - the project's one kernel loader
 
-    module = raw_module("qsim_tc", "observables.cu", ("-std=c++17",), device)
+    module = raw_module("qsim_tc", "observables.cu", ("-std=c++17", f"-DPREFETCH={int(prefetch)}"), device)
     return module.get_function(f"group_pass_{kind}"), module.get_function("block_sums")
 
 
@@ -252,8 +204,8 @@ def model_kernels(kind: str):
     """``(group_pass, block_sums)`` launchers that run observables.cu's kernels in numpy.
 
     They take the arguments of the CUDA kernels (``fn(grid, block, args, shared_mem=...)``, on
-    numpy arrays) and follow their indexing: the thread blocks' work items (a tile of a window
-    pair) in grid-stride order, each pair's segments and their skip rule, the partner tile ``q ^ d``, the partner ``i ^ (x mod 2^tb)``
+    numpy arrays) and follow their indexing: the thread blocks' tiles in grid-stride order, the
+    segments and their skip rule, the partner tile ``q ^ d``, the partner ``i ^ (x mod 2^tb)``
     within it, and each amplitude's sign as ``parity((base | tid) & z) ^ parity(k & kz)``. The
     tile bits are :data:`TILE_BITS` at call time and the threads ``block[0]``, so small values
     exercise every part of the index on small states. Sums within a tile are numpy's (the
@@ -262,11 +214,10 @@ def model_kernels(kind: str):
     dtype = {"c128": np.complex128, "c64": np.complex64}[kind]
 
     def group_pass(grid, block, args, shared_mem=0):
-        (psi, n, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, g_parts, n_pairs, pair_w, pair_s0, pair_s1,
-         wt, n_terms, partial, state0, progress, lag) = args
+        psi, n, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, g_parts, n_terms, partial, state0, progress, lag = args
         assert progress.dtype == np.uint32 and progress.size == partial.shape[0] and int(lag) >= -1
-        n, n_terms, state0, wt = int(n), int(n_terms), int(state0), int(wt)
-        assert int(n_pairs) == len(pair_w) == len(pair_s0) == len(pair_s1) and len(g_parts) == len(g_x)
+        n, n_terms, state0 = int(n), int(n_terms), int(state0)
+        assert len(g_parts) == len(g_x)
         assert psi.dtype == dtype and int(n_segs) == len(seg_d) and partial.shape[2] == n_terms
         threads = block[0]
         big = TILE_BITS[kind]
@@ -286,13 +237,10 @@ def model_kernels(kind: str):
             s = psi.reshape(-1, 1 << n)[state]
             for bx in range(grid[0]):
                 acc = np.zeros(n_terms)
-                for item in range(bx, int(n_pairs) << wt, grid[0]):
-                    pair = item >> wt
-                    q = (int(pair_w[pair]) << wt) | (item & ((1 << wt) - 1))
-                    assert q < tiles
+                for q in range(bx, tiles, grid[0]):
                     base = q << tb
                     own = s[base + i_safe]
-                    for seg in range(int(pair_s0[pair]), int(pair_s1[pair])):
+                    for seg in range(len(seg_d)):
                         d = int(seg_d[seg])
                         src = own
                         if d:

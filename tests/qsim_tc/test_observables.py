@@ -153,18 +153,15 @@ def mixed_terms(n, seed):
 MODEL_SHAPES = [(1, 3, 4), (2, 1, 2), (3, 2, 2), (5, 3, 2), (8, 4, 4), (11, 6, 8), (14, 8, 16)]
 
 
-@pytest.mark.parametrize("window_extra", [0, 2])
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 @pytest.mark.parametrize("n,tile_bits,threads", MODEL_SHAPES)
-def test_gpu_pass_model_matches_the_cpu_pass(n, tile_bits, threads, dtype, window_extra, monkeypatch):
+def test_gpu_pass_model_matches_the_cpu_pass(n, tile_bits, threads, dtype, monkeypatch):
     # the host code and the model of observables.cu's indexing against the CPU pass, on random
     # operators; few thread blocks (each owning several tiles) and launches of 7 terms, so groups
-    # and segments are cut across launches; windows of one tile (every high part its own window
-    # part) and of four
+    # and segments are cut across launches
     _fake_cupy(monkeypatch)
     kind = "c128" if dtype == np.complex128 else "c64"
     monkeypatch.setitem(obs_gpu.TILE_BITS, kind, tile_bits)
-    monkeypatch.setitem(obs_gpu.WINDOW_BITS, kind, tile_bits + window_extra)
     monkeypatch.setattr(obs_gpu, "THREADS", threads)
     monkeypatch.setattr(obs_gpu, "BLOCKS", 6)
     monkeypatch.setattr(obs_gpu, "LAUNCH_TERMS", 7)
@@ -192,31 +189,6 @@ def test_gpu_pass_segments_follow_the_high_parts():
     assert launch.z.tolist() == terms.z[order].tolist()
     assert launch.part_im.tolist() == (terms.ny[order] % 2).tolist()
     assert obs_gpu.shared_limit_terms("c128", 232448) >= obs_gpu.LAUNCH_TERMS  # an H100's opt-in limit
-
-
-@pytest.mark.parametrize("n,tile_bits,window_bits", [(9, 3, 3), (9, 3, 5), (9, 3, 9), (12, 4, 7), (5, 5, 5)])
-def test_window_pairs_take_each_tile_and_segment_once(n, tile_bits, window_bits):
-    # the work list covers exactly the (tile, segment) pairs of a tile-by-tile pass: every tile
-    # with d = 0, and the tiles whose bit top(d) is 0 for d != 0; each once, windows ascending
-    rng = np.random.default_rng(n + window_bits)
-    seg_d = np.unique(np.r_[0, rng.integers(1, 1 << (n - tile_bits), 12)]) if n > tile_bits else np.zeros(1, int)
-    pair_w, s0, s1 = obs_gpu.window_pairs(seg_d, n, tile_bits, window_bits)
-    wt = window_bits - tile_bits
-    items = [((int(w) << wt) | t, seg) for w, a, b in zip(pair_w, s0, s1) for t in range(1 << wt) for seg in range(a, b)]
-
-    def takes(q, seg):  # the kernel's skip rule, tile by tile
-        return seg_d[seg] == 0 or not (q >> (int(seg_d[seg]).bit_length() - 1)) & 1
-
-    got = [(q, seg) for q, seg in items if takes(q, seg)]
-    # the rule skips tiles only within a window (window part 0): pairs of windows list no tile twice
-    assert all(takes(q, seg) for q, seg in items if int(seg_d[seg]) >> wt)
-    want = [(q, seg) for q in range(1 << (n - tile_bits)) for seg, d in enumerate(seg_d)
-            if d == 0 or not (q >> (int(d).bit_length() - 1)) & 1]
-    assert sorted(got) == sorted(want) and len(got) == len(set(got))
-    assert np.all(np.diff(pair_w) >= 0)
-    # the segments of a pair share their window part, and a window's partner window holds their partners
-    for w, a, b in zip(pair_w, s0, s1):
-        assert len({int(d) >> wt for d in seg_d[a:b]}) == 1
 
 
 def test_gpu_pass_constants_are_the_kernels():
@@ -284,12 +256,7 @@ def test_gpu_pass_is_accurate_to_its_float64_summation(cp, monkeypatch):
     terms, _ = obs.collect(mixed_terms(n, 5), n)
     got = obs.term_values(cp.asarray(psi), terms)
     tb = obs_gpu.TILE_BITS["c128"]
-    wb = min(obs_gpu.WINDOW_BITS["c128"], n)
-    order = np.concatenate(obs._x_groups(terms))
-    (launch,) = obs_gpu.launches(terms, order, tb)
-    items = len(obs_gpu.window_pairs(launch.seg_d, n, tb, wb)[0]) << (wb - tb)
-    grid_x = obs_gpu.grid_blocks(items, 1, obs_gpu.total_blocks(2 * (1 << tb) * 16 + 8 * len(terms.x)))
-    # one window at 20 qubits: a thread block adds a term over at most ceil(tiles / grid) tiles
+    grid_x = obs_gpu.grid_blocks(1 << (n - tb), 1, obs_gpu.total_blocks(2 * (1 << tb) * 16 + 8 * len(terms.x)))
     depth = (1 << tb) // obs_gpu.THREADS + 5 + obs_gpu.THREADS // 32 + -(-(1 << (n - tb)) // grid_x) + grid_x
     b = np.arange(2**n)
     worst = 0.0
