@@ -23,8 +23,8 @@
 // paces and never deadlocks; the sums do not depend on it. (Visiting the tiles window by window
 // instead, pairs of 16 MB windows meant to stay in L2, read 229 GB at 28 qubits, 53% L2 hits,
 // and ran 3-7% slower on an H100: 0.5 TB/s, the pass is bound by its instructions and their
-// latency, not by memory.) The partner tile of the next segment a tile takes is loaded into
-// registers while the current segment's groups run (PREFETCH), so its latency hides behind them.
+// latency, not by memory. Loading each segment's partner tile into registers during the segment
+// before changed nothing either: 0.441 against 0.442 s.)
 //
 // Within a tile thread `tid` owns the amplitudes i = tid + k * THREADS (complex128 keeps them in
 // registers for the whole tile), so the sign of b = base + i is parity((base | tid) & z) times
@@ -45,9 +45,6 @@
 #define WARPS (THREADS / 32)
 #define CHUNK 8   // terms reduced together (lanes 0..CHUNK-1 end with one term each)
 #define STAGE 64  // a warp's staged term sums between two flushes (twice: by flush parity)
-#ifndef PREFETCH
-#define PREFETCH 1  // complex128: load the next partner tile into registers during a segment
-#endif
 #define PACE_SPINS 4096  // waits of about 256 ns at most before a tile (about 1 ms)
 
 // one stage of the warp's reduce-scatter of a chunk's values: lanes with bit O clear keep the lower
@@ -138,10 +135,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
     constexpr int K = (1 << TB) / THREADS;  // amplitudes a thread owns in a full tile
     // complex128 keeps a thread's own amplitudes in registers across the groups (one shared load
     // a product, the partner's); complex64's 16 would spill, so it reads both from shared memory
-    // complex128 loads the next partner tile ahead (PREFETCH) in the registers that would hold its
-    // own amplitudes; complex64's 16 amplitudes a thread would spill
-    constexpr bool AHEAD = PREFETCH && sizeof(V) == 16;
-    constexpr bool HOLD = sizeof(V) == 16 && !AHEAD;
+    constexpr bool HOLD = sizeof(V) == 16;
     extern __shared__ __align__(16) unsigned char shared_raw[];
     V* own = reinterpret_cast<V*>(shared_raw);
     V* other = own + (1 << TB);
@@ -159,7 +153,6 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
     // the staged sums: terms first .. first + count - 1, in the slots of `parity`
     int parity = 0, count = 0, first = 0;
     V mine[HOLD ? K : 1];
-    V ahead[AHEAD ? K : 1];  // this thread's amplitudes of the next segment's partner tile
 
     for (long long q = blockIdx.x; q < tiles; q += gridDim.x) {
         const long long base = q << tb;
@@ -184,21 +177,6 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
             if constexpr (HOLD) mine[k] = a;
         }
         __syncthreads();
-        // the next segment from `from` on that this tile takes with a partner tile (n_segs: none)
-        auto next_partner = [&](int from) {
-            while (from < n_segs && (seg_d[from] == 0 || ((q >> seg_top[from]) & 1))) ++from;
-            return from;
-        };
-        auto load_ahead = [&](int sg) {
-            if (sg >= n_segs) return;
-            const long long pbase = (q ^ seg_d[sg]) << tb;
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                const int i = tid + k * THREADS;
-                if (i < tile) ahead[k] = s[pbase + i];
-            }
-        };
-        if constexpr (AHEAD) load_ahead(next_partner(0));
         for (int seg = 0; seg < n_segs; ++seg) {
             const long long d = seg_d[seg];
             const V* src = own;
@@ -210,10 +188,9 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
 #pragma unroll
                 for (int k = 0; k < K; ++k) {
                     const int i = tid + k * THREADS;
-                    if (i < tile) other[i] = AHEAD ? ahead[k] : s[pbase + i];
+                    if (i < tile) other[i] = s[pbase + i];
                 }
                 __syncthreads();
-                if constexpr (AHEAD) load_ahead(next_partner(seg + 1));
                 src = other;
             }
             for (int g = seg_g[seg]; g < seg_g[seg + 1]; ++g) {

@@ -39,9 +39,6 @@ BLOCKS_PER_SM = 2
 # steps a thread block may run ahead of the others' mean before it waits a little (a bounded
 # wait: see observables.cu), so that they stay side by side in the state; -1: no pacing
 PACE_LAG = 4
-# complex128: each segment's partner tile is loaded into registers during the segment before it
-# (PREFETCH in observables.cu; the registers held the tile's own amplitudes otherwise)
-PREFETCH = True
 # terms of one launch: a thread block holds one float64 sum per term in shared memory
 LAUNCH_TERMS = 4096
 # static shared memory of the pass (the warps' staging slots of two flush parities, stage in
@@ -180,14 +177,14 @@ def _kernels(kind: str):
     device."""
     import cupy  # noqa: PLC0415 - only for device arrays
 
-    return _loaded(cupy.cuda.Device().id, kind, bool(PREFETCH))
+    return _loaded(cupy.cuda.Device().id, kind)
 
 
 @functools.lru_cache(maxsize=None)
-def _loaded(device: int, kind: str, prefetch: bool):
+def _loaded(device: int, kind: str):
     from gemm.cuda.compile import raw_module  # noqa: PLC0415 - the project's one kernel loader
 
-    module = raw_module("qsim_tc", "observables.cu", ("-std=c++17", f"-DPREFETCH={int(prefetch)}"), device)
+    module = raw_module("qsim_tc", "observables.cu", ("-std=c++17",), device)
     return module.get_function(f"group_pass_{kind}"), module.get_function("block_sums")
 
 
