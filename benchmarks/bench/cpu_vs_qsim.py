@@ -36,7 +36,7 @@ from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from qsim_tc import Simulator
 from qsim_tc.stages.choice import decide_cpu
-from qsim_tc.stages.cpu import DEFAULT_BLOCK_BYTES, run_stages
+from qsim_tc.stages.cpu import default_block_bytes, run_stages
 from qsim_tc.stages.plan import plan_stages
 from qsim_tc.stages.structure import classify
 
@@ -130,7 +130,8 @@ def timing(args) -> list[dict]:
                 out = run_stages(psi, plan, block_bytes=args.block_bytes, threads=args.threads)
                 return out, time.perf_counter() - t0
             info = {"local_qubits": plan.local_qubits, "passes": plan.n_stages,
-                    "block_bytes": args.block_bytes or DEFAULT_BLOCK_BYTES[np.dtype(dtype).itemsize],
+                    "block_bytes": args.block_bytes or default_block_bytes(np.dtype(dtype).itemsize, plan.local_qubits,
+                                                                         args.threads),
                     "stages_with_swaps": plan.n_swap_passes, "swapped_bits": plan.n_swapped_bits}
             return go, info
 
@@ -189,7 +190,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--local", type=int, default=0, help="L of the plans (0: the Simulator's choice)")
     ap.add_argument("--block-bytes", type=int, default=None,
-                    help="chunk bytes (default: the executor's per-dtype default, DEFAULT_BLOCK_BYTES)")
+                    help="chunk bytes (default: the executor's, qsim_tc.stages.cpu.default_block_bytes)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gate-repeats", type=int, default=1, help="runs of the gate-at-a-time path (0: skip)")
     ap.add_argument("--json", default=None)

@@ -20,6 +20,7 @@ canonicalized at the end).
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,6 +38,13 @@ from qsim_tc.stages.structure import CONTROLLED, DIAGONAL
 # 1.85 -> 1.46 s; complex64 at 2 MiB won QFT (0.52 -> 0.46 s) and QV (1.64 -> 1.57 s) but lost
 # brickwork d = 4 (0.81 -> 1.03 s), so it keeps 4 MiB.
 DEFAULT_BLOCK_BYTES = {8: 4 << 20, 16: 2 << 20}
+# ... unless the threads' chunks would fill the last-level cache: a thread's chunk (its split
+# real and imaginary halves) is kept to half its share of it, the rest for the lines streaming
+# through the load and store. On a 2-core Zen 1 with 8 MiB of L3 two 4 MiB complex64 chunks
+# filled it: at 2 MiB, 24 qubits, quantum volume 3.61 -> 3.43 s, brickwork(24, 4, 10) 2.37 ->
+# 2.18, QFT 0.879 -> 0.868 (a Zen 3 with a larger L3 ran 2 and 4 MiB alike). Never below
+# 2^(L + lane bits) amplitudes: the lanes must fill one vector (1 MiB, 2 lane bits for L = 15,
+# took quantum volume to 7.4 s).
 # In-stage fusion (qsim_tc.stages.fusion): the time of one k-target dense op (k = 1 .. 4) over
 # a 24-qubit state at the default chunk, ms, 2 threads, one stage of 40 Haar gates on random local
 # qubits, by the kernels' vector width (cpu_kernels.VECTOR_BYTES). AVX-512 (2-core Xeon): a chunk
@@ -98,10 +106,11 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
     if phys.n_qubits != plan.n_qubits:
         raise ValueError(f"the plan is for {plan.n_qubits} qubits, the state has {phys.n_qubits}")
     n, big_l, item = plan.n_qubits, plan.local_qubits, phys.data.dtype.itemsize
+    n_threads = min(_THREADS if threads is None else max(1, int(threads)), 1 << max(0, n - big_l))
     if block_bytes is None:
-        block_bytes = DEFAULT_BLOCK_BYTES.get(item, 4 << 20)
+        block_bytes = default_block_bytes(item, big_l, n_threads)
     nbits = min(n, max(big_l, int(max(block_bytes // item, 1)).bit_length() - 1))
-    n_threads = min(_THREADS if threads is None else max(1, int(threads)), 1 << (n - nbits))
+    n_threads = min(n_threads, 1 << (n - nbits))
     cost = FUSE_COST.get(item, ()) if fuse_cost is None else tuple(fuse_cost)
     real = np.float32 if phys.data.dtype == np.complex64 else np.float64
     scratch = [_Scratch(nbits, real) for _ in range(n_threads)]
@@ -132,6 +141,58 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
         phys.canonicalize()
         return phys.data
     return phys
+
+
+def default_block_bytes(itemsize: int, local_qubits: int, threads: int, cache_bytes: int | None = -1) -> int:
+    """The chunk of the CPU executor: :data:`DEFAULT_BLOCK_BYTES`, at most half of each thread's
+    share of the last-level cache, at least 2^(local_qubits + lane bits) amplitudes.
+
+    Args:
+        itemsize: bytes of an amplitude (8 or 16).
+        local_qubits: the plan's L.
+        threads: the worker threads, each with a chunk of its own.
+        cache_bytes: the last-level cache shared by the threads (-1: the host's, None: unknown,
+            no cap).
+    """
+    block = DEFAULT_BLOCK_BYTES.get(itemsize, 4 << 20)
+    if cache_bytes == -1:
+        cache_bytes = last_level_cache()
+    if cache_bytes:
+        share = cache_bytes // max(1, threads)
+        block = min(block, 1 << max(0, (share // 2).bit_length() - 1))  # a power of two
+    lane_bits = max(0, (kernels.VECTOR_BYTES // (itemsize // 2)).bit_length() - 1)  # one vector of lanes
+    return max(block, itemsize << (local_qubits + lane_bits))
+
+
+@functools.lru_cache(maxsize=1)
+def last_level_cache() -> int | None:
+    """Bytes of the host's last-level cache that CPU 0 shares (sysfs), None where unknown."""
+    best = None
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            with open(f"{base}/{entry}/level") as f:
+                level = int(f.read())
+            with open(f"{base}/{entry}/type") as f:
+                kind = f.read().strip()
+            with open(f"{base}/{entry}/size") as f:
+                text = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction" or not text:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
+        try:
+            size = int(text.rstrip("KMGkmg")) * scale
+        except ValueError:
+            continue
+        if best is None or level > best[0]:
+            best = (level, size)
+    return None if best is None else best[1]
 
 
 def _next_local(plan: StagePlan) -> list[dict[int, int]]:

@@ -152,3 +152,29 @@ def test_wide_gates(dtype, n, local, block_bits):
     psi = random_state(n, block_bits, dtype)
     out = _run(c, psi, local, 1 << block_bits)
     np.testing.assert_allclose(out, gate_at_a_time(c, psi), rtol=0, atol=TOL[dtype])
+
+
+def test_default_chunk_keeps_to_the_cache_share_and_the_lanes(monkeypatch):
+    # the chunk is the per-dtype default, at most half a thread's share of the last-level cache
+    # (a power of two), and never so small that the lanes fall short of one vector
+    from qsim_tc.stages import cpu, cpu_kernels
+
+    monkeypatch.setattr(cpu_kernels, "VECTOR_BYTES", 32)
+    default = cpu.DEFAULT_BLOCK_BYTES
+    assert cpu.default_block_bytes(8, 13, 2, None) == default[8]  # cache unknown: no cap
+    assert cpu.default_block_bytes(8, 13, 2, 64 << 20) == default[8]  # a large L3: no change
+    assert cpu.default_block_bytes(8, 13, 2, 8 << 20) == 2 << 20  # 8 MiB over 2 threads
+    assert cpu.default_block_bytes(8, 13, 1, 8 << 20) == min(default[8], 4 << 20)
+    assert cpu.default_block_bytes(8, 13, 2, 6 << 20) == 1 << 20  # half of 3 MiB, rounded down
+    # floors: L = 15 with 3 lane bits of float32 (one 256-bit vector) is 2 MiB of complex64
+    assert cpu.default_block_bytes(8, 15, 2, 4 << 20) == 8 << 18
+    assert cpu.default_block_bytes(16, 12, 8, 1 << 20) == 16 << 14  # complex128: 2 lane bits
+    monkeypatch.setattr(cpu_kernels, "VECTOR_BYTES", 64)
+    assert cpu.default_block_bytes(8, 15, 2, 4 << 20) == 8 << 19  # AVX-512: 4 lane bits
+
+
+def test_last_level_cache_is_read_or_none():
+    from qsim_tc.stages import cpu
+
+    size = cpu.last_level_cache()
+    assert size is None or (isinstance(size, int) and size >= 1 << 16)
