@@ -13,9 +13,9 @@
 // and cut into segments of equal high part d = x >> tb. For d = 0 every group's partner b ^ x
 // lies in the tile itself. For d != 0 the partner tile q ^ d is staged once and serves every
 // group of the segment; only the tiles whose bit `top` (the highest bit of d) is 0 take part,
-// and the caller doubles those sums (the partner tile's products are their conjugates). So the state is read about once per
-// distinct high part of the X masks, half of it each time, whatever the number of masks. Thread
-// block j takes the tiles j, j + G, j + 2G, ... (G = gridDim.x, all resident): the thread blocks
+// and the caller doubles those sums (the partner tile's products are their conjugates). So the
+// state is read about once per distinct high part of the X masks, half of it each time, whatever
+// the number of masks. Thread block j takes the tiles j, j + G, j + 2G, ... (G = gridDim.x, all resident): the thread blocks
 // move through the state side by side, so for the high parts below about G the partner tiles are
 // tiles the others have just read, in the L2 cache. To keep them side by side, a thread block
 // counts its tiles done in progress[state] and, before its step j, waits until the thread blocks
