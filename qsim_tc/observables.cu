@@ -15,16 +15,16 @@
 // group of the segment; only the tiles whose bit `top` (the highest bit of d) is 0 take part,
 // and the caller doubles those sums (the partner tile's products are their conjugates). So the
 // state is read about once per distinct high part of the X masks, half of it each time, whatever
-// the number of masks. Thread block j takes the tiles j, j + G, j + 2G, ... (G = gridDim.x, all resident): the thread blocks
-// move through the state side by side, so for the high parts below about G the partner tiles are
-// tiles the others have just read, in the L2 cache. To keep them side by side, a thread block
-// counts its tiles done in progress[state] and, before its step j, waits until the thread blocks
-// have done about j - lag steps between them (lag < 0: no waiting). The wait is bounded, so it
-// paces and never deadlocks; the sums do not depend on it. (Visiting the tiles window by window
-// instead, pairs of 16 MB windows meant to stay in L2, read 229 GB at 28 qubits, 53% L2 hits,
-// and ran 3-7% slower on an H100: 0.5 TB/s, the pass is bound by its instructions and their
-// latency, not by memory. Loading each segment's partner tile into registers during the segment
-// before changed nothing either: 0.441 against 0.442 s.)
+// the number of masks. Thread block j takes the tiles j, j + G, j + 2G, ... (G = gridDim.x, all
+// resident): the thread blocks move through the state side by side, so for the high parts below
+// about G the partner tiles are tiles the others have just read, in the L2 cache. To keep them
+// side by side, a thread block counts its tiles done in progress[state] and, before its step j,
+// waits until the thread blocks have done about j - lag steps between them (lag < 0: no
+// waiting). The wait is bounded, so it paces and never deadlocks; the sums do not depend on it.
+// (Visiting the tiles window by window instead, pairs of 16 MB windows meant to stay in L2, read
+// 229 GB at 28 qubits, 53% L2 hits, and ran 3-7% slower on an H100: 0.5 TB/s, the pass is bound
+// by its instructions and their latency, not by memory. Loading each segment's partner tile into
+// registers during the segment before changed nothing either: 0.441 against 0.442 s.)
 //
 // Within a tile thread `tid` owns the amplitudes i = tid + k * THREADS (complex128 keeps them in
 // registers for the whole tile), so the sign of b = base + i is parity((base | tid) & z) times

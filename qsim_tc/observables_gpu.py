@@ -211,7 +211,8 @@ def model_kernels(kind: str):
     dtype = {"c128": np.complex128, "c64": np.complex64}[kind]
 
     def group_pass(grid, block, args, shared_mem=0):
-        psi, n, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, g_parts, n_terms, partial, state0, progress, lag = args
+        (psi, n, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, g_parts, n_terms, partial, state0, progress,
+         lag) = args
         assert progress.dtype == np.uint32 and progress.size == partial.shape[0] and int(lag) >= -1
         n, n_terms, state0 = int(n), int(n_terms), int(state0)
         assert len(g_parts) == len(g_x)
