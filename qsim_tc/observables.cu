@@ -101,7 +101,6 @@ __device__ __forceinline__ void chunk_sums(int t0, int t_end, const long long* _
     // reduce-scatter: the stage of offset o leaves v[j] of lane l holding the sum of chunk term
     // j + (l & ~(2o - 1) & (C - 1)) over the lanes that differ from l in bits o .. C/2; then the
     // lanes that differ in the bits above add up: lane l < C ends with term l
-    if constexpr (C >= 16) scatter_stage<8>(v, lane);
     if constexpr (C >= 8) scatter_stage<4>(v, lane);
     if constexpr (C >= 4) scatter_stage<2>(v, lane);
     if constexpr (C >= 2) scatter_stage<1>(v, lane);
@@ -218,10 +217,11 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                 }
                 // chunks of CHUNK terms, the last as narrow as it can be (C = 1, 2, 4 or 8: a
                 // hopping term's group has 2 terms, its reduction 5 shuffles, not 8)
+                static_assert(CHUNK == 8, "the chunks below are 8, 4, 2 or 1 terms wide");
                 const int t_end = g_t[g + 1];
                 for (int t0 = g_t[g]; t0 < t_end; t0 += CHUNK) {
                     const int rest = t_end - t0;
-                    const int width = rest >= CHUNK ? CHUNK : rest > 4 ? 8 : rest > 2 ? 4 : rest;
+                    const int width = rest > 4 ? 8 : rest > 2 ? 4 : rest;
                     // block-uniform: flush where the staged run would break or overflow
                     if (count && (t0 != first + count || count + width > STAGE)) {
                         __syncthreads();

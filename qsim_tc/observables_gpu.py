@@ -115,9 +115,9 @@ def total_blocks(shared_bytes: int) -> int:
     return max(1, min(BLOCKS_PER_SM, fit)) * int(props["multiProcessorCount"])
 
 
-def grid_blocks(n_tiles: int, n_states: int, total: int) -> int:
+def grid_blocks(n_qubits: int, tile_bits: int, n_states: int, total: int) -> int:
     """Thread blocks per state of a launch: ``total`` over all states, at most one a tile."""
-    return max(1, min(n_tiles, total // n_states))
+    return max(1, min(1 << (n_qubits - tile_bits), total // n_states))
 
 
 def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
@@ -150,7 +150,7 @@ def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
     flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
     pass_fn, sums_fn = _kernels(kind)
     shared = 2 * (1 << TILE_BITS[kind]) * flat.itemsize  # the tile and its partner
-    grid_x = grid_blocks(1 << (n - tb), n_states, total_blocks(shared + 8 * min(len(order), LAUNCH_TERMS)))
+    grid_x = grid_blocks(n, tb, n_states, total_blocks(shared + 8 * min(len(order), LAUNCH_TERMS)))
     sums = cupy.zeros((n_states, len(order)), dtype=np.float64)
     for launch in launches(terms, order, tb):
         nt = launch.n_terms

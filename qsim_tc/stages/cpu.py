@@ -164,15 +164,14 @@ def default_block_bytes(itemsize: int, local_qubits: int, threads: int, cache_by
     return max(block, itemsize << (local_qubits + lane_bits))
 
 
-@functools.lru_cache(maxsize=1)
-def last_level_cache() -> int | None:
-    """Bytes of the host's last-level cache that CPU 0 shares (sysfs), None where unknown."""
-    best = None
-    base = "/sys/devices/system/cpu/cpu0/cache"
+def cache_sizes(base: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[int, int]:
+    """Bytes of each data (or unified) cache level of CPU 0, from sysfs (``base``); empty where
+    sysfs does not say."""
+    out: dict[int, int] = {}
     try:
         entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
     except OSError:
-        return None
+        return out
     for entry in entries:
         try:
             with open(f"{base}/{entry}/level") as f:
@@ -181,18 +180,21 @@ def last_level_cache() -> int | None:
                 kind = f.read().strip()
             with open(f"{base}/{entry}/size") as f:
                 text = f.read().strip()
+            if kind == "Instruction" or not text:
+                continue
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
+            out[level] = int(text.rstrip("KMGkmg")) * scale
         except (OSError, ValueError):
             continue
-        if kind == "Instruction" or not text:
-            continue
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
-        try:
-            size = int(text.rstrip("KMGkmg")) * scale
-        except ValueError:
-            continue
-        if best is None or level > best[0]:
-            best = (level, size)
-    return None if best is None else best[1]
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def last_level_cache() -> int | None:
+    """Bytes of the host's last-level cache that CPU 0 shares (:func:`cache_sizes`), None where
+    unknown."""
+    sizes = cache_sizes()
+    return sizes[max(sizes)] if sizes else None
 
 
 def _next_local(plan: StagePlan) -> list[dict[int, int]]:

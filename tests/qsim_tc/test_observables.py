@@ -256,7 +256,7 @@ def test_gpu_pass_is_accurate_to_its_float64_summation(cp, monkeypatch):
     terms, _ = obs.collect(mixed_terms(n, 5), n)
     got = obs.term_values(cp.asarray(psi), terms)
     tb = obs_gpu.TILE_BITS["c128"]
-    grid_x = obs_gpu.grid_blocks(1 << (n - tb), 1, obs_gpu.total_blocks(2 * (1 << tb) * 16 + 8 * len(terms.x)))
+    grid_x = obs_gpu.grid_blocks(n, tb, 1, obs_gpu.total_blocks(2 * (1 << tb) * 16 + 8 * len(terms.x)))
     depth = (1 << tb) // obs_gpu.THREADS + 5 + obs_gpu.THREADS // 32 + -(-(1 << (n - tb)) // grid_x) + grid_x
     b = np.arange(2**n)
     worst = 0.0

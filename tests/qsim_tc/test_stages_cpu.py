@@ -173,8 +173,18 @@ def test_default_chunk_keeps_to_the_cache_share_and_the_lanes(monkeypatch):
     assert cpu.default_block_bytes(8, 15, 2, 4 << 20) == 8 << 19  # AVX-512: 4 lane bits
 
 
-def test_last_level_cache_is_read_or_none():
+def test_cache_sizes_read_from_sysfs(tmp_path):
+    # data and unified caches by level (instruction caches left out); no such folder: none
     from qsim_tc.stages import cpu
 
-    size = cpu.last_level_cache()
-    assert size is None or (isinstance(size, int) and size >= 1 << 16)
+    for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "64K"), (2, "Unified", "512K"),
+                                             (3, "Unified", "8192K"), (4, "Unified", "")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert cpu.cache_sizes(str(tmp_path)) == {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
+    assert cpu.cache_sizes(str(tmp_path / "missing")) == {}
+    size = cpu.last_level_cache()  # this host's
+    assert size is None or size == cpu.cache_sizes()[max(cpu.cache_sizes())]
