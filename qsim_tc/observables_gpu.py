@@ -2,6 +2,11 @@
 
 The terms go in ascending order of their X mask (as the CPU pass takes them), cut into launches
 of at most :data:`LAUNCH_TERMS` terms (a thread block keeps one sum per term in shared memory).
+A group's terms are cut into *keys*, their Z masks within a tile and their part (real or
+imaginary): the kernel makes one signed sum of a group's products per key and tile, and each
+term adds it with the sign of its Z bits above the tile (the tile's index is the same for all its
+amplitudes), so terms that differ only above the tile cost one sum (chemistry at 28 qubits: 1,483
+keys for 3,000 terms).
 Within a launch the groups (runs of one X mask) are cut into segments of one high part
 ``d = x >> tb``, ``tb`` the tile bits (:data:`TILE_BITS`, at most the state's qubits). A thread
 block stages its tile of ``2^tb`` amplitudes once, and for each segment with ``d != 0`` the
@@ -39,40 +44,64 @@ BLOCKS_PER_SM = 2
 # steps a thread block may run ahead of the others' mean before it waits a little (a bounded
 # wait: see observables.cu), so that they stay side by side in the state; -1: no pacing
 PACE_LAG = 4
-# terms of one launch: a thread block holds one float64 sum per term in shared memory
-LAUNCH_TERMS = 4096
+# terms of one launch: a thread block holds one float64 sum per term and one int32 per key in shared
+# memory (3,072 terms: 36 KB beside the two 32 KB tiles and the staging slots, so that two thread
+# blocks fit a multiprocessor)
+LAUNCH_TERMS = 3072
 # static shared memory of the pass (the warps' staging slots of two flush parities, stage in
 # observables.cu: 2 x WARPS x STAGE float64)
 STAGE = 64  # (STAGE in observables.cu)
 STATIC_SHARED = 2 * (THREADS // 32) * STAGE * 8
+# a key's part bit (KEY_IM in observables.cu): set where its terms take the imaginary parts
+KEY_IM = 1 << 30
 _KINDS = {np.dtype(np.complex128): "c128", np.dtype(np.complex64): "c64"}
 
 
 @dataclass
 class Launch:
-    """The arguments of one launch of ``group_pass``: terms ``start:start + n_terms`` of the order.
+    """The arguments of one launch of ``group_pass``: the terms at ``positions`` of the pass's
+    order (a slice of it, each group's terms reordered by key), in the kernel's order.
 
     Segment ``s`` (high part ``seg_d[s]``, its highest bit ``seg_top[s]``) owns the groups
-    ``seg_g[s]:seg_g[s+1]``; group ``g`` (X mask ``g_x[g]``) owns the launch's terms
-    ``g_t[g]:g_t[g+1]`` and needs the real parts of its products where bit 0 of ``g_parts[g]``
-    is set, the imaginary parts where bit 1; term ``t`` has Z mask ``z[t]`` and takes the
-    imaginary part of the products where ``part_im[t]``.
+    ``seg_g[s]:seg_g[s+1]``; group ``g`` (X mask ``g_x[g]``) owns the keys ``g_u[g]:g_u[g+1]`` and
+    needs the real parts of its products where bit 0 of ``g_parts[g]`` is set, the imaginary
+    parts where bit 1. A key is a Z mask within a tile and a part: ``u_key[u] = (z mod 2^tb) |
+    KEY_IM * (ny odd)``; the kernel makes one signed sum of the products a key and tile, and key
+    ``u``'s terms ``u_t[u]:u_t[u+1]`` (term ``t``'s key ``t_u[t]``) each add it with the sign of
+    their Z bits above the tile, ``parity(t_zh[t] & q)`` for tile ``q``. Terms that differ only
+    in those bits share one sum (a 3,000-term chemistry operator at 28 qubits has 1,483 keys).
     """
 
-    start: int
-    n_terms: int
+    positions: np.ndarray  # int64
     seg_d: np.ndarray  # int64
     seg_top: np.ndarray  # int32
     seg_g: np.ndarray  # int32
     g_x: np.ndarray  # int64
-    g_t: np.ndarray  # int32
-    z: np.ndarray  # int64
-    part_im: np.ndarray  # int32
+    g_u: np.ndarray  # int32
     g_parts: np.ndarray  # int32
+    u_key: np.ndarray  # int32
+    u_t: np.ndarray  # int32
+    t_u: np.ndarray  # int32
+    t_zh: np.ndarray  # int64
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.positions)
+
+    @property
+    def n_keys(self) -> int:
+        return len(self.u_key)
+
+    def shared_bytes(self, tile_bytes: int) -> int:
+        """Dynamic shared memory of the launch: the two tiles, a sum a term, a key a key."""
+        return 2 * tile_bytes + 8 * self.n_terms + 4 * self.n_keys
 
 
 def launches(terms, order: np.ndarray, tile_bits: int) -> list[Launch]:
     """The launches of the pass for the terms in ``order`` (grouped by X mask, ascending).
+
+    Within a launch each group's terms are reordered by key (``Launch.positions``), so a key's
+    terms are consecutive.
 
     Args:
         terms: a :class:`qsim_tc.observables.PauliTerms`.
@@ -81,22 +110,32 @@ def launches(terms, order: np.ndarray, tile_bits: int) -> list[Launch]:
     """
     out = []
     for start in range(0, len(order), LAUNCH_TERMS):
-        idx = order[start:start + LAUNCH_TERMS]
+        idx = np.asarray(order[start:start + LAUNCH_TERMS], dtype=np.int64)
         x = terms.x[idx]
+        key = (terms.z[idx] & ((1 << tile_bits) - 1)) | np.where(terms.ny[idx] % 2 == 1, KEY_IM, 0)
+        # by group (runs of one x, kept in place), then by key; a stable sort keeps the input order
+        # of terms with one key
+        perm = np.lexsort((key, np.cumsum(np.r_[False, x[1:] != x[:-1]])))
+        idx, key = idx[perm], key[perm]
         g_first = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])  # each group's first term
+        u_first = np.flatnonzero(np.r_[True, (x[1:] != x[:-1]) | (key[1:] != key[:-1])])  # each key's
         g_x = x[g_first]
         d = g_x >> tile_bits
         s_first = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])  # each segment's first group
         seg_d = d[s_first]
         seg_top = np.array([int(v).bit_length() - 1 if v else 0 for v in seg_d], dtype=np.int32)
-        part_im = (terms.ny[idx] % 2).astype(np.int32)
-        g_t = np.r_[g_first, len(idx)].astype(np.int32)
-        # per group: bit 0 if a term takes the real parts, bit 1 if one takes the imaginary parts
-        has_im = np.add.reduceat(part_im, g_first) if len(idx) else np.zeros(0, np.int64)
-        g_parts = (np.where(has_im < np.diff(g_t), 1, 0) | np.where(has_im > 0, 2, 0)).astype(np.int32)
-        out.append(Launch(start, len(idx), seg_d.astype(np.int64), seg_top,
-                          np.r_[s_first, len(g_x)].astype(np.int32), g_x.astype(np.int64),
-                          g_t, terms.z[idx].astype(np.int64), part_im, g_parts))
+        u_key = key[u_first]
+        # per group: bit 0 if a key takes the real parts, bit 1 if one takes the imaginary parts
+        g_u = np.searchsorted(u_first, np.r_[g_first, len(idx)]).astype(np.int32)
+        has_im = (np.add.reduceat((u_key & KEY_IM) != 0, g_u[:-1]) if len(idx)
+                  else np.zeros(0, np.int64))
+        g_parts = (np.where(has_im < np.diff(g_u), 1, 0) | np.where(has_im > 0, 2, 0)).astype(np.int32)
+        t_u = (np.cumsum(np.r_[False, (x[1:] != x[:-1]) | (key[1:] != key[:-1])]) if len(idx)
+               else np.zeros(0, np.int64))
+        out.append(Launch(start + perm, seg_d.astype(np.int64), seg_top, np.r_[s_first, len(g_x)].astype(np.int32),
+                          g_x.astype(np.int64), g_u, g_parts, u_key.astype(np.int32),
+                          np.r_[u_first, len(idx)].astype(np.int32), t_u.astype(np.int32),
+                          (terms.z[idx] >> tile_bits).astype(np.int64)))
     return out
 
 
@@ -149,26 +188,30 @@ def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
         return np.zeros((n_states, len(order))), tb
     flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
     pass_fn, sums_fn = _kernels(kind)
-    shared = 2 * (1 << TILE_BITS[kind]) * flat.itemsize  # the tile and its partner
-    grid_x = grid_blocks(n, tb, n_states, total_blocks(shared + 8 * min(len(order), LAUNCH_TERMS)))
+    tile_bytes = (1 << TILE_BITS[kind]) * flat.itemsize
+    plan = launches(terms, order, tb)
+    shared = max(launch.shared_bytes(tile_bytes) for launch in plan)
+    grid_x = grid_blocks(n, tb, n_states, total_blocks(shared))
     sums = cupy.zeros((n_states, len(order)), dtype=np.float64)
-    for launch in launches(terms, order, tb):
+    for launch in plan:
         nt = launch.n_terms
-        dev = [cupy.asarray(a) for a in (launch.seg_d, launch.seg_top, launch.seg_g, launch.g_x, launch.g_t,
-                                         launch.z, launch.part_im, launch.g_parts)]
+        dev = [cupy.asarray(a) for a in (launch.seg_d, launch.seg_top, launch.seg_g, launch.g_x, launch.g_u,
+                                         launch.g_parts)]
+        keys = [cupy.asarray(a) for a in (launch.u_key, launch.u_t, launch.t_u, launch.t_zh)]
         partial = cupy.zeros((n_states, grid_x, nt), dtype=np.float64)
         progress = cupy.zeros(n_states, dtype=np.uint32)  # tiles done, per state (paces only)
-        pass_fn.max_dynamic_shared_size_bytes = shared + 8 * nt  # (above the 48 KB default)
+        launch_shared = launch.shared_bytes(tile_bytes)
+        pass_fn.max_dynamic_shared_size_bytes = launch_shared  # (above the 48 KB default)
         for s0 in range(0, n_states, 65535):  # (the grid's second dimension is at most 65535)
             pass_fn((grid_x, min(65535, n_states - s0)), (THREADS,),
-                    (flat, np.int32(n), np.int32(len(launch.seg_d)), *dev, np.int32(nt), partial, np.int64(s0),
-                     progress, np.int32(PACE_LAG)),
-                    shared_mem=shared + 8 * nt)
+                    (flat, np.int32(n), np.int32(len(launch.seg_d)), *dev, np.int32(launch.n_keys), *keys,
+                     np.int32(nt), partial, np.int64(s0), progress, np.int32(PACE_LAG)),
+                    shared_mem=launch_shared)
         part_sums = cupy.zeros((n_states, nt), dtype=np.float64)
         rows = n_states * nt
         sums_fn((-(-rows // THREADS),), (THREADS,), (partial, np.int32(grid_x), np.int32(nt), np.int64(rows),
                                                      part_sums))
-        sums[:, launch.start:launch.start + nt] = part_sums
+        sums[:, cupy.asarray(launch.positions)] = part_sums
     return sums.get(), tb
 
 
@@ -182,17 +225,25 @@ def _kernels(kind: str):
 
 @functools.lru_cache(maxsize=None)
 def _loaded(device: int, kind: str):
-    from gemm.cuda.compile import raw_module  # noqa: PLC0415 - the project's one kernel loader
+    from gemm.cuda.compile import PIPELINE, raw_module  # noqa: PLC0415 - the project's one kernel loader
 
-    module = raw_module("qsim_tc", "observables.cu", ("-std=c++17",), device)
+    # (the pipeline header: cp.async for the complex128 walk's tile copies)
+    module = raw_module("qsim_tc", "observables.cu", ("-std=c++17",), device, (PIPELINE,))
     return module.get_function(f"group_pass_{kind}"), module.get_function("block_sums")
 
 
 def shared_limit_terms(kind: str, optin_bytes: int) -> int:
-    """Terms whose sums fit a thread block's shared memory beside the two tiles (a check on
-    :data:`LAUNCH_TERMS` against a device's opt-in limit)."""
+    """Terms whose sums and keys (at most one a term) fit a thread block's shared memory beside
+    the two tiles (a check on :data:`LAUNCH_TERMS` against a device's opt-in limit)."""
     tile = 2 * (1 << TILE_BITS[kind]) * (16 if kind == "c128" else 8)
-    return (optin_bytes - STATIC_SHARED - tile) // 8
+    return (optin_bytes - STATIC_SHARED - tile) // 12
+
+
+def blocks_per_sm_fit(kind: str, shared_per_sm: int) -> int:
+    """Thread blocks of a full launch (:data:`LAUNCH_TERMS` terms and keys) that fit a
+    multiprocessor's shared memory (the driver keeps 1 KB a thread block)."""
+    tile = 2 * (1 << TILE_BITS[kind]) * (16 if kind == "c128" else 8)
+    return shared_per_sm // (tile + 12 * LAUNCH_TERMS + STATIC_SHARED + 1024)
 
 
 # --- a numpy model of observables.cu ------------------------------------------------------------
@@ -211,17 +262,17 @@ def model_kernels(kind: str):
     dtype = {"c128": np.complex128, "c64": np.complex64}[kind]
 
     def group_pass(grid, block, args, shared_mem=0):
-        (psi, n, n_segs, seg_d, seg_top, seg_g, g_x, g_t, z, part_im, g_parts, n_terms, partial, state0, progress,
-         lag) = args
+        (psi, n, n_segs, seg_d, seg_top, seg_g, g_x, g_u, g_parts, n_keys, u_key, u_t, t_u, t_zh, n_terms, partial,
+         state0, progress, lag) = args
         assert progress.dtype == np.uint32 and progress.size == partial.shape[0] and int(lag) >= -1
-        n, n_terms, state0 = int(n), int(n_terms), int(state0)
-        assert len(g_parts) == len(g_x)
-        assert psi.dtype == dtype and int(n_segs) == len(seg_d) and partial.shape[2] == n_terms
+        n, n_terms, n_keys, state0 = int(n), int(n_terms), int(n_keys), int(state0)
+        assert len(g_parts) == len(g_x) == len(g_u) - 1 and len(u_key) == n_keys == len(u_t) - 1
+        assert psi.dtype == dtype and int(n_segs) == len(seg_d) and partial.shape[2] == n_terms == len(t_u)
         threads = block[0]
         big = TILE_BITS[kind]
         log_t = threads.bit_length() - 1
         k_count = max(1, (1 << big) // threads)  # K
-        assert shared_mem >= 2 * (1 << big) * psi.itemsize + 8 * n_terms
+        assert shared_mem >= 2 * (1 << big) * psi.itemsize + 8 * n_terms + 4 * n_keys
         tb = min(big, n)
         tile, tiles = 1 << tb, 1 << (n - tb)
         tid = np.arange(threads, dtype=np.int64)
@@ -247,8 +298,6 @@ def model_kernels(kind: str):
                             src = s[((q ^ d) << tb) + i_safe]
                         for g in range(int(seg_g[seg]), int(seg_g[seg + 1])):
                             x = int(g_x[g])
-                            # the parts the group computes cover its terms' parts
-                            assert all(int(g_parts[g]) >> int(part_im[t]) & 1 for t in range(g_t[g], g_t[g + 1]))
                             a = own.astype(np.complex128)
                             if x:
                                 xin = x & (tile - 1)
@@ -257,16 +306,21 @@ def model_kernels(kind: str):
                             else:
                                 w = np.abs(a) ** 2 + 0j
                             w = np.where(live, w, 0)
-                            for t in range(int(g_t[g]), int(g_t[g + 1])):
-                                zt = int(z[t])
-                                kz = (zt >> log_t) & (k_count - 1)
-                                neg = np.where(_parity((base | tid) & zt), (1 << k_count) - 1, 0)  # per tid
+                            for u in range(int(g_u[g]), int(g_u[g + 1])):
+                                key = int(u_key[u])
+                                im = bool(key & KEY_IM)
+                                assert int(g_parts[g]) >> int(im) & 1  # the group computes the key's part
+                                assert key & ~KEY_IM < tile  # a Z mask within the tile
+                                kz = (key >> log_t) & (k_count - 1)
+                                neg = np.where(_parity(tid & key & (threads - 1)), (1 << k_count) - 1, 0)  # per tid
                                 for j in range(max(0, k_count.bit_length() - 1)):
                                     if (kz >> j) & 1:
                                         neg = neg ^ pattern[j]
                                 sign = np.where((neg[None, :] >> k[:, None]) & 1, -1.0, 1.0)
-                                v = w.imag if part_im[t] else w.real
-                                acc[t] += float((sign * v).sum())
+                                inner = float((sign * (w.imag if im else w.real)).sum())
+                                for t in range(int(u_t[u]), int(u_t[u + 1])):
+                                    assert int(t_u[t]) == u
+                                    acc[t] += -inner if _parity(int(t_zh[t]) & q) else inner
                 partial[state, bx, :] = acc
 
     def block_sums(grid, block, args, shared_mem=0):

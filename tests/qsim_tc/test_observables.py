@@ -175,20 +175,35 @@ def test_gpu_pass_model_matches_the_cpu_pass(n, tile_bits, threads, dtype, monke
 
 
 def test_gpu_pass_segments_follow_the_high_parts():
-    # a segment per distinct x >> tb with its top bit; groups and terms in order
+    # a segment per distinct x >> tb with its top bit; groups in order, each group's terms by key
+    # (Z mask within the tile, part), terms that differ only above the tile sharing a key
     n = 9
     labels = ["IIIIIIIXZ", "IIIIIIIYY", "IIIIIIIXX", "IIIIIIXII", "IXIIIIIII", "IXIIIIIIX", "XIIIIXIII",
-              "ZIIIIIIIZ"]
+              "ZIIIIIIIZ", "IIIIIIIIZ", "ZIIIIIIII", "IIIIIIIXY"]
     terms, _ = obs.collect([SparsePauliOp(labels)], n)
     order = np.concatenate(obs._x_groups(terms))
     (launch,) = obs_gpu.launches(terms, order, 3)
     assert launch.g_x.tolist() == [0, 2, 3, 4, 1 << 7, (1 << 7) | 1, (1 << 8) | (1 << 3)]
-    assert launch.g_t.tolist() == [0, 1, 2, 4, 5, 6, 7, 8]  # YY and XX share x = 3
     assert launch.seg_d.tolist() == [0, 1 << 4, (1 << 5) | 1] and launch.seg_top.tolist() == [0, 4, 5]
     assert launch.seg_g.tolist() == [0, 4, 6, 7]
-    assert launch.z.tolist() == terms.z[order].tolist()
-    assert launch.part_im.tolist() == (terms.ny[order] % 2).tolist()
+    kernel_order = order[launch.positions]
+    assert sorted(launch.positions.tolist()) == list(range(len(labels)))
+    z, ny = terms.z[kernel_order], terms.ny[kernel_order]
+    # x = 0: Z on qubit 8 alone (key 0), then Z0 and Z8 Z0 (key 1, their signs apart above the
+    # tile); x = 3: XX (key 0), YY (key 3), XY (key 1 | KEY_IM: the imaginary part)
+    im = obs_gpu.KEY_IM
+    assert launch.u_key.tolist() == [0, 1, 1, 0, 3, 1 | im, 0, 0, 0, 0]
+    assert launch.g_u.tolist() == [0, 2, 3, 6, 7, 8, 9, 10]
+    assert launch.g_parts.tolist() == [1, 1, 3, 1, 1, 1, 1]
+    assert launch.u_t.tolist() == [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert launch.t_u.tolist() == [0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert z[:3].tolist() == [1 << 8, 1, (1 << 8) | 1]  # a key's terms in the input's order
+    assert launch.t_zh.tolist() == (z >> 3).tolist()
+    assert ((launch.u_key[launch.t_u] & ~im) == z & 7).all()
+    assert ((launch.u_key[launch.t_u] & im != 0) == (ny % 2 == 1)).all()
     assert obs_gpu.shared_limit_terms("c128", 232448) >= obs_gpu.LAUNCH_TERMS  # an H100's opt-in limit
+    assert obs_gpu.blocks_per_sm_fit("c128", 233472) >= obs_gpu.BLOCKS_PER_SM  # an H100's multiprocessor
+    assert obs_gpu.blocks_per_sm_fit("c64", 233472) >= obs_gpu.BLOCKS_PER_SM
 
 
 def test_gpu_pass_constants_are_the_kernels():
