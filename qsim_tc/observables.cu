@@ -91,7 +91,7 @@ __device__ __forceinline__ double signed_sum(const double* w, int kz) {
 // and bit 30: see observables_gpu.launches); the sign of amplitude i = tid + k * THREADS is
 // parity(tid & z) times parity(k & (z >> LOG_THREADS)). No barrier: the warps stage their sums
 // apart and a flush adds them (flush_stage).
-template <int C, int K>
+template <int C, int K, bool REAL>
 __device__ __forceinline__ void chunk_sums(int u0, int u_end, const int* __restrict__ keys, const double* wr,
                                            const double* wi, double* slot) {
     const int tid = threadIdx.x, lane = tid & 31;
@@ -102,9 +102,9 @@ __device__ __forceinline__ void chunk_sums(int u0, int u_end, const int* __restr
         if (u0 + c < u_end) {
             const int key = keys[u0 + c];  // (shared memory: one broadcast read)
             const int kz = (key >> LOG_THREADS) & (K - 1);  // the sign's bits over k
-            // (the part is the same for all threads: a uniform branch)
+            // (REAL: the group's keys all take the real parts; else a uniform branch)
             double s;
-            if (key & KEY_IM) s = signed_sum<K>(wi, kz);
+            if (!REAL && (key & KEY_IM)) s = signed_sum<K>(wi, kz);
             else s = signed_sum<K>(wr, kz);
             v[c] = (__popc(tid & key & (THREADS - 1)) & 1) ? -s : s;
         }
@@ -157,61 +157,92 @@ struct Pass {
     }
 };
 
+// A group's record (observables_gpu.Launch.group_records): its X mask (x, words 0 and 1), its
+// keys u0 .. u1 - 1 (words 2 and 3, bits 0..27) and its parts (word 3, bits 28..29: 1 the real
+// parts only, else both)
+#define REC_U1 0x0fffffff
+#define REC_PARTS_SHIFT 28
+
+// the products of a group: wr[k] (and wi[k] where !REAL) of the thread's own amplitude i = tid + k *
+// THREADS, mine[k] (HOLD) or own[i], with its partner src[i ^ xin] (NORM: x = 0, |psi_i|^2). The
+// tiles' buffers are zero beyond a short tile, so no amplitude needs a bounds test.
+template <typename V, int K, bool HOLD, bool NORM, bool REAL>
+__device__ __forceinline__ void products(const V* own, const V* src, const V* mine, int xin, double* wr,
+                                         double* wi) {
+    const int tid = threadIdx.x;
+    const V* part = src + (tid ^ (xin & (THREADS - 1)));  // the partners' thread part, then k's
+    const int xk = xin >> LOG_THREADS;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        V a;
+        if constexpr (HOLD) a = mine[k];
+        else a = own[tid + k * THREADS];
+        if constexpr (NORM) {
+            wr[k] = fma((double)a.x, (double)a.x, (double)a.y * a.y);
+        } else {
+            const V c = part[(k ^ xk) * THREADS];
+            wr[k] = fma((double)c.x, (double)a.x, (double)c.y * a.y);
+            if constexpr (!REAL) wi[k] = fma((double)c.x, (double)a.y, -((double)c.y * a.x));
+        }
+    }
+}
+
+// a group's keys u0 .. u_end - 1 over tile q, staged chunk by chunk (CHUNK keys, the last as narrow
+// as it can be: C = 1, 2, 4 or 8; a hopping term's group has 1 or 2 keys, its reduction 5
+// shuffles, not 8)
+template <int K, bool REAL>
+__device__ __forceinline__ void group_keys(int u0, int u_end, long long q, const double* wr, const double* wi,
+                                           double* slots0, double* slots1, Pass& ps) {
+    static_assert(CHUNK == 8, "the chunks below are 8, 4, 2 or 1 keys wide");
+    for (; u0 < u_end; u0 += CHUNK) {
+        const int rest = u_end - u0;
+        const int width = rest > 4 ? 8 : rest > 2 ? 4 : rest;
+        // block-uniform: flush where the staged run would break or overflow
+        if (ps.count && (u0 != ps.first + ps.count || ps.count + width > STAGE)) {
+            __syncthreads();
+            ps.flush();
+        }
+        if (!ps.count) {
+            ps.first = u0;
+            ps.fq = q;
+        }
+        double* slot = (ps.parity ? slots1 : slots0) + ps.count;
+        if (width == 8) chunk_sums<8, K, REAL>(u0, u_end, ps.keys, wr, wi, slot);
+        else if (width == 4) chunk_sums<4, K, REAL>(u0, u_end, ps.keys, wr, wi, slot);
+        else if (width == 2) chunk_sums<2, K, REAL>(u0, u_end, ps.keys, wr, wi, slot);
+        else chunk_sums<1, K, REAL>(u0, u_end, ps.keys, wr, wi, slot);
+        ps.count += rest < CHUNK ? rest : CHUNK;
+    }
+}
+
 // The groups g0 .. g1 - 1 (one segment) over tile q: each group's products of the thread's own
 // amplitudes (mine[] held in registers, or own[] in shared memory) with their partners in src
-// (the tile itself or the partner tile), then its keys' sums staged chunk by chunk
+// (the tile itself or the partner tile), then its keys' sums staged chunk by chunk. Each group's
+// record is read while the one before runs (a uniform 16-byte load).
 template <typename V, int TB, bool HOLD>
-__device__ __forceinline__ void segment_groups(int g0, int g1, long long q, long long tile, const V* own,
-                                               const V* src, const V* mine, const long long* __restrict__ g_x,
-                                               const int* __restrict__ g_u, const int* __restrict__ g_parts,
-                                               Pass& ps) {
+__device__ __forceinline__ void segment_groups(int g0, int g1, long long q, int tile, const V* own, const V* src,
+                                               const V* mine, const int4* __restrict__ g_rec, Pass& ps) {
     constexpr int K = (1 << TB) / THREADS;
-    const int tid = threadIdx.x, warp = tid >> 5;
+    double* slots0 = &ps.stage[0][threadIdx.x >> 5][0];
+    double* slots1 = &ps.stage[1][threadIdx.x >> 5][0];
+    int4 next = g0 < g1 ? __ldg(g_rec + g0) : int4{};
     for (int g = g0; g < g1; ++g) {
-        const long long x = g_x[g];
-        const int xin = (int)(x & (tile - 1));
-        // the parts its keys take (the same for all threads): chemistry's are all real
-        const bool need_re = g_parts[g] & 1, need_im = g_parts[g] & 2;
+        const int4 r = next;
+        if (g + 1 < g1) next = __ldg(g_rec + g + 1);
+        const bool x0 = (r.x | r.y) == 0;
+        const int xin = r.x & (tile - 1);
+        const int u_end = r.w & REC_U1;
+        const bool real = (r.w >> REC_PARTS_SHIFT) == 1;
         double wr[K], wi[K];
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            const int i = tid + k * THREADS;
-            wr[k] = wi[k] = 0.0;
-            if (i < tile) {
-                V a;
-                if constexpr (HOLD) a = mine[k];
-                else a = own[i];
-                if (x) {
-                    const V c = src[i ^ xin];
-                    if (need_re) wr[k] = fma((double)c.x, (double)a.x, (double)c.y * a.y);
-                    if (need_im) wi[k] = fma((double)c.x, (double)a.y, -((double)c.y * a.x));
-                } else {
-                    wr[k] = fma((double)a.x, (double)a.x, (double)a.y * a.y);
-                }
-            }
-        }
-        // chunks of CHUNK keys, the last as narrow as it can be (C = 1, 2, 4 or 8: a hopping
-        // term's group has 1 or 2 keys, its reduction 5 shuffles, not 8)
-        static_assert(CHUNK == 8, "the chunks below are 8, 4, 2 or 1 keys wide");
-        const int u_end = g_u[g + 1];
-        for (int u0 = g_u[g]; u0 < u_end; u0 += CHUNK) {
-            const int rest = u_end - u0;
-            const int width = rest > 4 ? 8 : rest > 2 ? 4 : rest;
-            // block-uniform: flush where the staged run would break or overflow
-            if (ps.count && (u0 != ps.first + ps.count || ps.count + width > STAGE)) {
-                __syncthreads();
-                ps.flush();
-            }
-            if (!ps.count) {
-                ps.first = u0;
-                ps.fq = q;
-            }
-            double* slot = &ps.stage[ps.parity][warp][ps.count];
-            if (width == 8) chunk_sums<8, K>(u0, u_end, ps.keys, wr, wi, slot);
-            else if (width == 4) chunk_sums<4, K>(u0, u_end, ps.keys, wr, wi, slot);
-            else if (width == 2) chunk_sums<2, K>(u0, u_end, ps.keys, wr, wi, slot);
-            else chunk_sums<1, K>(u0, u_end, ps.keys, wr, wi, slot);
-            ps.count += rest < CHUNK ? rest : CHUNK;
+        if (x0) {
+            products<V, K, HOLD, true, true>(own, src, mine, xin, wr, wi);
+            group_keys<K, true>(r.z, u_end, q, wr, wi, slots0, slots1, ps);
+        } else if (real) {
+            products<V, K, HOLD, false, true>(own, src, mine, xin, wr, wi);
+            group_keys<K, true>(r.z, u_end, q, wr, wi, slots0, slots1, ps);
+        } else {
+            products<V, K, HOLD, false, false>(own, src, mine, xin, wr, wi);
+            group_keys<K, false>(r.z, u_end, q, wr, wi, slots0, slots1, ps);
         }
     }
 }
@@ -241,21 +272,25 @@ __device__ __forceinline__ void load_tile(V* dst, const V* src, long long tile) 
     cp_commit();
 }
 
+// A segment's record (observables_gpu.Launch.segment_records): its high part d (words 0 and 1),
+// the highest bit of d (word 2) and its first group (word 3); a last record holds the end of the
+// groups in word 3
+__device__ __forceinline__ long long rec_d(int4 r) { return ((long long)r.y << 32) | (unsigned)r.x; }
+
 // the next item after (q, seg) of a thread block's walk: its segments with d != 0 whose tiles it
-// takes (bit seg_top of q is 0), then the next tile's own item (seg = -1)
-__device__ __forceinline__ void next_item(long long& q, int& seg, int n_segs, const long long* __restrict__ seg_d,
-                                          const int* __restrict__ seg_top) {
-    for (++seg; seg < n_segs; ++seg)
-        if (seg_d[seg] != 0 && !((q >> seg_top[seg]) & 1)) return;
+// takes (bit `top` of q is 0), then the next tile's own item (seg = -1)
+__device__ __forceinline__ void next_item(long long& q, int& seg, int n_segs, const int4* __restrict__ seg_rec) {
+    for (++seg; seg < n_segs; ++seg) {
+        const int4 r = __ldg(seg_rec + seg);
+        if ((r.x | r.y) != 0 && !((q >> r.z) & 1)) return;
+    }
     q += gridDim.x;
     seg = -1;
 }
 
 template <typename V, int TB>
 __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubits, int n_segs,
-                                           const long long* __restrict__ seg_d, const int* __restrict__ seg_top,
-                                           const int* __restrict__ seg_g, const long long* __restrict__ g_x,
-                                           const int* __restrict__ g_u, const int* __restrict__ g_parts,
+                                           const int4* __restrict__ seg_rec, const int4* __restrict__ g_rec,
                                            int n_keys, const int* __restrict__ u_key, const int* __restrict__ u_t,
                                            const int* __restrict__ t_u, const long long* __restrict__ t_zh,
                                            int n_terms, double* __restrict__ partial, long long state0,
@@ -273,13 +308,19 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
 
     const int tid = threadIdx.x;
     const int tb = n_qubits < TB ? n_qubits : TB;
-    const long long tile = 1LL << tb;
+    const int tile = 1 << tb;
     const long long size = 1LL << n_qubits;
     const long long tiles = size >> tb;
     const long long state = state0 + blockIdx.y;
     const V* s = psi + state * size;
     for (int t = tid; t < n_terms; t += THREADS) acc[t] = 0.0;
     for (int u = tid; u < n_keys; u += THREADS) keys[u] = u_key[u];
+    // a short tile (a state under 2^TB amplitudes) leaves the buffers' rest zero: those amplitudes'
+    // products are 0 (the copies write the first `tile` only)
+    for (int i = tile + tid; i < (1 << TB); i += THREADS) buf0[i] = buf1[i] = V{};
+    // the d = 0 segment (segment 0 where it exists): the groups whose partners lie in the tile
+    const int4 seg0 = n_segs ? __ldg(seg_rec) : int4{};
+    const bool has_d0 = n_segs && (seg0.x | seg0.y) == 0;
     Pass ps{acc, keys, stage, u_t, t_u, t_zh, 0, 0, 0, 0};
     V mine[HOLD ? K : 1];
 
@@ -295,10 +336,10 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
         while (q < tiles) {
             long long nq = q;
             int nseg = seg;
-            next_item(nq, nseg, n_segs, seg_d, seg_top);
+            next_item(nq, nseg, n_segs, seg_rec);
             V* cur = b ? buf1 : buf0;
             if (nq < tiles) {
-                load_tile(b ? buf0 : buf1, s + ((nseg < 0 ? nq : nq ^ seg_d[nseg]) << tb), tile);
+                load_tile(b ? buf0 : buf1, s + ((nseg < 0 ? nq : nq ^ rec_d(__ldg(seg_rec + nseg))) << tb), tile);
                 cp_wait<1>();
             } else {
                 cp_wait<0>();
@@ -308,15 +349,13 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
             ps.flush();
             if (seg < 0) {
 #pragma unroll
-                for (int k = 0; k < K; ++k) {
-                    const int i = tid + k * THREADS;
-                    mine[k] = i < tile ? cur[i] : V{};
-                }
+                for (int k = 0; k < K; ++k) mine[k] = cur[tid + k * THREADS];
             }
             // the own item runs the d = 0 segment, if any (its partners are in the tile itself)
-            const int run = seg < 0 ? (n_segs && seg_d[0] == 0 ? 0 : -1) : seg;
+            const int run = seg < 0 ? (has_d0 ? 0 : -1) : seg;
             if (run >= 0)
-                segment_groups<V, TB, HOLD>(seg_g[run], seg_g[run + 1], q, tile, cur, cur, mine, g_x, g_u, g_parts, ps);
+                segment_groups<V, TB, HOLD>(__ldg(seg_rec + run).w, __ldg(seg_rec + run + 1).w, q, tile, cur, cur,
+                                            mine, g_rec, ps);
             if (nseg < 0 && tid == 0) atomicAdd(progress + state, 1u);  // (only paces: no data depends on it)
             __syncthreads();  // this item's readers are done before its buffer takes the item after next
             q = nq;
@@ -347,10 +386,11 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
             }
             __syncthreads();
             for (int seg = 0; seg < n_segs; ++seg) {
-                const long long d = seg_d[seg];
+                const int4 r = __ldg(seg_rec + seg);
+                const long long d = rec_d(r);
                 const V* src = own;
                 if (d != 0) {
-                    if ((q >> seg_top[seg]) & 1) continue;  // the tile q ^ d owns the pair (same for all threads)
+                    if ((q >> r.z) & 1) continue;  // the tile q ^ d owns the pair (same for all threads)
                     __syncthreads();  // the last segment's readers of `other` are done, its sums staged
                     ps.flush();
                     const long long pbase = (q ^ d) << tb;
@@ -362,7 +402,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                     __syncthreads();
                     src = other;
                 }
-                segment_groups<V, TB, HOLD>(seg_g[seg], seg_g[seg + 1], q, tile, own, src, mine, g_x, g_u, g_parts, ps);
+                segment_groups<V, TB, HOLD>(r.w, __ldg(seg_rec + seg + 1).w, q, tile, own, src, mine, g_rec, ps);
             }
             if (tid == 0) atomicAdd(progress + state, 1u);  // (only paces: no data depends on it)
         }
@@ -376,12 +416,11 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
 
 #define GROUP_PASS(NAME, V, TB)                                                                              \
     extern "C" __global__ void __launch_bounds__(THREADS, 2)                                                 \
-        NAME(const V* psi, int n_qubits, int n_segs, const long long* seg_d, const int* seg_top,          \
-             const int* seg_g, const long long* g_x, const int* g_u, const int* g_parts, int n_keys,      \
+        NAME(const V* psi, int n_qubits, int n_segs, const int4* seg_rec, const int4* g_rec, int n_keys,   \
              const int* u_key, const int* u_t, const int* t_u, const long long* t_zh, int n_terms,         \
              double* partial, long long state0, unsigned* progress, int lag) {                            \
-        group_pass<V, TB>(psi, n_qubits, n_segs, seg_d, seg_top, seg_g, g_x, g_u, g_parts, n_keys, u_key, \
-                          u_t, t_u, t_zh, n_terms, partial, state0, progress, lag);                       \
+        group_pass<V, TB>(psi, n_qubits, n_segs, seg_rec, g_rec, n_keys, u_key, u_t, t_u, t_zh, n_terms,  \
+                          partial, state0, progress, lag);                                                \
     }
 
 // tiles of 32 KB in either precision (TB: observables_gpu.TILE_BITS, which a CPU test holds equal)

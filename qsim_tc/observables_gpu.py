@@ -54,6 +54,8 @@ STAGE = 64  # (STAGE in observables.cu)
 STATIC_SHARED = 2 * (THREADS // 32) * STAGE * 8
 # a key's part bit (KEY_IM in observables.cu): set where its terms take the imaginary parts
 KEY_IM = 1 << 30
+# where a group record keeps its parts (REC_PARTS_SHIFT in observables.cu; the keys' end below)
+REC_PARTS_SHIFT = 28
 _KINDS = {np.dtype(np.complex128): "c128", np.dtype(np.complex64): "c64"}
 
 
@@ -92,9 +94,34 @@ class Launch:
     def n_keys(self) -> int:
         return len(self.u_key)
 
+    def segment_records(self) -> np.ndarray:
+        """int32 (segments + 1, 4), the kernel's segment records: ``d`` (words 0 and 1, low word
+        first), ``top`` (word 2), the first group (word 3); the last row holds the end of the groups
+        in word 3."""
+        rec = np.zeros((len(self.seg_d) + 1, 4), dtype=np.int32)
+        rec[:-1, :2] = _words(self.seg_d)
+        rec[:-1, 2] = self.seg_top
+        rec[:, 3] = self.seg_g
+        return rec
+
+    def group_records(self) -> np.ndarray:
+        """int32 (groups, 4), the kernel's group records: ``x`` (words 0 and 1, low word first),
+        the first key (word 2), the end of its keys ORed with its parts shifted by
+        :data:`REC_PARTS_SHIFT` (word 3)."""
+        rec = np.zeros((len(self.g_x), 4), dtype=np.int32)
+        rec[:, :2] = _words(self.g_x)
+        rec[:, 2] = self.g_u[:-1]
+        rec[:, 3] = self.g_u[1:] | (self.g_parts << REC_PARTS_SHIFT)
+        return rec
+
     def shared_bytes(self, tile_bytes: int) -> int:
         """Dynamic shared memory of the launch: the two tiles, a sum a term, a key a key."""
         return 2 * tile_bytes + 8 * self.n_terms + 4 * self.n_keys
+
+
+def _words(v: np.ndarray) -> np.ndarray:
+    """int64 values as (low, high) int32 words."""
+    return np.ascontiguousarray(np.asarray(v, dtype=np.int64)).view(np.int32).reshape(-1, 2)
 
 
 def launches(terms, order: np.ndarray, tile_bits: int) -> list[Launch]:
@@ -195,8 +222,7 @@ def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
     sums = cupy.zeros((n_states, len(order)), dtype=np.float64)
     for launch in plan:
         nt = launch.n_terms
-        dev = [cupy.asarray(a) for a in (launch.seg_d, launch.seg_top, launch.seg_g, launch.g_x, launch.g_u,
-                                         launch.g_parts)]
+        dev = [cupy.asarray(a) for a in (launch.segment_records(), launch.group_records())]
         keys = [cupy.asarray(a) for a in (launch.u_key, launch.u_t, launch.t_u, launch.t_zh)]
         partial = cupy.zeros((n_states, grid_x, nt), dtype=np.float64)
         progress = cupy.zeros(n_states, dtype=np.uint32)  # tiles done, per state (paces only)
@@ -262,12 +288,20 @@ def model_kernels(kind: str):
     dtype = {"c128": np.complex128, "c64": np.complex64}[kind]
 
     def group_pass(grid, block, args, shared_mem=0):
-        (psi, n, n_segs, seg_d, seg_top, seg_g, g_x, g_u, g_parts, n_keys, u_key, u_t, t_u, t_zh, n_terms, partial,
-         state0, progress, lag) = args
+        (psi, n, n_segs, seg_rec, g_rec, n_keys, u_key, u_t, t_u, t_zh, n_terms, partial, state0, progress,
+         lag) = args
         assert progress.dtype == np.uint32 and progress.size == partial.shape[0] and int(lag) >= -1
         n, n_terms, n_keys, state0 = int(n), int(n_terms), int(n_keys), int(state0)
-        assert len(g_parts) == len(g_x) == len(g_u) - 1 and len(u_key) == n_keys == len(u_t) - 1
-        assert psi.dtype == dtype and int(n_segs) == len(seg_d) and partial.shape[2] == n_terms == len(t_u)
+        assert seg_rec.dtype == g_rec.dtype == np.int32 and seg_rec.shape == (int(n_segs) + 1, 4)
+        # the records' words, as the kernel reads them
+        seg_d = seg_rec[:-1, :2].copy().view(np.int64).ravel()
+        seg_top, seg_g = seg_rec[:-1, 2], seg_rec[:, 3]
+        g_x = g_rec[:, :2].copy().view(np.int64).ravel()
+        g_u = np.r_[g_rec[:, 2], g_rec[-1:, 3] & ((1 << REC_PARTS_SHIFT) - 1)]
+        assert (g_rec[1:, 2] == g_rec[:-1, 3] & ((1 << REC_PARTS_SHIFT) - 1)).all()  # consecutive keys
+        g_parts = g_rec[:, 3] >> REC_PARTS_SHIFT
+        assert len(u_key) == n_keys == len(u_t) - 1
+        assert psi.dtype == dtype and partial.shape[2] == n_terms == len(t_u)
         threads = block[0]
         big = TILE_BITS[kind]
         log_t = threads.bit_length() - 1

@@ -201,6 +201,17 @@ def test_gpu_pass_segments_follow_the_high_parts():
     assert launch.t_zh.tolist() == (z >> 3).tolist()
     assert ((launch.u_key[launch.t_u] & ~im) == z & 7).all()
     assert ((launch.u_key[launch.t_u] & im != 0) == (ny % 2 == 1)).all()
+    # the kernel's 16-byte records: int64 words low first, the keys' end beside the parts
+    seg_rec, g_rec = launch.segment_records(), launch.group_records()
+    assert seg_rec.dtype == g_rec.dtype == np.int32
+    assert (seg_rec[:-1, 0] + (seg_rec[:-1, 1].astype(np.int64) << 32)).tolist() == launch.seg_d.tolist()
+    assert seg_rec[:-1, 2].tolist() == launch.seg_top.tolist() and seg_rec[:, 3].tolist() == launch.seg_g.tolist()
+    assert (g_rec[:, 0] + (g_rec[:, 1].astype(np.int64) << 32)).tolist() == launch.g_x.tolist()
+    shift = obs_gpu.REC_PARTS_SHIFT
+    assert g_rec[:, 2].tolist() == launch.g_u[:-1].tolist()
+    assert (g_rec[:, 3] & ((1 << shift) - 1)).tolist() == launch.g_u[1:].tolist()
+    assert (g_rec[:, 3] >> shift).tolist() == launch.g_parts.tolist()
+    assert obs_gpu.LAUNCH_TERMS < 1 << shift  # a key index fits below the parts
     assert obs_gpu.shared_limit_terms("c128", 232448) >= obs_gpu.LAUNCH_TERMS  # an H100's opt-in limit
     assert obs_gpu.blocks_per_sm_fit("c128", 233472) >= obs_gpu.BLOCKS_PER_SM  # an H100's multiprocessor
     assert obs_gpu.blocks_per_sm_fit("c64", 233472) >= obs_gpu.BLOCKS_PER_SM
@@ -215,6 +226,9 @@ def test_gpu_pass_constants_are_the_kernels():
     src = Path(obs_gpu.__file__).with_name("observables.cu").read_text()
     define = {m[1]: int(m[2]) for m in re.finditer(r"^#define (\w+) (\d+)", src, re.M)}
     assert define["THREADS"] == obs_gpu.THREADS == 1 << define["LOG_THREADS"]
+    assert define["REC_PARTS_SHIFT"] == obs_gpu.REC_PARTS_SHIFT
+    assert re.search(r"^#define REC_U1 0x0f{7}$", src, re.M) and obs_gpu.REC_PARTS_SHIFT == 28
+    assert re.search(r"^#define KEY_IM \(1 << 30\)", src, re.M) and obs_gpu.KEY_IM == 1 << 30
     assert obs_gpu.STATIC_SHARED == 2 * (define["THREADS"] // 32) * define["STAGE"] * 8  # stage[2][WARPS][STAGE]
     tiles = {m[1]: int(m[2]) for m in re.finditer(r"^GROUP_PASS\(group_pass_(\w+), \w+, (\d+)\)", src, re.M)}
     assert tiles == obs_gpu.TILE_BITS
