@@ -91,9 +91,9 @@ __device__ __forceinline__ double signed_sum(const double* w, int kz) {
 // and bit 30: see observables_gpu.launches); the sign of amplitude i = tid + k * THREADS is
 // parity(tid & z) times parity(k & (z >> LOG_THREADS)). No barrier: the warps stage their sums
 // apart and a flush adds them (flush_stage).
-template <int C, int K, bool REAL>
-__device__ __forceinline__ void chunk_sums(int u0, int u_end, const int* __restrict__ keys, const double* wr,
-                                           const double* wi, double* slot) {
+template <int C, int K>
+__device__ __forceinline__ void chunk_sums(int u0, int u_end, const int* __restrict__ keys, const double* w,
+                                           double* slot) {
     const int tid = threadIdx.x, lane = tid & 31;
     double v[C];
 #pragma unroll
@@ -102,10 +102,7 @@ __device__ __forceinline__ void chunk_sums(int u0, int u_end, const int* __restr
         if (u0 + c < u_end) {
             const int key = keys[u0 + c];  // (shared memory: one broadcast read)
             const int kz = (key >> LOG_THREADS) & (K - 1);  // the sign's bits over k
-            // (REAL: the group's keys all take the real parts; else a uniform branch)
-            double s;
-            if (!REAL && (key & KEY_IM)) s = signed_sum<K>(wi, kz);
-            else s = signed_sum<K>(wr, kz);
+            const double s = signed_sum<K>(w, kz);  // (w: the part the key takes)
             v[c] = (__popc(tid & key & (THREADS - 1)) & 1) ? -s : s;
         }
     }
@@ -157,18 +154,17 @@ struct Pass {
     }
 };
 
-// A group's record (observables_gpu.Launch.group_records): its X mask (x, words 0 and 1), its
-// keys u0 .. u1 - 1 (words 2 and 3, bits 0..27) and its parts (word 3, bits 28..29: 1 the real
-// parts only, else both)
-#define REC_U1 0x0fffffff
-#define REC_PARTS_SHIFT 28
+// A group's record (observables_gpu.Launch.group_records): its X mask (x, words 0 and 1), its first
+// key and its first key that takes the imaginary parts (word 2, bits 0..15 and 16..31), the end of
+// its keys (word 3). A group's keys of the real parts come first.
+#define REC_KEY_BITS 16
 
-// the products of a group: wr[k] (and wi[k] where !REAL) of the thread's own amplitude i = tid + k *
-// THREADS, mine[k] (HOLD) or own[i], with its partner src[i ^ xin] (NORM: x = 0, |psi_i|^2). The
-// tiles' buffers are zero beyond a short tile, so no amplitude needs a bounds test.
-template <typename V, int K, bool HOLD, bool NORM, bool REAL>
-__device__ __forceinline__ void products(const V* own, const V* src, const V* mine, int xin, double* wr,
-                                         double* wi) {
+// the products of a group: w[k] = the real (IM: the imaginary) part of conj(partner) * own for the
+// thread's own amplitude i = tid + k * THREADS, mine[k] (HOLD) or own[i], with its partner
+// src[i ^ xin] (NORM: x = 0, |psi_i|^2). The tiles' buffers are zero beyond a short tile, so no
+// amplitude needs a bounds test.
+template <typename V, int K, bool HOLD, bool NORM, bool IM>
+__device__ __forceinline__ void products(const V* own, const V* src, const V* mine, int xin, double* w) {
     const int tid = threadIdx.x;
     const V* part = src + (tid ^ (xin & (THREADS - 1)));  // the partners' thread part, then k's
     const int xk = xin >> LOG_THREADS;
@@ -178,21 +174,21 @@ __device__ __forceinline__ void products(const V* own, const V* src, const V* mi
         if constexpr (HOLD) a = mine[k];
         else a = own[tid + k * THREADS];
         if constexpr (NORM) {
-            wr[k] = fma((double)a.x, (double)a.x, (double)a.y * a.y);
+            w[k] = fma((double)a.x, (double)a.x, (double)a.y * a.y);
         } else {
             const V c = part[(k ^ xk) * THREADS];
-            wr[k] = fma((double)c.x, (double)a.x, (double)c.y * a.y);
-            if constexpr (!REAL) wi[k] = fma((double)c.x, (double)a.y, -((double)c.y * a.x));
+            if constexpr (IM) w[k] = fma((double)c.x, (double)a.y, -((double)c.y * a.x));
+            else w[k] = fma((double)c.x, (double)a.x, (double)c.y * a.y);
         }
     }
 }
 
-// a group's keys u0 .. u_end - 1 over tile q, staged chunk by chunk (CHUNK keys, the last as narrow
-// as it can be: C = 1, 2, 4 or 8; a hopping term's group has 1 or 2 keys, its reduction 5
-// shuffles, not 8)
-template <int K, bool REAL>
-__device__ __forceinline__ void group_keys(int u0, int u_end, long long q, const double* wr, const double* wi,
-                                           double* slots0, double* slots1, Pass& ps) {
+// keys u0 .. u_end - 1 of a group over tile q, all of one part (its products w), staged chunk by
+// chunk (CHUNK keys, the last as narrow as it can be: C = 1, 2, 4 or 8; a hopping term's group has
+// 1 or 2 keys, its reduction 5 shuffles, not 8)
+template <int K>
+__device__ __forceinline__ void group_keys(int u0, int u_end, long long q, const double* w, double* slots0,
+                                           double* slots1, Pass& ps) {
     static_assert(CHUNK == 8, "the chunks below are 8, 4, 2 or 1 keys wide");
     for (; u0 < u_end; u0 += CHUNK) {
         const int rest = u_end - u0;
@@ -207,18 +203,20 @@ __device__ __forceinline__ void group_keys(int u0, int u_end, long long q, const
             ps.fq = q;
         }
         double* slot = (ps.parity ? slots1 : slots0) + ps.count;
-        if (width == 8) chunk_sums<8, K, REAL>(u0, u_end, ps.keys, wr, wi, slot);
-        else if (width == 4) chunk_sums<4, K, REAL>(u0, u_end, ps.keys, wr, wi, slot);
-        else if (width == 2) chunk_sums<2, K, REAL>(u0, u_end, ps.keys, wr, wi, slot);
-        else chunk_sums<1, K, REAL>(u0, u_end, ps.keys, wr, wi, slot);
+        if (width == 8) chunk_sums<8, K>(u0, u_end, ps.keys, w, slot);
+        else if (width == 4) chunk_sums<4, K>(u0, u_end, ps.keys, w, slot);
+        else if (width == 2) chunk_sums<2, K>(u0, u_end, ps.keys, w, slot);
+        else chunk_sums<1, K>(u0, u_end, ps.keys, w, slot);
         ps.count += rest < CHUNK ? rest : CHUNK;
     }
 }
 
 // The groups g0 .. g1 - 1 (one segment) over tile q: each group's products of the thread's own
 // amplitudes (mine[] held in registers, or own[] in shared memory) with their partners in src
-// (the tile itself or the partner tile), then its keys' sums staged chunk by chunk. Each group's
-// record is read while the one before runs (a uniform 16-byte load).
+// (the tile itself or the partner tile), the real parts for its first keys, then the imaginary
+// parts for the rest (a group with both, rare: it reads its partners twice, and no thread holds
+// both parts at once), each key's sum staged chunk by chunk. Each group's record is read while
+// the one before runs (a uniform 16-byte load).
 template <typename V, int TB, bool HOLD>
 __device__ __forceinline__ void segment_groups(int g0, int g1, long long q, int tile, const V* own, const V* src,
                                                const V* mine, const int4* __restrict__ g_rec, Pass& ps) {
@@ -229,20 +227,21 @@ __device__ __forceinline__ void segment_groups(int g0, int g1, long long q, int 
     for (int g = g0; g < g1; ++g) {
         const int4 r = next;
         if (g + 1 < g1) next = __ldg(g_rec + g + 1);
-        const bool x0 = (r.x | r.y) == 0;
         const int xin = r.x & (tile - 1);
-        const int u_end = r.w & REC_U1;
-        const bool real = (r.w >> REC_PARTS_SHIFT) == 1;
-        double wr[K], wi[K];
-        if (x0) {
-            products<V, K, HOLD, true, true>(own, src, mine, xin, wr, wi);
-            group_keys<K, true>(r.z, u_end, q, wr, wi, slots0, slots1, ps);
-        } else if (real) {
-            products<V, K, HOLD, false, true>(own, src, mine, xin, wr, wi);
-            group_keys<K, true>(r.z, u_end, q, wr, wi, slots0, slots1, ps);
-        } else {
-            products<V, K, HOLD, false, false>(own, src, mine, xin, wr, wi);
-            group_keys<K, false>(r.z, u_end, q, wr, wi, slots0, slots1, ps);
+        const int u0 = r.z & ((1 << REC_KEY_BITS) - 1), u_im = (unsigned)r.z >> REC_KEY_BITS, u_end = r.w;
+        double w[K];
+        if ((r.x | r.y) == 0) {
+            products<V, K, HOLD, true, false>(own, src, mine, xin, w);
+            group_keys<K>(u0, u_end, q, w, slots0, slots1, ps);
+            continue;
+        }
+        if (u0 < u_im) {
+            products<V, K, HOLD, false, false>(own, src, mine, xin, w);
+            group_keys<K>(u0, u_im, q, w, slots0, slots1, ps);
+        }
+        if (u_im < u_end) {
+            products<V, K, HOLD, false, true>(own, src, mine, xin, w);
+            group_keys<K>(u_im, u_end, q, w, slots0, slots1, ps);
         }
     }
 }

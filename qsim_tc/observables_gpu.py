@@ -54,8 +54,8 @@ STAGE = 64  # (STAGE in observables.cu)
 STATIC_SHARED = 2 * (THREADS // 32) * STAGE * 8
 # a key's part bit (KEY_IM in observables.cu): set where its terms take the imaginary parts
 KEY_IM = 1 << 30
-# where a group record keeps its parts (REC_PARTS_SHIFT in observables.cu; the keys' end below)
-REC_PARTS_SHIFT = 28
+# bits of a key index in a group record (REC_KEY_BITS in observables.cu: two in one word)
+REC_KEY_BITS = 16
 _KINDS = {np.dtype(np.complex128): "c128", np.dtype(np.complex64): "c64"}
 
 
@@ -106,12 +106,15 @@ class Launch:
 
     def group_records(self) -> np.ndarray:
         """int32 (groups, 4), the kernel's group records: ``x`` (words 0 and 1, low word first),
-        the first key (word 2), the end of its keys ORed with its parts shifted by
-        :data:`REC_PARTS_SHIFT` (word 3)."""
+        the first key and, shifted by :data:`REC_KEY_BITS`, the first key that takes the imaginary
+        parts (word 2; a group's keys of the real parts come first), the end of its keys (word 3)."""
         rec = np.zeros((len(self.g_x), 4), dtype=np.int32)
         rec[:, :2] = _words(self.g_x)
-        rec[:, 2] = self.g_u[:-1]
-        rec[:, 3] = self.g_u[1:] | (self.g_parts << REC_PARTS_SHIFT)
+        im = (self.u_key & KEY_IM) != 0
+        n_re = np.add.reduceat(~im, self.g_u[:-1]) if len(self.g_x) else np.zeros(0, np.int64)
+        n_re = np.where(np.diff(self.g_u) > 0, n_re, 0)
+        rec[:, 2] = self.g_u[:-1] | ((self.g_u[:-1] + n_re) << REC_KEY_BITS)
+        rec[:, 3] = self.g_u[1:]
         return rec
 
     def shared_bytes(self, tile_bytes: int) -> int:
@@ -297,9 +300,10 @@ def model_kernels(kind: str):
         seg_d = seg_rec[:-1, :2].copy().view(np.int64).ravel()
         seg_top, seg_g = seg_rec[:-1, 2], seg_rec[:, 3]
         g_x = g_rec[:, :2].copy().view(np.int64).ravel()
-        g_u = np.r_[g_rec[:, 2], g_rec[-1:, 3] & ((1 << REC_PARTS_SHIFT) - 1)]
-        assert (g_rec[1:, 2] == g_rec[:-1, 3] & ((1 << REC_PARTS_SHIFT) - 1)).all()  # consecutive keys
-        g_parts = g_rec[:, 3] >> REC_PARTS_SHIFT
+        mask = (1 << REC_KEY_BITS) - 1
+        g_u = np.r_[g_rec[:, 2] & mask, g_rec[-1:, 3]]
+        g_im = (g_rec[:, 2] >> REC_KEY_BITS) & mask  # each group's first key of the imaginary parts
+        assert (g_rec[1:, 2] & mask == g_rec[:-1, 3]).all()  # consecutive keys
         assert len(u_key) == n_keys == len(u_t) - 1
         assert psi.dtype == dtype and partial.shape[2] == n_terms == len(t_u)
         threads = block[0]
@@ -342,8 +346,8 @@ def model_kernels(kind: str):
                             w = np.where(live, w, 0)
                             for u in range(int(g_u[g]), int(g_u[g + 1])):
                                 key = int(u_key[u])
-                                im = bool(key & KEY_IM)
-                                assert int(g_parts[g]) >> int(im) & 1  # the group computes the key's part
+                                im = u >= g_im[g]  # the part the kernel computes for the key
+                                assert im == bool(key & KEY_IM)
                                 assert key & ~KEY_IM < tile  # a Z mask within the tile
                                 kz = (key >> log_t) & (k_count - 1)
                                 neg = np.where(_parity(tid & key & (threads - 1)), (1 << k_count) - 1, 0)  # per tid

@@ -236,11 +236,12 @@ def test_gpu_pass_segments_follow_the_high_parts():
     assert (seg_rec[:-1, 0] + (seg_rec[:-1, 1].astype(np.int64) << 32)).tolist() == launch.seg_d.tolist()
     assert seg_rec[:-1, 2].tolist() == launch.seg_top.tolist() and seg_rec[:, 3].tolist() == launch.seg_g.tolist()
     assert (g_rec[:, 0] + (g_rec[:, 1].astype(np.int64) << 32)).tolist() == launch.g_x.tolist()
-    shift = obs_gpu.REC_PARTS_SHIFT
-    assert g_rec[:, 2].tolist() == launch.g_u[:-1].tolist()
-    assert (g_rec[:, 3] & ((1 << shift) - 1)).tolist() == launch.g_u[1:].tolist()
-    assert (g_rec[:, 3] >> shift).tolist() == launch.g_parts.tolist()
-    assert obs_gpu.LAUNCH_TERMS < 1 << shift  # a key index fits below the parts
+    bits = obs_gpu.REC_KEY_BITS
+    assert (g_rec[:, 2] & ((1 << bits) - 1)).tolist() == launch.g_u[:-1].tolist()
+    assert g_rec[:, 3].tolist() == launch.g_u[1:].tolist()
+    # each group's first key of the imaginary parts: x = 3's XY, after XX and YY; the end elsewhere
+    assert (g_rec[:, 2] >> bits).tolist() == [2, 3, 5, 7, 8, 9, 10]
+    assert obs_gpu.LAUNCH_TERMS < 1 << bits  # a key index fits in half a word
     assert obs_gpu.shared_limit_terms("c128", 232448) >= obs_gpu.LAUNCH_TERMS  # an H100's opt-in limit
     assert obs_gpu.blocks_per_sm_fit("c128", 233472) >= obs_gpu.BLOCKS_PER_SM  # an H100's multiprocessor
     assert obs_gpu.blocks_per_sm_fit("c64", 233472) >= obs_gpu.BLOCKS_PER_SM
@@ -255,8 +256,7 @@ def test_gpu_pass_constants_are_the_kernels():
     src = Path(obs_gpu.__file__).with_name("observables.cu").read_text()
     define = {m[1]: int(m[2]) for m in re.finditer(r"^#define (\w+) (\d+)", src, re.M)}
     assert define["THREADS"] == obs_gpu.THREADS == 1 << define["LOG_THREADS"]
-    assert define["REC_PARTS_SHIFT"] == obs_gpu.REC_PARTS_SHIFT
-    assert re.search(r"^#define REC_U1 0x0f{7}$", src, re.M) and obs_gpu.REC_PARTS_SHIFT == 28
+    assert define["REC_KEY_BITS"] == obs_gpu.REC_KEY_BITS
     assert re.search(r"^#define KEY_IM \(1 << 30\)", src, re.M) and obs_gpu.KEY_IM == 1 << 30
     assert obs_gpu.STATIC_SHARED == 2 * (define["THREADS"] // 32) * define["STAGE"] * 8  # stage[2][WARPS][STAGE]
     tiles = {m[1]: int(m[2]) for m in re.finditer(r"^GROUP_PASS\(group_pass_(\w+), \w+, (\d+)\)", src, re.M)}
