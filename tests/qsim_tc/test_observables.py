@@ -174,6 +174,35 @@ def test_gpu_pass_model_matches_the_cpu_pass(n, tile_bits, threads, dtype, monke
     np.testing.assert_allclose(obs._term_values_gpu(states[1].view(_DeviceArray), terms), want[1], atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_gpu_pass_model_shares_keys_among_terms(dtype, monkeypatch):
+    # a chemistry-shaped operator (Z, ZZ, hopping X Z..Z X and Y Z..Z Y) on tiles of 3 bits: most
+    # terms differ from others only above the tile, so they share a key's sum and take their own
+    # signs above it; the model of the kernel against the CPU pass
+    _fake_cupy(monkeypatch)
+    kind = "c128" if dtype == np.complex128 else "c64"
+    monkeypatch.setitem(obs_gpu.TILE_BITS, kind, 3)
+    monkeypatch.setattr(obs_gpu, "THREADS", 2)
+    monkeypatch.setattr(obs_gpu, "BLOCKS", 3)
+    n = 9
+    labels = []
+    for p in range(n):
+        labels.append("".join("Z" if k == p else "I" for k in reversed(range(n))))
+        for q in range(p + 1, n):
+            labels.append("".join("Z" if k in (p, q) else "I" for k in reversed(range(n))))
+            for a in "XY":
+                labels.append("".join(a if k in (p, q) else "Z" if p < k < q else "I" for k in reversed(range(n))))
+    terms, _ = obs.collect([SparsePauliOp(labels)], n)
+    order = np.concatenate(obs._x_groups(terms))
+    (launch,) = obs_gpu.launches(terms, order, 3)
+    distinct = {(int(x), int(z) & 7, int(ny) % 2) for x, z, ny in zip(terms.x, terms.z, terms.ny)}
+    assert launch.n_keys == len(distinct) < 0.6 * len(labels) and np.diff(launch.u_t).max() >= 8
+    states = np.stack([random_statevector(2**n, seed=s).data for s in range(2)]).astype(dtype)
+    tol = 1e-12 if dtype == np.complex128 else 1e-5
+    np.testing.assert_allclose(obs._term_values_gpu(states.view(_DeviceArray), terms), obs.term_values(states, terms),
+                               atol=tol)
+
+
 def test_gpu_pass_segments_follow_the_high_parts():
     # a segment per distinct x >> tb with its top bit; groups in order, each group's terms by key
     # (Z mask within the tile, part), terms that differ only above the tile sharing a key
