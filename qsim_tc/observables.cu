@@ -241,12 +241,16 @@ __device__ __forceinline__ void load_tile(V* dst, const V* src, long long tile) 
     cp_commit();
 }
 
+// whether tile q takes a segment with d != 0 whose highest bit is `top`: of the tiles q and q ^ d,
+// the one with that bit 0 owns the pairs (the same for all threads)
+__device__ __forceinline__ bool takes_segment(long long q, int top) { return !((q >> top) & 1); }
+
 // the next item after (q, seg) of a thread block's walk: its segments with d != 0 whose tiles it
-// takes (bit seg_top of q is 0), then the next tile's own item (seg = -1)
+// takes, then the next tile's own item (seg = -1)
 __device__ __forceinline__ void next_item(long long& q, int& seg, int n_segs, const long long* __restrict__ seg_d,
                                           const int* __restrict__ seg_top) {
     for (++seg; seg < n_segs; ++seg)
-        if (seg_d[seg] != 0 && !((q >> seg_top[seg]) & 1)) return;
+        if (seg_d[seg] != 0 && takes_segment(q, seg_top[seg])) return;
     q += gridDim.x;
     seg = -1;
 }
@@ -338,19 +342,14 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
 #pragma unroll
             for (int k = 0; k < K; ++k) {
                 const int i = tid + k * THREADS;
-                V a = {};
-                if (i < tile) {
-                    a = s[base + i];
-                    own[i] = a;
-                }
-                if constexpr (HOLD) mine[k] = a;
+                if (i < tile) own[i] = s[base + i];
             }
             __syncthreads();
             for (int seg = 0; seg < n_segs; ++seg) {
                 const long long d = seg_d[seg];
                 const V* src = own;
                 if (d != 0) {
-                    if ((q >> seg_top[seg]) & 1) continue;  // the tile q ^ d owns the pair (same for all threads)
+                    if (!takes_segment(q, seg_top[seg])) continue;
                     __syncthreads();  // the last segment's readers of `other` are done, its sums staged
                     ps.flush();
                     const long long pbase = (q ^ d) << tb;
