@@ -271,17 +271,21 @@ __device__ __forceinline__ void load_tile(V* dst, const V* src, long long tile) 
     cp_commit();
 }
 
+// whether tile q takes a segment with d != 0 whose highest bit is `top`: of the tiles q and q ^ d,
+// the one with that bit 0 owns the pairs (the same for all threads)
+__device__ __forceinline__ bool takes_segment(long long q, int top) { return !((q >> top) & 1); }
+
 // A segment's record (observables_gpu.Launch.segment_records): its high part d (words 0 and 1),
 // the highest bit of d (word 2) and its first group (word 3); a last record holds the end of the
 // groups in word 3
 __device__ __forceinline__ long long rec_d(int4 r) { return ((long long)r.y << 32) | (unsigned)r.x; }
 
 // the next item after (q, seg) of a thread block's walk: its segments with d != 0 whose tiles it
-// takes (bit `top` of q is 0), then the next tile's own item (seg = -1)
+// takes, then the next tile's own item (seg = -1)
 __device__ __forceinline__ void next_item(long long& q, int& seg, int n_segs, const int4* __restrict__ seg_rec) {
     for (++seg; seg < n_segs; ++seg) {
         const int4 r = __ldg(seg_rec + seg);
-        if ((r.x | r.y) != 0 && !((q >> r.z) & 1)) return;
+        if ((r.x | r.y) != 0 && takes_segment(q, r.z)) return;
     }
     q += gridDim.x;
     seg = -1;
@@ -376,12 +380,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
 #pragma unroll
             for (int k = 0; k < K; ++k) {
                 const int i = tid + k * THREADS;
-                V a = {};
-                if (i < tile) {
-                    a = s[base + i];
-                    own[i] = a;
-                }
-                if constexpr (HOLD) mine[k] = a;
+                if (i < tile) own[i] = s[base + i];
             }
             __syncthreads();
             for (int seg = 0; seg < n_segs; ++seg) {
@@ -389,7 +388,7 @@ __device__ __forceinline__ void group_pass(const V* __restrict__ psi, int n_qubi
                 const long long d = rec_d(r);
                 const V* src = own;
                 if (d != 0) {
-                    if ((q >> r.z) & 1) continue;  // the tile q ^ d owns the pair (same for all threads)
+                    if (!takes_segment(q, r.z)) continue;
                     __syncthreads();  // the last segment's readers of `other` are done, its sums staged
                     ps.flush();
                     const long long pbase = (q ^ d) << tb;

@@ -179,9 +179,19 @@ def total_blocks(shared_bytes: int) -> int:
 
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     per_sm = props.get("sharedMemPerMultiprocessor")
-    # (the driver keeps 1 KB of shared memory a thread block)
-    fit = BLOCKS_PER_SM if per_sm is None else int(per_sm) // (shared_bytes + STATIC_SHARED + 1024)
+    fit = BLOCKS_PER_SM if per_sm is None else _blocks_that_fit(int(per_sm), shared_bytes)
     return max(1, min(BLOCKS_PER_SM, fit)) * int(props["multiProcessorCount"])
+
+
+def _blocks_that_fit(shared_per_sm: int, dynamic_bytes: int) -> int:
+    """Thread blocks with ``dynamic_bytes`` of dynamic shared memory (and the static staging slots)
+    that fit a multiprocessor's shared memory; the driver keeps 1 KB a thread block."""
+    return shared_per_sm // (dynamic_bytes + STATIC_SHARED + 1024)
+
+
+def _tile_bytes(kind: str) -> int:
+    """Bytes of one full tile of the pass (:data:`TILE_BITS` amplitudes)."""
+    return (1 << TILE_BITS[kind]) * (16 if kind == "c128" else 8)
 
 
 def grid_blocks(n_qubits: int, tile_bits: int, n_states: int, total: int) -> int:
@@ -218,7 +228,7 @@ def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
         return np.zeros((n_states, len(order))), tb
     flat = cupy.ascontiguousarray(psi).reshape(n_states, 1 << n)
     pass_fn, sums_fn = _kernels(kind)
-    tile_bytes = (1 << TILE_BITS[kind]) * flat.itemsize
+    tile_bytes = _tile_bytes(kind)
     plan = launches(terms, order, tb)
     shared = max(launch.shared_bytes(tile_bytes) for launch in plan)
     grid_x = grid_blocks(n, tb, n_states, total_blocks(shared))
@@ -264,15 +274,13 @@ def _loaded(device: int, kind: str):
 def shared_limit_terms(kind: str, optin_bytes: int) -> int:
     """Terms whose sums and keys (at most one a term) fit a thread block's shared memory beside
     the two tiles (a check on :data:`LAUNCH_TERMS` against a device's opt-in limit)."""
-    tile = 2 * (1 << TILE_BITS[kind]) * (16 if kind == "c128" else 8)
-    return (optin_bytes - STATIC_SHARED - tile) // 12
+    return (optin_bytes - STATIC_SHARED - 2 * _tile_bytes(kind)) // 12
 
 
 def blocks_per_sm_fit(kind: str, shared_per_sm: int) -> int:
     """Thread blocks of a full launch (:data:`LAUNCH_TERMS` terms and keys) that fit a
-    multiprocessor's shared memory (the driver keeps 1 KB a thread block)."""
-    tile = 2 * (1 << TILE_BITS[kind]) * (16 if kind == "c128" else 8)
-    return shared_per_sm // (tile + 12 * LAUNCH_TERMS + STATIC_SHARED + 1024)
+    multiprocessor's shared memory."""
+    return _blocks_that_fit(shared_per_sm, 2 * _tile_bytes(kind) + 12 * LAUNCH_TERMS)
 
 
 # --- a numpy model of observables.cu ------------------------------------------------------------
