@@ -45,7 +45,8 @@
 // complex128 walks its tiles and partner tiles as a list of items with the next one's copy
 // (cp.async) in flight while the groups of this one run, in the other of two tile buffers, its own
 // amplitudes in registers; complex64 keeps its own tile in shared memory and loads each partner
-// tile as its turn comes (see group_pass).
+// tile as its turn comes (see group_pass). (cp.async: the kernel needs sm_80; observables.py
+// keeps the array code on older GPUs.)
 // Two thread blocks fit a multiprocessor (registers capped at 128, shared memory 2 x 32 KB tiles,
 // 8 bytes a term, 4 a key, and 8 KB of staging slots).
 

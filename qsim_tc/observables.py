@@ -168,8 +168,9 @@ def _parity(v, xp):
 
 
 # GPU states take the pass of observables.cu (qsim_tc.observables_gpu; its GPU tests in
-# test_observables.py, its indexing against a numpy model on the CPU); False: the cupy array code,
-# one pass per X mask
+# test_observables.py, its indexing against a numpy model on the CPU) on GPUs that have its
+# cp.async tile copies (sm_80 and later); False, or an older GPU: the cupy array code, one pass per
+# X mask
 GPU_KERNEL = True
 
 
@@ -195,7 +196,7 @@ def term_values(psi, terms: PauliTerms, *, chunk_elements: int = 1 << 18, compil
         shape (T,) for one state, (B, T) for a block.
     """
     xp = _array_module(psi)
-    if compiled and xp is not np and GPU_KERNEL:
+    if compiled and xp is not np and GPU_KERNEL and _gpu_pass_runs():
         return _term_values_gpu(psi, terms)
     if compiled and xp is np:
         kernel = _cpu_group_sums()
@@ -419,6 +420,13 @@ def _cpu_group_sums():
         return out
 
     return group_sums
+
+
+def _gpu_pass_runs() -> bool:
+    """Whether the current GPU runs observables.cu (``cp.async``: sm_80 and later)."""
+    from qsim_tc import observables_gpu  # noqa: PLC0415 - GPU code, imported where it runs
+
+    return observables_gpu.pass_runs_on_current_device()
 
 
 def _term_values_gpu(psi, terms: PauliTerms) -> np.ndarray:

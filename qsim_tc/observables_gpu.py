@@ -254,6 +254,16 @@ def term_sums(psi, terms, order: np.ndarray) -> tuple[np.ndarray, int]:
     return sums.get(), tb
 
 
+MIN_COMPUTE_CAPABILITY = 80  # observables.cu's cp.async tile copies
+
+
+def pass_runs_on_current_device() -> bool:
+    """Whether the current GPU runs the pass (compute capability 8.0 or later)."""
+    import cupy  # noqa: PLC0415 - only for device arrays
+
+    return int(cupy.cuda.Device().compute_capability) >= MIN_COMPUTE_CAPABILITY
+
+
 def _kernels(kind: str):
     """``(group_pass_<kind>, block_sums)`` on the current device, compiled once per process and
     device."""

@@ -264,6 +264,19 @@ def test_gpu_pass_constants_are_the_kernels():
     assert f"__launch_bounds__(THREADS, {obs_gpu.BLOCKS_PER_SM})" in src
 
 
+@pytest.mark.parametrize("capability,runs", [("75", False), ("80", True), ("90", True), ("120", True)])
+def test_gpu_pass_runs_from_sm80(capability, runs, monkeypatch):
+    # the pass copies its tiles with cp.async: older GPUs keep the array code
+    import sys
+    import types
+
+    device = types.SimpleNamespace(compute_capability=capability)
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda: device))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    assert obs_gpu.pass_runs_on_current_device() is runs
+    assert obs._gpu_pass_runs() is runs
+
+
 def test_gpu_pass_of_a_block_of_no_states(monkeypatch):
     # a block of zero states has no values, as on the CPU (its thread blocks per state were a
     # division by the number of states); with no terms too
