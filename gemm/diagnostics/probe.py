@@ -17,7 +17,12 @@ and the candidate roundings differ. For TF32 and FP16 inputs:
   0 (terms aligned to the largest exponent, tiny shifted out);
 * ``monotonic``: ``d`` never decreases as one product grows (a sweep of 256 values);
 * ``block_error_ulps``: the largest error, in ulps of the exact result, of one instruction summing
-  positive random inputs from zero, the quantity the error-corrected methods rely on.
+  positive random inputs from zero, the quantity the error-corrected methods rely on;
+* ``model_agreement``: the share of random instructions (mixed signs, exponents spread over 16
+  binades, a nonzero accumulator) on which the CPU emulation's model of one instruction
+  (:func:`gemm.tcec.emulate.tc_mma`, ``TC_EXTRA_BITS`` kept bits) gives the GPU's result bit for
+  bit, and ``model_best_extra_bits``, the kept bits that agree most often (the emulations of the
+  kernels are exact only where this is 1).
 
 The error-corrected methods rely on exact products, a single instruction from zero being
 accurate to about an ulp, FP16 subnormal inputs being kept (the lo parts of small elements are
@@ -132,7 +137,45 @@ def probe(fmt: str, rng=None) -> dict:
     exact = np.sum(a.astype(np.float64) * b.astype(np.float64), axis=1)
     errs = [abs(float(g) - e) / _ulp(e) for g, e in zip(got, exact)]
     out["block_error_ulps"] = float(max(errs))
+    out.update(model_agreement(fmt, rng))
     return out
+
+
+MODEL_CASES = 2048  # random instructions of the model check
+MODEL_BITS = range(9)  # kept bits the model check tries
+
+
+def model_cases(fmt: str, rng, n: int = MODEL_CASES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(a, b, c)`` of ``n`` random instructions: inputs of the format with random signs and
+    exponents in [-12, 4), so that their products span 32 binades and the alignment cuts some of
+    them; a float32 accumulator near the largest product (zero in a quarter of the cases)."""
+    k = K[fmt]
+    shape = (n, k)
+
+    def values():
+        v = rng.choice((-1.0, 1.0), shape) * rng.uniform(1.0, 2.0, shape) * np.ldexp(1.0, rng.integers(-12, 4, shape))
+        return v.astype(np.float16).astype(np.float32) if fmt == "fp16" else tf32_rna(v.astype(np.float32))
+
+    a, b = values(), values()
+    top = np.abs(a.astype(np.float64) * b).max(axis=1)
+    c = (rng.choice((-1.0, 1.0), n) * top * np.ldexp(1.0, rng.integers(-4, 5, n))).astype(np.float32)
+    c[rng.random(n) < 0.25] = 0.0
+    return a, b, c
+
+
+def model_agreement(fmt: str, rng, n: int = MODEL_CASES) -> dict:
+    """How often :func:`gemm.tcec.emulate.tc_mma` reproduces the GPU's instruction bit for bit, at
+    the emulation's kept bits and at each of :data:`MODEL_BITS` (see the module docstring)."""
+    from gemm.tcec import debias as db  # noqa: PLC0415
+    from gemm.tcec.emulate import tc_mma  # noqa: PLC0415
+
+    a, b, c = model_cases(fmt, rng, n)
+    got = np.asarray(dots(fmt, list(zip(a, b, c))), np.float32)
+    products = a.astype(np.float64) * b.astype(np.float64)
+    share = {bits: float(np.mean(tc_mma(c, products, bits) == got)) for bits in MODEL_BITS}
+    best = max(MODEL_BITS, key=lambda bits: (share[bits], -abs(bits - db.TC_EXTRA_BITS)))
+    return {"model_agreement": share[db.TC_EXTRA_BITS], "model_best_extra_bits": best,
+            "model_agreement_by_bits": share}
 
 
 def probe_all() -> list[dict]:
@@ -145,7 +188,8 @@ def format_table(rows: list[dict]) -> str:
     keys = [("exact_products", "products exact"), ("subnormal_inputs", "subnormal inputs kept"),
             ("subnormal_outputs", "subnormal outputs kept"), ("rounding", "accumulation rounding"),
             ("extra_bits", "extra alignment bits"), ("normalised", "intermediate sums normalised"),
-            ("monotonic", "monotonic"), ("block_error_ulps", "one mma from zero, max error (ulp)")]
+            ("monotonic", "monotonic"), ("block_error_ulps", "one mma from zero, max error (ulp)"),
+            ("model_agreement", "CPU model bit-exact (share)"), ("model_best_extra_bits", "CPU model's best kept bits")]
     head = f"{'property':36s}" + "".join(f"{r['format'] + ' (k=' + str(r['k']) + ')':>14s}" for r in rows)
     lines = [head, "-" * len(head)]
     for key, label in keys:

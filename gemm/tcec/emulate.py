@@ -51,21 +51,24 @@ def _expected_loss(x: np.ndarray, scale: np.float32) -> np.ndarray:
     return np.where(inexact, lead * float(scale), 0.0)
 
 
-def tc_mma(c: np.ndarray, p: np.ndarray) -> np.ndarray:
+def tc_mma(c: np.ndarray, p: np.ndarray, extra_bits: int | None = None) -> np.ndarray:
     """One tensor-core instruction ``c + sum_j p_j`` as the probes measure it (Fasi et al.).
 
     Args:
         c: float32 accumulator input, shape (...).
         p: exact products, float64, shape (..., kb).
+        extra_bits: bits kept below the largest term's last bit (default ``TC_EXTRA_BITS``;
+            other values let ``qsim-tc probe`` find the one that reproduces a GPU).
 
-    Every term is aligned to the largest one and cut toward zero ``TC_EXTRA_BITS`` bits below
+    Every term is aligned to the largest one and cut toward zero ``extra_bits`` bits below
     its last significand bit; the cut terms are added exactly and the sum is truncated (RZ) to
     FP32. Intermediate sums are not renormalised, so ``1 - 1 + tiny`` gives 0.
     """
     terms = np.concatenate([p, c.astype(np.float64)[..., None]], axis=-1)
     _, e = np.frexp(np.where(np.isfinite(terms), terms, 0.0))
     lead = np.where(terms != 0, e - 1, -100000).max(axis=-1, keepdims=True)
-    q = np.ldexp(1.0, np.maximum(lead - 23 - db.TC_EXTRA_BITS, -1074))
+    extra = db.TC_EXTRA_BITS if extra_bits is None else extra_bits
+    q = np.ldexp(1.0, np.maximum(lead - 23 - extra, -1074))
     with np.errstate(invalid="ignore", over="ignore"):
         cut = np.where(np.isfinite(terms), np.trunc(terms / q) * q, terms)
         return _rz(cut.sum(axis=-1))

@@ -35,3 +35,12 @@ def test_probe_cli(cp, capsys):
     out = capsys.readouterr().out
     assert "products exact" in out and "accumulation rounding" in out
     assert rc == 0
+
+
+def test_the_cpu_model_of_one_instruction_is_the_gpus(cp):
+    # the emulations (tcec, stages.tc32) reproduce the kernels only if gemm.tcec.emulate.tc_mma
+    # gives each instruction's result bit for bit; the probe names the kept bits that come closest
+    from gemm.diagnostics import probe
+
+    for r in probe.probe_all():
+        assert r["model_agreement"] == 1.0, (r["format"], r["model_best_extra_bits"], r["model_agreement_by_bits"])

@@ -515,3 +515,28 @@ def test_small_products_take_the_fused_kernel():
     assert hybrid - auto >= 4 * m * n  # the hybrid's float correction buffer
     assert db.debias_mode(64) == "product" and db.debias_mode(128) == "epilogue"
 
+
+
+@pytest.mark.parametrize("fmt,bits", [("fp16", 2), ("fp16", 5), ("tf32", 0), ("tf32", 3)])
+def test_probe_model_check_finds_the_gpus_kept_bits(fmt, bits, monkeypatch):
+    """The probe's model check on a stand-in GPU that keeps ``bits`` bits: the emulation agrees on
+    every instruction only at those bits, and its random instructions tell the bit counts apart."""
+    from gemm.diagnostics import probe
+    from gemm.tcec.emulate import tc_mma
+
+    def stand_in(fmt_, cases):
+        assert fmt_ == fmt and all(len(a) == len(b) == probe.K[fmt] for a, b, _ in cases)
+        a = np.array([x for x, _, _ in cases], np.float64)
+        b = np.array([y for _, y, _ in cases], np.float64)
+        c = np.array([z for _, _, z in cases], np.float32)
+        return tc_mma(c, a * b, bits)
+
+    monkeypatch.setattr(probe, "dots", stand_in)
+    found = probe.model_agreement(fmt, np.random.default_rng(3))
+    assert found["model_best_extra_bits"] == bits
+    assert found["model_agreement_by_bits"][bits] == 1.0
+    assert all(share < 1.0 for b, share in found["model_agreement_by_bits"].items() if b != bits)
+    a, b, c = probe.model_cases(fmt, np.random.default_rng(0), 64)
+    assert a.shape == b.shape == (64, probe.K[fmt]) and c.dtype == np.float32 and (c == 0).any()
+    if fmt == "fp16":
+        assert (a.astype(np.float16).astype(np.float32) == a).all()  # FP16 values
