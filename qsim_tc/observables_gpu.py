@@ -65,13 +65,13 @@ class Launch:
     order (a slice of it, each group's terms reordered by key), in the kernel's order.
 
     Segment ``s`` (high part ``seg_d[s]``, its highest bit ``seg_top[s]``) owns the groups
-    ``seg_g[s]:seg_g[s+1]``; group ``g`` (X mask ``g_x[g]``) owns the keys ``g_u[g]:g_u[g+1]`` and
-    needs the real parts of its products where bit 0 of ``g_parts[g]`` is set, the imaginary
-    parts where bit 1. A key is a Z mask within a tile and a part: ``u_key[u] = (z mod 2^tb) |
-    KEY_IM * (ny odd)``; the kernel makes one signed sum of the products a key and tile, and key
-    ``u``'s terms ``u_t[u]:u_t[u+1]`` (term ``t``'s key ``t_u[t]``) each add it with the sign of
-    their Z bits above the tile, ``parity(t_zh[t] & q)`` for tile ``q``. Terms that differ only
-    in those bits share one sum (a 3,000-term chemistry operator at 28 qubits has 1,483 keys).
+    ``seg_g[s]:seg_g[s+1]``; group ``g`` (X mask ``g_x[g]``) owns the keys ``g_u[g]:g_u[g+1]``,
+    those of the real parts first. A key is a Z mask within a tile and a part: ``u_key[u] =
+    (z mod 2^tb) | KEY_IM * (ny odd)``; the kernel makes one signed sum of the products a key and
+    tile, and key ``u``'s terms ``u_t[u]:u_t[u+1]`` (term ``t``'s key ``t_u[t]``) each add it
+    with the sign of their Z bits above the tile, ``parity(t_zh[t] & q)`` for tile ``q``. Terms
+    that differ only in those bits share one sum (a 3,000-term chemistry operator at 28 qubits has
+    1,483 keys).
     """
 
     positions: np.ndarray  # int64
@@ -80,7 +80,6 @@ class Launch:
     seg_g: np.ndarray  # int32
     g_x: np.ndarray  # int64
     g_u: np.ndarray  # int32
-    g_parts: np.ndarray  # int32
     u_key: np.ndarray  # int32
     u_t: np.ndarray  # int32
     t_u: np.ndarray  # int32
@@ -155,15 +154,11 @@ def launches(terms, order: np.ndarray, tile_bits: int) -> list[Launch]:
         seg_d = d[s_first]
         seg_top = np.array([int(v).bit_length() - 1 if v else 0 for v in seg_d], dtype=np.int32)
         u_key = key[u_first]
-        # per group: bit 0 if a key takes the real parts, bit 1 if one takes the imaginary parts
         g_u = np.searchsorted(u_first, np.r_[g_first, len(idx)]).astype(np.int32)
-        has_im = (np.add.reduceat((u_key & KEY_IM) != 0, g_u[:-1]) if len(idx)
-                  else np.zeros(0, np.int64))
-        g_parts = (np.where(has_im < np.diff(g_u), 1, 0) | np.where(has_im > 0, 2, 0)).astype(np.int32)
         t_u = (np.cumsum(np.r_[False, (x[1:] != x[:-1]) | (key[1:] != key[:-1])]) if len(idx)
                else np.zeros(0, np.int64))
         out.append(Launch(start + perm, seg_d.astype(np.int64), seg_top, np.r_[s_first, len(g_x)].astype(np.int32),
-                          g_x.astype(np.int64), g_u, g_parts, u_key.astype(np.int32),
+                          g_x.astype(np.int64), g_u, u_key.astype(np.int32),
                           np.r_[u_first, len(idx)].astype(np.int32), t_u.astype(np.int32),
                           (terms.z[idx] >> tile_bits).astype(np.int64)))
     return out

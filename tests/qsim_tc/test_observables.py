@@ -223,7 +223,6 @@ def test_gpu_pass_segments_follow_the_high_parts():
     im = obs_gpu.KEY_IM
     assert launch.u_key.tolist() == [0, 1, 1, 0, 3, 1 | im, 0, 0, 0, 0]
     assert launch.g_u.tolist() == [0, 2, 3, 6, 7, 8, 9, 10]
-    assert launch.g_parts.tolist() == [1, 1, 3, 1, 1, 1, 1]
     assert launch.u_t.tolist() == [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     assert launch.t_u.tolist() == [0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert z[:3].tolist() == [1 << 8, 1, (1 << 8) | 1]  # a key's terms in the input's order
