@@ -35,6 +35,8 @@ from __future__ import annotations
 import numpy as np
 
 from gemm.cuda.compile import raw_module
+from gemm.tcec import debias as db
+from gemm.tcec.emulate import tc_mma
 from gemm.tcec.split import tf32_rna
 
 K = {"tf32": 8, "fp16": 16}
@@ -166,9 +168,6 @@ def model_cases(fmt: str, rng, n: int = MODEL_CASES) -> tuple[np.ndarray, np.nda
 def model_agreement(fmt: str, rng, n: int = MODEL_CASES) -> dict:
     """How often :func:`gemm.tcec.emulate.tc_mma` reproduces the GPU's instruction bit for bit, at
     the emulation's kept bits and at each of :data:`MODEL_BITS` (see the module docstring)."""
-    from gemm.tcec import debias as db  # noqa: PLC0415
-    from gemm.tcec.emulate import tc_mma  # noqa: PLC0415
-
     a, b, c = model_cases(fmt, rng, n)
     got = np.asarray(dots(fmt, list(zip(a, b, c))), np.float32)
     products = a.astype(np.float64) * b.astype(np.float64)
