@@ -259,6 +259,15 @@ MUTANTS = (
            "seg_top = np.array([int(v).bit_length() - 1 if v else 0",
            "seg_top = np.array([int(v).bit_length() if v else 0",
            ("tests/qsim_tc/test_observables.py::test_gpu_pass_model_matches_the_cpu_pass",)),
+    Mutant("gpu-pass-records-lose-the-imaginary-keys", "qsim_tc/observables_gpu.py",
+           "rec[:, 2] = self.g_u[:-1] | ((self.g_u[:-1] + n_re) << REC_KEY_BITS)",
+           "rec[:, 2] = self.g_u[:-1] | (self.g_u[1:] << REC_KEY_BITS)",
+           ("tests/qsim_tc/test_observables.py::test_gpu_pass_model_matches_the_cpu_pass",)),
+    # --- the probe's model of one tensor-core instruction -----------------------------------------
+    Mutant("tc-mma-ignores-the-kept-bits", "gemm/tcec/emulate.py",
+           "extra = db.TC_EXTRA_BITS if extra_bits is None else extra_bits",
+           "extra = db.TC_EXTRA_BITS",
+           ("tests/gemm/test_tcec.py::test_probe_model_check_finds_the_gpus_kept_bits",)),
 )
 
 
