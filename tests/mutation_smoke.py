@@ -268,6 +268,10 @@ MUTANTS = (
            "extra = db.TC_EXTRA_BITS if extra_bits is None else extra_bits",
            "extra = db.TC_EXTRA_BITS",
            ("tests/gemm/test_tcec.py::test_probe_model_check_finds_the_gpus_kept_bits",)),
+    Mutant("tc-mma-ignores-the-steps", "gemm/tcec/emulate.py",
+           "if group is not None and group < p.shape[-1]:",
+           "if False:",
+           ("tests/gemm/test_tcec.py::test_probe_model_check_finds_the_gpus_kept_bits",)),
 )
 
 

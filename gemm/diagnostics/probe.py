@@ -22,7 +22,9 @@ and the candidate roundings differ. For TF32 and FP16 inputs:
   binades, a nonzero accumulator) on which the CPU emulation's model of one instruction
   (:func:`gemm.tcec.emulate.tc_mma`, ``TC_EXTRA_BITS`` kept bits) gives the GPU's result bit for
   bit, and ``model_best_extra_bits``, the kept bits that agree most often (the emulations of the
-  kernels are exact only where this is 1).
+  kernels are exact only where this is 1); ``model_best`` tries the products summed in blocks
+  too (:data:`MODEL_GROUPS`: an instruction may add its k products in two steps of k/2, say) and
+  names the block and kept bits that agree most, with their share.
 
 The error-corrected methods rely on exact products, a single instruction from zero being
 accurate to about an ulp, FP16 subnormal inputs being kept (the lo parts of small elements are
@@ -145,6 +147,7 @@ def probe(fmt: str, rng=None) -> dict:
 
 MODEL_CASES = 2048  # random instructions of the model check
 MODEL_BITS = range(9)  # kept bits the model check tries
+MODEL_GROUPS = (1, 2, 4)  # the model check's blocks: k / these products a step
 
 
 def model_cases(fmt: str, rng, n: int = MODEL_CASES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -165,16 +168,37 @@ def model_cases(fmt: str, rng, n: int = MODEL_CASES) -> tuple[np.ndarray, np.nda
     return a, b, c
 
 
-def model_agreement(fmt: str, rng, n: int = MODEL_CASES) -> dict:
-    """How often :func:`gemm.tcec.emulate.tc_mma` reproduces the GPU's instruction bit for bit, at
-    the emulation's kept bits and at each of :data:`MODEL_BITS` (see the module docstring)."""
+def model_data(fmt: str, rng, n: int = MODEL_CASES) -> dict:
+    """``n`` random instructions (:func:`model_cases`) and the GPU's results: arrays ``a``, ``b``
+    (n, k), ``c`` and ``got`` (n,), float32 (what ``qsim-tc probe --cases`` saves)."""
     a, b, c = model_cases(fmt, rng, n)
     got = np.asarray(dots(fmt, list(zip(a, b, c))), np.float32)
-    products = a.astype(np.float64) * b.astype(np.float64)
-    share = {bits: float(np.mean(tc_mma(c, products, bits) == got)) for bits in MODEL_BITS}
-    best = max(MODEL_BITS, key=lambda bits: (share[bits], -abs(bits - db.TC_EXTRA_BITS)))
-    return {"model_agreement": share[db.TC_EXTRA_BITS], "model_best_extra_bits": best,
-            "model_agreement_by_bits": share}
+    return {"a": a, "b": b, "c": c, "got": got}
+
+
+def model_fit(data: dict) -> dict:
+    """How often :func:`gemm.tcec.emulate.tc_mma` reproduces the instructions of ``data``
+    (:func:`model_data`) bit for bit: at the emulation's kept bits and at each of
+    :data:`MODEL_BITS` with all products in one step, and the best of every block of
+    :data:`MODEL_GROUPS` and kept bits (ties: fewer steps, then the bits nearest the emulation's)."""
+    products = data["a"].astype(np.float64) * data["b"].astype(np.float64)
+    k = products.shape[-1]
+    share = {}
+    for steps in MODEL_GROUPS:
+        if k % steps == 0:
+            for bits in MODEL_BITS:
+                share[(k // steps, bits)] = float(np.mean(tc_mma(data["c"], products, bits, k // steps) == data["got"]))
+    one = {bits: share[(k, bits)] for bits in MODEL_BITS}
+    best_bits = max(MODEL_BITS, key=lambda bits: (one[bits], -abs(bits - db.TC_EXTRA_BITS)))
+    group, bits = max(share, key=lambda gb: (share[gb], gb[0], -abs(gb[1] - db.TC_EXTRA_BITS)))
+    return {"model_agreement": one[db.TC_EXTRA_BITS], "model_best_extra_bits": best_bits,
+            "model_agreement_by_bits": one,
+            "model_best": {"products_a_step": group, "extra_bits": bits, "agreement": share[(group, bits)]}}
+
+
+def model_agreement(fmt: str, rng, n: int = MODEL_CASES) -> dict:
+    """:func:`model_fit` of ``n`` random instructions run on the GPU (see the module docstring)."""
+    return model_fit(model_data(fmt, rng, n))
 
 
 def probe_all() -> list[dict]:
@@ -188,7 +212,8 @@ def format_table(rows: list[dict]) -> str:
             ("subnormal_outputs", "subnormal outputs kept"), ("rounding", "accumulation rounding"),
             ("extra_bits", "extra alignment bits"), ("normalised", "intermediate sums normalised"),
             ("monotonic", "monotonic"), ("block_error_ulps", "one mma from zero, max error (ulp)"),
-            ("model_agreement", "CPU model bit-exact (share)"), ("model_best_extra_bits", "CPU model's best kept bits")]
+            ("model_agreement", "CPU model bit-exact (share)"), ("model_best_extra_bits", "CPU model's best kept bits"),
+            ("model_best", "best model: products a step/bits/share")]
     head = f"{'property':36s}" + "".join(f"{r['format'] + ' (k=' + str(r['k']) + ')':>14s}" for r in rows)
     lines = [head, "-" * len(head)]
     for key, label in keys:
@@ -197,6 +222,8 @@ def format_table(rows: list[dict]) -> str:
             v = r[key]
             if isinstance(v, bool):
                 vals.append("yes" if v else "no")
+            elif isinstance(v, dict):  # model_best
+                vals.append(f"{v['products_a_step']}/{v['extra_bits']}/{v['agreement']:.3g}")
             else:
                 vals.append(f"{v:.3g}" if isinstance(v, float) else str(v))
         lines.append(f"{label:36s}" + "".join(f"{v:>14s}" for v in vals))

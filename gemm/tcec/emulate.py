@@ -51,7 +51,7 @@ def _expected_loss(x: np.ndarray, scale: np.float32) -> np.ndarray:
     return np.where(inexact, lead * float(scale), 0.0)
 
 
-def tc_mma(c: np.ndarray, p: np.ndarray, extra_bits: int | None = None) -> np.ndarray:
+def tc_mma(c: np.ndarray, p: np.ndarray, extra_bits: int | None = None, group: int | None = None) -> np.ndarray:
     """One tensor-core instruction ``c + sum_j p_j`` as the probes measure it (Fasi et al.).
 
     Args:
@@ -59,11 +59,18 @@ def tc_mma(c: np.ndarray, p: np.ndarray, extra_bits: int | None = None) -> np.nd
         p: exact products, float64, shape (..., kb).
         extra_bits: bits kept below the largest term's last bit (default ``TC_EXTRA_BITS``;
             other values let ``qsim-tc probe`` find the one that reproduces a GPU).
+        group: products summed per step (default all of them): a step of ``group`` products is
+            added to the last step's truncated result as described below, so an instruction
+            that sums its k products in blocks (two of 8 for k = 16, say) can be modelled.
 
     Every term is aligned to the largest one and cut toward zero ``extra_bits`` bits below
     its last significand bit; the cut terms are added exactly and the sum is truncated (RZ) to
     FP32. Intermediate sums are not renormalised, so ``1 - 1 + tiny`` gives 0.
     """
+    if group is not None and group < p.shape[-1]:
+        for g0 in range(0, p.shape[-1], group):
+            c = tc_mma(c, p[..., g0:g0 + group], extra_bits)
+        return c
     terms = np.concatenate([p, c.astype(np.float64)[..., None]], axis=-1)
     _, e = np.frexp(np.where(np.isfinite(terms), terms, 0.0))
     lead = np.where(terms != 0, e - 1, -100000).max(axis=-1, keepdims=True)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 import gemm
 from gemm.diagnostics import probe
-from qsim_tc.cli.common import check_outputs, write_json
+from qsim_tc.cli.common import check_outputs, check_writable, write_json
 from qsim_tc.environment import environment
 
 
 def register(sub) -> None:
     p = sub.add_parser("probe", help="tensor-core numerics: exact products, subnormals, rounding, normalisation")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the findings as JSON")
+    p.add_argument("--cases", default=None, metavar="PATH",
+                   help="also save 8,192 random instructions a format and the GPU's results, for fitting a model "
+                        "of the accumulation offline (gemm.diagnostics.probe.model_fit): a numpy .npz file "
+                        "(the suffix is added where missing) of arrays a_<fmt>, b_<fmt>, c_<fmt>, got_<fmt>")
     p.set_defaults(func=run)
 
 
@@ -19,6 +25,8 @@ def run(args) -> int:
         raise RuntimeError("the probe runs mma instructions on a CUDA GPU; none is available (install cupy on a "
                            "machine with an NVIDIA GPU)")
     check_outputs(args, plot=False)
+    if args.cases:
+        check_writable(f"--cases {args.cases}", args.cases)
     rows = probe.probe_all()
     print(probe.format_table(rows))
     status = 0
@@ -31,4 +39,10 @@ def run(args) -> int:
         print("the properties the error-corrected methods rely on hold")
     if args.json:
         write_json(args.json, {"environment": environment(), "probe": rows})
+    if args.cases:
+        rng = np.random.default_rng(7)
+        data = {f"{key}_{fmt}": v for fmt in probe.FORMATS for key, v in probe.model_data(fmt, rng, 8192).items()}
+        path = args.cases if str(args.cases).endswith(".npz") else f"{args.cases}.npz"
+        np.savez_compressed(path, **data)
+        print(f"wrote {path}")
     return status

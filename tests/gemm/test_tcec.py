@@ -517,10 +517,12 @@ def test_small_products_take_the_fused_kernel():
 
 
 
-@pytest.mark.parametrize("fmt,bits", [("fp16", 2), ("fp16", 5), ("tf32", 0), ("tf32", 3)])
-def test_probe_model_check_finds_the_gpus_kept_bits(fmt, bits, monkeypatch):
-    """The probe's model check on a stand-in GPU that keeps ``bits`` bits: the emulation agrees on
-    every instruction only at those bits, and its random instructions tell the bit counts apart."""
+@pytest.mark.parametrize("fmt,bits,steps", [("fp16", 2, 1), ("fp16", 5, 1), ("tf32", 0, 1), ("tf32", 3, 1),
+                                            ("fp16", 2, 2), ("fp16", 3, 4), ("tf32", 2, 2)])
+def test_probe_model_check_finds_the_gpus_kept_bits(fmt, bits, steps, monkeypatch):
+    """The probe's model check on a stand-in GPU that keeps ``bits`` bits and sums its k products
+    in ``steps`` steps: the emulation agrees on every instruction only with those, and the random
+    instructions tell the bit counts and the steps apart."""
     from gemm.diagnostics import probe
     from gemm.tcec.emulate import tc_mma
 
@@ -529,13 +531,22 @@ def test_probe_model_check_finds_the_gpus_kept_bits(fmt, bits, monkeypatch):
         a = np.array([x for x, _, _ in cases], np.float64)
         b = np.array([y for _, y, _ in cases], np.float64)
         c = np.array([z for _, _, z in cases], np.float32)
-        return tc_mma(c, a * b, bits)
+        return tc_mma(c, a * b, bits, probe.K[fmt] // steps)
 
     monkeypatch.setattr(probe, "dots", stand_in)
     found = probe.model_agreement(fmt, np.random.default_rng(3))
-    assert found["model_best_extra_bits"] == bits
-    assert found["model_agreement_by_bits"][bits] == 1.0
-    assert all(share < 1.0 for b, share in found["model_agreement_by_bits"].items() if b != bits)
+    k = probe.K[fmt]
+    assert found["model_best"] == {"products_a_step": k // steps, "extra_bits": bits, "agreement": 1.0}
+    if steps == 1:
+        assert found["model_best_extra_bits"] == bits
+        assert found["model_agreement_by_bits"][bits] == 1.0
+        assert all(share < 1.0 for b, share in found["model_agreement_by_bits"].items() if b != bits)
+    else:  # no count of kept bits makes one step of k products agree everywhere
+        assert max(found["model_agreement_by_bits"].values()) < 1.0
+    # the saved form of the cases fits alike
+    data = probe.model_data(fmt, np.random.default_rng(4), 256)
+    assert set(data) == {"a", "b", "c", "got"} and data["got"].dtype == np.float32
+    assert probe.model_fit(data)["model_best"]["agreement"] == 1.0
     a, b, c = probe.model_cases(fmt, np.random.default_rng(0), 64)
     assert a.shape == b.shape == (64, probe.K[fmt]) and c.dtype == np.float32 and (c == 0).any()
     if fmt == "fp16":
