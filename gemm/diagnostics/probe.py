@@ -196,6 +196,23 @@ def model_fit(data: dict) -> dict:
             "model_best": {"products_a_step": group, "extra_bits": bits, "agreement": share[(group, bits)]}}
 
 
+CASE_ARRAYS = ("a", "b", "c", "got")  # the arrays of model_data, saved as <name>_<format>
+
+
+def save_cases(path: str, data: dict) -> str:
+    """Save :func:`model_data` results by format (``{fmt: data}``) as a numpy ``.npz`` file of
+    arrays ``<name>_<fmt>`` (``.npz`` added to ``path`` where missing); returns the path written."""
+    path = str(path) if str(path).endswith(".npz") else f"{path}.npz"
+    np.savez_compressed(path, **{f"{name}_{fmt}": d[name] for fmt, d in data.items() for name in CASE_ARRAYS})
+    return path
+
+
+def load_cases(path: str, fmt: str) -> dict:
+    """The cases of format ``fmt`` saved by :func:`save_cases`, as :func:`model_fit` takes them."""
+    with np.load(path) as z:
+        return {name: z[f"{name}_{fmt}"] for name in CASE_ARRAYS}
+
+
 def model_agreement(fmt: str, rng, n: int = MODEL_CASES) -> dict:
     """:func:`model_fit` of ``n`` random instructions run on the GPU (see the module docstring)."""
     return model_fit(model_data(fmt, rng, n))

@@ -15,8 +15,8 @@ def register(sub) -> None:
     p.add_argument("--json", default=None, metavar="PATH", help="also write the findings as JSON")
     p.add_argument("--cases", default=None, metavar="PATH",
                    help="also save 8,192 random instructions a format and the GPU's results, for fitting a model "
-                        "of the accumulation offline (gemm.diagnostics.probe.model_fit): a numpy .npz file "
-                        "(the suffix is added where missing) of arrays a_<fmt>, b_<fmt>, c_<fmt>, got_<fmt>")
+                        "of the accumulation offline (gemm.diagnostics.probe.load_cases and model_fit): a numpy "
+                        ".npz file (the suffix is added where missing)")
     p.set_defaults(func=run)
 
 
@@ -41,8 +41,6 @@ def run(args) -> int:
         write_json(args.json, {"environment": environment(), "probe": rows})
     if args.cases:
         rng = np.random.default_rng(7)
-        data = {f"{key}_{fmt}": v for fmt in probe.FORMATS for key, v in probe.model_data(fmt, rng, 8192).items()}
-        path = args.cases if str(args.cases).endswith(".npz") else f"{args.cases}.npz"
-        np.savez_compressed(path, **data)
-        print(f"wrote {path}")
+        path = probe.save_cases(args.cases, {fmt: probe.model_data(fmt, rng, 8192) for fmt in probe.FORMATS})
+        print(f"wrote {path} (gemm.diagnostics.probe.load_cases, then model_fit)")
     return status

@@ -326,6 +326,28 @@ def test_probe_cli_without_gpu(capsys, monkeypatch):
     assert "the probe runs mma instructions on a CUDA GPU; none is available" in capsys.readouterr().err
 
 
+def test_probe_cli_saves_the_cases(capsys, monkeypatch, tmp_path):
+    """``qsim-tc probe --cases F`` (on a stand-in GPU) writes F.npz, which load_cases reads back
+    for model_fit; a --cases path in a missing folder is refused before any work."""
+    from gemm.diagnostics import probe
+    from gemm.tcec.emulate import tc_mma
+    from qsim_tc.cli import main
+
+    def stand_in(fmt, cases):
+        a, b, c = (np.array([case[j] for case in cases]) for j in range(3))
+        return tc_mma(c.astype(np.float32), a.astype(np.float64) * b.astype(np.float64))
+
+    monkeypatch.setattr(gemm, "gpu_available", lambda: True)
+    monkeypatch.setattr(probe, "probe_all", lambda: [])
+    monkeypatch.setattr(probe, "dots", stand_in)
+    assert main(["probe", "--cases", str(tmp_path / "none" / "cases")]) == 2
+    assert "--cases" in capsys.readouterr().err
+    assert main(["probe", "--cases", str(tmp_path / "cases")]) == 0
+    for fmt in probe.FORMATS:
+        data = probe.load_cases(tmp_path / "cases.npz", fmt)
+        assert data["a"].shape == (8192, probe.K[fmt]) and probe.model_fit(data)["model_agreement"] == 1.0
+
+
 @pytest.mark.parametrize("chain", [1, 2])
 def test_debias_epilogue_removes_the_bias(chain, monkeypatch, rng):
     """The epilogue debias (beta * hi*hi sum) leaves a mean relative bias well under the 0.29-0.44
@@ -519,7 +541,7 @@ def test_small_products_take_the_fused_kernel():
 
 @pytest.mark.parametrize("fmt,bits,steps", [("fp16", 2, 1), ("fp16", 5, 1), ("tf32", 0, 1), ("tf32", 3, 1),
                                             ("fp16", 2, 2), ("fp16", 3, 4), ("tf32", 2, 2)])
-def test_probe_model_check_finds_the_gpus_kept_bits(fmt, bits, steps, monkeypatch):
+def test_probe_model_check_finds_the_gpus_kept_bits(fmt, bits, steps, monkeypatch, tmp_path):
     """The probe's model check on a stand-in GPU that keeps ``bits`` bits and sums its k products
     in ``steps`` steps: the emulation agrees on every instruction only with those, and the random
     instructions tell the bit counts and the steps apart."""
@@ -546,7 +568,11 @@ def test_probe_model_check_finds_the_gpus_kept_bits(fmt, bits, steps, monkeypatc
     # the saved form of the cases fits alike
     data = probe.model_data(fmt, np.random.default_rng(4), 256)
     assert set(data) == {"a", "b", "c", "got"} and data["got"].dtype == np.float32
-    assert probe.model_fit(data)["model_best"]["agreement"] == 1.0
+    path = probe.save_cases(tmp_path / "cases", {fmt: data})
+    assert path.endswith(".npz")
+    back = probe.load_cases(path, fmt)
+    assert all(np.array_equal(back[k], data[k]) for k in data)
+    assert probe.model_fit(back)["model_best"]["agreement"] == 1.0
     a, b, c = probe.model_cases(fmt, np.random.default_rng(0), 64)
     assert a.shape == b.shape == (64, probe.K[fmt]) and c.dtype == np.float32 and (c == 0).any()
     if fmt == "fp16":
