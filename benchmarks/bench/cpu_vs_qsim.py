@@ -218,10 +218,10 @@ def host_cpu() -> dict:
     (the ratio to qsim moves with all three between hosts)."""
     from llvmlite import binding as llvm  # noqa: PLC0415
 
-    from qsim_tc.stages import cpu as stages_cpu  # noqa: PLC0415
     from qsim_tc.stages import cpu_kernels  # noqa: PLC0415
+    from qsim_tc.stages.host_cache import cache_sizes  # noqa: PLC0415
 
-    sizes = stages_cpu.cache_sizes()
+    sizes = cache_sizes()
     caches = {f"l{level}_bytes": sizes.get(level) for level in (2, 3)}
     return {"llvm_cpu": llvm.get_host_cpu_name(), "vector_bytes": cpu_kernels.VECTOR_BYTES,
             "cpus": os.cpu_count(), **caches}

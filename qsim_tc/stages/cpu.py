@@ -20,7 +20,6 @@ canonicalized at the end).
 
 from __future__ import annotations
 
-import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,6 +28,7 @@ import numpy as np
 import gemm
 from qsim_tc.engine.storage import PhysicalState
 from qsim_tc.stages import cpu_kernels as kernels
+from qsim_tc.stages.host_cache import l2_chunk_cap, last_level_cache
 from qsim_tc.stages.fusion import fuse_stage
 from qsim_tc.stages.plan import RELABEL, Stage, StagePlan
 from qsim_tc.stages.structure import CONTROLLED, DIAGONAL
@@ -44,7 +44,11 @@ DEFAULT_BLOCK_BYTES = {8: 4 << 20, 16: 2 << 20}
 # filled it: at 2 MiB, 24 qubits, quantum volume 3.61 -> 3.43 s, brickwork(24, 4, 10) 2.37 ->
 # 2.18, QFT 0.879 -> 0.868 (a Zen 3 with a larger L3 ran 2 and 4 MiB alike). Never below
 # 2^(L + lane bits) amplitudes: the lanes must fill one vector (1 MiB, 2 lane bits for L = 15,
-# took quantum volume to 7.4 s).
+# took quantum volume to 7.4 s). Where a core's L2 is large (>= 2 MiB), a chunk is also kept to
+# half of it (host_cache.l2_chunk_cap): on a 2-core AVX-512 host with 2 MiB of L2 a core, 24
+# qubits, 1 MiB against 4 MiB (complex64) and 2 MiB (complex128), QFT 0.82x / 0.93x the time,
+# brickwork(24, 4, 10) 0.90x / 0.91x, brickwork(24, 2, 20) complex128 0.93x, QuantumVolume
+# complex128 1.025x (the wider complex64 plans keep their 4 MiB floor).
 # In-stage fusion (qsim_tc.stages.fusion): the time of one k-target dense op (k = 1 .. 4) over
 # a 24-qubit state at the default chunk, ms, 2 threads, one stage of 40 Haar gates on random local
 # qubits, by the kernels' vector width (cpu_kernels.VECTOR_BYTES). AVX-512 (2-core Xeon): a chunk
@@ -143,9 +147,11 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
     return phys
 
 
-def default_block_bytes(itemsize: int, local_qubits: int, threads: int, cache_bytes: int | None = -1) -> int:
+def default_block_bytes(itemsize: int, local_qubits: int, threads: int, cache_bytes: int | None = -1,
+                        l2_bytes: int | None = -1) -> int:
     """The chunk of the CPU executor: :data:`DEFAULT_BLOCK_BYTES`, at most half of each thread's
-    share of the last-level cache, at least 2^(local_qubits + lane bits) amplitudes.
+    share of the last-level cache and at most the L2 cap (:func:`~qsim_tc.stages.host_cache.l2_chunk_cap`),
+    at least 2^(local_qubits + lane bits) amplitudes.
 
     Args:
         itemsize: bytes of an amplitude (8 or 16).
@@ -153,6 +159,7 @@ def default_block_bytes(itemsize: int, local_qubits: int, threads: int, cache_by
         threads: the worker threads, each with a chunk of its own.
         cache_bytes: the last-level cache shared by the threads (-1: the host's, None: unknown,
             no cap).
+        l2_bytes: a core's L2 (-1: the host's, None: unknown, no cap).
     """
     block = DEFAULT_BLOCK_BYTES.get(itemsize, 4 << 20)
     if cache_bytes == -1:
@@ -160,41 +167,11 @@ def default_block_bytes(itemsize: int, local_qubits: int, threads: int, cache_by
     if cache_bytes:
         share = cache_bytes // max(1, threads)
         block = min(block, 1 << max(0, (share // 2).bit_length() - 1))  # a power of two
+    cap = l2_chunk_cap(l2_bytes)
+    if cap:
+        block = min(block, cap)
     lane_bits = max(0, (kernels.VECTOR_BYTES // (itemsize // 2)).bit_length() - 1)  # one vector of lanes
     return max(block, itemsize << (local_qubits + lane_bits))
-
-
-def cache_sizes(base: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[int, int]:
-    """Bytes of each data (or unified) cache level of CPU 0, from sysfs (``base``); empty where
-    sysfs does not say."""
-    out: dict[int, int] = {}
-    try:
-        entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
-    except OSError:
-        return out
-    for entry in entries:
-        try:
-            with open(f"{base}/{entry}/level") as f:
-                level = int(f.read())
-            with open(f"{base}/{entry}/type") as f:
-                kind = f.read().strip()
-            with open(f"{base}/{entry}/size") as f:
-                text = f.read().strip()
-            if kind == "Instruction" or not text:
-                continue
-            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
-            out[level] = int(text.rstrip("KMGkmg")) * scale
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-@functools.lru_cache(maxsize=1)
-def last_level_cache() -> int | None:
-    """Bytes of the host's last-level cache that CPU 0 shares (:func:`cache_sizes`), None where
-    unknown."""
-    sizes = cache_sizes()
-    return sizes[max(sizes)] if sizes else None
 
 
 def _next_local(plan: StagePlan) -> list[dict[int, int]]:

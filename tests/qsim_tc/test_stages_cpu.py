@@ -161,21 +161,45 @@ def test_default_chunk_keeps_to_the_cache_share_and_the_lanes(monkeypatch):
 
     monkeypatch.setattr(cpu_kernels, "VECTOR_BYTES", 32)
     default = cpu.DEFAULT_BLOCK_BYTES
-    assert cpu.default_block_bytes(8, 13, 2, None) == default[8]  # cache unknown: no cap
-    assert cpu.default_block_bytes(8, 13, 2, 64 << 20) == default[8]  # a large L3: no change
-    assert cpu.default_block_bytes(8, 13, 2, 8 << 20) == 2 << 20  # 8 MiB over 2 threads
-    assert cpu.default_block_bytes(8, 13, 1, 8 << 20) == min(default[8], 4 << 20)
-    assert cpu.default_block_bytes(8, 13, 2, 6 << 20) == 1 << 20  # half of 3 MiB, rounded down
+
+    def chunk(item, big_l, threads, llc):
+        return cpu.default_block_bytes(item, big_l, threads, llc, l2_bytes=None)
+
+    assert chunk(8, 13, 2, None) == default[8]  # cache unknown: no cap
+    assert chunk(8, 13, 2, 64 << 20) == default[8]  # a large L3: no change
+    assert chunk(8, 13, 2, 8 << 20) == 2 << 20  # 8 MiB over 2 threads
+    assert chunk(8, 13, 1, 8 << 20) == min(default[8], 4 << 20)
+    assert chunk(8, 13, 2, 6 << 20) == 1 << 20  # half of 3 MiB, rounded down
     # floors: L = 15 with 3 lane bits of float32 (one 256-bit vector) is 2 MiB of complex64
-    assert cpu.default_block_bytes(8, 15, 2, 4 << 20) == 8 << 18
-    assert cpu.default_block_bytes(16, 12, 8, 1 << 20) == 16 << 14  # complex128: 2 lane bits
+    assert chunk(8, 15, 2, 4 << 20) == 8 << 18
+    assert chunk(16, 12, 8, 1 << 20) == 16 << 14  # complex128: 2 lane bits
     monkeypatch.setattr(cpu_kernels, "VECTOR_BYTES", 64)
-    assert cpu.default_block_bytes(8, 15, 2, 4 << 20) == 8 << 19  # AVX-512: 4 lane bits
+    assert chunk(8, 15, 2, 4 << 20) == 8 << 19  # AVX-512: 4 lane bits
+
+
+def test_default_chunk_keeps_to_half_a_large_l2(monkeypatch):
+    # a core with >= 2 MiB of L2 keeps its chunk to half of it (rounded down to a power of two),
+    # above the lanes' floor; smaller or unknown L2s cap nothing
+    from qsim_tc.stages import cpu, cpu_kernels, host_cache
+
+    monkeypatch.setattr(cpu_kernels, "VECTOR_BYTES", 64)
+    assert host_cache.l2_chunk_cap(2 << 20) == 1 << 20
+    assert host_cache.l2_chunk_cap(3 << 20) == 1 << 20
+    assert host_cache.l2_chunk_cap(4 << 20) == 2 << 20
+    assert host_cache.l2_chunk_cap(1 << 20) is None  # below L2_CAP_MIN_BYTES
+    assert host_cache.l2_chunk_cap(None) is None
+    assert cpu.default_block_bytes(8, 13, 2, 480 << 20, l2_bytes=2 << 20) == 1 << 20  # 4 lane bits: 2^17
+    assert cpu.default_block_bytes(16, 12, 2, 480 << 20, l2_bytes=2 << 20) == 1 << 20  # 2^16 complex128
+    assert cpu.default_block_bytes(8, 15, 2, 480 << 20, l2_bytes=2 << 20) == 8 << 19  # the floor wins
+    assert cpu.default_block_bytes(8, 13, 2, 480 << 20, l2_bytes=1 << 20) == cpu.DEFAULT_BLOCK_BYTES[8]
+    # this host's cap is what the default reads
+    monkeypatch.setattr(host_cache, "core_l2", lambda: 2 << 20)
+    assert cpu.default_block_bytes(8, 13, 2, None) == 1 << 20
 
 
 def test_cache_sizes_read_from_sysfs(tmp_path):
     # data and unified caches by level (instruction caches left out); no such folder: none
-    from qsim_tc.stages import cpu
+    from qsim_tc.stages import host_cache
 
     for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "64K"), (2, "Unified", "512K"),
                                              (3, "Unified", "8192K"), (4, "Unified", "")]):
@@ -184,7 +208,7 @@ def test_cache_sizes_read_from_sysfs(tmp_path):
         (d / "level").write_text(f"{level}\n")
         (d / "type").write_text(f"{kind}\n")
         (d / "size").write_text(f"{size}\n")
-    assert cpu.cache_sizes(str(tmp_path)) == {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
-    assert cpu.cache_sizes(str(tmp_path / "missing")) == {}
-    size = cpu.last_level_cache()  # this host's
-    assert size is None or size == cpu.cache_sizes()[max(cpu.cache_sizes())]
+    assert host_cache.cache_sizes(str(tmp_path)) == {1: 32 << 10, 2: 512 << 10, 3: 8 << 20}
+    assert host_cache.cache_sizes(str(tmp_path / "missing")) == {}
+    size = host_cache.last_level_cache()  # this host's
+    assert size is None or size == host_cache.cache_sizes()[max(host_cache.cache_sizes())]
