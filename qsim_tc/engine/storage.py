@@ -94,6 +94,12 @@ class PhysicalState:
         into the spare buffer)."""
         if self.layout.is_identity:
             return
+        if not self.device.is_gpu and self.spare is not None:
+            # after the CPU stage executor: one compiled gather into its spare buffer
+            from qsim_tc.stages.cpu import canonicalize  # noqa: PLC0415 - numba, only where stages ran
+
+            if canonicalize(self):
+                return
         n = self.n_qubits
         if self.double_buffer:
             new = permute_bits(self.data, n, list(range(n)), self.layout.phys, self.xp, out=self.spare)

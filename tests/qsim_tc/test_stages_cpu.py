@@ -107,6 +107,93 @@ def test_physical_state_layouts_are_followed_and_left_lazy():
     np.testing.assert_allclose(phys.data, gate_at_a_time(both, psi), rtol=0, atol=1e-13)
 
 
+def _stored(psi, perm):
+    """A CPU PhysicalState holding ``psi`` with qubit perm[p] at storage bit p, and a spare buffer."""
+    n = len(perm)
+    phys = PhysicalState(permute_bits(psi.copy(), n, perm, list(range(n)), np), gemm.resolve_device("cpu"))
+    phys.layout.set(list(perm))
+    phys.spare = np.empty_like(phys.data)
+    return phys
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize(("n", "threads", "block_bits"), [(1, 1, None), (5, 2, 2), (12, 1, 5), (12, 2, 12), (16, 2, 9),
+                                                        (16, 1, None)])
+def test_compiled_canonicalize_undoes_any_layout(dtype, n, threads, block_bits):
+    """One compiled gather into the spare buffer puts any stored layout (reversed, random, lanes
+    moved above the chunk) back into logical order, bit for bit; no buffer is allocated."""
+    from qsim_tc.stages import cpu
+
+    psi = random_state(n, n, dtype)
+    rng = np.random.default_rng(n)
+    for perm in (list(range(n))[::-1], list(rng.permutation(n)), list(range(n))[n // 2:] + list(range(n))[:n // 2]):
+        phys = _stored(psi, [int(q) for q in perm])
+        old = phys.data
+        block = None if block_bits is None else psi.itemsize << block_bits
+        assert cpu.canonicalize(phys, threads=threads, block_bytes=block) is True
+        assert phys.layout.is_identity
+        np.testing.assert_array_equal(phys.data, psi)
+        if perm != sorted(perm):
+            assert phys.spare is old  # written into the spare buffer, even where chunks keep their place
+
+
+def test_compiled_canonicalize_leaves_what_it_cannot_take():
+    """No spare buffer (or one of another size) or a logical layout: nothing moves, and
+    PhysicalState.canonicalize falls back to its own permutation."""
+    from qsim_tc.stages import cpu
+
+    n = 8
+    psi = random_state(n, 1)
+    perm = [3, 1, 7, 0, 2, 6, 5, 4]
+    phys = _stored(psi, perm)
+    phys.spare = None
+    before = phys.data.copy()
+    assert cpu.canonicalize(phys) is False
+    np.testing.assert_array_equal(phys.data, before)
+    assert list(phys.layout.phys) == perm
+    phys.spare = np.empty(4, phys.data.dtype)
+    assert cpu.canonicalize(phys) is False
+    phys.canonicalize()  # the engine's own path
+    np.testing.assert_array_equal(phys.data, psi)
+    assert cpu.canonicalize(phys) is True  # already logical
+
+
+def test_physical_state_canonicalize_takes_the_compiled_gather(monkeypatch):
+    from qsim_tc.stages import cpu
+
+    calls = []
+    real = cpu.canonicalize
+    monkeypatch.setattr(cpu, "canonicalize", lambda phys, **kw: calls.append(1) or real(phys, **kw))
+    psi = random_state(9, 2)
+    phys = _stored(psi, [8, 0, 7, 1, 6, 2, 5, 3, 4])
+    phys.canonicalize()
+    assert calls and phys.layout.is_identity
+    np.testing.assert_array_equal(phys.data, psi)
+
+
+def test_compiled_canonicalize_interrupted_leaves_the_state_valid(monkeypatch):
+    """The gather writes only the spare buffer: a failure half-way leaves data and layout as they
+    were, a valid state in its old order."""
+    from qsim_tc.stages import cpu, cpu_kernels
+
+    psi = random_state(10, 4)
+    perm = [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]
+    phys = _stored(psi, perm)
+    before = phys.data.copy()
+    calls = []
+
+    def fail(*args):
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cpu_kernels, "run_chunks", fail)
+    with pytest.raises(KeyboardInterrupt):
+        cpu.canonicalize(phys, threads=1, block_bytes=16 << 4)
+    assert calls
+    np.testing.assert_array_equal(phys.data, before)
+    assert list(phys.layout.phys) == perm and phys.invalid is None
+
+
 def test_a_stage_of_swaps_only_moves_nothing():
     c = Circuit(6)
     sw = _qiskit(lib.SwapGate())
