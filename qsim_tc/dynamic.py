@@ -193,6 +193,9 @@ class _Builder:
             elif name in SAVE_KINDS:
                 flush()
                 ops.append(self.save(op, qs, where))
+            elif name == "store":
+                raise CircuitError(f"in circuit {self.qc.name!r}: {where} writes a classical variable; classical "
+                                   "variables are not supported, only bits and registers")
             elif name in ("break_loop", "continue_loop"):
                 raise CircuitError(f"in circuit {self.qc.name!r}: {where} is not supported; break and continue "
                                    "cannot be run, rewrite the loop with a condition")

@@ -157,6 +157,28 @@ def test_break_loop_is_rejected_with_its_name(backend):
         backend.run(qc)
 
 
+def test_classical_variables_are_rejected_with_their_instruction(backend):
+    """A ``store`` into a classical variable (and a condition that reads one) gets a clear error
+    naming the instruction, before anything runs (Qiskit's own error would name a missing
+    variable)."""
+    from qiskit.circuit.classical import expr, types
+
+    qc = QuantumCircuit(1, 1)
+    v = qc.add_var("v", expr.lift(False))
+    qc.h(0)
+    qc.measure(0, 0)
+    qc.store(v, qc.clbits[0])
+    with pytest.raises(CircuitError, match=r"instruction \d+ \('store'.*classical variables are not supported"):
+        backend.run(qc)
+    qc = QuantumCircuit(1, 1)
+    v = qc.add_input("flag", types.Bool())
+    with qc.if_test(v):
+        qc.x(0)
+    qc.measure(0, 0)
+    with pytest.raises(CircuitError, match="classical variables"):
+        backend.run(qc)
+
+
 # --- dynamic circuits -------------------------------------------------------------------------
 
 
@@ -248,7 +270,7 @@ def for_loop_rotations():
 
 
 def expr_condition():
-    from qiskit.circuit.classical import expr
+    from qiskit.circuit.classical import expr, types
 
     qc = QuantumCircuit(3, 3)
     qc.h([0, 1])
