@@ -137,6 +137,31 @@ def compile_circuit(qc) -> Program:
     return Program(qc.num_qubits, qc.num_clbits, ops, has_meas, dynamic)
 
 
+# the error report of a program that projects and renormalises its branches' states
+DYNAMIC_NO_BOUND = ("mid-circuit measurements, resets or classical control: no bound is derived through their "
+                    "projections and renormalisations")
+
+
+def needs_runner(qc) -> bool:
+    """Whether ``qc`` must run as a :class:`Program` (:class:`Runner`) rather than as one unitary
+    circuit with final measurements: it has classical control flow, a reset, or a qubit that is
+    used after it is measured (what :func:`circuits.from_qiskit` refuses)."""
+    qiskit = require_qiskit("qsim_tc.dynamic")
+    measured: set = set()
+    for inst in qc.data:
+        op = inst.operation
+        if isinstance(op, qiskit.circuit.ControlFlowOp) or op.name == "reset":
+            return True
+        if op.name in _IGNORED:
+            continue
+        qs = {qc.find_bit(q).index for q in inst.qubits}
+        if op.name == "measure":
+            measured |= qs
+        elif measured & qs:
+            return True
+    return False
+
+
 def _walk(ops):
     for op in ops:
         yield op

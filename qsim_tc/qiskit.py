@@ -4,8 +4,10 @@ They follow the contracts of Qiskit's ``StatevectorSampler`` and ``StatevectorEs
 same PUBs (circuit, parameter values, shots or observables and precision), the same parameter
 broadcasting, the same ``DataBin`` fields (one ``BitArray`` per classical register; ``evs`` and
 ``stds``) and metadata keys. The state comes from :class:`qsim_tc.Simulator` on any backend and
-device, after :func:`circuits.from_qiskit`; so a mid-circuit measurement, a reset or classical
-control is rejected with a ``circuits.CircuitError`` that names the instruction.
+device, after :func:`circuits.from_qiskit`. The Sampler also runs dynamic circuits (a mid-circuit
+measurement, a reset, classical control) as ``QsimTcBackend`` does, one program with shot
+branching per binding (:mod:`qsim_tc.dynamic`); the Estimator needs a unitary circuit and
+rejects them with a ``circuits.CircuitError`` that names the instruction.
 
     from qsim_tc.qiskit import Sampler, Estimator
     result = Sampler(seed=7).run([(qc, params)], shots=1000).result()
@@ -52,6 +54,7 @@ from qiskit.primitives.primitive_job import PrimitiveJob  # noqa: E402
 
 from circuits import CircuitError  # noqa: E402
 from qsim_tc.batched import BatchedCircuit  # noqa: E402
+from qsim_tc.dynamic import DYNAMIC_NO_BOUND, Runner, compile_circuit, needs_runner  # noqa: E402
 from qsim_tc.observables import collect, term_values  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402
 from qsim_tc.state import SAMPLE_BYTES_PER_SHOT, StateVector, check_shots  # noqa: E402
@@ -182,6 +185,8 @@ class Sampler(_Backed, BaseSamplerV2):
         params = pub.parameter_values
         arrays = {name: np.zeros(params.shape + (pub.shots, (size + 7) // 8), dtype=np.uint8)
                   for name, size, _ in registers}
+        if needs_runner(qc):
+            return self._run_dynamic_pub(pub, rng, registers, arrays)
         for index, state, measured in self._states_of(qc, params):
             clbit_qubit = {c: q for q, c in measured}
             qargs = sorted(set(clbit_qubit.values()))
@@ -197,6 +202,23 @@ class Sampler(_Backed, BaseSamplerV2):
         return SamplerPubResult(DataBin(**data, shape=pub.shape),
                                 metadata={"shots": pub.shots, "circuit_metadata": qc.metadata,
                                           "error": self._take_error(self._batched(qc, params.size))})
+
+    def _run_dynamic_pub(self, pub: SamplerPub, rng, registers, arrays) -> SamplerPubResult:
+        """A PUB whose circuit measures mid-circuit, resets or branches on classical bits: each
+        binding runs as a program with shot branching (:class:`qsim_tc.dynamic.Runner`, as the
+        backend runs it), and each shot's classical bits fill the registers."""
+        qc = pub.circuit
+        for index, bound in np.ndenumerate(pub.parameter_values.bind_all(qc)):
+            clbits = Runner(self._simulator, rng).run(compile_circuit(bound), pub.shots).clbits
+            for name, size, cbs in registers:
+                bits = np.zeros((pub.shots, size), dtype=bool)
+                for k, cb in enumerate(cbs):
+                    bits[:, k] = ((clbits >> cb) & 1).astype(bool)
+                arrays[name][index] = BitArray.from_bool_array(bits, order="little").array
+        data = {name: BitArray(arrays[name], size) for name, size, _ in registers}
+        return SamplerPubResult(DataBin(**data, shape=pub.shape),
+                                metadata={"shots": pub.shots, "circuit_metadata": qc.metadata,
+                                          "error": {"l2_bound": None, "no_bound": DYNAMIC_NO_BOUND}})
 
     def _states_of(self, qc, params):
         """(index, state, measured pairs) of each binding, in order: one plan for all bindings

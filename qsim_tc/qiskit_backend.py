@@ -48,7 +48,7 @@ from qiskit.transpiler import Target  # noqa: E402
 from qsim_tc import __version__, run_error  # noqa: E402
 from circuits.errors import CircuitError  # noqa: E402
 from qsim_tc.batched import BatchedCircuit  # noqa: E402
-from qsim_tc.dynamic import FinalMeasure, Program, Runner, Unitary, compile_circuit  # noqa: E402
+from qsim_tc.dynamic import DYNAMIC_NO_BOUND, FinalMeasure, Program, Runner, Unitary, compile_circuit  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402
 from qsim_tc.state import MAX_QUBITS, StateVector  # noqa: E402
 
@@ -293,8 +293,7 @@ def _experiment_error(program: Program, reports: list, dtype, *, batched: bool) 
     if batched:
         return {"l2_bound": None, "no_bound": "the bindings ran as one batched plan, which reports no bound"}
     if program.dynamic:
-        return {"l2_bound": None, "no_bound": "mid-circuit measurements, resets or classical control: no bound "
-                                              "is derived through their projections and renormalisations"}
+        return {"l2_bound": None, "no_bound": DYNAMIC_NO_BOUND}
     unitaries = sum(1 for op in program.ops if isinstance(op, Unitary))
     if unitaries == 0:  # |0...0> as made, exact
         return {"l2_bound": 0.0, "l2_estimate": 0.0, "max_abs_bound": 0.0, "infidelity_bound": 0.0,

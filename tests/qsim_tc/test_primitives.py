@@ -149,13 +149,44 @@ def test_no_classical_registers_warns_and_returns_empty():
     assert len(res.data) == 0
 
 
-def test_sampler_rejects_mid_circuit_measurement():
-    qc = QuantumCircuit(1, 1)
+def test_sampler_runs_mid_circuit_measurement():
+    """A qubit measured, then changed and measured again (what a unitary circuit cannot hold)
+    runs with shot branching: the second reading is a fair coin, the first always 0."""
+    qc = QuantumCircuit(1, 2)
     qc.measure(0, 0)
     qc.h(0)
-    qc.measure(0, 0)
-    with pytest.raises(CircuitError, match=r"mid-circuit measurement: qubit 0 is measured by instruction 0"):
-        Sampler(device="cpu").run([qc]).result()
+    qc.measure(0, 1)
+    shots = 4000
+    counts = Sampler(device="cpu", seed=3).run([qc], shots=shots).result()[0].data.c.get_counts()
+    assert set(counts) <= {"00", "10"} and sum(counts.values()) == shots
+    assert chisquare([counts.get("00", 0), counts.get("10", 0)], [shots / 2, shots / 2]).pvalue > 1e-3
+
+
+def test_sampler_runs_dynamic_circuits_per_binding():
+    """Mid-circuit measurement, a condition on its bit, a reset, with an array of bindings: each
+    binding's outcomes follow its exact probability, the conditioned copy always agrees with the
+    measured bit, and the reset qubit always reads 0; the metadata say why no error bound is given."""
+    t = Parameter("t")
+    qc = QuantumCircuit(2, 3)
+    qc.rx(t, 0)
+    qc.measure(0, 0)  # 1 with probability sin^2(t / 2)
+    with qc.if_test((qc.clbits[0], 1)):
+        qc.x(1)  # copies the outcome
+    qc.reset(0)
+    qc.measure(0, 1)
+    qc.measure(1, 2)
+    thetas = np.array([0.4, 1.9, np.pi])
+    shots = 4000
+    res = Sampler(device="cpu", seed=5).run([(qc, thetas)], shots=shots).result()[0]
+    assert res.data.c.shape == (3,)
+    for i, theta in enumerate(thetas):
+        counts = res.data.c[i].get_counts()
+        assert set(counts) <= {"000", "101"} and sum(counts.values()) == shots
+        p1 = np.sin(theta / 2) ** 2
+        assert abs(counts.get("101", 0) - shots * p1) <= 5 * np.sqrt(shots * p1 * (1 - p1)) + 1
+    assert "mid-circuit" in res.metadata["error"]["no_bound"]
+    again = Sampler(device="cpu", seed=5).run([(qc, thetas)], shots=shots).result()[0]
+    np.testing.assert_array_equal(again.data.c.array, res.data.c.array)  # the seed fixes the outcomes
 
 
 # --- Estimator -------------------------------------------------------------------------------
