@@ -56,10 +56,9 @@ from circuits import CircuitError  # noqa: E402
 from qsim_tc.batched import BatchedCircuit  # noqa: E402
 from qsim_tc.dynamic import DYNAMIC_NO_BOUND, Runner, compile_circuit, needs_runner  # noqa: E402
 from qsim_tc.observables import collect, term_values  # noqa: E402
+from qsim_tc.qiskit_backend import QsimTcBackend, QsimTcJob  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402
 from qsim_tc.state import SAMPLE_BYTES_PER_SHOT, StateVector, check_shots  # noqa: E402
-
-from qsim_tc.qiskit_backend import QsimTcBackend, QsimTcJob  # noqa: E402
 
 __all__ = ["Estimator", "QsimTcBackend", "QsimTcJob", "Sampler", "pauli_expectation_values"]
 

@@ -28,8 +28,8 @@ import numpy as np
 import gemm
 from qsim_tc.engine.storage import PhysicalState
 from qsim_tc.stages import cpu_kernels as kernels
-from qsim_tc.stages.host_cache import l2_chunk_cap, last_level_cache
 from qsim_tc.stages.fusion import fuse_stage
+from qsim_tc.stages.host_cache import l2_chunk_cap, last_level_cache
 from qsim_tc.stages.plan import RELABEL, Stage, StagePlan
 from qsim_tc.stages.structure import CONTROLLED, DIAGONAL
 

@@ -13,7 +13,6 @@ from qiskit.quantum_info import SparsePauliOp, Statevector, random_pauli_list  #
 from scipy.stats import chisquare  # noqa: E402
 
 import qsim_tc.qiskit as qq  # noqa: E402
-from circuits import CircuitError  # noqa: E402
 from qsim_tc import StateVector  # noqa: E402
 from qsim_tc.qiskit import Estimator, Sampler, pauli_expectation_values  # noqa: E402
 

@@ -270,7 +270,7 @@ def for_loop_rotations():
 
 
 def expr_condition():
-    from qiskit.circuit.classical import expr, types
+    from qiskit.circuit.classical import expr
 
     qc = QuantumCircuit(3, 3)
     qc.h([0, 1])

@@ -1,0 +1,146 @@
+"""A/B comparisons of the CPU stage executor, each pair alternating in one process.
+
+``--compare chunk``: the chunk with and without the L2 cap. For each circuit and dtype, the
+Simulator's plan (``stage_choice.decide_cpu``) run by ``run_stages`` at the default chunk (``stages.cpu.default_block_bytes``, which keeps a chunk to
+half of a large L2: ``stages.host_cache.l2_chunk_cap``) and at the chunk the rule gave before
+the cap (the same call with no L2). The repeats alternate between the two, so that a slow spell
+of a shared host touches both; the minimum is kept. The states must agree (1e-4 complex64,
+1e-12 complex128) before a time is reported.
+
+``--compare canonicalize``: putting the state back into logical order after the stages, numpy's
+in-place permutation against the compiled gather into the spare buffer
+(``stages.cpu.canonicalize``). The plan is run once on a ``PhysicalState``; its final layout is
+then undone from copies of that state, alternately by the engine's own permutation
+(``PhysicalState.canonicalize`` with no spare buffer) and by the gather. Both results must
+equal bit for bit.
+
+    python -m benchmarks.bench.cpu_stage_ab --compare chunk --json benchmarks/results/stages_cpu_chunk_ab.json
+    python -m benchmarks.bench.cpu_stage_ab --compare canonicalize --json benchmarks/results/stages_cpu_canonicalize_ab.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+import gemm
+from benchmarks.bench.auto import build
+from benchmarks.bench.cpu_vs_qsim import host_cpu
+from benchmarks.common import write_results
+from qsim_tc.engine.storage import PhysicalState
+from qsim_tc.stages.choice import decide_cpu
+from qsim_tc.stages.cpu import canonicalize, default_block_bytes, run_stages
+from qsim_tc.stages.host_cache import l2_chunk_cap
+
+MODULE = "benchmarks.bench.cpu_stage_ab"
+TOL = {8: 1e-4, 16: 1e-12}
+
+
+def compare_chunk(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+    circ, desc = build(name, n)
+    item = np.dtype(dtype).itemsize
+    plan = decide_cpu(circ, item, always=True).plan
+    chunks = {"default": default_block_bytes(item, plan.local_qubits, threads),
+              "no_l2_cap": default_block_bytes(item, plan.local_qubits, threads, l2_bytes=None)}
+
+    def go(chunk):
+        psi = np.zeros(1 << n, dtype)
+        psi[0] = 1
+        t0 = time.perf_counter()
+        out = run_stages(psi, plan, block_bytes=chunk, threads=threads)
+        return time.perf_counter() - t0, out
+
+    ref = go(chunks["no_l2_cap"])[1].copy()
+    go(chunks["default"])  # warm-up of both shapes
+    times: dict[str, list[float]] = {k: [] for k in chunks}
+    for _ in range(repeats):
+        for k, chunk in chunks.items():
+            dt, out = go(chunk)
+            err = float(np.abs(out - ref).max())
+            if err > TOL[item]:
+                raise SystemExit(f"{desc} {np.dtype(dtype).name}: chunk {chunk} differs by {err:.3g}")
+            times[k].append(dt)
+    return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
+            "local_qubits": plan.local_qubits, "stages": plan.n_stages,
+            **{f"{k}_chunk_bytes": v for k, v in chunks.items()},
+            **{f"{k}_s": min(v) for k, v in times.items()}, **{f"{k}_all_s": v for k, v in times.items()},
+            "ratio_default_to_no_cap": min(times["default"]) / min(times["no_l2_cap"])}
+
+
+def compare_canonicalize(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+    circ, desc = build(name, n)
+    plan = decide_cpu(circ, np.dtype(dtype).itemsize, always=True).plan
+    psi = np.zeros(1 << n, dtype)
+    psi[0] = 1
+    done = run_stages(PhysicalState(psi, gemm.resolve_device("cpu")), plan, threads=threads)
+    layout = list(done.layout.phys)
+    stored = done.data.copy()
+
+    def state(with_spare: bool) -> PhysicalState:
+        phys = PhysicalState(stored.copy(), gemm.resolve_device("cpu"))
+        phys.layout.set(layout)
+        if with_spare:  # as the stages leave it: allocated and written (its pages mapped)
+            phys.spare = np.empty_like(stored)
+            phys.spare.fill(0)
+        return phys
+
+    times: dict[str, list[float]] = {"numpy": [], "compiled": []}
+    outs = {}
+    for _ in range(repeats):
+        for kind in times:
+            phys = state(kind == "compiled")
+            t0 = time.perf_counter()
+            if kind == "compiled":
+                assert canonicalize(phys, threads=threads)
+            else:
+                phys.canonicalize()
+            times[kind].append(time.perf_counter() - t0)
+            outs[kind] = phys.data
+    if not np.array_equal(outs["numpy"], outs["compiled"]):
+        raise SystemExit(f"{desc}: the two orders differ")
+    return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n, "final_layout": layout,
+            **{f"{k}_s": min(v) for k, v in times.items()}, **{f"{k}_all_s": v for k, v in times.items()}}
+
+
+def _line_chunk(row: dict) -> str:
+    return (f"L {row['local_qubits']:2d}  {row['no_l2_cap_chunk_bytes'] >> 10:5d} KiB {row['no_l2_cap_s']:.3f} s  ->  "
+            f"{row['default_chunk_bytes'] >> 10:5d} KiB {row['default_s']:.3f} s  ({row['ratio_default_to_no_cap']:.3f}x)")
+
+
+def _line_canonicalize(row: dict) -> str:
+    return f"numpy {row['numpy_s'] * 1e3:6.1f} ms  compiled {row['compiled_s'] * 1e3:6.1f} ms"
+
+
+COMPARISONS = {"chunk": (compare_chunk, _line_chunk), "canonicalize": (compare_canonicalize, _line_canonicalize)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--compare", choices=sorted(COMPARISONS), default="chunk")
+    ap.add_argument("--qubits", type=int, default=24)
+    ap.add_argument("--circuits", default="qft,qv,brickwork4,brickwork2")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    print(f"L2 cap on this host: {l2_chunk_cap()}", flush=True)
+    compare, line = COMPARISONS[args.compare]
+    rows = []
+    for name in args.circuits.split(","):
+        for dtype in (np.complex64, np.complex128):
+            row = compare(name, dtype, args.qubits, args.threads, args.repeats)
+            rows.append(row)
+            print(f"{row['description'][:30]:30s} {row['dtype']:10s} {line(row)}", flush=True)
+    if args.json:
+        payload = {"compare": args.compare, "cpu": host_cpu(), "l2_chunk_cap": l2_chunk_cap(), "threads": args.threads,
+                   "rows": rows}
+        write_results(args.json, payload, module=MODULE, argv=argv if argv is not None else sys.argv[1:])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
