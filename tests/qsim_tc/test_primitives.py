@@ -162,30 +162,34 @@ def test_sampler_runs_mid_circuit_measurement():
 
 
 def test_sampler_runs_dynamic_circuits_per_binding():
-    """Mid-circuit measurement, a condition on its bit, a reset, with an array of bindings: each
-    binding's outcomes follow its exact probability, the conditioned copy always agrees with the
-    measured bit, and the reset qubit always reads 0; the metadata say why no error bound is given."""
+    """Mid-circuit measurement, a condition on its bit, a reset, with an array of bindings and two
+    registers: each binding's outcomes follow its exact probability, the conditioned copy always
+    agrees with the measured bit, and the reset qubit always reads 0; the metadata say why no
+    error bound is given."""
     t = Parameter("t")
-    qc = QuantumCircuit(2, 3)
+    m, out = ClassicalRegister(1, "m"), ClassicalRegister(2, "out")
+    qc = QuantumCircuit(QuantumRegister(2, "q"), m, out)
     qc.rx(t, 0)
-    qc.measure(0, 0)  # 1 with probability sin^2(t / 2)
-    with qc.if_test((qc.clbits[0], 1)):
+    qc.measure(0, m[0])  # 1 with probability sin^2(t / 2)
+    with qc.if_test((m, 1)):
         qc.x(1)  # copies the outcome
     qc.reset(0)
-    qc.measure(0, 1)
-    qc.measure(1, 2)
+    qc.measure(0, out[0])
+    qc.measure(1, out[1])
     thetas = np.array([0.4, 1.9, np.pi])
     shots = 4000
     res = Sampler(device="cpu", seed=5).run([(qc, thetas)], shots=shots).result()[0]
-    assert res.data.c.shape == (3,)
+    assert res.data.m.shape == res.data.out.shape == (3,)
     for i, theta in enumerate(thetas):
-        counts = res.data.c[i].get_counts()
-        assert set(counts) <= {"000", "101"} and sum(counts.values()) == shots
+        first = res.data.m[i].get_counts()
+        assert set(res.data.out[i].get_counts()) <= {"00", "10"}  # out[0] (reset) 0, out[1] the copy
+        np.testing.assert_array_equal(res.data.m[i].array[:, 0], res.data.out[i].array[:, 0] >> 1)
         p1 = np.sin(theta / 2) ** 2
-        assert abs(counts.get("101", 0) - shots * p1) <= 5 * np.sqrt(shots * p1 * (1 - p1)) + 1
+        assert sum(first.values()) == shots
+        assert abs(first.get("1", 0) - shots * p1) <= 5 * np.sqrt(shots * p1 * (1 - p1)) + 1
     assert "mid-circuit" in res.metadata["error"]["no_bound"]
     again = Sampler(device="cpu", seed=5).run([(qc, thetas)], shots=shots).result()[0]
-    np.testing.assert_array_equal(again.data.c.array, res.data.c.array)  # the seed fixes the outcomes
+    np.testing.assert_array_equal(again.data.out.array, res.data.out.array)  # the seed fixes the outcomes
 
 
 # --- Estimator -------------------------------------------------------------------------------
