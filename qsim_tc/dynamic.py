@@ -40,6 +40,10 @@ _AVERAGED = frozenset({"save_probabilities", "save_probabilities_dict", "save_am
 _IGNORED = frozenset({"barrier", "delay"})
 # a while loop that still runs after this many iterations is reported rather than run forever
 MAX_LOOP_ITERATIONS = 100_000
+# branches with the same classical bits whose states differ by at most this many units of
+# rounding (L2 norm) share one state (_merge)
+MERGE_ULPS = 16
+_MERGE_CHUNK = 1 << 20
 
 
 # --- the program ------------------------------------------------------------------------------
@@ -461,7 +465,7 @@ class Runner:
         if isinstance(op, Measure):
             return [nb for b in branches for nb in self._measure(b, op.qubit, op.clbit)]
         if isinstance(op, Reset):
-            return [nb for b in branches for nb in self._measure(b, op.qubit, None, reset=True)]
+            return _merge([nb for b in branches for nb in self._measure(b, op.qubit, None, reset=True)])
         if isinstance(op, FinalMeasure):
             return [nb for b in branches for nb in self._sample(b, op.pairs)]
         if isinstance(op, Save):
@@ -471,14 +475,14 @@ class Runner:
         if isinstance(op, IfElse):
             yes = [b for b in branches if op.condition(b.clbits)]
             no = [b for b in branches if not op.condition(b.clbits)]
-            return self._ops(op.true_body, yes) + self._ops(op.false_body, no)
+            return _merge(self._ops(op.true_body, yes) + self._ops(op.false_body, no))
         if isinstance(op, While):
             done, live = [], branches
             for _ in range(MAX_LOOP_ITERATIONS):
                 done += [b for b in live if not op.condition(b.clbits)]
                 live = [b for b in live if op.condition(b.clbits)]
                 if not live:
-                    return done
+                    return _merge(done)
                 live = self._ops(op.body, live)
             raise CircuitError(f"a while loop still runs after {MAX_LOOP_ITERATIONS} iterations")
         if isinstance(op, Switch):
@@ -494,7 +498,7 @@ class Runner:
                     out.append(b)  # no case and no default: nothing runs
             for k, group in groups.items():
                 out += self._ops(op.cases[k][1], group)
-            return out
+            return _merge(out)
         raise TypeError(f"unknown program op {type(op).__name__}")
 
     def _state(self, b: _Branch) -> StateVector:
@@ -535,6 +539,46 @@ class Runner:
                 bits = (bits & ~(1 << c)) | (((int(value) >> slot[q]) & 1) << c)
             groups[bits] = groups.get(bits, 0) + int(count)
         return [_Branch(b.state, count, bits) for bits, count in groups.items()]
+
+
+def _merge(branches: list) -> list:
+    """Branches with the same classical bits whose states agree to :data:`MERGE_ULPS` units of
+    rounding (in the L2 norm of their difference) become one, with their shots added: the shots
+    of a repeat-until-success loop leave it at different iterations in the same state (up to the
+    rounding of each iteration's renormalisation), a reset of a qubit that is not entangled gives
+    the same state for both outcomes, and from then on they share one state instead of one each.
+    The shots that move to the kept state see amplitudes that differ from their own by less than
+    one gate's rounding."""
+    out: list = []
+    kept: dict = {}
+    for b in branches:
+        for r in kept.setdefault(b.clbits, []):
+            if _same_state(r.state, b.state):
+                r.shots += b.shots
+                break
+        else:
+            kept[b.clbits].append(b)
+            out.append(b)
+    return out
+
+
+def _same_state(a: StateVector | None, b: StateVector | None) -> bool:
+    if a is b:
+        return True
+    if a is None or b is None or a.n_qubits != b.n_qubits or a.dtype != b.dtype:
+        return False
+    x, y = a.data(), b.data()
+    tol = MERGE_ULPS * float(np.finfo(x.real.dtype).eps)
+    step = max(1, x.size // 64)
+    if float(abs(x[::step] - y[::step]).max()) > tol:  # a sample first: differing states rarely need a full pass
+        return False
+    total = 0.0
+    for i in range(0, x.size, _MERGE_CHUNK):  # in pieces: no state-sized temporary
+        d = x[i:i + _MERGE_CHUNK] - y[i:i + _MERGE_CHUNK]
+        total += float((d.real * d.real + d.imag * d.imag).sum())
+        if total > tol * tol:
+            return False
+    return True
 
 
 def _project(state: StateVector, q: int, outcome: int, p: float, reset: bool) -> None:

@@ -338,6 +338,53 @@ def test_shot_branching_holds_few_states(backend):
     assert len(one.get_memory()) == 1 and one.results[0].metadata["branches"] == 1
 
 
+def test_branches_in_the_same_state_share_it(backend):
+    """Repeat until success: shots leave the loop at different iterations, each in the same
+    state (bit for bit), so after the loop they share one; the outcomes still follow the exact
+    distribution of the gates after the loop."""
+    tail = quantum_volume(3, depth=3, seed=2).decompose()
+    qc = QuantumCircuit(3, 4)
+    qc.h(0)
+    qc.measure(0, 3)
+    with qc.while_loop((qc.clbits[3], 0)):
+        qc.h(0)
+        qc.measure(0, 3)
+    qc.compose(tail, inplace=True)
+    qc.measure(range(3), range(3))
+    shots = 4000
+    res = backend.run(qc, shots=shots, seed_simulator=7).result()
+    assert res.results[0].metadata["branches"] <= 2  # the loop's live and finished shots; ~12 unmerged
+    counts = res.get_counts()
+    assert all(k[0] == "1" for k in counts)  # the loop's bit
+    start = QuantumCircuit(3)
+    start.x(0)
+    probs = Statevector(start.compose(tail)).probabilities()
+    observed = [counts.get("1" + format(v, "03b"), 0) for v in range(8)]
+    assert chisquare(observed, probs * shots).pvalue > 1e-3
+
+
+def test_a_reset_of_an_unentangled_qubit_keeps_one_state(backend):
+    """Both outcomes of resetting |+> (a product state) leave the same state: one branch; a reset
+    of half a Bell pair leaves two different states: two branches, and the partner reads 0 or 1
+    at random."""
+    qc = QuantumCircuit(2, 2)
+    qc.h(0)
+    qc.x(1)
+    qc.reset(0)
+    qc.measure([0, 1], [0, 1])
+    res = backend.run(qc, shots=500, seed_simulator=1).result()
+    assert res.get_counts() == {"10": 500} and res.results[0].metadata["branches"] == 1
+    bell = QuantumCircuit(2, 2)
+    bell.h(0)
+    bell.cx(0, 1)
+    bell.reset(0)
+    bell.measure([0, 1], [0, 1])
+    res = backend.run(bell, shots=2000, seed_simulator=2).result()
+    counts = res.get_counts()
+    assert set(counts) == {"00", "10"} and res.results[0].metadata["branches"] == 2
+    assert chisquare([counts["00"], counts["10"]]).pvalue > 1e-3
+
+
 @pytest.mark.gpu
 def test_gpu_dynamic_circuit_matches_cpu_distribution(cupy):
     qc = teleport()
