@@ -14,6 +14,10 @@ then undone from copies of that state, alternately by the engine's own permutati
 (``PhysicalState.canonicalize`` with no spare buffer) and by the gather. Both results must
 equal bit for bit.
 
+``--compare local``: the Simulator's plan at its default chunk beside the plans of L = 12, 13, 15
+and 16 local qubits, each at the smallest chunk its lanes allow (one vector of lanes): fewer
+stages against a larger chunk.
+
     python -m benchmarks.bench.cpu_stage_ab --compare chunk --json benchmarks/results/stages_cpu_chunk_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare canonicalize --json benchmarks/results/stages_cpu_canonicalize_ab.json
 """
@@ -32,9 +36,11 @@ from benchmarks.bench.auto import build
 from benchmarks.bench.cpu_vs_qsim import host_cpu
 from benchmarks.common import write_results
 from qsim_tc.engine.storage import PhysicalState
+from qsim_tc.stages import cpu_kernels
 from qsim_tc.stages.choice import decide_cpu
 from qsim_tc.stages.cpu import canonicalize, default_block_bytes, run_stages
 from qsim_tc.stages.host_cache import l2_chunk_cap
+from qsim_tc.stages.plan import plan_stages
 
 MODULE = "benchmarks.bench.cpu_stage_ab"
 TOL = {8: 1e-4, 16: 1e-12}
@@ -106,6 +112,45 @@ def compare_canonicalize(name: str, dtype, n: int, threads: int, repeats: int) -
             **{f"{k}_s": min(v) for k, v in times.items()}, **{f"{k}_all_s": v for k, v in times.items()}}
 
 
+def compare_local(name: str, dtype, n: int, threads: int, repeats: int, locals_=(12, 13, 15, 16)) -> dict:
+    circ, desc = build(name, n)
+    item = np.dtype(dtype).itemsize
+    lane_bits = (cpu_kernels.VECTOR_BYTES // (item // 2)).bit_length() - 1
+    chosen = decide_cpu(circ, item, always=True).plan
+    cases = {"default": (chosen, default_block_bytes(item, chosen.local_qubits, threads))}
+    for big_l in locals_:
+        if big_l + lane_bits <= n:
+            cases[f"L{big_l}"] = (plan_stages(circ, big_l), item << (big_l + lane_bits))
+
+    def go(case):
+        plan, chunk = case
+        psi = np.zeros(1 << n, dtype)
+        psi[0] = 1
+        t0 = time.perf_counter()
+        out = run_stages(psi, plan, block_bytes=chunk, threads=threads)
+        return time.perf_counter() - t0, out
+
+    ref = go(cases["default"])[1].copy()
+    for case in cases.values():
+        go(case)
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(repeats):
+        for k, case in cases.items():
+            dt, out = go(case)
+            err = float(np.abs(out - ref).max())
+            if err > TOL[item]:
+                raise SystemExit(f"{desc} {np.dtype(dtype).name}: {k} differs by {err:.3g}")
+            times[k].append(dt)
+    return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
+            "cases": {k: {"local_qubits": p.local_qubits, "stages": p.n_stages, "chunk_bytes": c, "s": min(times[k]),
+                          "all_s": times[k]} for k, (p, c) in cases.items()}}
+
+
+def _line_local(row: dict) -> str:
+    return "  ".join(f"{k} (L {v['local_qubits']}, {v['stages']} stages, {v['chunk_bytes'] >> 10} KiB) {v['s']:.3f} s"
+                     for k, v in row["cases"].items())
+
+
 def _line_chunk(row: dict) -> str:
     return (f"L {row['local_qubits']:2d}  {row['no_l2_cap_chunk_bytes'] >> 10:5d} KiB {row['no_l2_cap_s']:.3f} s  ->  "
             f"{row['default_chunk_bytes'] >> 10:5d} KiB {row['default_s']:.3f} s  ({row['ratio_default_to_no_cap']:.3f}x)")
@@ -115,7 +160,8 @@ def _line_canonicalize(row: dict) -> str:
     return f"numpy {row['numpy_s'] * 1e3:6.1f} ms  compiled {row['compiled_s'] * 1e3:6.1f} ms"
 
 
-COMPARISONS = {"chunk": (compare_chunk, _line_chunk), "canonicalize": (compare_canonicalize, _line_canonicalize)}
+COMPARISONS = {"chunk": (compare_chunk, _line_chunk), "canonicalize": (compare_canonicalize, _line_canonicalize),
+               "local": (compare_local, _line_local)}
 
 
 def main(argv=None) -> int:

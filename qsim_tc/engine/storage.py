@@ -32,10 +32,13 @@ class PhysicalState:
         spare: double-buffer engine only: None or a second array of ``data``'s size and dtype.
         invalid: None, or why the amplitudes are no longer a valid state (a gate failed after
             writing part of them); the engine and StateVector refuse to use such a state.
+        reorder: None, or a function(PhysicalState) -> bool that puts the state into logical
+            order faster than the engine's permutation where it can (True when it did); the CPU
+            stage executor sets its compiled gather into the spare buffer it leaves.
     """
 
-    __slots__ = ("data", "device", "double_buffer", "invalid", "layout", "spare", "work", "workspace_explicit",
-                 "workspace_limit")
+    __slots__ = ("data", "device", "double_buffer", "invalid", "layout", "reorder", "spare", "work",
+                 "workspace_explicit", "workspace_limit")
 
     def __init__(self, data, device, layout: Layout | None = None, *, workspace_limit: int | None = None,
                  workspace_explicit: bool = False, double_buffer: bool = False):
@@ -45,6 +48,7 @@ class PhysicalState:
         self.spare = None
         self.work = None
         self.invalid = None
+        self.reorder = None
         if workspace_limit is None:
             from qsim_tc.memory import default_workspace_bytes  # noqa: PLC0415 - memory imports nothing of ours
 
@@ -94,12 +98,8 @@ class PhysicalState:
         into the spare buffer)."""
         if self.layout.is_identity:
             return
-        if not self.device.is_gpu and self.spare is not None:
-            # after the CPU stage executor: one compiled gather into its spare buffer
-            from qsim_tc.stages.cpu import canonicalize  # noqa: PLC0415 - numba, only where stages ran
-
-            if canonicalize(self):
-                return
+        if self.reorder is not None and self.reorder(self):
+            return
         n = self.n_qubits
         if self.double_buffer:
             new = permute_bits(self.data, n, list(range(n)), self.layout.phys, self.xp, out=self.spare)

@@ -110,6 +110,7 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
     if phys.n_qubits != plan.n_qubits:
         raise ValueError(f"the plan is for {plan.n_qubits} qubits, the state has {phys.n_qubits}")
     n, big_l, item = plan.n_qubits, plan.local_qubits, phys.data.dtype.itemsize
+    phys.reorder = canonicalize  # reading the state in logical order: a gather into the spare buffer
     n_threads = min(_THREADS if threads is None else max(1, int(threads)), 1 << max(0, n - big_l))
     if block_bytes is None:
         block_bytes = default_block_bytes(item, big_l, n_threads)

@@ -169,7 +169,7 @@ LAYERS = (
      "qsim_tc"),
 )
 # the stage pipeline in data-path order: each module imports only those before it
-STAGE_PIPELINE = ("structure", "plan", "fusion", "relabel", "tc32", "program", "kernel", "gpu", "cpu_kernels", "cpu", "cpu_warmup", "choice")
+STAGE_PIPELINE = ("structure", "plan", "fusion", "relabel", "tc32", "program", "kernel", "gpu", "cpu_kernels", "host_cache", "cpu", "cpu_warmup", "choice")
 
 
 def _group(module: str) -> tuple[int, str] | None:

@@ -158,17 +158,22 @@ def test_compiled_canonicalize_leaves_what_it_cannot_take():
     assert cpu.canonicalize(phys) is True  # already logical
 
 
-def test_physical_state_canonicalize_takes_the_compiled_gather(monkeypatch):
+def test_a_state_from_the_stages_reads_back_through_the_compiled_gather():
+    """run_stages leaves its gather as the state's reorder hook; PhysicalState.canonicalize (what
+    StateVector.data() and to_numpy() call) takes it."""
     from qsim_tc.stages import cpu
 
+    n = 10
+    c = random_circuit(n, 30, seed=11)
+    psi = random_state(n, 5)
+    phys = PhysicalState(psi.copy(), gemm.resolve_device("cpu"))
+    run_stages(phys, plan_stages(c, 4), block_bytes=16 << 6, threads=2)
+    assert phys.reorder is cpu.canonicalize and not phys.layout.is_identity
     calls = []
-    real = cpu.canonicalize
-    monkeypatch.setattr(cpu, "canonicalize", lambda phys, **kw: calls.append(1) or real(phys, **kw))
-    psi = random_state(9, 2)
-    phys = _stored(psi, [8, 0, 7, 1, 6, 2, 5, 3, 4])
+    phys.reorder = lambda p: calls.append(1) or cpu.canonicalize(p, block_bytes=16 << 5)
     phys.canonicalize()
     assert calls and phys.layout.is_identity
-    np.testing.assert_array_equal(phys.data, psi)
+    np.testing.assert_allclose(phys.data, gate_at_a_time(c, psi), rtol=0, atol=1e-13)
 
 
 def test_compiled_canonicalize_interrupted_leaves_the_state_valid(monkeypatch):
