@@ -46,9 +46,9 @@ DEFAULT_BLOCK_BYTES = {8: 4 << 20, 16: 2 << 20}
 # 2^(L + lane bits) amplitudes: the lanes must fill one vector (1 MiB, 2 lane bits for L = 15,
 # took quantum volume to 7.4 s). Where a core's L2 is large (>= 2 MiB), a chunk is also kept to
 # half of it (host_cache.l2_chunk_cap): on a 2-core AVX-512 host with 2 MiB of L2 a core, 24
-# qubits, 1 MiB against 4 MiB (complex64) and 2 MiB (complex128), QFT 0.82x / 0.93x the time,
-# brickwork(24, 4, 10) 0.90x / 0.91x, brickwork(24, 2, 20) complex128 0.93x, QuantumVolume
-# complex128 1.025x (the wider complex64 plans keep their 4 MiB floor).
+# qubits, 1 MiB against 4 MiB (complex64) and 2 MiB (complex128), QFT 0.89x / 0.96x the time,
+# brickwork(24, 4, 10) 0.80x / 0.92x, brickwork(24, 2, 20) complex128 0.93x, QuantumVolume
+# complex128 1.01x (the wider complex64 plans keep their 4 MiB floor; results.md section 11).
 # In-stage fusion (qsim_tc.stages.fusion): the time of one k-target dense op (k = 1 .. 4) over
 # a 24-qubit state at the default chunk, ms, 2 threads, one stage of 40 Haar gates on random local
 # qubits, by the kernels' vector width (cpu_kernels.VECTOR_BYTES). AVX-512 (2-core Xeon): a chunk
