@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import gemm
-from circuits import from_qasm
+from circuits import Circuit
 from circuits.errors import CircuitError
 from qsim_tc import Simulator, accuracy
 from qsim_tc.accuracy import plot_rows, precision_class
@@ -38,8 +38,8 @@ from qsim_tc.cli.common import (
     write_json,
     write_plot,
 )
-from qsim_tc.cli.expression import evaluate
 from qsim_tc.cli.distributed import launched_ranks, run_ranks
+from qsim_tc.cli.expression import evaluate
 from qsim_tc.environment import environment
 from qsim_tc.reference import simulate_dd
 from qsim_tc.state import SAMPLE_BYTES_PER_SHOT, check_shots
@@ -90,23 +90,30 @@ def _parse_params(items) -> dict[str, float]:
 
 
 def _load(path: str, params: dict):
-    """The circuit of an OpenQASM file, with ``params`` bound (through Qiskit) when given."""
-    try:
-        if not params:
-            return from_qasm(path)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"no such file: {path}")
-        from circuits import from_qiskit  # noqa: PLC0415
-        from circuits.qasm import parse_qasm  # noqa: PLC0415
+    """The circuit of an OpenQASM file, with ``params`` bound (through Qiskit) when given: a
+    :class:`circuits.Circuit`, or the bound ``qiskit.QuantumCircuit`` where the program measures
+    mid-circuit, resets or branches on classical bits (run as a dynamic program)."""
+    from circuits import from_qiskit  # noqa: PLC0415
+    from circuits.qasm import parse_qasm  # noqa: PLC0415
 
-        qc = parse_qasm(Path(path))  # the checks and includes of from_qasm
-        by_name = {p.name: p for p in qc.parameters}
-        unknown = sorted(set(params) - set(by_name))
-        if unknown:
-            raise ValueError(f"--param names {', '.join(unknown)}, not parameters of {path}; its parameters: "
-                             f"{', '.join(sorted(by_name)) or 'none'}")
-        qc = qc.assign_parameters({by_name[k]: v for k, v in params.items()})
-        qc.name = Path(path).stem
+    try:
+        if params and not os.path.isfile(path):
+            raise FileNotFoundError(f"no such file: {path}")
+        qc = parse_qasm(Path(path) if params else path)  # the checks and includes of from_qasm
+        if params:
+            by_name = {p.name: p for p in qc.parameters}
+            unknown = sorted(set(params) - set(by_name))
+            if unknown:
+                raise ValueError(f"--param names {', '.join(unknown)}, not parameters of {path}; its parameters: "
+                                 f"{', '.join(sorted(by_name)) or 'none'}")
+            qc = qc.assign_parameters({by_name[k]: v for k, v in params.items()})
+            qc.name = Path(path).stem
+        from qsim_tc.dynamic import needs_runner  # noqa: PLC0415
+
+        if needs_runner(qc):
+            if qc.num_parameters:
+                from_qiskit(qc)  # its error names the unbound parameters
+            return qc
         return from_qiskit(qc)
     except FileNotFoundError as exc:
         raise ValueError(str(exc)) from exc
@@ -116,6 +123,44 @@ def _load(path: str, params: dict):
         raise
     except ImportError as exc:  # OpenQASM 3 without its parser: the message says what to install
         raise RuntimeError(str(exc)) from exc
+
+
+def _run_dynamic(args, qc, sim) -> int:
+    """A program with mid-circuit measurements, resets or classical control: all ``--shots`` shots
+    with shot branching (:class:`qsim_tc.dynamic.Runner`, as ``QsimTcBackend`` runs it)."""
+    import time  # noqa: PLC0415
+
+    from qsim_tc.dynamic import DYNAMIC_NO_BOUND, Runner, compile_circuit  # noqa: PLC0415
+
+    unsupported = [flag for flag, on in (("--reference", args.reference), ("--explain", args.explain),
+                                         ("--plot", args.plot), ("--tolerance", args.tolerance is not None)) if on]
+    if unsupported:
+        raise ValueError(f"{args.file} measures mid-circuit, resets or branches on classical bits; it runs with "
+                         f"--shots only, not {', '.join(unsupported)}")
+    if not args.shots:
+        raise ValueError(f"{args.file} measures mid-circuit, resets or branches on classical bits: its outcome is "
+                         "a distribution of shots; give --shots N")
+    program = compile_circuit(qc)
+    print(f"{args.file}: {qc.num_qubits} qubits, {qc.num_clbits} classical bits, dynamic (mid-circuit "
+          f"measurement, reset or classical control); backend {args.backend}, device {sim.device.name} "
+          f"({sim.device.reason})")
+    t0 = time.perf_counter()
+    runner = Runner(sim, np.random.default_rng(args.seed))
+    outcome = runner.run(program, args.shots)
+    wall = time.perf_counter() - t0
+    width = max(1, qc.num_clbits)
+    counts = Counter(format(int(v), f"0{width}b") for v in outcome.clbits)
+    print(f"{args.shots} shots in {wall:.3f} s, at most {outcome.branches} state(s) held at once")
+    print(f"error: no bound ({DYNAMIC_NO_BOUND})")
+    print(f"counts ({args.shots} shots, measured clbits, bit 0 rightmost):")
+    key_width = max(len(k) for k in counts)
+    for key, c in counts.most_common(args.top):
+        print(f"  {key:>{key_width}s} {c}")
+    if args.json:
+        write_json(args.json, {"command": "run", "args": vars(args) | {"func": None}, "environment": environment(),
+                               "dynamic": True, "wall_s": wall, "branches": outcome.branches,
+                               "error": {"l2_bound": None, "no_bound": DYNAMIC_NO_BOUND}, "counts": dict(counts)})
+    return 0
 
 
 def run(args) -> int:
@@ -134,7 +179,11 @@ def run(args) -> int:
         raise ValueError("--plot draws the run's errors against a reference: add --reference dd (or a method)")
     check_outputs(args)
     circ = _load(args.file, params)
+    dynamic = not isinstance(circ, Circuit)
     if launched_ranks() > 1:
+        if dynamic:
+            raise ValueError(f"{args.file} measures mid-circuit, resets or branches on classical bits; under "
+                             "mpiexec, run takes unitary circuits only")
         if args.shots or args.reference or args.explain or args.tolerance is not None:
             raise ValueError("under mpiexec, run simulates the circuit only (no --shots, --reference, --explain or "
                              "--tolerance yet)")
@@ -143,6 +192,8 @@ def run(args) -> int:
     tol = {} if tolerance is None else {"tolerance": tolerance}
     sim = Simulator(args.backend, device=args.device, precision=precision, fuse=fuse_option(args),
                     plan=plan_option(args), workspace_bytes=args.max_workspace, **tol, **options)
+    if dynamic:
+        return _run_dynamic(args, circ, sim)
     print(f"{args.file}: {circ.n_qubits} qubits, {len(circ)} gates, {len(circ.measured)} measured bit(s); "
           f"backend {args.backend}, device {sim.device.name} ({sim.device.reason})")
     result = run_or_hint(sim, circ, args, Progress(f"{args.backend}"))

@@ -202,6 +202,39 @@ def test_run_binds_parameters(tmp_path, capsys):
     assert "--param takes NAME=VALUE, got 'theta'" in capsys.readouterr().err
 
 
+DYNAMIC_QASM = """OPENQASM 2.0;
+include "qelib1.inc";
+qreg q[3];
+creg c[3];
+h q[0];
+measure q[0] -> c[0];
+reset q[0];
+if(c==1) x q[2];
+measure q[1] -> c[1];
+measure q[2] -> c[2];
+"""
+
+
+def test_run_takes_a_dynamic_program_with_shots(tmp_path, capsys):
+    """A file that measures mid-circuit, resets and branches on its bits runs with shot branching:
+    c[2] copies the coin in c[0], c[1] reads 0; without --shots, or with a reference, a clear
+    error; the JSON holds the counts."""
+    pytest.importorskip("qiskit")
+    f = tmp_path / "dyn.qasm"
+    f.write_text(DYNAMIC_QASM)
+    out = tmp_path / "dyn.json"
+    assert main(["run", str(f), "--device", "cpu", "--shots", "2000", "--seed", "1", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "dynamic" in text and "state(s) held at once" in text
+    counts = json.loads(out.read_text())["counts"]
+    assert set(counts) == {"000", "101"} and sum(counts.values()) == 2000
+    assert 800 < counts["101"] < 1200
+    assert main(["run", str(f), "--device", "cpu"]) == 2
+    assert "give --shots N" in capsys.readouterr().err
+    assert main(["run", str(f), "--device", "cpu", "--shots", "5", "--reference", "dd"]) == 2
+    assert "not --reference" in capsys.readouterr().err
+
+
 def test_auto_is_the_default_backend_of_the_commands(capsys, tmp_path):
     """brickwork and run default to --backend auto (double precision), which on a CPU runs native
     arithmetic: gate by gate, or (the default plan, for gates of up to 3 qubits) as stages."""
