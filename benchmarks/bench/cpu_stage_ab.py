@@ -46,30 +46,41 @@ MODULE = "benchmarks.bench.cpu_stage_ab"
 TOL = {8: 1e-4, 16: 1e-12}
 
 
-def compare_chunk(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
-    circ, desc = build(name, n)
+def _alternate(cases: dict, dtype, n: int, threads: int, repeats: int, label: str) -> dict[str, list[float]]:
+    """Seconds of each case (name -> (plan, chunk bytes)) from |0...0>, the repeats alternating
+    between the cases after one warm-up each; every state is checked against the first case's."""
     item = np.dtype(dtype).itemsize
-    plan = decide_cpu(circ, item, always=True).plan
-    chunks = {"default": default_block_bytes(item, plan.local_qubits, threads),
-              "no_l2_cap": default_block_bytes(item, plan.local_qubits, threads, l2_bytes=None)}
 
-    def go(chunk):
+    def go(case):
+        plan, chunk = case
         psi = np.zeros(1 << n, dtype)
         psi[0] = 1
         t0 = time.perf_counter()
         out = run_stages(psi, plan, block_bytes=chunk, threads=threads)
         return time.perf_counter() - t0, out
 
-    ref = go(chunks["no_l2_cap"])[1].copy()
-    go(chunks["default"])  # warm-up of both shapes
-    times: dict[str, list[float]] = {k: [] for k in chunks}
+    first = next(iter(cases))
+    ref = go(cases[first])[1].copy()
+    for case in cases.values():
+        go(case)
+    times: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(repeats):
-        for k, chunk in chunks.items():
-            dt, out = go(chunk)
+        for k, case in cases.items():
+            dt, out = go(case)
             err = float(np.abs(out - ref).max())
             if err > TOL[item]:
-                raise SystemExit(f"{desc} {np.dtype(dtype).name}: chunk {chunk} differs by {err:.3g}")
+                raise SystemExit(f"{label} {np.dtype(dtype).name}: {k} differs from {first} by {err:.3g}")
             times[k].append(dt)
+    return times
+
+
+def compare_chunk(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+    circ, desc = build(name, n)
+    item = np.dtype(dtype).itemsize
+    plan = decide_cpu(circ, item, always=True).plan
+    chunks = {"no_l2_cap": default_block_bytes(item, plan.local_qubits, threads, l2_bytes=None),
+              "default": default_block_bytes(item, plan.local_qubits, threads)}
+    times = _alternate({k: (plan, c) for k, c in chunks.items()}, dtype, n, threads, repeats, desc)
     return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
             "local_qubits": plan.local_qubits, "stages": plan.n_stages,
             **{f"{k}_chunk_bytes": v for k, v in chunks.items()},
@@ -121,26 +132,7 @@ def compare_local(name: str, dtype, n: int, threads: int, repeats: int, locals_=
     for big_l in locals_:
         if big_l + lane_bits <= n:
             cases[f"L{big_l}"] = (plan_stages(circ, big_l), item << (big_l + lane_bits))
-
-    def go(case):
-        plan, chunk = case
-        psi = np.zeros(1 << n, dtype)
-        psi[0] = 1
-        t0 = time.perf_counter()
-        out = run_stages(psi, plan, block_bytes=chunk, threads=threads)
-        return time.perf_counter() - t0, out
-
-    ref = go(cases["default"])[1].copy()
-    for case in cases.values():
-        go(case)
-    times: dict[str, list[float]] = {k: [] for k in cases}
-    for _ in range(repeats):
-        for k, case in cases.items():
-            dt, out = go(case)
-            err = float(np.abs(out - ref).max())
-            if err > TOL[item]:
-                raise SystemExit(f"{desc} {np.dtype(dtype).name}: {k} differs by {err:.3g}")
-            times[k].append(dt)
+    times = _alternate(cases, dtype, n, threads, repeats, desc)
     return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
             "cases": {k: {"local_qubits": p.local_qubits, "stages": p.n_stages, "chunk_bytes": c, "s": min(times[k]),
                           "all_s": times[k]} for k, (p, c) in cases.items()}}
