@@ -267,6 +267,26 @@ def test_bad_input():
 
 
 @pytest.mark.gpu
+def test_gpu_sampler_runs_dynamic_circuits(cp):
+    """The Sampler's dynamic path on a GPU state: a mid-circuit measurement, a reset and a
+    condition give the outcome frequencies of the exact probability, as on the CPU."""
+    t = Parameter("t")
+    qc = QuantumCircuit(2, 2)
+    qc.rx(t, 0)
+    qc.measure(0, 0)
+    with qc.if_test((qc.clbits[0], 1)):
+        qc.x(1)
+    qc.reset(0)
+    qc.measure(1, 1)
+    shots = 4000
+    res = Sampler(device="gpu", seed=9).run([(qc, [1.1])], shots=shots).result()[0]
+    counts = res.data.c.get_counts()
+    assert set(counts) <= {"00", "11"} and sum(counts.values()) == shots
+    p1 = np.sin(0.55) ** 2
+    assert abs(counts.get("11", 0) - shots * p1) <= 5 * np.sqrt(shots * p1 * (1 - p1))
+
+
+@pytest.mark.gpu
 def test_gpu_estimator_and_sampler_match_qiskit(cp):
     pub = estimator_pub()
     ref = StatevectorEstimator().run([pub]).result()[0].data.evs
