@@ -5,8 +5,14 @@
     result = Simulator(backend="native").run(brickwork(20, 4, 10, seed=1))
 """
 
-from qsim_tc.errors import (InsufficientMemoryError, QubitError, SimulationError, StateInvalidError,
-                            StateNormError, ToleranceError)
+from qsim_tc.errors import (
+    InsufficientMemoryError,
+    QubitError,
+    SimulationError,
+    StateInvalidError,
+    StateNormError,
+    ToleranceError,
+)
 from qsim_tc.result import Result
 from qsim_tc.runners.records import GateStat
 from qsim_tc.simulator import Simulator

@@ -45,8 +45,8 @@ from qiskit.result import Result  # noqa: E402
 from qiskit.result.models import ExperimentResult  # noqa: E402
 from qiskit.transpiler import Target  # noqa: E402
 
-from qsim_tc import __version__, run_error  # noqa: E402
 from circuits.errors import CircuitError  # noqa: E402
+from qsim_tc import __version__, run_error  # noqa: E402
 from qsim_tc.batched import BatchedCircuit  # noqa: E402
 from qsim_tc.dynamic import DYNAMIC_NO_BOUND, FinalMeasure, Program, Runner, Unitary, compile_circuit  # noqa: E402
 from qsim_tc.simulator import Simulator  # noqa: E402

@@ -18,8 +18,8 @@ import numpy as np
 import gemm
 from circuits.gate import check_matrix, check_qubits
 from qsim_tc import memory
-from qsim_tc.errors import StateNormError
 from qsim_tc.engine import ApplyInfo, GateRequest, PhysicalState, apply_gate
+from qsim_tc.errors import StateNormError
 from qsim_tc.layout import Layout
 
 DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))

@@ -119,7 +119,7 @@ def _check_products(cp, rng, out):
                     if not ok:
                         print(f"  MISMATCH product d={d} M={M} {kind} {form} {orient}: max |diff| "
                               f"{float(cp.abs(c0 - c1).max())}", flush=True)
-                    del a, b, c0, c1
+                    a = b = c0 = c1 = None  # released before the next size (the lambdas above read a and b)
         cp.get_default_memory_pool().free_all_blocks()
 
 

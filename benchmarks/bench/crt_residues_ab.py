@@ -143,7 +143,7 @@ def time_gate(cp, n, d, repeats, rng):
         same = bool(cp.array_equal(outs["fp32"], outs["mma"]))
         for r in rows[1:]:
             r["bit_identical_fp32_mma"] = same
-    del a, b, outs
+    a = b = outs = None  # released before the next size
     cp.get_default_memory_pool().free_all_blocks()
     return rows
 

@@ -140,7 +140,9 @@ def main(argv=None) -> int:
         if "error" in r:
             print(f"{r['circuit']:32s} {r['config']:20s} failed: {r['error'][:80]}")
             continue
-        f = (lambda v, spec: "-" if v is None else format(v, spec))
+        def f(v, spec):
+            return "-" if v is None else format(v, spec)
+
         print(f"{r['circuit']:32s} {r['config']:20s} {r['kind'][:5]:5s} {r['measured_l2']:9.2e} "
               f"{f(r['l2_bound'], '9.2e'):>9s} {f(r['l2_estimate'], '9.2e'):>9s} "
               f"{f(r['measured_over_estimate'], '8.3f'):>8s} {r['run_s']:7.3f} "

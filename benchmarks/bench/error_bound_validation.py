@@ -40,8 +40,7 @@ import warnings
 
 import numpy as np
 
-from circuits import Circuit, Gate, brickwork
-from circuits import fusion
+from circuits import Circuit, Gate, brickwork, fusion
 from circuits.haar import haar_unitary
 from qsim_tc import error_bound as eb
 from qsim_tc.reference import simulate_dd
@@ -234,8 +233,10 @@ def _summary(records: list[dict]) -> dict:
         # against a positive estimate is not
         exact = sum(r["l2"] == 0 and r["l2_estimate"] == 0 for r in rs)
         within = float((np.sum((ratio >= 0.1) & (ratio <= 10)) + exact) / len(rs)) if rs else None
-        q = (lambda a: {k: float(np.quantile(a, p)) for k, p in
-                        (("min", 0), ("p05", 0.05), ("median", 0.5), ("p95", 0.95), ("max", 1))} if a.size else None)
+        def q(a):
+            return ({k: float(np.quantile(a, p)) for k, p in
+                     (("min", 0), ("p05", 0.05), ("median", 0.5), ("p95", 0.95), ("max", 1))} if a.size else None)
+
         out[m] = {"runs": len(rs), "no_bound": sum(r["l2_bound"] is None for r in records if r["method"] == m),
                   "l2_violations": sum(r["l2"] > r["l2_bound"] for r in rs),
                   "max_violations": sum(r["max"] > r["max_abs_bound"] for r in rs),

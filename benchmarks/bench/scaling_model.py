@@ -42,8 +42,8 @@ import numpy as np
 from benchmarks.bench.qiskit_circuits import prepend_hadamards, qft_circuit
 from benchmarks.common import parse_range, write_results
 from circuits import Circuit, Gate, brickwork
-from qsim_tc.stages.choice import decide
 from qsim_tc.distributed.plan import plan_distributed
+from qsim_tc.stages.choice import decide
 from qsim_tc.stages.plan import RELABEL
 from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
 

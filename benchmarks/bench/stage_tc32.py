@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import warnings
 
-
 from benchmarks.bench.arith_floor import floor_seconds, measure_peaks, program_flops
 from benchmarks.bench.auto import build, time_run
 from benchmarks.bench.stages_gpu import best_time
@@ -59,7 +58,7 @@ def main(argv=None) -> int:
     peaks = measure_peaks(cp)
     state = cp.zeros(1 << n, dtype=cp.complex64)
     pass_ms = 1e3 * best_time(cp, lambda: cp.multiply(state, 1, out=state), 5)
-    del state
+    state = None  # released
     print("peaks (Tflop/s): " + ", ".join(f"{k} {v / 1e12:.1f}" for k, v in peaks.items())
           + f"; complex64 pass {pass_ms:.2f} ms", flush=True)
     for name in args.circuits.split(","):

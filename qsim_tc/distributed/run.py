@@ -22,8 +22,8 @@ import numpy as np
 from circuits import Circuit, Gate
 from qsim_tc import run_error
 from qsim_tc.distributed.abort import abort_on_error
-from qsim_tc.distributed.state import DistributedState
 from qsim_tc.distributed.plan import plan_distributed
+from qsim_tc.distributed.state import DistributedState
 from qsim_tc.stages.plan import RELABEL
 from qsim_tc.stages.structure import CONTROLLED, DIAGONAL, classify, controlled_matrix
 

@@ -418,7 +418,7 @@ def test_mma_reconstruction_limbs_give_the_fp64_words(rng, form, n):
     L = gpu.mma_limbs(mods, form).astype(np.int64)
     parts = 1 if form is None else 2
     assert L.shape == (48 * -(-parts * W // 8), gpu.MMA_K) and not L[:, n * G:].any()
-    used = sorted(gpu.mma_row(wd, l) for wd in range(parts * W) for l in range(gpu.MMA_LIMBS))
+    used = sorted(gpu.mma_row(wd, k) for wd in range(parts * W) for k in range(gpu.MMA_LIMBS))
     assert len(set(used)) == len(used) and not np.delete(L, used, axis=0).any()
     elems = 300
     U = rng.integers(-128, 128, (n, G, 1, elems)).astype(np.float64)
@@ -431,7 +431,7 @@ def test_mma_reconstruction_limbs_give_the_fp64_words(rng, form, n):
     for part in range(parts):
         S = cpu.crt_values(U, form, part)[0] @ mods.weights(form)[part]  # (elems, W), exact
         for w in range(W):
-            word = sum(T[gpu.mma_row(part * W + w, l)] * 256**l for l in range(gpu.MMA_LIMBS))
+            word = sum(T[gpu.mma_row(part * W + w, k)] * 256**k for k in range(gpu.MMA_LIMBS))
             assert np.abs(word).max() < 2**53
             assert np.array_equal(word.astype(np.float64), S[:, w])
 
@@ -441,7 +441,7 @@ def test_balanced_limbs():
 
     for v in (0, 1, -1, 127, 128, -128, -129, 2**38 - 1, -(2**38 - 1), 123456789012):
         limbs = gpu.balanced_limbs(v)
-        assert all(-128 <= x <= 127 for x in limbs) and sum(x * 256**l for l, x in enumerate(limbs)) == v
+        assert all(-128 <= x <= 127 for x in limbs) and sum(x * 256**k for k, x in enumerate(limbs)) == v
     with pytest.raises(ValueError, match="limbs do not hold"):
         gpu.balanced_limbs(2**40)
 

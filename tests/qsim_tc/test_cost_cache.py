@@ -7,9 +7,9 @@ import os
 import pytest
 
 import gemm
+from qsim_tc import calibrate as cal
 from qsim_tc.cli import main
 from qsim_tc.plan import cache as cost_cache
-from qsim_tc import calibrate as cal
 from qsim_tc.plan.costs import CostTable, CostTableError, shipped_table
 
 

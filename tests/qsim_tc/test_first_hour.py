@@ -9,11 +9,11 @@ import pytest
 
 from circuits import brickwork
 from qsim_tc import Simulator
+from qsim_tc import calibrate as cal
 from qsim_tc.cli import main
 from qsim_tc.cli.expression import evaluate
-from qsim_tc.stages import cpu_warmup
-from qsim_tc import calibrate as cal
 from qsim_tc.plan.noise import NOISY_SPREAD, Spread
+from qsim_tc.stages import cpu_warmup
 
 # --- CPU kernels: compiled or loaded before the timer starts -------------------------------------
 

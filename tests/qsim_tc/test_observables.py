@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("qiskit")
 
-from qiskit.quantum_info import Pauli, SparsePauliOp, Statevector, random_pauli_list, random_statevector  # noqa: E402
+from qiskit.quantum_info import Pauli, SparsePauliOp, random_pauli_list, random_statevector  # noqa: E402
 
 import qsim_tc.observables as obs  # noqa: E402
 import qsim_tc.observables_gpu as obs_gpu  # noqa: E402

@@ -14,6 +14,7 @@ from qsim_tc.stages.choice import fuse_width
 from qsim_tc.stages.plan import plan_stages
 from qsim_tc.stages.program import build_program, emulate
 
+
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="2\\^k x 2\\^k"):
         tc32.apply_op(np.eye(4), np.zeros((3, 8), np.complex64))

@@ -340,8 +340,8 @@ def mma_limbs(mods: Moduli, form) -> np.ndarray:
                 word = int(wts[part, i, w])
                 for g, sign in enumerate(sg):
                     if sign:
-                        for l, limb in enumerate(balanced_limbs(sign * word)):
-                            out[mma_row(part * W + w, l), i * G + g] = limb
+                        for k, limb in enumerate(balanced_limbs(sign * word)):
+                            out[mma_row(part * W + w, k), i * G + g] = limb
     return out
 
 
