@@ -17,7 +17,10 @@ Execution keeps *branches*: a state, the number of shots that share it and their
 At a mid-circuit measurement the branch draws how many of its shots read 1 (binomial in the
 outcome probability) and splits in two only where both outcomes occur: with k measurements a run
 costs at most ``min(shots, 2^k)`` states, not ``shots`` simulations, and with one shot it samples
-as it goes. The final measurements are sampled (one pass) per branch.
+as it goes. After a reset and after classical control, branches with the same classical bits
+whose states agree to rounding are merged (:func:`_merge`): the shots that leave a
+repeat-until-success loop at different iterations share one state again. The final measurements
+are sampled (one pass) per branch.
 """
 
 from __future__ import annotations

@@ -214,6 +214,7 @@ class Sampler(_Backed, BaseSamplerV2):
                 for k, cb in enumerate(cbs):
                     bits[:, k] = ((clbits >> cb) & 1).astype(bool)
                 arrays[name][index] = BitArray.from_bool_array(bits, order="little").array
+        self._errors = None  # (no per-run error reports to gather: see the metadata)
         data = {name: BitArray(arrays[name], size) for name, size, _ in registers}
         return SamplerPubResult(DataBin(**data, shape=pub.shape),
                                 metadata={"shots": pub.shots, "circuit_metadata": qc.metadata,

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 import gemm
-from circuits import Circuit
+from circuits import Circuit, from_qiskit
 from circuits.errors import CircuitError
+from circuits.qasm import parse_qasm
 from qsim_tc import Simulator, accuracy
 from qsim_tc.accuracy import plot_rows, precision_class
 from qsim_tc.cli.common import (
@@ -40,6 +42,7 @@ from qsim_tc.cli.common import (
 )
 from qsim_tc.cli.distributed import launched_ranks, run_ranks
 from qsim_tc.cli.expression import evaluate
+from qsim_tc.dynamic import DYNAMIC_NO_BOUND, Runner, compile_circuit, needs_runner
 from qsim_tc.environment import environment
 from qsim_tc.reference import simulate_dd
 from qsim_tc.state import SAMPLE_BYTES_PER_SHOT, check_shots
@@ -91,11 +94,8 @@ def _parse_params(items) -> dict[str, float]:
 
 def _load(path: str, params: dict):
     """The circuit of an OpenQASM file, with ``params`` bound (through Qiskit) when given: a
-    :class:`circuits.Circuit`, or the bound ``qiskit.QuantumCircuit`` where the program measures
-    mid-circuit, resets or branches on classical bits (run as a dynamic program)."""
-    from circuits import from_qiskit  # noqa: PLC0415
-    from circuits.qasm import parse_qasm  # noqa: PLC0415
-
+    :class:`circuits.Circuit`, or a :class:`qsim_tc.dynamic.Program` where it measures
+    mid-circuit, resets or branches on classical bits."""
     try:
         if params and not os.path.isfile(path):
             raise FileNotFoundError(f"no such file: {path}")
@@ -108,13 +108,7 @@ def _load(path: str, params: dict):
                                  f"{', '.join(sorted(by_name)) or 'none'}")
             qc = qc.assign_parameters({by_name[k]: v for k, v in params.items()})
             qc.name = Path(path).stem
-        from qsim_tc.dynamic import needs_runner  # noqa: PLC0415
-
-        if needs_runner(qc):
-            if qc.num_parameters:
-                from_qiskit(qc)  # its error names the unbound parameters
-            return qc
-        return from_qiskit(qc)
+        return compile_circuit(qc) if needs_runner(qc) else from_qiskit(qc)
     except FileNotFoundError as exc:
         raise ValueError(str(exc)) from exc
     except CircuitError as exc:
@@ -125,13 +119,9 @@ def _load(path: str, params: dict):
         raise RuntimeError(str(exc)) from exc
 
 
-def _run_dynamic(args, qc, sim) -> int:
+def _run_dynamic(args, program, sim) -> int:
     """A program with mid-circuit measurements, resets or classical control: all ``--shots`` shots
     with shot branching (:class:`qsim_tc.dynamic.Runner`, as ``QsimTcBackend`` runs it)."""
-    import time  # noqa: PLC0415
-
-    from qsim_tc.dynamic import DYNAMIC_NO_BOUND, Runner, compile_circuit  # noqa: PLC0415
-
     unsupported = [flag for flag, on in (("--reference", args.reference), ("--explain", args.explain),
                                          ("--plot", args.plot), ("--tolerance", args.tolerance is not None)) if on]
     if unsupported:
@@ -140,15 +130,14 @@ def _run_dynamic(args, qc, sim) -> int:
     if not args.shots:
         raise ValueError(f"{args.file} measures mid-circuit, resets or branches on classical bits: its outcome is "
                          "a distribution of shots; give --shots N")
-    program = compile_circuit(qc)
-    print(f"{args.file}: {qc.num_qubits} qubits, {qc.num_clbits} classical bits, dynamic (mid-circuit "
+    print(f"{args.file}: {program.n_qubits} qubits, {program.n_clbits} classical bits, dynamic (mid-circuit "
           f"measurement, reset or classical control); backend {args.backend}, device {sim.device.name} "
           f"({sim.device.reason})")
     t0 = time.perf_counter()
     runner = Runner(sim, np.random.default_rng(args.seed))
     outcome = runner.run(program, args.shots)
     wall = time.perf_counter() - t0
-    width = max(1, qc.num_clbits)
+    width = max(1, program.n_clbits)
     counts = Counter(format(int(v), f"0{width}b") for v in outcome.clbits)
     print(f"{args.shots} shots in {wall:.3f} s, at most {outcome.branches} state(s) held at once")
     print(f"error: no bound ({DYNAMIC_NO_BOUND})")

@@ -402,8 +402,9 @@ def canonicalize(phys: PhysicalState, *, threads: int | None = None, block_bytes
     then takes its own path).
 
     A state left by the stage executor sits in the layout of its last stage; numpy's in-place
-    permutation of it took 50-134 ms at 24 qubits on a 2-core AVX-512 host (QFT, QuantumVolume,
-    brickwork(24, 4, 10); complex64 and complex128), up to 15% of the run. The gather writes
+    permutation of it took 50-150 ms at 24 qubits on a 2-core AVX-512 host (QFT, quantum volume,
+    brickworks; complex64 and complex128), up to 15% of the run, and this gather 21-106 ms less
+    in 7 of 8 cases (docs/results.md, section 11). The gather writes
     only into the spare buffer and swaps the buffers at the end, so an interruption leaves the
     data as they were (still valid, in the old layout)."""
     data = phys.data

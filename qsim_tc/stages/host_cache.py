@@ -1,8 +1,7 @@
 """The host's cache sizes, and the chunk cap that the CPU stage path takes from its L2.
 
-Read from sysfs (Linux); where it does not say, nothing is capped. Kept apart from the
-compiled executor (:mod:`qsim_tc.stages.cpu`) so that planning (:mod:`qsim_tc.stages.choice`)
-reads them without loading the kernels.
+Read from sysfs (Linux); where it does not say, nothing is capped. Used by the compiled
+executor (:mod:`qsim_tc.stages.cpu`) for its chunk and shown by ``qsim-tc info``.
 """
 
 from __future__ import annotations

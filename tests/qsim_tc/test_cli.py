@@ -1,5 +1,6 @@
 """The command line: brickwork and info run, print results, write JSON, and reject bad input."""
 
+import importlib.util
 import json
 
 from qsim_tc.cli import main
@@ -215,6 +216,18 @@ measure q[2] -> c[2];
 """
 
 
+DYNAMIC_QASM3 = """OPENQASM 3.0;
+include "stdgates.inc";
+input float theta;
+qubit[2] q;
+bit[2] c;
+rx(theta) q[0];
+c[0] = measure q[0];
+if (c[0]) x q[1];
+c[1] = measure q[1];
+"""
+
+
 def test_run_takes_a_dynamic_program_with_shots(tmp_path, capsys):
     """A file that measures mid-circuit, resets and branches on its bits runs with shot branching:
     c[2] copies the coin in c[0], c[1] reads 0; without --shots, or with a reference, a clear
@@ -233,6 +246,13 @@ def test_run_takes_a_dynamic_program_with_shots(tmp_path, capsys):
     assert "give --shots N" in capsys.readouterr().err
     assert main(["run", str(f), "--device", "cpu", "--shots", "5", "--reference", "dd"]) == 2
     assert "not --reference" in capsys.readouterr().err
+    g = tmp_path / "dyn_param.qasm"  # an unbound angle: named, with the way to bind it
+    g.write_text(DYNAMIC_QASM3)
+    if importlib.util.find_spec("qiskit_qasm3_import"):
+        assert main(["run", str(g), "--device", "cpu", "--shots", "10"]) == 2
+        assert "--param NAME=VALUE" in capsys.readouterr().err
+        assert main(["run", str(g), "--device", "cpu", "--shots", "10", "--param", "theta=0"]) == 0
+        assert "00 10" in capsys.readouterr().out
 
 
 def test_auto_is_the_default_backend_of_the_commands(capsys, tmp_path):
