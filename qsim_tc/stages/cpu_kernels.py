@@ -262,6 +262,17 @@ def _vector_at(builder, ptr, i, vty):
     return builder.bitcast(cgutils.gep(builder, ptr, i), vty.as_pointer())
 
 
+def _vector_attributes(builder) -> None:
+    """Ask LLVM for ``VECTOR_BYTES``-wide vectors in the function being built (its x86 tuning
+    prefers 256 bits; see ``_make_group``)."""
+    attrs = builder.function.attributes  # llvmlite knows no string attributes: set.add
+    try:
+        set.add(attrs, f'"prefer-vector-width"="{VECTOR_BYTES * 8}"')
+        set.add(attrs, f'"min-legal-vector-width"="{VECTOR_BYTES * 8}"')
+    except TypeError:  # an llvmlite whose attributes are no set: LLVM's own width (correct, slower)
+        pass
+
+
 def _make_group(d: int):
     """A numba intrinsic that applies a d-target gate to one group of 2^d amplitude runs: per strip
     of ``VECTOR_BYTES`` of lanes, the group's 2^d inputs (real and imaginary parts) are loaded into
@@ -288,12 +299,7 @@ def _make_group(d: int):
         sig = types.void(re, im, m_re, m_im, types.uint64, offs, types.uint64, types.uint64, types.uint64)
 
         def codegen(context, builder, signature, args):
-            attrs = builder.function.attributes  # llvmlite knows no string attributes: set.add
-            try:
-                set.add(attrs, f'"prefer-vector-width"="{VECTOR_BYTES * 8}"')
-                set.add(attrs, f'"min-legal-vector-width"="{VECTOR_BYTES * 8}"')
-            except TypeError:  # an llvmlite whose attributes are no set: LLVM's own width (correct, slower)
-                pass
+            _vector_attributes(builder)
             real = signature.args[0].dtype
             width = VECTOR_BYTES * 8 // real.bitwidth
             vty = ir.VectorType(context.get_value_type(real), width)
@@ -396,6 +402,85 @@ def _diagonal(re, im, t_re, t_im, t0, skip, s0, n_entries, lanes, fixed, f0, nf,
 
 
 @intrinsic
+def _gather_load(typingctx, src, base, stab, dtab, lane, re, im, q0, q1, contig):
+    """The chunk load by vectors: for q in q0 .. q1-1 and j < V (one vector, ``VECTOR_BYTES``),
+    ``re[dtab[q] + j], im[dtab[q] + j] = src[2 * a], src[2 * a + 1]`` with
+    ``a = base + stab[q] + lane[j]`` (``src``: the state as interleaved real and imaginary parts).
+
+    With ``contig`` (``lane[j] == j``: the chunk's low bits are the source's) a vector is two
+    plain loads of interleaved pairs, split into its real and imaginary halves by shuffles;
+    otherwise the V amplitudes are fetched by one hardware gather of (re, im) pairs (complex64:
+    a pair is one 64-bit element) or two gathers (complex128: the real and the imaginary parts),
+    then split the same way. Why: the element-by-element load through index tables that this
+    replaces ran at 1.6-7x a copy's time on any stage that changes the layout (24 qubits, 2-core
+    AVX-512 host; docs/results.md, section 11), being issue-bound at several instructions an
+    amplitude, while a gather moves a vector's worth in a few."""
+    sig = types.void(src, types.uint64, stab, dtab, lane, re, im, types.uint64, types.uint64, types.uint64)
+
+    def codegen(context, builder, signature, args):
+        _vector_attributes(builder)
+        real = signature.args[0].dtype
+        width = VECTOR_BYTES * 8 // real.bitwidth
+        i1, i32, i64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+        fty = context.get_value_type(real)
+        vty = ir.VectorType(fty, width)
+        ivty = ir.VectorType(i64, width)
+        d_src, d_stab, d_dtab, d_lane, d_re, d_im = (_data(context, builder, signature, args, k)
+                                                      for k in (0, 2, 3, 4, 5, 6))
+        base, q0, q1, contig = args[1], args[7], args[8], args[9]
+        align = real.bitwidth // 8
+        undef = ir.Constant(ivty, ir.Undefined)
+        zeros = ir.Constant(ir.VectorType(i32, width), [0] * width)
+
+        def splat(x):
+            return builder.shuffle_vector(builder.insert_element(undef, x, i32(0)), undef, zeros)
+
+        even = ir.Constant(ir.VectorType(i32, width), [2 * j for j in range(width)])
+        odd = ir.Constant(ir.VectorType(i32, width), [2 * j + 1 for j in range(width)])
+        mask = ir.Constant(ir.VectorType(i1, width), [1] * width)
+        # a gathered element: a (re, im) pair of float32 as one i64, or one float64
+        ety = i64 if real.bitwidth == 32 else fty
+        gvty = ir.VectorType(ety, width)
+        pvty = ir.VectorType(ety.as_pointer(), width)
+        pointee = "" if str(ety.as_pointer()) == "ptr" else str(ety)  # opaque or typed pointers
+        gather = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(gvty, [pvty, i32, ir.VectorType(i1, width), gvty]),
+            f"llvm.masked.gather.v{width}{ety}.v{width}p0{pointee}")
+        lane = builder.load(builder.bitcast(d_lane, ivty.as_pointer()), align=8)
+        origin = splat(builder.ptrtoint(d_src, i64))
+        pair = ir.Constant(ivty, [2 * align] * width)
+        passthru = ir.Constant(gvty, ir.Undefined)
+        is_contig = builder.icmp_unsigned("!=", contig, i64(0))
+
+        def fetch(addr):
+            return builder.call(gather, [builder.inttoptr(addr, pvty), i32(align), mask, passthru])
+
+        with cgutils.for_range_slice(builder, q0, q1, i64(1), intp=i64) as (q, _):
+            off = builder.add(base, builder.load(cgutils.gep(builder, d_stab, q)))
+            t = builder.load(cgutils.gep(builder, d_dtab, q))
+            with builder.if_else(is_contig) as (then, other):
+                with then:
+                    p = builder.mul(off, i64(2))
+                    a = builder.load(_vector_at(builder, d_src, p, vty), align=align)
+                    b = builder.load(_vector_at(builder, d_src, builder.add(p, i64(width)), vty), align=align)
+                    builder.store(builder.shuffle_vector(a, b, even), _vector_at(builder, d_re, t, vty), align=align)
+                    builder.store(builder.shuffle_vector(a, b, odd), _vector_at(builder, d_im, t, vty), align=align)
+                with other:
+                    addr = builder.add(builder.mul(builder.add(splat(off), lane), pair), origin)
+                    if real.bitwidth == 32:
+                        both = builder.bitcast(fetch(addr), ir.VectorType(fty, 2 * width))
+                        r, m = builder.shuffle_vector(both, both, even), builder.shuffle_vector(both, both, odd)
+                    else:
+                        r = fetch(addr)
+                        m = fetch(builder.add(addr, ir.Constant(ivty, [align] * width)))
+                    builder.store(r, _vector_at(builder, d_re, t, vty), align=align)
+                    builder.store(m, _vector_at(builder, d_im, t, vty), align=align)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def _interleave_nt(typingctx, dst, start, re, im, i0, i1):
     """``dst[2 * (start + i)], dst[2 * (start + i) + 1] = re[i], im[i]`` for i in i0 .. i1-1 (i1 - i0
     a multiple of a vector, ``dst`` at 2 * (start + i0) aligned to ``VECTOR_BYTES``), one vector
@@ -469,13 +554,17 @@ def _store(dst, start, re, im):
 
 @_jit
 def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_tab, scatter, ops, offs, fixed, highs,
-               m_re, m_im, skip, re, im, acc_re, acc_im, xs):
+               m_re, m_im, skip, re, im, acc_re, acc_im, xs, v_lane, v_stab, v_dtab, v_contig, s_tab, s_high):
     """Apply the encoded ops to chunks ``c0 .. c1-1`` of the state: chunk h is read from ``src``
-    (bit-permuted: see below), changed, and written to amplitudes h*2^nbits .. (h+1)*2^nbits - 1
-    of ``dst`` (``src`` and ``dst``: the states viewed as interleaved real and imaginary parts;
-    they may be the same array when the permutation keeps every chunk in its place).
+    (bit-permuted: see below), changed, and written to ``dst`` as ``s_tab.size`` equal parts,
+    part r to the amplitudes from ``out(h) | s_tab[r]`` on, where ``out(h)`` puts bit j of h at
+    bit ``s_high[j]`` (a stage: one part, ``s_high`` = nbits, nbits + 1, ..., so chunk h is
+    amplitudes h*2^nbits .. (h+1)*2^nbits - 1). ``src`` and ``dst`` are the states viewed as
+    interleaved real and imaginary parts; they may be the same array when the permutation keeps
+    every chunk in its place.
 
-    The load (the layout change between stages folded into it) reads runs of 2^run_bits
+    With ``v_lane`` not empty the load is ``_gather_load``'s, by vectors (tables from
+    ``cpu._vector_tables``). Otherwise it reads runs of 2^run_bits
     contiguous source amplitudes: run o starts at ``base(h) | src_tab[o]``, where ``base(h)``
     puts bit j of h at bit ``high_src[j]``, and its element j goes to chunk element
     ``dst_tab[o] + scatter[j]`` (``scatter`` empty: ``dst_tab[o] + j``, no permutation). Bit m
@@ -507,7 +596,9 @@ def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_
         base = 0
         for j in range(high_src.size):
             base |= ((h >> j) & 1) << high_src[j]
-        if n_tile == 0:
+        if v_lane.size:
+            _gather_load(src, _u(base), v_stab, v_dtab, v_lane, re, im, _u(0), _u(v_stab.size), _u(v_contig))
+        elif n_tile == 0:
             for o in range(n_runs):
                 s = 2 * (base | src_tab[o])
                 t = dst_tab[o]
@@ -565,4 +656,9 @@ def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_
                 t0 = ops[k, K_DATA] + hv * dim * lanes
                 s0 = ops[k, K_OFFS] + hv * dim
                 _diagonal(re, im, m_re, m_im, t0, skip, s0, dim, lanes, fixed, ops[k, K_FIX], ops[k, K_NFIX], nbits)
-        _store(dst, h * size, re, im)
+        out = 0
+        for j in range(s_high.size):
+            out |= ((h >> j) & 1) << s_high[j]
+        part = size // s_tab.size
+        for r in range(s_tab.size):
+            _store(dst, out | s_tab[r], re[r * part:(r + 1) * part], im[r * part:(r + 1) * part])

@@ -137,6 +137,25 @@ def test_compiled_canonicalize_undoes_any_layout(dtype, n, threads, block_bits):
             assert phys.spare is old  # written into the spare buffer, even where chunks keep their place
 
 
+
+@pytest.mark.parametrize(("stored", "nbits", "itemsize", "want"), [
+    (list(range(10)), 6, 16, list(range(10))),  # logical already: the plain chunk
+    ([9, 8, 7, 6, 5, 4, 3, 2, 1, 0], 6, 16, [0, 1, 2, 7, 8, 9, 3, 4, 5, 6]),  # the 3 lowest stored qubits join
+    ([9, 8, 7, 6, 5, 4, 3, 2, 1, 0], 8, 8, [0, 1, 2, 3, 6, 7, 8, 9, 4, 5]),  # 4 of them: at most nbits / 2
+    ([1, 9, 0, 2, 8, 3, 4, 5, 6, 7], 6, 8, [0, 1, 2, 3, 4, 9, 5, 6, 7, 8]),  # those below a are in anyway
+    ([6, 0, 1, 2, 3, 4, 5, 7, 8, 9], 6, 16, [0, 1, 2, 3, 4, 6, 5, 7, 8, 9]),  # qubit nbits itself joins
+])
+def test_canonical_chunk_holds_the_sources_low_qubits(stored, nbits, itemsize, want, monkeypatch):
+    """The gather into logical order takes a chunk of the low logical bits and of the qubits at
+    the lowest storage bits (so each source line is read whole by one chunk), at least nbits / 2
+    of the former, the rest of the logical bits above in order."""
+    from qsim_tc.stages import cpu
+
+    monkeypatch.setitem(cpu.CANON_SOURCE_BITS, itemsize, 4 if itemsize == 8 else 3)
+    got = cpu._canonical_chunk(stored, nbits, itemsize)
+    assert got == want
+    assert sorted(got) == list(range(len(stored)))
+
 def test_compiled_canonicalize_leaves_what_it_cannot_take():
     """No spare buffer (or one of another size) or a logical layout: nothing moves, and
     PhysicalState.canonicalize falls back to its own permutation."""

@@ -97,7 +97,8 @@ def test_load_permutes_like_numpy(dtype, src_bit):
     re, im = np.empty(1 << nbits, real), np.empty(1 << nbits, real)
     kernels.run_chunks(psi.view(real), dst.view(real), 0, 1 << (n - nbits), nbits, 1, high, run_bits, src_tab,
                        dst_tab, scatter, np.zeros((0, kernels.N_COLUMNS), np.int64), z, z, z, zr, zr,
-                       np.zeros(1, np.uint8), re, im, zr, zr, zr)
+                       np.zeros(1, np.uint8), re, im, zr, zr, zr, *sc._vector_tables(src_bit, nbits, re.itemsize), z,
+                       np.arange(nbits, n, dtype=np.int64))
     idx = np.arange(1 << n)
     old = np.zeros_like(idx)
     for s, b in enumerate(src_bit):
