@@ -18,8 +18,14 @@ equal bit for bit.
 and 16 local qubits, each at the smallest chunk its lanes allow (one vector of lanes): fewer
 stages against a larger chunk.
 
+``--compare load``: the Simulator's plan and chunk with the chunk load by vectors
+(``stages.cpu.VECTOR_LOAD``, a hardware gather) and the gather into logical order by a chunk that
+holds the source's low qubits (``stages.cpu.CANON_SOURCE_BITS``), against the element-by-element
+load through run tables and the plain chunk of low logical bits, alternating.
+
     python -m benchmarks.bench.cpu_stage_ab --compare chunk --json benchmarks/results/stages_cpu_chunk_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare canonicalize --json benchmarks/results/stages_cpu_canonicalize_ab.json
+    python -m benchmarks.bench.cpu_stage_ab --compare load --json benchmarks/results/stages_cpu_load_ab.json
 """
 
 from __future__ import annotations
@@ -52,7 +58,9 @@ def _alternate(cases: dict, dtype, n: int, threads: int, repeats: int, label: st
     item = np.dtype(dtype).itemsize
 
     def go(case):
-        plan, chunk = case
+        plan, chunk, *setup = case
+        if setup:
+            setup[0]()
         psi = np.zeros(1 << n, dtype)
         psi[0] = 1
         t0 = time.perf_counter()
@@ -138,6 +146,37 @@ def compare_local(name: str, dtype, n: int, threads: int, repeats: int, locals_=
                           "all_s": times[k]} for k, (p, c) in cases.items()}}
 
 
+def compare_load(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+    from qsim_tc.stages import cpu  # noqa: PLC0415
+
+    circ, desc = build(name, n)
+    item = np.dtype(dtype).itemsize
+    plan = decide_cpu(circ, item, always=True).plan
+    chunk = default_block_bytes(item, plan.local_qubits, threads)
+    canon = dict(cpu.CANON_SOURCE_BITS)
+
+    def setting(vector: bool):
+        def apply():
+            cpu.VECTOR_LOAD = vector
+            cpu.CANON_SOURCE_BITS.update(canon if vector else dict.fromkeys(canon, 0))
+        return apply
+
+    try:
+        times = _alternate({"element": (plan, chunk, setting(False)), "vector": (plan, chunk, setting(True))},
+                           dtype, n, threads, repeats, desc)
+    finally:
+        setting(True)()
+    return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
+            "local_qubits": plan.local_qubits, "stages": plan.n_stages, "chunk_bytes": chunk,
+            **{f"{k}_s": min(v) for k, v in times.items()}, **{f"{k}_all_s": v for k, v in times.items()},
+            "ratio_vector_to_element": min(times["vector"]) / min(times["element"])}
+
+
+def _line_load(row: dict) -> str:
+    return (f"L {row['local_qubits']:2d}, {row['stages']:2d} stages  element {row['element_s']:.3f} s  vector "
+            f"{row['vector_s']:.3f} s  ({row['ratio_vector_to_element']:.3f}x)")
+
+
 def _line_local(row: dict) -> str:
     return "  ".join(f"{k} (L {v['local_qubits']}, {v['stages']} stages, {v['chunk_bytes'] >> 10} KiB) {v['s']:.3f} s"
                      for k, v in row["cases"].items())
@@ -153,7 +192,7 @@ def _line_canonicalize(row: dict) -> str:
 
 
 COMPARISONS = {"chunk": (compare_chunk, _line_chunk), "canonicalize": (compare_canonicalize, _line_canonicalize),
-               "local": (compare_local, _line_local)}
+               "local": (compare_local, _line_local), "load": (compare_load, _line_load)}
 
 
 def main(argv=None) -> int:

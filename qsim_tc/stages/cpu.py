@@ -68,6 +68,9 @@ _MAX_ACC = 1024  # a wide dense gate accumulates two output runs of _MAX_ACC / 2
 # 69.9 / 17.3 / 16.6; complex128 54.4 / 45.0 / 25.8, 40.6 / 40.5 / 33.8, 23.2 / 21.8 / 21.8 (2, 4
 # and 5 bits between)
 CANON_SOURCE_BITS = {8: 6, 16: 6}
+# the chunk load by vectors (``_vector_tables``); False: the element-by-element load through run
+# tables alone (``_load_tables``), kept for chunks narrower than a vector and for A/B runs
+VECTOR_LOAD = True
 _MAX_VECTOR_TABLE_BITS = 20  # the vector load's tables: 2 x 8 bytes a vector (16 MiB at most)
 _MAX_RUN_BITS = 12  # the load reads runs of at most 2^12 contiguous amplitudes (its scatter table in L1)
 _THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -469,7 +472,7 @@ def _vector_tables(src_bit: list[int], nbits: int, real_bytes: int):
     gathered while it is in L1. Empty tables where the chunk is narrower than a vector (the
     loads through ``_load_tables`` then serve)."""
     v = (kernels.VECTOR_BYTES // real_bytes).bit_length() - 1
-    if nbits < v or nbits - v > _MAX_VECTOR_TABLE_BITS:
+    if not VECTOR_LOAD or nbits < v or nbits - v > _MAX_VECTOR_TABLE_BITS:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), 0
     j = np.arange(1 << v, dtype=np.int64)
     lane = np.zeros_like(j)
