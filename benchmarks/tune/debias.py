@@ -58,9 +58,10 @@ def fitted_beta(fmt: str, d: int, rows: int, kind: str, rng) -> float:
     zero = np.zeros_like(acc)
     exact = np.zeros(acc.shape, np.float64)
     for k0 in range(0, ah.shape[1], kb):
-        p = ah[:, None, k0:k0 + kb].astype(np.float64) * bh[k0:k0 + kb, :].T.astype(np.float64)[None, :, :]
-        acc = (acc + em.tc_mma(zero, p)).astype(np.float32)  # each k-step from zero, RN addition
-        exact += p.sum(-1)
+        x = ah[:, None, k0:k0 + kb].astype(np.float64)
+        y = bh[k0:k0 + kb, :].T.astype(np.float64)[None, :, :]
+        acc = (acc + em.tc_mma(zero, x, y)).astype(np.float32)  # each k-step from zero, RN addition
+        exact += (x * y).sum(-1)
     a64 = acc.astype(np.float64)
     return float(((exact - a64) * a64).sum() / (a64 * a64).sum())
 

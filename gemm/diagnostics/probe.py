@@ -181,13 +181,13 @@ def model_fit(data: dict) -> dict:
     (:func:`model_data`) bit for bit: at the emulation's kept bits and at each of
     :data:`MODEL_BITS` with all products in one step, and the best of every block of
     :data:`MODEL_GROUPS` and kept bits (ties: fewer steps, then the bits nearest the emulation's)."""
-    products = data["a"].astype(np.float64) * data["b"].astype(np.float64)
-    k = products.shape[-1]
+    a, b = data["a"], data["b"]
+    k = a.shape[-1]
     share = {}
     for steps in MODEL_GROUPS:
         if k % steps == 0:
             for bits in MODEL_BITS:
-                share[(k // steps, bits)] = float(np.mean(tc_mma(data["c"], products, bits, k // steps) == data["got"]))
+                share[(k // steps, bits)] = float(np.mean(tc_mma(data["c"], a, b, bits, k // steps) == data["got"]))
     one = {bits: share[(k, bits)] for bits in MODEL_BITS}
     best_bits = max(MODEL_BITS, key=lambda bits: (one[bits], -abs(bits - db.TC_EXTRA_BITS)))
     group, bits = max(share, key=lambda gb: (share[gb], gb[0], -abs(gb[1] - db.TC_EXTRA_BITS)))

@@ -9,8 +9,8 @@ expected loss goes to the correction accumulator, scaled by 2^11 there, so that 
 away: per result, ``sign(x) F ulp(x)`` for the results that are not exact (:data:`DEBIAS_MODE`
 "product", :data:`PRODUCT_DEBIAS_FRACTION`), or once at the end as ``beta * acc`` ("epilogue",
 :func:`debias_beta`, :func:`hybrid_debias_beta`). The constants were calibrated on the CPU
-emulation (:mod:`gemm.tcec.emulate`) and on an H200 (``HARDWARE_EXTRA_FRACTION``,
-``HYBRID_EXTRA_LOSS``).
+emulation (:mod:`gemm.tcec.emulate`) and on an H200 (:data:`PRODUCT_DEBIAS_FRACTION`'s share
+beyond the older model, ``HYBRID_EXTRA_LOSS``).
 """
 
 from __future__ import annotations
@@ -43,14 +43,18 @@ DEBIAS_MODE = "product"
 # that summed more lost, on average, a fraction of its result's ulp that grows with the number of
 # products t it summed. Results whose lowest two bits are zero get nothing (a quarter of the inexact
 # ones are among them, which the fraction allows for); the others get sign(x) F ulp(x), F by
-# t = min(k, BLOCK_K[fmt]) as if the operands were dense. Calibrated on this emulation
-# (benchmarks/tune/debias.py --gates; debias_gates_cpu.json, entry "product"): Haar gates of
-# d = 1..5 on dense states then change the norm by at most about two standard errors (a few 1e-10
-# per gate), where the plain 3/8-ulp epilogue left TF32 gates losing 3e-9 and FP16 gates 9e-9 of
-# norm^2 each and over-corrected a circuit's first layer (one nonzero product per instruction,
-# exact). Instructions of 2 to t - 1 nonzero products (the first layer's complex amplitudes: two
-# real products) are still over-corrected.
-PRODUCT_DEBIAS_FRACTION = {1: 0.0, 2: 0.26, 4: 0.375, 8: 0.524, 16: 0.572}
+# t = min(k, BLOCK_K[fmt]) as if the operands were dense. The GPU kernels and the emulation take the
+# same F. Calibrated first on the emulation with an older model of the instruction (its products
+# aligned to their largest value; benchmarks/tune/debias.py --gates, debias_gates_cpu.json, entry
+# "product": 0.26 / 0.375 / 0.524 / 0.572 for t = 2 / 4 / 8 / 16), under which Haar gates of
+# d = 1..5 on dense states changed the norm by at most a few 1e-10 per gate. On an H200 the same
+# gates then lost 1.9-3.6e-9 (TF32) and 2.4-3.3e-9 (FP16) of norm^2 each, d = 1 2.6-6.2e-9
+# (debias_gates_gpu_h200.json, run "product"), and the kernels took F + 0.022 (about 2.7e-9 /
+# 1.26e-7 per unit of F). The loss was the model's: an H100's instructions align to the products'
+# exponent sums (gemm.tcec.emulate.tc_mma, bit for bit on 8,192 random instructions a format), and
+# under that model the emulation loses 1.5-4.5e-9 per gate at the old F, within +-1.4e-9 for d >= 2
+# at these (d = 1: -1.7e-9). The tables hold the kernels' F; the float32 scales are unchanged.
+PRODUCT_DEBIAS_FRACTION = {1: 0.0, 2: 0.282, 4: 0.397, 8: 0.546, 16: 0.594}
 # Products up to this real inner dimension (gates of up to 5 complex qubits) take the per-product
 # debias; longer ones keep the epilogue's model, as the hybrid and wgmma products beside them, whose
 # constants were fitted on whole circuits in which such products took the model
@@ -65,27 +69,16 @@ def debias_mode(k: int) -> str:
     return "product" if per_product else "epilogue"  # a chain of two has no per-product form
 
 
-# The H200's tensor cores lose more than this module's model of them (tc_mma) on the same products:
-# with the fractions above, which leave the emulation unbiased, Haar gates of d = 2..5 on dense states
-# lost 1.9-3.6e-9 (TF32) and 2.4-3.3e-9 (FP16) of norm^2 each on the GPU, d = 1 2.6-6.2e-9
-# (benchmarks/results/debias_gates_gpu_h200.json, run "product"; the 3/8-ulp epilogue lost 5-7e-9
-# and 5-13e-9 there from d = 2 on). The GPU kernel adds this much to F (about 2.7e-9 / 1.26e-7 per
-# unit of F, the emulation's slope). Measured on an H200; other GPUs take it unmeasured.
-HARDWARE_EXTRA_FRACTION = {"tf32": 0.022, "fp16": 0.022}
-
-
-def product_debias_fraction(fmt: str, k: int, hardware: bool = False) -> float:
+def product_debias_fraction(fmt: str, k: int) -> float:
     """F of the per-product debias for a real inner dimension ``k`` (see PRODUCT_DEBIAS_FRACTION; a
-    k between two table sizes takes the smaller); ``hardware``: for the GPU kernel, plus
-    HARDWARE_EXTRA_FRACTION."""
+    k between two table sizes takes the smaller), for the GPU kernels and the emulation alike."""
     t = min(max(int(k), 1), BLOCK_K[fmt])
-    f = PRODUCT_DEBIAS_FRACTION[max(size for size in PRODUCT_DEBIAS_FRACTION if size <= t)]
-    return f + (HARDWARE_EXTRA_FRACTION[fmt] if hardware else 0.0)
+    return PRODUCT_DEBIAS_FRACTION[max(size for size in PRODUCT_DEBIAS_FRACTION if size <= t)]
 
 
-def product_debias_scale(fmt: str, k: int, hardware: bool = False) -> np.float32:
+def product_debias_scale(fmt: str, k: int) -> np.float32:
     """The kernel's per-product scale, F 2^-23 in the correction's units (2^11), as float32."""
-    return np.float32(product_debias_fraction(fmt, k, hardware) * 2.0**(LO_SHIFT - 23))
+    return np.float32(product_debias_fraction(fmt, k) * 2.0**(LO_SHIFT - 23))
 CHAIN_LOSS = {1: 1.0, 2: 1.4}  # expected loss of a chain's results, relative to one result of its sum
 MEAN_INV_MANTISSA = 1.0 / (2.0 * math.log(2.0))  # E[2^e / |x|] for log-uniform (Benford) significands
 

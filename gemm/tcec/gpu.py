@@ -562,7 +562,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     if mode == "ec-hybrid" or (wg and mode == "ec"):
         beta = db.hybrid_debias_beta(fmt, plan.k, chain)
     elif per_product:
-        beta = float(db.product_debias_scale(fmt, plan.k, hardware=True)) * 2.0**-LO_SHIFT
+        beta = float(db.product_debias_scale(fmt, plan.k)) * 2.0**-LO_SHIFT
     else:
         beta = db.debias_beta(chain)
     out_dtype = cp.complex64 if ops.is_complex else cp.float32
@@ -605,7 +605,7 @@ def run(cp, ops, plan: Plan, fmt: str, scheme: str, scales: tuple[int, int], tim
     report.choices["tile"] = f"{tile} {bm}x{bn}"
     report.choices["product_kernel"] = f"wgmma {cfg_name}" if wg else "mma.sync"
     if scheme == "ec" and debias and per_product:
-        report.choices["debias_fraction"] = db.product_debias_fraction(fmt, plan.k, hardware=True)
+        report.choices["debias_fraction"] = db.product_debias_fraction(fmt, plan.k)
     elif scheme == "ec" and debias:
         report.choices["debias_beta"] = float(np.float32(beta * 2.0**LO_SHIFT)) * 2.0**-LO_SHIFT
     if scheme == "ec":

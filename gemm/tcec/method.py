@@ -76,7 +76,7 @@ from gemm.tcec.debias import product_debias_fraction as _pdf
 def debias_fraction(fmt: str, k: int) -> float:
     """The largest per-product debias fraction F of ``fmt`` at real inner dimension ``k``, GPU
     extra included (a bound: the CPU adds less)."""
-    return _pdf(fmt, k, hardware=True)
+    return _pdf(fmt, k)
 
 
 class FP16RangeError(GemmError, ValueError):

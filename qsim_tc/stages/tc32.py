@@ -107,9 +107,10 @@ def split_groups(b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     return _f16(hi), lo1, lo2, down
 
 
-def _products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Exact products of one instruction: (rows, groups, inner) float64."""
-    return a[:, None, :].astype(np.float64) * b.T[None, :, :].astype(np.float64)
+def _products(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The operands of one instruction as :func:`~gemm.tcec.emulate.tc_mma` takes them, broadcasting
+    to (rows, groups, inner)."""
+    return a[:, None, :].astype(np.float64), b.T[None, :, :].astype(np.float64)
 
 
 def real_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -121,10 +122,10 @@ def real_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a1, a1s, a2, a3 = split_matrix(a)
     bh, bl, bl2, down = split_groups(b)
     zero = np.zeros((a.shape[0], b.shape[1]), np.float32)
-    hh = tc_mma(zero, _products(a1, bh))
+    hh = tc_mma(zero, *_products(a1, bh))
     cor = zero
     for x, y in ((a2, bh), (a1s, bl), (a1s, bl2), (a2, bl), (a3, bh)):
-        cor = tc_mma(cor, _products(x, y))
+        cor = tc_mma(cor, *_products(x, y))
     with np.errstate(over="ignore", invalid="ignore"):
         d = (hh.astype(np.float64) + cor.astype(np.float64) * LO).astype(np.float32)
         return (d * down[None, :]).astype(np.float32)

@@ -52,9 +52,9 @@ def test_the_leading_product_is_exact():
     bh, _, _, down = tc32.split_groups(b)
     top = np.abs(b).max(axis=0) / (down * tc32.MATRIX_SCALE)
     assert ((top >= 2.0**14) & (top < 2.0**15)).all()
-    products = a1[:, None, :].astype(np.float64) * bh.T[None, :, :].astype(np.float64)
-    exact = products.sum(axis=-1)
-    assert np.array_equal(tc_mma(np.zeros(exact.shape, np.float32), products).astype(np.float64), exact)
+    x, y = a1[:, None, :].astype(np.float64), bh.T[None, :, :].astype(np.float64)
+    exact = (x * y).sum(axis=-1)
+    assert np.array_equal(tc_mma(np.zeros(exact.shape, np.float32), x, y).astype(np.float64), exact)
 
 
 @pytest.mark.parametrize("k", [2, 3])
