@@ -21,7 +21,8 @@ stages against a larger chunk.
 ``--compare load``: the Simulator's plan and chunk with the chunk load by vectors
 (``stages.cpu.VECTOR_LOAD``, a hardware gather) and the gather into logical order by a chunk that
 holds the source's low qubits (``stages.cpu.CANON_SOURCE_BITS``), against the element-by-element
-load through run tables and the plain chunk of low logical bits, alternating.
+load through run tables and the plain chunk of low logical bits, alternating; then both again
+with every stage's ops taken out (the loads and stores alone).
 
     python -m benchmarks.bench.cpu_stage_ab --compare chunk --json benchmarks/results/stages_cpu_chunk_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare canonicalize --json benchmarks/results/stages_cpu_canonicalize_ab.json
@@ -52,9 +53,11 @@ MODULE = "benchmarks.bench.cpu_stage_ab"
 TOL = {8: 1e-4, 16: 1e-12}
 
 
-def _alternate(cases: dict, dtype, n: int, threads: int, repeats: int, label: str) -> dict[str, list[float]]:
-    """Seconds of each case (name -> (plan, chunk bytes)) from |0...0>, the repeats alternating
-    between the cases after one warm-up each; every state is checked against the first case's."""
+def _alternate(cases: dict, dtype, n: int, threads: int, repeats: int, label: str, *,
+               check: bool = True) -> dict[str, list[float]]:
+    """Seconds of each case (name -> (plan, chunk bytes[, a setting applied before each run])) from
+    |0...0>, the repeats alternating between the cases after one warm-up each; every state is
+    checked against the first case's (unless not ``check``)."""
     item = np.dtype(dtype).itemsize
 
     def go(case):
@@ -75,7 +78,7 @@ def _alternate(cases: dict, dtype, n: int, threads: int, repeats: int, label: st
     for _ in range(repeats):
         for k, case in cases.items():
             dt, out = go(case)
-            err = float(np.abs(out - ref).max())
+            err = float(np.abs(out - ref).max()) if check else 0.0
             if err > TOL[item]:
                 raise SystemExit(f"{label} {np.dtype(dtype).name}: {k} differs from {first} by {err:.3g}")
             times[k].append(dt)
@@ -154,27 +157,39 @@ def compare_load(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
     plan = decide_cpu(circ, item, always=True).plan
     chunk = default_block_bytes(item, plan.local_qubits, threads)
     canon = dict(cpu.CANON_SOURCE_BITS)
+    encode = cpu._encode
 
-    def setting(vector: bool):
+    def no_ops(stage, geo, real):  # the stage's load and store alone: its ops taken out
+        ops = encode(stage, geo, real)
+        return None if ops is None else cpu._Ops(ops.table[:0], ops.offs, ops.fixed, ops.highs, ops.m_re, ops.m_im,
+                                                  ops.skip)
+
+    def setting(vector: bool, ops: bool = True):
         def apply():
             cpu.VECTOR_LOAD = vector
             cpu.CANON_SOURCE_BITS.update(canon if vector else dict.fromkeys(canon, 0))
+            cpu._encode = encode if ops else no_ops
         return apply
 
     try:
         times = _alternate({"element": (plan, chunk, setting(False)), "vector": (plan, chunk, setting(True))},
                            dtype, n, threads, repeats, desc)
+        loads = _alternate({"element": (plan, chunk, setting(False, False)),
+                            "vector": (plan, chunk, setting(True, False))}, dtype, n, threads, repeats, desc,
+                           check=False)
     finally:
         setting(True)()
     return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
             "local_qubits": plan.local_qubits, "stages": plan.n_stages, "chunk_bytes": chunk,
             **{f"{k}_s": min(v) for k, v in times.items()}, **{f"{k}_all_s": v for k, v in times.items()},
+            **{f"{k}_loads_only_s": min(v) for k, v in loads.items()},
             "ratio_vector_to_element": min(times["vector"]) / min(times["element"])}
 
 
 def _line_load(row: dict) -> str:
     return (f"L {row['local_qubits']:2d}, {row['stages']:2d} stages  element {row['element_s']:.3f} s  vector "
-            f"{row['vector_s']:.3f} s  ({row['ratio_vector_to_element']:.3f}x)")
+            f"{row['vector_s']:.3f} s  ({row['ratio_vector_to_element']:.3f}x); ops out: "
+            f"{row['element_loads_only_s']:.3f} / {row['vector_loads_only_s']:.3f} s")
 
 
 def _line_local(row: dict) -> str:

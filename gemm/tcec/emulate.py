@@ -35,7 +35,7 @@ CHUNK_BYTES = 64 << 20  # one block's float64 products stay under this
 def _rz(s: np.ndarray) -> np.ndarray:
     """float64 -> float32 rounded toward zero."""
     with np.errstate(over="ignore", invalid="ignore"):
-        r = s.astype(np.float32)
+        r = np.array(s, dtype=np.float32)  # an array also for one value (0-d)
         fix = np.abs(r.astype(np.float64)) > np.abs(s)
     if fix.any():
         r[fix] = np.nextafter(r[fix], np.float32(0))

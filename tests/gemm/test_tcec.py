@@ -326,6 +326,24 @@ def test_probe_cli_without_gpu(capsys, monkeypatch):
     assert "the probe runs mma instructions on a CUDA GPU; none is available" in capsys.readouterr().err
 
 
+
+def test_one_instruction_aligns_to_the_exponent_sums():
+    """The products' terms are aligned to the largest exponent sum e(a) + e(b), not to the
+    largest product's value: 1.5 * 1.5 = 2.25 (exponent sum 0, value exponent 1) beside seven
+    products 1.5 * 2^-24 keeps 3 units of 2^-25 of each (cut 25 bits below 2^0), not 1 unit of
+    2^-24 (cut below 2^1): 2.25 + 10.5 2^-24, truncated to FP32's 2^-22, is 2.25 + 2^-21 where the
+    value's alignment gave 2.25 + 2^-22 (what an H100 returns: docs/results.md, section 7)."""
+    from gemm.tcec.emulate import tc_mma
+
+    a = np.array([1.5] * 8)
+    b = np.array([1.5] + [2.0**-24] * 7)
+    got = tc_mma(np.zeros((), np.float32), a, b, 2)
+    assert got.dtype == np.float32 and float(got) == 2.25 + 2.0**-21
+    # the accumulator's exponent counts too: with c = 4 (exponent 2) the terms are cut below
+    # 2^-23, each small one (0.75 of that unit) to zero; aligned to the products alone they would
+    # keep 10.5 2^-24, one ulp of 6.25 after the truncation
+    assert float(tc_mma(np.float32(4.0), a, b, 2)) == 6.25
+
 def test_probe_cli_saves_the_cases(capsys, monkeypatch, tmp_path):
     """``qsim-tc probe --cases F`` (on a stand-in GPU) writes F.npz, which load_cases reads back
     for model_fit; a --cases path in a missing folder is refused before any work."""
