@@ -305,7 +305,7 @@ MUTANTS = (
            "bits[:, k] = ((clbits >> k) & 1).astype(bool)",
            ("tests/qsim_tc/test_primitives.py",)),
     Mutant("tc-mma-ignores-the-steps", "gemm/tcec/emulate.py",
-           "if group is not None and group < p.shape[-1]:",
+           "if group is not None and group < k:",
            "if False:",
            ("tests/gemm/test_tcec.py::test_probe_model_check_finds_the_gpus_kept_bits",)),
 )

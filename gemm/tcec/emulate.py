@@ -79,8 +79,8 @@ def tc_mma(c: np.ndarray, a: np.ndarray, b: np.ndarray, extra_bits: int | None =
     """
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
-    if group is not None and group < np.broadcast_shapes(a.shape, b.shape)[-1]:
-        k = np.broadcast_shapes(a.shape, b.shape)[-1]
+    k = np.broadcast_shapes(a.shape, b.shape)[-1]
+    if group is not None and group < k:
         for g0 in range(0, k, group):
             c = tc_mma(c, a[..., g0:g0 + group], b[..., g0:g0 + group], extra_bits)
         return c
