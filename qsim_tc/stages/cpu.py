@@ -71,6 +71,10 @@ CANON_SOURCE_BITS = {8: 6, 16: 6}
 # the chunk load by vectors (``_vector_tables``); False: the element-by-element load through run
 # tables alone (``_load_tables``), kept for chunks narrower than a vector and for A/B runs
 VECTOR_LOAD = True
+# the hardware gather where a vector's amplitudes come from several places: measured on AVX-512
+# only (docs/results.md, section 11); the AVX2 hosts' gathers (microcoded on Zen 1-3) are unmeasured,
+# so there only the contiguous vectors take the vector load
+GATHER_LOAD = kernels.VECTOR_BYTES >= 64
 _MAX_VECTOR_TABLE_BITS = 20  # the vector load's tables: 2 x 8 bytes a vector (16 MiB at most)
 _MAX_RUN_BITS = 12  # the load reads runs of at most 2^12 contiguous amplitudes (its scatter table in L1)
 _THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -469,8 +473,9 @@ def _vector_tables(src_bit: list[int], nbits: int, real_bytes: int):
     are 0 .. V-1. The vectors are visited with the chunk bits above v ordered by the source bit
     each holds, lowest first (``stab``: the vector's source offset, ``dtab``: its place in the
     chunk), so consecutive vectors read neighbouring source lines and a line's amplitudes are
-    gathered while it is in L1. Empty tables where the chunk is narrower than a vector (the
-    loads through ``_load_tables`` then serve)."""
+    gathered while it is in L1. Empty tables where the chunk is narrower than a vector, and where
+    the low bits change on a host without AVX-512 (``GATHER_LOAD``): the loads through
+    ``_load_tables`` then serve."""
     v = (kernels.VECTOR_BYTES // real_bytes).bit_length() - 1
     if not VECTOR_LOAD or nbits < v or nbits - v > _MAX_VECTOR_TABLE_BITS:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), 0
@@ -478,6 +483,9 @@ def _vector_tables(src_bit: list[int], nbits: int, real_bytes: int):
     lane = np.zeros_like(j)
     for k in range(v):
         lane |= ((j >> k) & 1) << src_bit[k]
+    contig = all(src_bit[k] == k for k in range(v))
+    if not contig and not GATHER_LOAD:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), 0
     order = sorted(range(v, nbits), key=lambda s: src_bit[s])
     q = np.arange(1 << (nbits - v), dtype=np.int64)
     stab, dtab = np.zeros_like(q), np.zeros_like(q)
@@ -485,7 +493,7 @@ def _vector_tables(src_bit: list[int], nbits: int, real_bytes: int):
         bit = (q >> m) & 1
         stab |= bit << src_bit[s]
         dtab |= bit << s
-    return lane, stab, dtab, int(all(src_bit[k] == k for k in range(v)))
+    return lane, stab, dtab, int(contig)
 
 
 def _canonical_chunk(stored, nbits: int, itemsize: int) -> list[int]:

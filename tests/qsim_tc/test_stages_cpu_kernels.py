@@ -84,9 +84,12 @@ def test_vector_kernel_through_run_stages(dtype, block_bits):
     [3, 12, 1, 13, 2, 5, 0, 7, 8, 9, 10, 11, 4, 6],  # lanes from above the chunk and from inside
     [0, 9, 2, 3, 4, 5, 6, 7, 8, 1, 10, 11, 12, 13],  # a lane from inside the run, one from the runs
 ])
-def test_load_permutes_like_numpy(dtype, src_bit):
+@pytest.mark.parametrize("gather", [True, False])
+def test_load_permutes_like_numpy(dtype, src_bit, gather, monkeypatch):
     """``run_chunks`` with no ops is the layout change alone: new storage bit s holds old bit
-    ``src_bit[s]``; chunks of 2^10 amplitudes, in place or into the spare buffer."""
+    ``src_bit[s]``; chunks of 2^10 amplitudes, in place or into the spare buffer; by vectors (with
+    the hardware gather where the low bits change, or without it: then by runs, as on AVX2)."""
+    monkeypatch.setattr(sc, "GATHER_LOAD", gather)
     n, nbits, real = 14, 10, REAL[dtype]
     psi = random_state(n, 5, dtype)
     high = np.asarray(src_bit[nbits:], np.int64)
