@@ -107,13 +107,19 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
 
     Raises:
         TypeError: ``state`` is neither, or holds a non-complex dtype.
-        ValueError: the widths of state and plan differ.
+        ValueError: the widths of state and plan differ, or an array state is not 1-D of a
+            power-of-two length, contiguous and writeable (nothing is changed).
     """
     if isinstance(state, PhysicalState):
         phys, as_array = state, False
     elif isinstance(state, np.ndarray):
         if state.ndim != 1 or state.size < 2 or state.size & (state.size - 1):
             raise ValueError(f"state must be 1-D with a power-of-two length >= 2, got shape {state.shape}")
+        if not state.flags.c_contiguous or not state.flags.writeable:
+            # the kernels read and write the array's memory as interleaved real parts, in place
+            raise ValueError("state must be a contiguous, writeable array (got a "
+                             f"{'strided view' if not state.flags.c_contiguous else 'read-only array'}); "
+                             "pass np.ascontiguousarray(state) or a copy")
         phys, as_array = PhysicalState(state, gemm.resolve_device("cpu")), True
     else:
         raise TypeError(f"state must be a PhysicalState or a numpy array, got {type(state).__name__}")

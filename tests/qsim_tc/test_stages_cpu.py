@@ -323,3 +323,21 @@ def test_cache_sizes_read_from_sysfs(tmp_path):
     assert host_cache.cache_sizes(str(tmp_path / "missing")) == {}
     size = host_cache.last_level_cache()  # this host's
     assert size is None or size == host_cache.cache_sizes()[max(host_cache.cache_sizes())]
+
+
+@pytest.mark.parametrize("bad", ["strided", "read-only", "2-D", "odd length"])
+def test_run_stages_refuses_an_array_it_cannot_work_in(bad):
+    """An array state that is a strided view, read-only, not 1-D or not of a power-of-two length
+    gets a ValueError that names the problem before anything runs, and stays as it was (the
+    kernels work in the array's memory, in place)."""
+    from circuits import brickwork
+
+    base = random_state(11, 3)
+    state = {"strided": base[::2], "read-only": base[:1 << 10].copy(), "2-D": base[:1 << 10].reshape(32, 32),
+             "odd length": base[:1000]}[bad]
+    if bad == "read-only":
+        state.flags.writeable = False
+    before = state.copy()
+    with pytest.raises(ValueError, match="contiguous, writeable|power-of-two length"):
+        run_stages(state, plan_stages(brickwork(10, 2, 2, seed=1), 6))
+    np.testing.assert_array_equal(state, before)
