@@ -9,8 +9,11 @@ and every gate loop runs over at least 2^W consecutive amplitudes. Per chunk:
 1. load it, deinterleaved into two real arrays (``re``, ``im``; the loops below vectorize on
    split real data, not on interleaved complex numbers), from wherever the previous stage's
    layout holds its amplitudes: the index-bit swaps between stages are folded into this load.
-   Runs whose amplitudes land in the same cache lines of the chunk (lanes that change between
-   stages) are loaded together, element by element (``run_chunks``);
+   A vector of the chunk (its low bits) at a time: two plain loads where those bits are the
+   source's, else one hardware gather (two for complex128) on AVX-512 hosts
+   (``_gather_load``); chunks narrower than a vector, and AVX2 hosts where the low bits change,
+   load element by element through run tables, the runs that land in the same cache lines of
+   the chunk together (``run_chunks``);
 2. apply every gate of the stage, in order, to ``re``/``im``:
 
    - dense (dense, permutation and controlled gates; controls inside the chunk fix bits to 1,
