@@ -18,8 +18,7 @@ tensor core's rounding, see ``qsim-tc probe``), then accumulated as the scheme s
 Each instruction is emulated as the probes measure the tensor core (:func:`tc_mma`): exact
 products, aligned to the largest exponent sum (or the accumulator's exponent) and cut toward zero
 two bits below its last bit, summed, truncated to FP32: bit for bit what an H100's instructions
-give. The kernels' debias constants differ from the emulation's (:mod:`gemm.tcec.debias`), so
-whole products agree to a few ulps.
+give. The kernels and the emulation take the same debias constants (:mod:`gemm.tcec.debias`).
 """
 
 from __future__ import annotations

@@ -70,13 +70,7 @@ from gemm.options import Option, boolean, choice
 from gemm.tcec import emulate, gpu, split
 from gemm.tcec.debias import BLOCK_K as DEBIAS_BLOCK_K
 from gemm.tcec.debias import DEBIAS, hybrid_debias_beta
-from gemm.tcec.debias import product_debias_fraction as _pdf
-
-
-def debias_fraction(fmt: str, k: int) -> float:
-    """The largest per-product debias fraction F of ``fmt`` at real inner dimension ``k``, GPU
-    extra included (a bound: the CPU adds less)."""
-    return _pdf(fmt, k)
+from gemm.tcec.debias import product_debias_fraction as debias_fraction  # the kernels' F, the CPU's alike
 
 
 class FP16RangeError(GemmError, ValueError):

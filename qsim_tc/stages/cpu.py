@@ -399,14 +399,15 @@ def _gather(phys: PhysicalState, src_bit: list[int], nbits: int, lanes: int, ops
         a += 1
     if a == 0 and nbits:
         raise ValueError("dst_bit must keep chunk bit 0 in place")
-    o = np.arange(1 << (nbits - a), dtype=np.int64)
-    s_tab = np.zeros_like(o)
-    for m, d in enumerate(dst_bit[a:nbits]):
-        s_tab |= ((o >> m) & 1) << d
+    s_tab = _bit_table(dst_bit[a:nbits])
     s_high = np.asarray(dst_bit[nbits:], dtype=np.int64)
     high_src = np.asarray(src_bit[nbits:], dtype=np.int64)
-    run_bits, src_tab, dst_tab, scatter = _load_tables(src_bit, nbits)
     v_lane, v_stab, v_dtab, v_contig = _vector_tables(src_bit, nbits, scratch[0].re.itemsize)
+    if v_lane.size:  # the load by vectors: the run tables go unread (one run stands for them)
+        one = np.zeros(1, np.int64)
+        run_bits, src_tab, dst_tab, scatter = nbits, one, one, np.zeros(0, np.int64)
+    else:
+        run_bits, src_tab, dst_tab, scatter = _load_tables(src_bit, nbits)
     in_place = in_place_ok and all(b == d for b, d in zip(src_bit[nbits:], dst_bit[nbits:]))
     src = phys.data
     if in_place:
@@ -485,21 +486,11 @@ def _vector_tables(src_bit: list[int], nbits: int, real_bytes: int):
     v = (kernels.VECTOR_BYTES // real_bytes).bit_length() - 1
     if not VECTOR_LOAD or nbits < v or nbits - v > _MAX_VECTOR_TABLE_BITS:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), 0
-    j = np.arange(1 << v, dtype=np.int64)
-    lane = np.zeros_like(j)
-    for k in range(v):
-        lane |= ((j >> k) & 1) << src_bit[k]
     contig = all(src_bit[k] == k for k in range(v))
     if not contig and not GATHER_LOAD:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), 0
     order = sorted(range(v, nbits), key=lambda s: src_bit[s])
-    q = np.arange(1 << (nbits - v), dtype=np.int64)
-    stab, dtab = np.zeros_like(q), np.zeros_like(q)
-    for m, s in enumerate(order):
-        bit = (q >> m) & 1
-        stab |= bit << src_bit[s]
-        dtab |= bit << s
-    return lane, stab, dtab, int(contig)
+    return _bit_table(src_bit[:v]), _bit_table([src_bit[s] for s in order]), _bit_table(order), int(contig)
 
 
 def _canonical_chunk(stored, nbits: int, itemsize: int) -> list[int]:
@@ -523,7 +514,17 @@ def _canonical_chunk(stored, nbits: int, itemsize: int) -> list[int]:
             break
         a = nbits - len(extra)
     chunk = list(range(a)) + extra
-    return chunk + [q for q in range(n) if q not in set(chunk)]
+    held = set(chunk)
+    return chunk + [q for q in range(n) if q not in held]
+
+
+def _bit_table(bits) -> np.ndarray:
+    """For each index i < 2^len(bits), the offset whose bit ``bits[k]`` is bit k of i (int64)."""
+    i = np.arange(1 << len(bits), dtype=np.int64)
+    out = np.zeros_like(i)
+    for k, b in enumerate(bits):
+        out |= ((i >> k) & 1) << b
+    return out
 
 
 def _load_tables(src_bit: list[int], nbits: int):
@@ -542,18 +543,6 @@ def _load_tables(src_bit: list[int], nbits: int):
     placed = [new_of[k] for k in range(run_bits)]
     # runs in source order, so that consecutive runs are near each other in memory
     others = sorted((s for s in range(nbits) if s not in placed), key=lambda s: src_bit[s])
-    o = np.arange(1 << len(others), dtype=np.int64)
-    src_tab = np.zeros_like(o)
-    dst_tab = np.zeros_like(o)
-    for m, s in enumerate(others):
-        bit = (o >> m) & 1
-        src_tab |= bit << src_bit[s]
-        dst_tab |= bit << s
-    if placed == list(range(run_bits)):
-        scatter = np.zeros(0, dtype=np.int64)
-    else:
-        j = np.arange(1 << run_bits, dtype=np.int64)
-        scatter = np.zeros_like(j)
-        for k, s in enumerate(placed):
-            scatter |= ((j >> k) & 1) << s
+    src_tab, dst_tab = _bit_table([src_bit[s] for s in others]), _bit_table(others)
+    scatter = np.zeros(0, dtype=np.int64) if placed == list(range(run_bits)) else _bit_table(placed)
     return run_bits, src_tab, dst_tab, scatter
