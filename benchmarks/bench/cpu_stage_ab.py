@@ -19,14 +19,19 @@ and 16 local qubits, each at the smallest chunk its lanes allow (one vector of l
 stages against a larger chunk.
 
 ``--compare load``: the Simulator's plan and chunk with the chunk load by vectors
-(``stages.cpu.VECTOR_LOAD``, a hardware gather) and the gather into logical order by a chunk that
+(``stages.cpu.VECTOR_LOAD``) and the gather into logical order by a chunk that
 holds the source's low qubits (``stages.cpu.CANON_SOURCE_BITS``), against the element-by-element
 load through run tables and the plain chunk of low logical bits, alternating; then both again
 with every stage's ops taken out (the loads and stores alone).
 
+``--compare gather``: the same for the vectors whose amplitudes come from several places: one load
+an amplitude merged by shuffles (the default) against the hardware gather
+(``stages.cpu.HARDWARE_GATHER``).
+
     python -m benchmarks.bench.cpu_stage_ab --compare chunk --json benchmarks/results/stages_cpu_chunk_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare canonicalize --json benchmarks/results/stages_cpu_canonicalize_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare load --json benchmarks/results/stages_cpu_load_ab.json
+    python -m benchmarks.bench.cpu_stage_ab --compare gather --json benchmarks/results/stages_cpu_gather_ab.json
 """
 
 from __future__ import annotations
@@ -149,14 +154,17 @@ def compare_local(name: str, dtype, n: int, threads: int, repeats: int, locals_=
                           "all_s": times[k]} for k, (p, c) in cases.items()}}
 
 
-def compare_load(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+def _compare_loads(name: str, dtype, n: int, threads: int, repeats: int, settings: dict) -> dict:
+    """The Simulator's plan and chunk under two settings of the chunk load (name -> a function that
+    applies it to :mod:`qsim_tc.stages.cpu`), alternating; then both again with every stage's ops
+    taken out (the loads and stores alone). The first setting is the module's default: it is
+    applied at the end, and the ratio is its time to the second's."""
     from qsim_tc.stages import cpu  # noqa: PLC0415
 
     circ, desc = build(name, n)
     item = np.dtype(dtype).itemsize
     plan = decide_cpu(circ, item, always=True).plan
     chunk = default_block_bytes(item, plan.local_qubits, threads)
-    canon = dict(cpu.CANON_SOURCE_BITS)
     encode = cpu._encode
 
     def no_ops(stage, geo, real):  # the stage's load and store alone: its ops taken out
@@ -164,32 +172,57 @@ def compare_load(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
         return None if ops is None else cpu._Ops(ops.table[:0], ops.offs, ops.fixed, ops.highs, ops.m_re, ops.m_im,
                                                   ops.skip)
 
-    def setting(vector: bool, ops: bool = True):
+    def setting(key: str, ops: bool = True):
         def apply():
-            cpu.VECTOR_LOAD = vector
-            cpu.CANON_SOURCE_BITS.update(canon if vector else dict.fromkeys(canon, 0))
+            settings[key]()
             cpu._encode = encode if ops else no_ops
         return apply
 
+    first, second = settings
     try:
-        times = _alternate({"element": (plan, chunk, setting(False)), "vector": (plan, chunk, setting(True))},
-                           dtype, n, threads, repeats, desc)
-        loads = _alternate({"element": (plan, chunk, setting(False, False)),
-                            "vector": (plan, chunk, setting(True, False))}, dtype, n, threads, repeats, desc,
+        times = _alternate({k: (plan, chunk, setting(k)) for k in settings}, dtype, n, threads, repeats, desc)
+        loads = _alternate({k: (plan, chunk, setting(k, False)) for k in settings}, dtype, n, threads, repeats, desc,
                            check=False)
     finally:
-        setting(True)()
+        setting(first)()
     return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
             "local_qubits": plan.local_qubits, "stages": plan.n_stages, "chunk_bytes": chunk,
             **{f"{k}_s": min(v) for k, v in times.items()}, **{f"{k}_all_s": v for k, v in times.items()},
             **{f"{k}_loads_only_s": min(v) for k, v in loads.items()},
-            "ratio_vector_to_element": min(times["vector"]) / min(times["element"])}
+            f"ratio_{first}_to_{second}": min(times[first]) / min(times[second])}
 
 
-def _line_load(row: dict) -> str:
-    return (f"L {row['local_qubits']:2d}, {row['stages']:2d} stages  element {row['element_s']:.3f} s  vector "
-            f"{row['vector_s']:.3f} s  ({row['ratio_vector_to_element']:.3f}x); ops out: "
-            f"{row['element_loads_only_s']:.3f} / {row['vector_loads_only_s']:.3f} s")
+def compare_load(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+    from qsim_tc.stages import cpu  # noqa: PLC0415
+
+    canon = dict(cpu.CANON_SOURCE_BITS)
+
+    def load(vector: bool):
+        def apply():
+            cpu.VECTOR_LOAD = vector
+            cpu.CANON_SOURCE_BITS.update(canon if vector else dict.fromkeys(canon, 0))
+        return apply
+
+    return _compare_loads(name, dtype, n, threads, repeats, {"vector": load(True), "element": load(False)})
+
+
+def compare_gather(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+    from qsim_tc.stages import cpu  # noqa: PLC0415
+
+    def gather(hardware: bool):
+        def apply():
+            cpu.HARDWARE_GATHER = hardware
+        return apply
+
+    return _compare_loads(name, dtype, n, threads, repeats, {"amplitudes": gather(False), "hardware": gather(True)})
+
+
+def _line_pair(first: str, second: str):
+    def line(row: dict) -> str:
+        return (f"L {row['local_qubits']:2d}, {row['stages']:2d} stages  {second} {row[f'{second}_s']:.3f} s  {first} "
+                f"{row[f'{first}_s']:.3f} s  ({row[f'ratio_{first}_to_{second}']:.3f}x); ops out: "
+                f"{row[f'{second}_loads_only_s']:.3f} / {row[f'{first}_loads_only_s']:.3f} s")
+    return line
 
 
 def _line_local(row: dict) -> str:
@@ -207,7 +240,8 @@ def _line_canonicalize(row: dict) -> str:
 
 
 COMPARISONS = {"chunk": (compare_chunk, _line_chunk), "canonicalize": (compare_canonicalize, _line_canonicalize),
-               "local": (compare_local, _line_local), "load": (compare_load, _line_load)}
+               "local": (compare_local, _line_local), "load": (compare_load, _line_pair("vector", "element")),
+               "gather": (compare_gather, _line_pair("amplitudes", "hardware"))}
 
 
 def main(argv=None) -> int:

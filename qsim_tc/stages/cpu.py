@@ -71,10 +71,13 @@ CANON_SOURCE_BITS = {8: 6, 16: 6}
 # the chunk load by vectors (``_vector_tables``); False: the element-by-element load through run
 # tables alone (``_load_tables``), kept for chunks narrower than a vector and for A/B runs
 VECTOR_LOAD = True
-# the hardware gather where a vector's amplitudes come from several places: measured on AVX-512
-# only (docs/results.md, section 11); the AVX2 hosts' gathers (microcoded on Zen 1-3) are unmeasured,
-# so there only the contiguous vectors take the vector load
+# the load by vectors also where a vector's amplitudes come from several places (each amplitude
+# loaded on its own, or by the hardware gather: HARDWARE_GATHER): measured on AVX-512 hosts only
+# (docs/results.md, section 11); on AVX2 hosts only the contiguous vectors take the vector load
 GATHER_LOAD = kernels.VECTOR_BYTES >= 64
+# the hardware gather for such vectors instead of one load an amplitude: slower on a Zen 5 in both
+# dtypes (cpu_kernels._gather_load), kept for A/B runs (benchmarks.bench.cpu_stage_ab --compare gather)
+HARDWARE_GATHER = False
 _MAX_VECTOR_TABLE_BITS = 20  # the vector load's tables: 2 x 8 bytes a vector (16 MiB at most)
 _MAX_RUN_BITS = 12  # the load reads runs of at most 2^12 contiguous amplitudes (its scatter table in L1)
 _THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -402,7 +405,7 @@ def _gather(phys: PhysicalState, src_bit: list[int], nbits: int, lanes: int, ops
     s_tab = _bit_table(dst_bit[a:nbits])
     s_high = np.asarray(dst_bit[nbits:], dtype=np.int64)
     high_src = np.asarray(src_bit[nbits:], dtype=np.int64)
-    v_lane, v_stab, v_dtab, v_contig = _vector_tables(src_bit, nbits, scratch[0].re.itemsize)
+    v_lane, v_stab, v_dtab, v_mode = _vector_tables(src_bit, nbits, scratch[0].re.itemsize)
     if v_lane.size:  # the load by vectors: the run tables go unread (one run stands for them)
         one = np.zeros(1, np.int64)
         run_bits, src_tab, dst_tab, scatter = nbits, one, one, np.zeros(0, np.int64)
@@ -425,7 +428,7 @@ def _gather(phys: PhysicalState, src_bit: list[int], nbits: int, lanes: int, ops
         c0, c1 = t * n_chunks // len(scratch), (t + 1) * n_chunks // len(scratch)
         kernels.run_chunks(x_src, x_dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_tab, scatter,
                            ops.table, ops.offs, ops.fixed, ops.highs, ops.m_re, ops.m_im, ops.skip, sc.re, sc.im,
-                           sc.acc_re, sc.acc_im, sc.xs, v_lane, v_stab, v_dtab, v_contig, s_tab, s_high)
+                           sc.acc_re, sc.acc_im, sc.xs, v_lane, v_stab, v_dtab, v_mode, s_tab, s_high)
 
     if pool is None:
         work(0)
@@ -473,11 +476,12 @@ def canonicalize(phys: PhysicalState, *, threads: int | None = None, block_bytes
 
 
 def _vector_tables(src_bit: list[int], nbits: int, real_bytes: int):
-    """The chunk load by vectors (``kernels._gather_load``): (lane, stab, dtab, contig).
+    """The chunk load by vectors (``kernels._gather_load``): (lane, stab, dtab, mode).
 
     A vector is the chunk's V = ``VECTOR_BYTES`` / ``real_bytes`` elements that differ in chunk
-    bits 0 .. v-1; ``lane[j]`` is the source offset of its element j, ``contig`` whether those
-    are 0 .. V-1. The vectors are visited with the chunk bits above v ordered by the source bit
+    bits 0 .. v-1; ``lane[j]`` is the source offset of its element j; ``mode`` is
+    ``kernels.LOAD_CONTIGUOUS`` where those are 0 .. V-1, else one load an amplitude
+    (``kernels.LOAD_AMPLITUDES``; the hardware gather with ``HARDWARE_GATHER``). The vectors are visited with the chunk bits above v ordered by the source bit
     each holds, lowest first (``stab``: the vector's source offset, ``dtab``: its place in the
     chunk), so consecutive vectors read neighbouring source lines and a line's amplitudes are
     gathered while it is in L1. Empty tables where the chunk is narrower than a vector, and where
@@ -490,7 +494,9 @@ def _vector_tables(src_bit: list[int], nbits: int, real_bytes: int):
     if not contig and not GATHER_LOAD:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), 0
     order = sorted(range(v, nbits), key=lambda s: src_bit[s])
-    return _bit_table(src_bit[:v]), _bit_table([src_bit[s] for s in order]), _bit_table(order), int(contig)
+    mode = kernels.LOAD_CONTIGUOUS if contig else (kernels.LOAD_HARDWARE_GATHER if HARDWARE_GATHER
+                                                   else kernels.LOAD_AMPLITUDES)
+    return _bit_table(src_bit[:v]), _bit_table([src_bit[s] for s in order]), _bit_table(order), mode
 
 
 def _canonical_chunk(stored, nbits: int, itemsize: int) -> list[int]:

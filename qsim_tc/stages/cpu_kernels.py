@@ -10,7 +10,7 @@ and every gate loop runs over at least 2^W consecutive amplitudes. Per chunk:
    split real data, not on interleaved complex numbers), from wherever the previous stage's
    layout holds its amplitudes: the index-bit swaps between stages are folded into this load.
    A vector of the chunk (its low bits) at a time: two plain loads where those bits are the
-   source's, else one hardware gather (two for complex128) on AVX-512 hosts
+   source's, else one load an amplitude merged by shuffles, on AVX-512 hosts
    (``_gather_load``); chunks narrower than a vector, and AVX2 hosts where the low bits change,
    load element by element through run tables, the runs that land in the same cache lines of
    the chunk together (``run_chunks``);
@@ -83,6 +83,10 @@ VEC_DIMS = (4, 8, 16)  # the gate dimensions (2-4 targets) that _dense_vec appli
 # targets; 11 / 9 / 9 complex128); with 256-bit strips and 3 rows 32 / 36 / 36 (17 / 19 / 18),
 # 80-90% of that core's FMA peak (39 / 20); 2 or 4 rows were within the host's noise of 3.
 _VEC_ROWS = 8 if VECTOR_BYTES == 64 else 3
+# the chunk load's modes (``_gather_load``'s ``mode``): a vector whose amplitudes are adjacent in the
+# source, one whose amplitudes are fetched one by one (8- or 16-byte loads merged by shuffles), or
+# by the hardware gather (kept for A/B runs on other hosts)
+LOAD_CONTIGUOUS, LOAD_AMPLITUDES, LOAD_HARDWARE_GATHER = 1, 0, 2
 
 _jit = njit(cache=True, nogil=True, fastmath=True, error_model="numpy")
 
@@ -405,19 +409,29 @@ def _diagonal(re, im, t_re, t_im, t0, skip, s0, n_entries, lanes, fixed, f0, nf,
 
 
 @intrinsic
-def _gather_load(typingctx, src, base, stab, dtab, lane, re, im, q0, q1, contig):
+def _gather_load(typingctx, src, base, stab, dtab, lane, re, im, q0, q1, mode):
     """The chunk load by vectors: for q in q0 .. q1-1 and j < V (one vector, ``VECTOR_BYTES``),
     ``re[dtab[q] + j], im[dtab[q] + j] = src[2 * a], src[2 * a + 1]`` with
     ``a = base + stab[q] + lane[j]`` (``src``: the state as interleaved real and imaginary parts).
 
-    With ``contig`` (``lane[j] == j``: the chunk's low bits are the source's) a vector is two
-    plain loads of interleaved pairs, split into its real and imaginary halves by shuffles;
-    otherwise the V amplitudes are fetched by one hardware gather of (re, im) pairs (complex64:
-    a pair is one 64-bit element) or two gathers (complex128: the real and the imaginary parts),
-    then split the same way. Why: the element-by-element load through index tables that this
-    replaces ran at 1.6-7x a copy's time on any stage that changes the layout (24 qubits, 2-core
-    AVX-512 host; docs/results.md, section 11), being issue-bound at several instructions an
-    amplitude, while a gather moves a vector's worth in a few."""
+    ``mode`` :data:`LOAD_CONTIGUOUS` (``lane[j] == j``: the chunk's low bits are the source's): a
+    vector is two plain loads of interleaved pairs, split into its real and imaginary halves by
+    shuffles. :data:`LOAD_AMPLITUDES`: the V amplitudes are loaded one (re, im) pair each (8 or
+    16 bytes), merged by shuffles into one vector of pairs and split the same way.
+    :data:`LOAD_HARDWARE_GATHER`: one hardware gather of (re, im) pairs (complex64: a pair is one
+    64-bit element) or two (complex128: the real and the imaginary parts).
+
+    Why: the element-by-element load through index tables that this replaces ran at 1.6-7x a
+    copy's time on any stage that changes the layout (24 qubits, 2-core AVX-512 Xeon;
+    docs/results.md, section 11), being issue-bound at several instructions an amplitude. The
+    hardware gather moved a vector in a few instructions and made those stages 0.81-0.99x as
+    long there; on a 2-core AVX-512 Zen 5 it was slower than the element-by-element load in
+    complex128 (a gather of 8 doubles is 8 loads, and complex128 needs two over the same 8
+    amplitudes). Loading the amplitudes one by one takes half the loads of complex128's two
+    gathers, and on the Zen 5 (24 qubits, 2 threads, loads alone, the two builds alternating in
+    separate processes) took complex128 brickwork(24, 4, 10) 0.330-0.343 -> 0.175-0.193 s and
+    QFT 0.206-0.246 -> 0.108-0.149 s, complex64 quantum volume 0.429-0.435 -> 0.306-0.332 s and
+    QFT 0.098-0.099 -> 0.062-0.065 s, against the hardware gather; results are bit-identical."""
     sig = types.void(src, types.uint64, stab, dtab, lane, re, im, types.uint64, types.uint64, types.uint64)
 
     def codegen(context, builder, signature, args):
@@ -430,7 +444,7 @@ def _gather_load(typingctx, src, base, stab, dtab, lane, re, im, q0, q1, contig)
         ivty = ir.VectorType(i64, width)
         d_src, d_stab, d_dtab, d_lane, d_re, d_im = (_data(context, builder, signature, args, k)
                                                       for k in (0, 2, 3, 4, 5, 6))
-        base, q0, q1, contig = args[1], args[7], args[8], args[9]
+        base, q0, q1, mode = args[1], args[7], args[8], args[9]
         align = real.bitwidth // 8
         undef = ir.Constant(ivty, ir.Undefined)
         zeros = ir.Constant(ir.VectorType(i32, width), [0] * width)
@@ -453,10 +467,28 @@ def _gather_load(typingctx, src, base, stab, dtab, lane, re, im, q0, q1, contig)
         origin = splat(builder.ptrtoint(d_src, i64))
         pair = ir.Constant(ivty, [2 * align] * width)
         passthru = ir.Constant(gvty, ir.Undefined)
-        is_contig = builder.icmp_unsigned("!=", contig, i64(0))
+        is_contig = builder.icmp_unsigned("==", mode, i64(LOAD_CONTIGUOUS))
+        is_hardware = builder.icmp_unsigned("==", mode, i64(LOAD_HARDWARE_GATHER))
 
         def fetch(addr):
             return builder.call(gather, [builder.inttoptr(addr, pvty), i32(align), mask, passthru])
+
+        p2ty = ir.VectorType(fty, 2)
+
+        def amplitudes(off):
+            # the V amplitudes one (re, im) load each, merged by shuffles (a tree of concatenations)
+            # into one vector of pairs, then split into the real and imaginary vectors
+            parts = []
+            for j in range(width):
+                at = builder.mul(builder.add(off, builder.load(cgutils.gep(builder, d_lane, i64(j)))), i64(2))
+                parts.append(builder.load(builder.bitcast(cgutils.gep(builder, d_src, at), p2ty.as_pointer()),
+                                          align=align))
+            while len(parts) > 1:
+                w = 2 * parts[0].type.count
+                idx = ir.Constant(ir.VectorType(i32, w), list(range(w)))
+                parts = [builder.shuffle_vector(parts[k], parts[k + 1], idx) for k in range(0, len(parts), 2)]
+            both = parts[0]
+            return builder.shuffle_vector(both, both, even), builder.shuffle_vector(both, both, odd)
 
         with cgutils.for_range_slice(builder, q0, q1, i64(1), intp=i64) as (q, _):
             off = builder.add(base, builder.load(cgutils.gep(builder, d_stab, q)))
@@ -469,15 +501,22 @@ def _gather_load(typingctx, src, base, stab, dtab, lane, re, im, q0, q1, contig)
                     builder.store(builder.shuffle_vector(a, b, even), _vector_at(builder, d_re, t, vty), align=align)
                     builder.store(builder.shuffle_vector(a, b, odd), _vector_at(builder, d_im, t, vty), align=align)
                 with other:
-                    addr = builder.add(builder.mul(builder.add(splat(off), lane), pair), origin)
-                    if real.bitwidth == 32:
-                        both = builder.bitcast(fetch(addr), ir.VectorType(fty, 2 * width))
-                        r, m = builder.shuffle_vector(both, both, even), builder.shuffle_vector(both, both, odd)
-                    else:
-                        r = fetch(addr)
-                        m = fetch(builder.add(addr, ir.Constant(ivty, [align] * width)))
-                    builder.store(r, _vector_at(builder, d_re, t, vty), align=align)
-                    builder.store(m, _vector_at(builder, d_im, t, vty), align=align)
+                    with builder.if_else(is_hardware) as (hw, one_by_one):
+                        with hw:
+                            addr = builder.add(builder.mul(builder.add(splat(off), lane), pair), origin)
+                            if real.bitwidth == 32:
+                                both = builder.bitcast(fetch(addr), ir.VectorType(fty, 2 * width))
+                                r = builder.shuffle_vector(both, both, even)
+                                m = builder.shuffle_vector(both, both, odd)
+                            else:
+                                r = fetch(addr)
+                                m = fetch(builder.add(addr, ir.Constant(ivty, [align] * width)))
+                            builder.store(r, _vector_at(builder, d_re, t, vty), align=align)
+                            builder.store(m, _vector_at(builder, d_im, t, vty), align=align)
+                        with one_by_one:
+                            r, m = amplitudes(off)
+                            builder.store(r, _vector_at(builder, d_re, t, vty), align=align)
+                            builder.store(m, _vector_at(builder, d_im, t, vty), align=align)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -557,7 +596,7 @@ def _store(dst, start, re, im):
 
 @_jit
 def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_tab, scatter, ops, offs, fixed, highs,
-               m_re, m_im, skip, re, im, acc_re, acc_im, xs, v_lane, v_stab, v_dtab, v_contig, s_tab, s_high):
+               m_re, m_im, skip, re, im, acc_re, acc_im, xs, v_lane, v_stab, v_dtab, v_mode, s_tab, s_high):
     """Apply the encoded ops to chunks ``c0 .. c1-1`` of the state: chunk h is read from ``src``
     (bit-permuted: see below), changed, and written to ``dst`` as ``s_tab.size`` equal parts,
     part r to the amplitudes from ``out(h) | s_tab[r]`` on, where ``out(h)`` puts bit j of h at
@@ -600,7 +639,7 @@ def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_
         for j in range(high_src.size):
             base |= ((h >> j) & 1) << high_src[j]
         if v_lane.size:
-            _gather_load(src, _u(base), v_stab, v_dtab, v_lane, re, im, _u(0), _u(v_stab.size), _u(v_contig))
+            _gather_load(src, _u(base), v_stab, v_dtab, v_lane, re, im, _u(0), _u(v_stab.size), _u(v_mode))
         elif n_tile == 0:
             for o in range(n_runs):
                 s = 2 * (base | src_tab[o])

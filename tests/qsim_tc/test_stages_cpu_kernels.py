@@ -84,12 +84,14 @@ def test_vector_kernel_through_run_stages(dtype, block_bits):
     [3, 12, 1, 13, 2, 5, 0, 7, 8, 9, 10, 11, 4, 6],  # lanes from above the chunk and from inside
     [0, 9, 2, 3, 4, 5, 6, 7, 8, 1, 10, 11, 12, 13],  # a lane from inside the run, one from the runs
 ])
-@pytest.mark.parametrize("gather", [True, False])
+@pytest.mark.parametrize("gather", ["amplitudes", "hardware", None])
 def test_load_permutes_like_numpy(dtype, src_bit, gather, monkeypatch):
     """``run_chunks`` with no ops is the layout change alone: new storage bit s holds old bit
-    ``src_bit[s]``; chunks of 2^10 amplitudes, in place or into the spare buffer; by vectors (with
-    the hardware gather where the low bits change, or without it: then by runs, as on AVX2)."""
-    monkeypatch.setattr(sc, "GATHER_LOAD", gather)
+    ``src_bit[s]``; chunks of 2^10 amplitudes, in place or into the spare buffer; by vectors
+    (where the low bits change: one load an amplitude, or the hardware gather; or neither: then
+    by runs, as on AVX2)."""
+    monkeypatch.setattr(sc, "GATHER_LOAD", gather is not None)
+    monkeypatch.setattr(sc, "HARDWARE_GATHER", gather == "hardware")
     n, nbits, real = 14, 10, REAL[dtype]
     psi = random_state(n, 5, dtype)
     high = np.asarray(src_bit[nbits:], np.int64)
