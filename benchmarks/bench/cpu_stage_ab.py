@@ -28,6 +28,10 @@ with every stage's ops taken out (the loads and stores alone).
 an amplitude merged by shuffles (the default) against the hardware gather
 (``stages.cpu.HARDWARE_GATHER``).
 
+``--compare gap``: the chunk's imaginary half ``stages.cpu.IM_GAP_BYTES`` after its real half's
+end (the default) against right after it, as two separate arrays had put them (a multiple of 4
+KiB apart).
+
     python -m benchmarks.bench.cpu_stage_ab --compare chunk --json benchmarks/results/stages_cpu_chunk_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare canonicalize --json benchmarks/results/stages_cpu_canonicalize_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare load --json benchmarks/results/stages_cpu_load_ab.json
@@ -217,6 +221,19 @@ def compare_gather(name: str, dtype, n: int, threads: int, repeats: int) -> dict
     return _compare_loads(name, dtype, n, threads, repeats, {"amplitudes": gather(False), "hardware": gather(True)})
 
 
+def compare_gap(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+    from qsim_tc.stages import cpu  # noqa: PLC0415
+
+    default = cpu.IM_GAP_BYTES
+
+    def gap(nbytes: int):
+        def apply():
+            cpu.IM_GAP_BYTES = nbytes
+        return apply
+
+    return _compare_loads(name, dtype, n, threads, repeats, {"gap": gap(default), "no_gap": gap(0)})
+
+
 def _line_pair(first: str, second: str):
     def line(row: dict) -> str:
         return (f"L {row['local_qubits']:2d}, {row['stages']:2d} stages  {second} {row[f'{second}_s']:.3f} s  {first} "
@@ -241,7 +258,8 @@ def _line_canonicalize(row: dict) -> str:
 
 COMPARISONS = {"chunk": (compare_chunk, _line_chunk), "canonicalize": (compare_canonicalize, _line_canonicalize),
                "local": (compare_local, _line_local), "load": (compare_load, _line_pair("vector", "element")),
-               "gather": (compare_gather, _line_pair("amplitudes", "hardware"))}
+               "gather": (compare_gather, _line_pair("amplitudes", "hardware")),
+               "gap": (compare_gap, _line_pair("gap", "no_gap"))}
 
 
 def main(argv=None) -> int:

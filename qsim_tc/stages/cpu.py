@@ -78,6 +78,13 @@ GATHER_LOAD = kernels.VECTOR_BYTES >= 64
 # the hardware gather for such vectors instead of one load an amplitude: slower on a Zen 5 in both
 # dtypes (cpu_kernels._gather_load), kept for A/B runs (benchmarks.bench.cpu_stage_ab --compare gather)
 HARDWARE_GATHER = False
+# where the chunk's imaginary half starts after its real half's end, bytes. Two separate large
+# arrays start a multiple of 4 KiB apart, so a dense op's inputs 2^10 or more amplitudes apart put
+# their real and imaginary lines in one L1 set (2^(k+1) lines for k targets, over its 12 ways on
+# the Zen 5 and the Xeon). Measured alone on the Zen 5 (docs/results.md, section 11): a 3-target
+# op on a 4 MiB complex64 chunk 64 -> 101-117 GFMA/s with targets from bit 10, complex128 at
+# bits 12-14 42-47 -> 53-59
+IM_GAP_BYTES = 256
 _MAX_VECTOR_TABLE_BITS = 20  # the vector load's tables: 2 x 8 bytes a vector (16 MiB at most)
 _MAX_RUN_BITS = 12  # the load reads runs of at most 2^12 contiguous amplitudes (its scatter table in L1)
 _THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -260,8 +267,9 @@ class _Scratch:
 
     def __init__(self, nbits: int, real):
         size = 1 << nbits
-        self.re = np.empty(size, real)
-        self.im = np.empty(size, real)
+        gap = IM_GAP_BYTES // np.dtype(real).itemsize
+        both = np.empty(2 * size + gap, real)  # one buffer: the gap between the halves is ours to set
+        self.re, self.im = both[:size], both[size + gap:]
         acc = min(size, _MAX_ACC)
         self.acc_re = np.empty(acc, real)
         self.acc_im = np.empty(acc, real)
