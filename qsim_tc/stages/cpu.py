@@ -72,9 +72,12 @@ CANON_SOURCE_BITS = {8: 6, 16: 6}
 # tables alone (``_load_tables``), kept for chunks narrower than a vector and for A/B runs
 VECTOR_LOAD = True
 # the load by vectors also where a vector's amplitudes come from several places (each amplitude
-# loaded on its own, or by the hardware gather: HARDWARE_GATHER): measured on AVX-512 hosts only
-# (docs/results.md, section 11); on AVX2 hosts only the contiguous vectors take the vector load
-GATHER_LOAD = kernels.VECTOR_BYTES >= 64
+# loaded on its own, or by the hardware gather: HARDWARE_GATHER), else the run tables there. On
+# AVX-512 hosts: docs/results.md, section 11. For AVX2 hosts the 256-bit build was run on the Zen 5
+# in their place (no AVX2 host measured): 24 qubits, 2 threads, best of 3 alternating, against the
+# run tables, quantum volume 0.948x / 0.954x the time (complex64 / complex128), brickwork(24, 4,
+# 10) 0.957x / 0.957x, QFT 1.028x / 0.987x
+GATHER_LOAD = True
 # the hardware gather for such vectors instead of one load an amplitude: slower on a Zen 5 in both
 # dtypes (cpu_kernels._gather_load), kept for A/B runs (benchmarks.bench.cpu_stage_ab --compare gather)
 HARDWARE_GATHER = False
@@ -493,8 +496,7 @@ def _vector_tables(src_bit: list[int], nbits: int, real_bytes: int):
     each holds, lowest first (``stab``: the vector's source offset, ``dtab``: its place in the
     chunk), so consecutive vectors read neighbouring source lines and a line's amplitudes are
     gathered while it is in L1. Empty tables where the chunk is narrower than a vector, and where
-    the low bits change on a host without AVX-512 (``GATHER_LOAD``): the loads through
-    ``_load_tables`` then serve."""
+    the low bits change without ``GATHER_LOAD``: the loads through ``_load_tables`` then serve."""
     v = (kernels.VECTOR_BYTES // real_bytes).bit_length() - 1
     if not VECTOR_LOAD or nbits < v or nbits - v > _MAX_VECTOR_TABLE_BITS:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), 0

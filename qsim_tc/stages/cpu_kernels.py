@@ -10,8 +10,8 @@ and every gate loop runs over at least 2^W consecutive amplitudes. Per chunk:
    split real data, not on interleaved complex numbers), from wherever the previous stage's
    layout holds its amplitudes: the index-bit swaps between stages are folded into this load.
    A vector of the chunk (its low bits) at a time: two plain loads where those bits are the
-   source's, else one load an amplitude merged by shuffles, on AVX-512 hosts
-   (``_gather_load``); chunks narrower than a vector, and AVX2 hosts where the low bits change,
+   source's, else one load an amplitude merged by shuffles (``_gather_load``); chunks narrower
+   than a vector, and where the low bits change with ``cpu.GATHER_LOAD`` off,
    load element by element through run tables, the runs that land in the same cache lines of
    the chunk together (``run_chunks``);
 2. apply every gate of the stage, in order, to ``re``/``im``:
