@@ -32,6 +32,9 @@ an amplitude merged by shuffles (the default) against the hardware gather
 end (the default) against right after it, as two separate arrays had put them (a multiple of 4
 KiB apart).
 
+``--compare fusion``: the host's fusion costs (``stages.cpu.FUSE_COST``: a table for this CPU where
+one was measured) against the table of its vector width alone.
+
     python -m benchmarks.bench.cpu_stage_ab --compare chunk --json benchmarks/results/stages_cpu_chunk_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare canonicalize --json benchmarks/results/stages_cpu_canonicalize_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare load --json benchmarks/results/stages_cpu_load_ab.json
@@ -234,6 +237,40 @@ def compare_gap(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
     return _compare_loads(name, dtype, n, threads, repeats, {"gap": gap(default), "no_gap": gap(0)})
 
 
+def compare_fusion(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+    """The Simulator's plan and chunk with the host's fusion costs (``stages.cpu.FUSE_COST``)
+    against the table of its vector width alone (``stages.cpu._FUSE_COSTS``), alternating."""
+    from qsim_tc.stages import cpu  # noqa: PLC0415
+
+    circ, desc = build(name, n)
+    item = np.dtype(dtype).itemsize
+    plan = decide_cpu(circ, item, always=True).plan
+    chunk = default_block_bytes(item, plan.local_qubits, threads)
+    tables = {"host": cpu.FUSE_COST[item], "width": cpu._FUSE_COSTS[cpu_kernels.VECTOR_BYTES][item]}
+    saved = dict(cpu.FUSE_COST)
+
+    def costs(key: str):
+        def apply():
+            cpu.FUSE_COST[item] = tables[key]
+        return apply
+
+    try:
+        times = _alternate({k: (plan, chunk, costs(k)) for k in tables}, dtype, n, threads, repeats, desc)
+    finally:
+        cpu.FUSE_COST.clear()
+        cpu.FUSE_COST.update(saved)
+    return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
+            "local_qubits": plan.local_qubits, "stages": plan.n_stages, "chunk_bytes": chunk,
+            "host_cpu": cpu_kernels.HOST_CPU, "tables": {k: list(v) for k, v in tables.items()},
+            **{f"{k}_s": min(v) for k, v in times.items()}, **{f"{k}_all_s": v for k, v in times.items()},
+            "ratio_host_to_width": min(times["host"]) / min(times["width"])}
+
+
+def _line_fusion(row: dict) -> str:
+    return (f"L {row['local_qubits']:2d}, {row['stages']:2d} stages  width table {row['width_s']:.3f} s  "
+            f"{row['host_cpu']} table {row['host_s']:.3f} s  ({row['ratio_host_to_width']:.3f}x)")
+
+
 def _line_pair(first: str, second: str):
     def line(row: dict) -> str:
         return (f"L {row['local_qubits']:2d}, {row['stages']:2d} stages  {second} {row[f'{second}_s']:.3f} s  {first} "
@@ -259,7 +296,7 @@ def _line_canonicalize(row: dict) -> str:
 COMPARISONS = {"chunk": (compare_chunk, _line_chunk), "canonicalize": (compare_canonicalize, _line_canonicalize),
                "local": (compare_local, _line_local), "load": (compare_load, _line_pair("vector", "element")),
                "gather": (compare_gather, _line_pair("amplitudes", "hardware")),
-               "gap": (compare_gap, _line_pair("gap", "no_gap"))}
+               "gap": (compare_gap, _line_pair("gap", "no_gap")), "fusion": (compare_fusion, _line_fusion)}
 
 
 def main(argv=None) -> int:

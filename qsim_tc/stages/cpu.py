@@ -60,7 +60,16 @@ DEFAULT_BLOCK_BYTES = {8: 4 << 20, 16: 2 << 20}
 # 1.80 / 1.72 s, 3.20 / 3.05 / 2.92 s; brickwork(24, 4, 10) 1.77 / 1.77 / 1.75 s, 3.10 / 2.87 / 3.00 s.
 _FUSE_COSTS = {64: {8: (4.07, 4.70, 6.63, 9.94), 16: (6.30, 7.42, 12.66, 19.30)},
                32: {8: (4.01, 6.02, 10.80, 18.80), 16: (6.06, 9.21, 20.38, 34.57)}}
-FUSE_COST = _FUSE_COSTS[kernels.VECTOR_BYTES]
+# Hosts whose op costs the vector-width table misstates, by LLVM's name for the CPU
+# (cpu_kernels.HOST_CPU), measured as above (the mean of two runs; a stage's ops on a state of random
+# amplitudes). A 2-core AVX-512 Zen 5 (EPYC, 1 MiB L2 a core, 32 MiB L3): one-target ops are cheap
+# for their width there (a 4 MiB chunk streams from L3 quickly), so wide ops cost 3-6x one target
+# where the Xeon's table says 1.6-3x, and that table over-fused. Same process, alternating, best
+# of 3, 24 qubits, time against the AVX-512 table, complex64 / complex128: quantum volume 0.773x /
+# 0.817x, brickwork(24, 2, 20) 0.911x / 0.928x, brickwork(24, 4, 10) 0.977x / 0.895x, QFT 1.022x /
+# 0.990x (docs/results.md, section 11; benchmarks.bench.cpu_stage_ab --compare fusion)
+_FUSE_COSTS_BY_CPU = {"znver5": {8: (1.08, 1.62, 3.16, 6.55), 16: (2.08, 3.14, 5.82, 13.26)}}
+FUSE_COST = dict(_FUSE_COSTS_BY_CPU.get(kernels.HOST_CPU, _FUSE_COSTS[kernels.VECTOR_BYTES]))
 _MAX_ACC = 1024  # a wide dense gate accumulates two output runs of _MAX_ACC / 2 at once (kernels._dense_any)
 # the storage bits whose qubits the gather into logical order keeps in its chunk (canonicalize,
 # ``_canonical_chunk``): 24 qubits, 2-core AVX-512 host, the final layouts of QuantumVolume, QFT

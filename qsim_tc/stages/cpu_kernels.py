@@ -74,6 +74,7 @@ def _host_vector_bytes() -> int:
     return 64 if features.get("avx512f", False) else 32
 
 
+HOST_CPU = llvm.get_host_cpu_name()  # LLVM's name for this CPU (e.g. "znver5"): per-host tables key on it
 VECTOR_BYTES = _host_vector_bytes()  # one register: the lane strip of the register-blocked kernels (_dense_vec)
 VEC_DIMS = (4, 8, 16)  # the gate dimensions (2-4 targets) that _dense_vec applies
 # output rows per block in _make_group: 2 * rows accumulators and 2 matrix broadcasts beside the

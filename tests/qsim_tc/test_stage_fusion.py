@@ -148,3 +148,16 @@ def test_commuting_blocks_merge_a_qfts_hadamards_across_its_phases():
     psi = random_state(12, 4)
     np.testing.assert_allclose(to_logical(emulate(fused, psi.copy()), fused.final_phys),
                                to_logical(emulate(plain, psi.copy()), plain.final_phys), rtol=0, atol=1e-13)
+
+
+def test_fusion_costs_follow_the_host_cpu():
+    """A host with a table of its own (by LLVM's CPU name) fuses by it; any other by the table of
+    its vector width. Every table prices wider ops higher, for both amplitude sizes."""
+    from qsim_tc.stages import cpu, cpu_kernels
+
+    for tables in (*cpu._FUSE_COSTS.values(), *cpu._FUSE_COSTS_BY_CPU.values()):
+        assert set(tables) == {8, 16}
+        for cost in tables.values():
+            assert len(cost) == 4 and all(0 < a < b for a, b in zip(cost, cost[1:]))
+    want = cpu._FUSE_COSTS_BY_CPU.get(cpu_kernels.HOST_CPU, cpu._FUSE_COSTS[cpu_kernels.VECTOR_BYTES])
+    assert FUSE_COST == want
