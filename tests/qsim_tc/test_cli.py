@@ -29,6 +29,7 @@ def test_info_lists_methods(capsys):
     text = capsys.readouterr().out
     assert "native" in text and "device:" in text
     assert "CPU stages:" in text and "-bit vectors" in text and "chunk complex64" in text  # no GPU here
+    assert "fusion costs" in text
 
 
 def test_bad_backend_is_a_clear_error(capsys):
