@@ -151,3 +151,18 @@ def test_diagonal_kernel_against_numpy(dtype, lanes, fixed):
     e = sum(((i >> b) & 1) << k for k, b in enumerate(fixed))
     want = x * table[e * lanes + (i & (lanes - 1))].astype(dtype)
     np.testing.assert_allclose(re + 1j * im, want, atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("real", [np.float32, np.float64])
+def test_chunk_halves_are_apart_by_the_gap(real, monkeypatch):
+    """A thread's chunk: real and imaginary halves of 2^nbits each, in one buffer, the imaginary
+    one ``IM_GAP_BYTES`` after the real one's end (not a multiple of 4 KiB apart), neither
+    overlapping the other; with no gap they abut."""
+    default = sc.IM_GAP_BYTES
+    assert default % 64 == 0 and default % 4096 != 0
+    for gap in (default, 0):
+        monkeypatch.setattr(sc, "IM_GAP_BYTES", gap)
+        s = sc._Scratch(10, real)
+        assert s.re.size == s.im.size == 1 << 10 and s.re.dtype == s.im.dtype == real
+        start_re, start_im = s.re.ctypes.data, s.im.ctypes.data
+        assert start_im - (start_re + s.re.nbytes) == gap
