@@ -51,8 +51,7 @@ def _cpu_stages() -> str:
     cap = host_cache.l2_chunk_cap()
     chunks = ", ".join(f"{name} {_size(cpu.default_block_bytes(item, choice.CPU_LOCAL_QUBITS[item], cpu._THREADS))} "
                        f"at L = {choice.CPU_LOCAL_QUBITS[item]}" for name, item in (("complex64", 8), ("complex128", 16)))
-    own = cpu_kernels.HOST_CPU in cpu._FUSE_COSTS_BY_CPU
-    fusion = (f"fusion costs measured on {cpu_kernels.HOST_CPU}" if own else
+    fusion = (f"fusion costs measured on {cpu_kernels.HOST_CPU}" if cpu.FUSE_COST_OWN else
               f"fusion costs of {cpu_kernels.VECTOR_BYTES * 8}-bit hosts (none measured on {cpu_kernels.HOST_CPU})")
     return (f"{cpu_kernels.VECTOR_BYTES * 8}-bit vectors, {cpu._THREADS} threads; L2 {_size(sizes.get(2))} a core, "
             f"last-level cache {_size(host_cache.last_level_cache())}; chunk {chunks}; "

@@ -69,7 +69,8 @@ _FUSE_COSTS = {64: {8: (4.07, 4.70, 6.63, 9.94), 16: (6.30, 7.42, 12.66, 19.30)}
 # 0.817x, brickwork(24, 2, 20) 0.911x / 0.928x, brickwork(24, 4, 10) 0.977x / 0.895x, QFT 1.022x /
 # 0.990x (docs/results.md, section 11; benchmarks.bench.cpu_stage_ab --compare fusion)
 _FUSE_COSTS_BY_CPU = {"znver5": {8: (1.08, 1.62, 3.16, 6.55), 16: (2.08, 3.14, 5.82, 13.26)}}
-FUSE_COST = dict(_FUSE_COSTS_BY_CPU.get(kernels.HOST_CPU, _FUSE_COSTS[kernels.VECTOR_BYTES]))
+FUSE_COST_OWN = kernels.HOST_CPU in _FUSE_COSTS_BY_CPU  # this CPU fuses by a table measured on it
+FUSE_COST = dict(_FUSE_COSTS_BY_CPU[kernels.HOST_CPU] if FUSE_COST_OWN else _FUSE_COSTS[kernels.VECTOR_BYTES])
 _MAX_ACC = 1024  # a wide dense gate accumulates two output runs of _MAX_ACC / 2 at once (kernels._dense_any)
 # the storage bits whose qubits the gather into logical order keeps in its chunk (canonicalize,
 # ``_canonical_chunk``): 24 qubits, 2-core AVX-512 host, the final layouts of QuantumVolume, QFT

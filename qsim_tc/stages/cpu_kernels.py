@@ -476,6 +476,10 @@ def _gather_load(typingctx, src, base, stab, dtab, lane, re, im, q0, q1, mode):
 
         p2ty = ir.VectorType(fty, 2)
 
+        def put(r, m, t):  # a vector's real and imaginary parts into the chunk at t
+            builder.store(r, _vector_at(builder, d_re, t, vty), align=align)
+            builder.store(m, _vector_at(builder, d_im, t, vty), align=align)
+
         def amplitudes(off):
             # the V amplitudes one (re, im) load each, merged by shuffles (a tree of concatenations)
             # into one vector of pairs, then split into the real and imaginary vectors
@@ -499,8 +503,7 @@ def _gather_load(typingctx, src, base, stab, dtab, lane, re, im, q0, q1, mode):
                     p = builder.mul(off, i64(2))
                     a = builder.load(_vector_at(builder, d_src, p, vty), align=align)
                     b = builder.load(_vector_at(builder, d_src, builder.add(p, i64(width)), vty), align=align)
-                    builder.store(builder.shuffle_vector(a, b, even), _vector_at(builder, d_re, t, vty), align=align)
-                    builder.store(builder.shuffle_vector(a, b, odd), _vector_at(builder, d_im, t, vty), align=align)
+                    put(builder.shuffle_vector(a, b, even), builder.shuffle_vector(a, b, odd), t)
                 with other:
                     with builder.if_else(is_hardware) as (hw, one_by_one):
                         with hw:
@@ -512,12 +515,9 @@ def _gather_load(typingctx, src, base, stab, dtab, lane, re, im, q0, q1, mode):
                             else:
                                 r = fetch(addr)
                                 m = fetch(builder.add(addr, ir.Constant(ivty, [align] * width)))
-                            builder.store(r, _vector_at(builder, d_re, t, vty), align=align)
-                            builder.store(m, _vector_at(builder, d_im, t, vty), align=align)
+                            put(r, m, t)
                         with one_by_one:
-                            r, m = amplitudes(off)
-                            builder.store(r, _vector_at(builder, d_re, t, vty), align=align)
-                            builder.store(m, _vector_at(builder, d_im, t, vty), align=align)
+                            put(*amplitudes(off), t)
         return context.get_dummy_value()
 
     return sig, codegen
