@@ -844,7 +844,7 @@ def _signed(x: int) -> int:
     return x - _TURN if x >= 1 << 63 else x
 
 
-def emulate(program: StageProgram, data: np.ndarray, tensor_cores: bool = False) -> np.ndarray:
+def emulate(program: StageProgram, data: np.ndarray, tensor_cores: bool = False, rounded: bool = False) -> np.ndarray:
     """Run ``program`` on a numpy state in storage order (in place), as the kernel does.
 
     The reference the kernel is tested against, and a check of the translation on any machine:
@@ -853,9 +853,13 @@ def emulate(program: StageProgram, data: np.ndarray, tensor_cores: bool = False)
     ``tensor_cores`` (a complex64 ``data``): the tensor-core records (2- and 3-qubit dense ops and
     pairs) are computed as the complex64 kernel's FP16 tiles compute them
     (:mod:`qsim_tc.stages.tc32`); other ops, and every op without it, in numpy's arithmetic.
+    ``rounded``: every dense op's product in complex128, rounded once to ``data``'s dtype (the best
+    any arithmetic can store per op: the floor of a program's error in that dtype).
     """
     if tensor_cores and data.dtype != np.complex64:
         raise ValueError(f"tensor_cores emulates the complex64 kernel; the state is {data.dtype}")
+    if tensor_cores and rounded:
+        raise ValueError("tensor_cores and rounded are two arithmetics; pass one")
     n = program.n_qubits
     x = np.arange(1 << n, dtype=np.int64)
     for stage in program.stages:
@@ -876,10 +880,10 @@ def emulate(program: StageProgram, data: np.ndarray, tensor_cores: bool = False)
                 cmask = int(rec[W_CMASK]) % _TURN
                 m = program.matrices[int(rec[W_DATA]):int(rec[W_DATA]) + (1 << 2 * k)].reshape(1 << k, 1 << k)
                 tc = bool(tensor_cores and rec[W_MMA] and k in MMA_K)
-                _dense(v, n, t, cmask, m, tc)
+                _dense(v, n, t, cmask, m, tc, rounded)
                 if rec[W_MMA] == MMA_PAIR:
                     m2 = program.matrices[int(rec[W_PAIR]):int(rec[W_PAIR]) + 64].reshape(8, 8)
-                    _dense(v, n, pair_targets(rec), 0, m2, tc)
+                    _dense(v, n, pair_targets(rec), 0, m2, tc, rounded)
             else:
                 _phases(program, v, x, int(rec[W_DATA]), int(rec[W_COUNT]))
         data[addr] = v[src]
@@ -902,9 +906,12 @@ def _phases(program: StageProgram, v: np.ndarray, x: np.ndarray, first: int, cou
     v *= np.exp(2j * np.pi * (acc.view(np.int64) / 2.0**64))
 
 
-def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray, tensor: bool = False) -> None:
-    """v <- m on the target bits where the control bits are all 1 (v in slot order); ``tensor``:
-    in the complex64 kernel's tensor-core arithmetic (:func:`qsim_tc.stages.tc32.apply_op`)."""
+def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray, tensor: bool = False,
+           rounded: bool = False) -> None:
+    """v <- m on the target bits where the control bits are all 1 (v in slot order); ``rounded``: the
+    product in complex128, rounded once to v's dtype; ``tensor``:
+    in the complex64 kernel's tensor-core arithmetic (:func:`qsim_tc.stages.tc32.apply_op`, compiled:
+    :mod:`qsim_tc.stages.tc32_compiled`)."""
     k = len(targets)
     others = [p for p in range(n) if p not in targets]
     base = np.zeros(1 << (n - k), dtype=np.int64)
@@ -919,8 +926,11 @@ def _dense(v: np.ndarray, n: int, targets: list[int], cmask: int, m: np.ndarray,
                 offs[j] |= 1 << p
     idx = base[:, None] + offs[None, :]
     if tensor:
-        from qsim_tc.stages.tc32 import apply_op  # noqa: PLC0415 - numpy emulation, for tests
+        # compiled, bit for bit the numpy form's (qsim_tc.stages.tc32), which is too slow past ~18 qubits
+        from qsim_tc.stages.tc32_compiled import apply_op  # noqa: PLC0415 - emulation, for tests
 
         v[idx] = apply_op(m, v[idx])
+    elif rounded:
+        v[idx] = (v[idx].astype(np.complex128) @ m.T.astype(np.complex128)).astype(v.dtype)
     else:
         v[idx] = v[idx] @ m.T.astype(v.dtype)
