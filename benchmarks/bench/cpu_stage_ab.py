@@ -32,8 +32,10 @@ an amplitude merged by shuffles (the default) against the hardware gather
 end (the default) against right after it, as two separate arrays had put them (a multiple of 4
 KiB apart).
 
-``--compare fusion``: the host's fusion costs (``stages.cpu.FUSE_COST``: a table for this CPU where
-one was measured) against the table of its vector width alone.
+``--compare fusion``: the host's fusion costs (``stages.cpu.host_fuse_costs``: this host's
+calibrated table where ``qsim-tc calibrate --device cpu`` measured one, else a shipped table for
+this CPU where one was measured) against the table of its vector width alone, and against the
+shipped table where the host's is calibrated.
 
     python -m benchmarks.bench.cpu_stage_ab --compare chunk --json benchmarks/results/stages_cpu_chunk_ab.json
     python -m benchmarks.bench.cpu_stage_ab --compare canonicalize --json benchmarks/results/stages_cpu_canonicalize_ab.json
@@ -238,15 +240,18 @@ def compare_gap(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
 
 
 def compare_fusion(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
-    """The Simulator's plan and chunk with the host's fusion costs (``stages.cpu.FUSE_COST``)
-    against the table of its vector width alone (``stages.cpu._FUSE_COSTS``), alternating."""
+    """The Simulator's plan and chunk with the host's fusion costs (``stages.cpu.host_fuse_costs``)
+    against the table of its vector width alone (``stages.cpu._FUSE_COSTS``) and the shipped one
+    where they differ, alternating."""
     from qsim_tc.stages import cpu  # noqa: PLC0415
 
     circ, desc = build(name, n)
     item = np.dtype(dtype).itemsize
     plan = decide_cpu(circ, item, always=True).plan
     chunk = default_block_bytes(item, plan.local_qubits, threads)
-    tables = {"host": cpu.FUSE_COST[item], "width": cpu._FUSE_COSTS[cpu_kernels.VECTOR_BYTES][item]}
+    tables = {"host": cpu.host_fuse_costs()[item], "width": cpu._FUSE_COSTS[cpu_kernels.VECTOR_BYTES][item]}
+    if cpu.SHIPPED_FUSE_COST[item] not in tables.values():
+        tables["shipped"] = cpu.SHIPPED_FUSE_COST[item]
     saved = dict(cpu.FUSE_COST)
 
     def costs(key: str):
@@ -261,14 +266,18 @@ def compare_fusion(name: str, dtype, n: int, threads: int, repeats: int) -> dict
         cpu.FUSE_COST.update(saved)
     return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
             "local_qubits": plan.local_qubits, "stages": plan.n_stages, "chunk_bytes": chunk,
-            "host_cpu": cpu_kernels.HOST_CPU, "tables": {k: list(v) for k, v in tables.items()},
+            "host_cpu": cpu_kernels.HOST_CPU, "host_table": cpu.FUSE_COST_SOURCE,
+            "tables": {k: list(v) for k, v in tables.items()},
             **{f"{k}_s": min(v) for k, v in times.items()}, **{f"{k}_all_s": v for k, v in times.items()},
             "ratio_host_to_width": min(times["host"]) / min(times["width"])}
 
 
 def _line_fusion(row: dict) -> str:
+    shipped = (f"  shipped table {row['shipped_s']:.3f} s ({row['host_s'] / row['shipped_s']:.3f}x)"
+               if "shipped_s" in row else "")
     return (f"L {row['local_qubits']:2d}, {row['stages']:2d} stages  width table {row['width_s']:.3f} s  "
-            f"{row['host_cpu']} table {row['host_s']:.3f} s  ({row['ratio_host_to_width']:.3f}x)")
+            f"{row['host_cpu']} {row.get('host_table', '')} table {row['host_s']:.3f} s  "
+            f"({row['ratio_host_to_width']:.3f}x){shipped}")
 
 
 def _line_pair(first: str, second: str):

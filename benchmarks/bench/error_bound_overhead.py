@@ -33,11 +33,11 @@ def bound_seconds(sim, circuit, result) -> float:
             t = time.perf_counter()
             run_error.report_of(steps, 1.0)
             return time.perf_counter() - t
-        from qsim_tc.stages.cpu import FUSE_COST  # noqa: PLC0415
+        from qsim_tc.stages.cpu import host_fuse_costs  # noqa: PLC0415
         from qsim_tc.stages.fusion import fuse_stage  # noqa: PLC0415
 
         # the executor's fused stages, as the run collects them while it runs (not part of the cost)
-        executed = [fuse_stage(s, plan.local_qubits, FUSE_COST[sim.dtype.itemsize]) for s in plan.stages]
+        executed = [fuse_stage(s, plan.local_qubits, host_fuse_costs()[sim.dtype.itemsize]) for s in plan.stages]
         t = time.perf_counter()
         run_error.stage_run_report(plan, sim.dtype, executed=executed)
         return time.perf_counter() - t

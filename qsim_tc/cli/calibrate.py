@@ -1,11 +1,15 @@
 """``qsim-tc calibrate``: measure this device's cost table (every method, gate width and placement)
-and store it in the cache, where ``backend="auto"`` and ``fuse="auto"`` find it."""
+and store it in the cache, where ``backend="auto"`` and ``fuse="auto"`` find it; on a CPU also the
+stage executor's fusion costs (:mod:`qsim_tc.stages.cpu_fuse_calibration`), which its next run
+fuses by."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
+import gemm
 from qsim_tc import calibrate as cal
 from qsim_tc.cli.common import add_device, check_outputs, parse_list, write_json
 from qsim_tc.plan.costs import PLACEMENTS
@@ -35,11 +39,45 @@ def register(sub) -> None:
     p.add_argument("--no-store", action="store_true", help="measure and print, but leave the cache as it is")
     p.add_argument("--verbose", action="store_true", help="print every method and width as it is measured")
     p.add_argument("--json", metavar="FILE", help="also write the table as JSON to FILE")
+    p.add_argument("--part", choices=PARTS, default="all",
+                   help="what to measure: all; gates (the gate cost table); stages (on a CPU: the stage executor's "
+                        "fusion costs alone, about 15-30 s)")
     p.set_defaults(func=run)
+
+
+PARTS = ("all", "gates", "stages")
 
 
 def run(args) -> int:
     check_outputs(args, plot=False)
+    dev = gemm.resolve_device(args.device)
+    if args.part == "stages" and dev.is_gpu:
+        raise ValueError("--part stages measures the CPU stage executor's fusion costs; pass --device cpu")
+    out = {"command": "calibrate"}
+    if args.part != "stages":
+        out.update(_gates(args))
+    if not dev.is_gpu and args.part != "gates":
+        out["stage_fusion"] = _stage_fusion(args)
+    if args.json:
+        write_json(args.json, out)
+    return 0
+
+
+def _stage_fusion(args) -> dict:
+    """Measure and (unless --no-store) cache the CPU stage executor's fusion costs."""
+    from qsim_tc.stages import cpu, cpu_fuse_calibration  # noqa: PLC0415 - numba, only here
+
+    print("measuring the CPU stage executor's fusion costs (ms an op of 1..4 targets, 24 qubits)")
+    cal = cpu_fuse_calibration.measure(seed=args.seed, progress=print)
+    print(f"stage fusion costs measured in {cal.elapsed_s:.1f} s")
+    if not args.no_store:
+        print(f"stored {cpu_fuse_calibration.store(cal)}")
+        cpu.forget_fuse_costs()
+    return json.loads(cal.to_json())
+
+
+def _gates(args) -> dict:
+    """The gate cost table (every method of the precisions asked), stored unless --no-store."""
     precisions = tuple(parse_list(args.precision))
     if not precisions:
         raise ValueError(f"--precision names no precision, got {args.precision!r}")
@@ -67,9 +105,7 @@ def run(args) -> int:
             table = cal.merge(old, table)
         print(f"stored {cal.store(table)}")
         cal.forget()
-    if args.json:
-        write_json(args.json, {"command": "calibrate", "wall_s": wall, "table": table.to_json()})
-    return 0
+    return {"wall_s": wall, "table": table.to_json()}
 
 
 def format_table(table) -> str:

@@ -51,8 +51,11 @@ def _cpu_stages() -> str:
     cap = host_cache.l2_chunk_cap()
     chunks = ", ".join(f"{name} {_size(cpu.default_block_bytes(item, choice.CPU_LOCAL_QUBITS[item], cpu._THREADS))} "
                        f"at L = {choice.CPU_LOCAL_QUBITS[item]}" for name, item in (("complex64", 8), ("complex128", 16)))
-    fusion = (f"fusion costs measured on {cpu_kernels.HOST_CPU}" if cpu.FUSE_COST_OWN else
-              f"fusion costs of {cpu_kernels.VECTOR_BYTES * 8}-bit hosts (none measured on {cpu_kernels.HOST_CPU})")
+    cpu.host_fuse_costs()
+    fusion = {"calibrated": "fusion costs calibrated on this host (qsim-tc calibrate --device cpu)",
+              "cpu": f"fusion costs measured on {cpu_kernels.HOST_CPU} (shipped)",
+              "vector": f"fusion costs of {cpu_kernels.VECTOR_BYTES * 8}-bit hosts (none measured on "
+                        f"{cpu_kernels.HOST_CPU}; qsim-tc calibrate --device cpu measures them)"}[cpu.FUSE_COST_SOURCE]
     return (f"{cpu_kernels.VECTOR_BYTES * 8}-bit vectors, {cpu._THREADS} threads; L2 {_size(sizes.get(2))} a core, "
             f"last-level cache {_size(host_cache.last_level_cache())}; chunk {chunks}; "
             f"L2 cap {_size(cap) if cap else 'none (L2 under 2 MiB or unknown)'}; {fusion}")

@@ -70,7 +70,37 @@ _FUSE_COSTS = {64: {8: (4.07, 4.70, 6.63, 9.94), 16: (6.30, 7.42, 12.66, 19.30)}
 # 0.990x (docs/results.md, section 11; benchmarks.bench.cpu_stage_ab --compare fusion)
 _FUSE_COSTS_BY_CPU = {"znver5": {8: (1.08, 1.62, 3.16, 6.55), 16: (2.08, 3.14, 5.82, 13.26)}}
 FUSE_COST_OWN = kernels.HOST_CPU in _FUSE_COSTS_BY_CPU  # this CPU fuses by a table measured on it
-FUSE_COST = dict(_FUSE_COSTS_BY_CPU[kernels.HOST_CPU] if FUSE_COST_OWN else _FUSE_COSTS[kernels.VECTOR_BYTES])
+SHIPPED_FUSE_COST = dict(_FUSE_COSTS_BY_CPU[kernels.HOST_CPU] if FUSE_COST_OWN else _FUSE_COSTS[kernels.VECTOR_BYTES])
+# what the executor fuses by: the shipped table, replaced at the first run by this host's own where
+# `qsim-tc calibrate --device cpu` measured one (cpu_fuse_calibration; host_fuse_costs)
+FUSE_COST = dict(SHIPPED_FUSE_COST)
+FUSE_COST_SOURCE = "cpu" if FUSE_COST_OWN else "vector"  # "calibrated" once a measured table is read
+_FUSE_COST_READ = False
+
+
+def host_fuse_costs() -> dict[int, tuple[float, ...]]:
+    """:data:`FUSE_COST`, with this host's calibrated table put in at the first call (its cache file,
+    :mod:`qsim_tc.stages.cpu_fuse_calibration`; a bad file is reported once and the shipped table
+    kept). Later changes to FUSE_COST (A/B runs) are left alone."""
+    global _FUSE_COST_READ, FUSE_COST_SOURCE
+    if not _FUSE_COST_READ:
+        _FUSE_COST_READ = True
+        from qsim_tc.stages import cpu_fuse_calibration  # noqa: PLC0415 - reads the cache folder
+
+        measured = cpu_fuse_calibration.load()
+        if measured is not None:
+            FUSE_COST.update(measured)
+            FUSE_COST_SOURCE = "calibrated"
+    return FUSE_COST
+
+
+def forget_fuse_costs() -> None:
+    """Go back to the shipped table; the next run reads the cache again (after a calibration)."""
+    global _FUSE_COST_READ, FUSE_COST_SOURCE
+    FUSE_COST.clear()
+    FUSE_COST.update(SHIPPED_FUSE_COST)
+    FUSE_COST_SOURCE = "cpu" if FUSE_COST_OWN else "vector"
+    _FUSE_COST_READ = False
 _MAX_ACC = 1024  # a wide dense gate accumulates two output runs of _MAX_ACC / 2 at once (kernels._dense_any)
 # the storage bits whose qubits the gather into logical order keeps in its chunk (canonicalize,
 # ``_canonical_chunk``): 24 qubits, 2-core AVX-512 host, the final layouts of QuantumVolume, QFT
@@ -119,7 +149,7 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
         threads: worker threads over chunks (default: the CPU count, at most 8).
         fuse_cost: the relative cost of a dense op of 1, 2, ... targets, by which each stage's
             runs of local gates are fused (:func:`~qsim_tc.stages.fusion.fuse_stage`;
-            default :data:`FUSE_COST` of the state's itemsize; ``()``: no fusion).
+            default :func:`host_fuse_costs` of the state's itemsize; ``()``: no fusion).
         on_stage: called as ``on_stage(done, total)`` after each stage.
         executed: a list to which each stage is appended as the executor runs it (its runs of
             local gates fused): what the run's error bound reads.
@@ -159,7 +189,7 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
         block_bytes = default_block_bytes(item, big_l, n_threads)
     nbits = min(n, max(big_l, int(max(block_bytes // item, 1)).bit_length() - 1))
     n_threads = min(n_threads, 1 << (n - nbits))
-    cost = FUSE_COST.get(item, ()) if fuse_cost is None else tuple(fuse_cost)
+    cost = host_fuse_costs().get(item, ()) if fuse_cost is None else tuple(fuse_cost)
     real = np.float32 if phys.data.dtype == np.complex64 else np.float64
     scratch = [_Scratch(nbits, real) for _ in range(n_threads)]
     pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None

@@ -175,7 +175,7 @@ def test_simulator_uses_a_given_table_for_fusion_and_choice(cache):
 
 def test_cli_calibrate_info_and_explain(cache, capsys, tmp_path):
     assert main(["calibrate", "--device", "cpu", "--precision", "double", "--methods", "native", "--qubits", "8",
-                 "--max-gate-qubits", "2", "--repeats", "1", "--budget", "3", "--json",
+                 "--max-gate-qubits", "2", "--part", "gates", "--repeats", "1", "--budget", "3", "--json",
                  str(tmp_path / "t.json")]) == 0
     out = capsys.readouterr().out
     assert "calibrated" in out and "stored " in out and "native     bottom" in out

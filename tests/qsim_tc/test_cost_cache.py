@@ -160,7 +160,7 @@ def test_cli_runs_on_a_bad_cache_and_calibrate_replaces_it(cache, tmp_path, caps
     err = capsys.readouterr().err
     assert err.count(f"cost table {path}") == 1
     rc = main(["calibrate", "--device", "cpu", "--precision", "double", "--methods", "native", "--qubits", "8",
-               "--max-gate-qubits", "2", "--placements", "bottom", "--budget", "3", "--repeats", "1"])
+               "--max-gate-qubits", "2", "--part", "gates", "--placements", "bottom", "--budget", "3", "--repeats", "1"])
     assert rc == 0
     assert "replaced by this calibration" in capsys.readouterr().out
     table = CostTable.from_json(path.read_text())

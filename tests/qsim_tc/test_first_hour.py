@@ -115,7 +115,7 @@ def test_calibrate_reports_scattered_timings(tmp_path, monkeypatch, capsys):
     swing = iter(np.tile([1.0, 3.0, 1.5], 10_000))
     monkeypatch.setattr(ApplyInfo, "time_ms", property(lambda self: measured.fget(self) * next(swing)))
     argv = ["calibrate", "--device", "cpu", "--precision", "double", "--methods", "native", "--qubits", "8",
-            "--max-gate-qubits", "2", "--placements", "bottom,top", "--budget", "3", "--repeats", "3", "--no-store"]
+            "--max-gate-qubits", "2", "--part", "gates", "--placements", "bottom,top", "--budget", "3", "--repeats", "3", "--no-store"]
     assert main(argv) == 0
     assert "qsim-tc: warning: noisy timings:" in capsys.readouterr().err
     monkeypatch.setattr(ApplyInfo, "time_ms", measured)

@@ -160,4 +160,4 @@ def test_fusion_costs_follow_the_host_cpu():
         for cost in tables.values():
             assert len(cost) == 4 and all(0 < a < b for a, b in zip(cost, cost[1:]))
     want = cpu._FUSE_COSTS_BY_CPU.get(cpu_kernels.HOST_CPU, cpu._FUSE_COSTS[cpu_kernels.VECTOR_BYTES])
-    assert FUSE_COST == want
+    assert cpu.SHIPPED_FUSE_COST == want
