@@ -159,11 +159,16 @@ class StageRunner:
         else:
             from qsim_tc.stages.cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
 
-            state = start.make()
+            fresh = start.initial is None  # the first stage makes |0...0> itself: no zeroing pass, no read
+            if fresh:
+                state = StateVector._unset(n, dtype=settings.dtype, device=settings.device,
+                                           workspace_bytes=settings.workspace_bytes)
+            else:
+                state = start.make()
             last[0] = time.perf_counter()
             executed: list = []
             # (from any layout; the global phase included; a stage stopped half-way marks the state invalid)
-            run_stages(state._phys, plan, on_stage=on_stage, executed=executed)
+            run_stages(state._phys, plan, on_stage=on_stage, executed=executed, fresh=fresh)
             engine, step_ms = "stage-cpu", times + [None] * (plan.n_stages - len(times))
             error = run_error.stage_run_report(plan, settings.dtype, executed=executed,
                                                initial_norm=start.initial_norm)

@@ -134,7 +134,7 @@ _THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, threads: int | None = None,
-               fuse_cost=None, on_stage=None, executed: list | None = None):
+               fuse_cost=None, on_stage=None, executed: list | None = None, fresh: bool = False):
     """Apply ``plan`` to a state.
 
     Args:
@@ -153,6 +153,10 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
         on_stage: called as ``on_stage(done, total)`` after each stage.
         executed: a list to which each stage is appended as the executor runs it (its runs of
             local gates fused): what the run's error bound reads.
+        fresh: the state holds no amplitudes yet (allocated, not written) and stands for
+            |0...0>: the first stage makes its chunks instead of reading them, in its own layout
+            (|0...0> is the same in every layout), so a run from |0...0> takes no pass to zero
+            the state and none to read it in the first stage.
 
     Returns:
         The PhysicalState, or for an array input the final amplitudes in logical order (a numpy
@@ -195,21 +199,32 @@ def run_stages(state, plan: StagePlan, *, block_bytes: int | None = None, thread
     pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
     try:
         next_local = _next_local(plan)
+        unset = fresh
         for i, stage in enumerate(plan.stages):
             geo = _Placement(phys.layout.phys, stage.layout, big_l, nbits, next_local[i + 1])
             ran = fuse_stage(stage, big_l, cost)
             if executed is not None:
                 executed.append(ran)
             ops = _encode(ran, geo, real)
+            if unset and ops is not None:
+                phys.layout.set(list(geo.layout))  # |0...0> in the stage's layout: nothing to move
             if ops is not None:
                 try:  # chunks are written back one by one: any failure or interruption leaves a mix
-                    _run_stage(phys, geo, ops, scratch, pool)
+                    _run_stage(phys, geo, ops, scratch, pool, fresh=unset)
                 except BaseException as exc:
+                    if unset:
+                        phys.invalid = (f"stage {i + 1} of the CPU stage executor, which makes |0...0>, stopped "
+                                        f"({type(exc).__name__})")
+                        raise
                     phys.mark_invalid(f"stage {i + 1} of {plan.n_stages} of the CPU stage executor stopped "
                                       f"half-way ({type(exc).__name__})", exc)
+                unset = False
             _rename(phys, stage)  # the stage's relabels (SWAPs) moved no amplitude
             if on_stage is not None:
                 on_stage(i + 1, plan.n_stages)
+        if unset:  # no stage had ops: |0...0> still to be written
+            phys.data.fill(0)
+            phys.data[0] = 1
     finally:
         if pool is not None:
             pool.shutdown()
@@ -421,21 +436,23 @@ def _diagonal_table(diag: np.ndarray, bits: list[int], geo: _Placement) -> tuple
     return table.reshape(-1), ones.reshape(-1).astype(np.uint8)
 
 
-def _run_stage(phys: PhysicalState, geo: _Placement, ops: _Ops, scratch: list[_Scratch], pool) -> None:
+def _run_stage(phys: PhysicalState, geo: _Placement, ops: _Ops, scratch: list[_Scratch], pool, *,
+               fresh: bool = False) -> None:
     """One pass: every chunk loaded from the state as it is stored (the change to ``layout``
-    folded into the load), the ops applied, stored contiguously in ``layout``."""
+    folded into the load), the ops applied, stored contiguously in ``layout``; ``fresh``: made
+    as |0...0> instead of loaded (``run_chunks``)."""
     where = {q: s for s, q in enumerate(phys.layout.phys)}
     src_bit = [where[q] for q in geo.layout]  # the old storage bit of each new storage bit
     wide = ops.table[(ops.table[:, kernels.K_KIND] == kernels.DENSE_OP) & (ops.table[:, kernels.K_DIM] > 4)]
     if wide.size:
         for sc in scratch:
             sc.reserve(int(wide[:, kernels.K_DIM].max()))
-    _gather(phys, src_bit, geo.nbits, geo.lanes, ops, scratch, pool)
+    _gather(phys, src_bit, geo.nbits, geo.lanes, ops, scratch, pool, fresh=fresh)
     phys.layout.set(list(geo.layout))
 
 
 def _gather(phys: PhysicalState, src_bit: list[int], nbits: int, lanes: int, ops: _Ops, scratch: list[_Scratch],
-            pool, *, in_place_ok: bool = True, dst_bit: list[int] | None = None) -> None:
+            pool, *, in_place_ok: bool = True, dst_bit: list[int] | None = None, fresh: bool = False) -> None:
     """Chunk by chunk of 2^nbits amplitudes: new storage bit s takes old storage bit
     ``src_bit[s]``, the ops are applied, the chunk is stored. In place where every chunk keeps
     its place (and ``in_place_ok``), else into the spare buffer (allocated if missing), which
@@ -479,7 +496,7 @@ def _gather(phys: PhysicalState, src_bit: list[int], nbits: int, lanes: int, ops
         c0, c1 = t * n_chunks // len(scratch), (t + 1) * n_chunks // len(scratch)
         kernels.run_chunks(x_src, x_dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_tab, scatter,
                            ops.table, ops.offs, ops.fixed, ops.highs, ops.m_re, ops.m_im, ops.skip, sc.re, sc.im,
-                           sc.acc_re, sc.acc_im, sc.xs, v_lane, v_stab, v_dtab, v_mode, s_tab, s_high)
+                           sc.acc_re, sc.acc_im, sc.xs, v_lane, v_stab, v_dtab, v_mode, s_tab, s_high, fresh)
 
     if pool is None:
         work(0)

@@ -597,7 +597,7 @@ def _store(dst, start, re, im):
 
 @_jit
 def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_tab, scatter, ops, offs, fixed, highs,
-               m_re, m_im, skip, re, im, acc_re, acc_im, xs, v_lane, v_stab, v_dtab, v_mode, s_tab, s_high):
+               m_re, m_im, skip, re, im, acc_re, acc_im, xs, v_lane, v_stab, v_dtab, v_mode, s_tab, s_high, fresh=False):
     """Apply the encoded ops to chunks ``c0 .. c1-1`` of the state: chunk h is read from ``src``
     (bit-permuted: see below), changed, and written to ``dst`` as ``s_tab.size`` equal parts,
     part r to the amplitudes from ``out(h) | s_tab[r]`` on, where ``out(h)`` puts bit j of h at
@@ -613,6 +613,10 @@ def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_
     ``dst_tab[o] + scatter[j]`` (``scatter`` empty: ``dst_tab[o] + j``, no permutation). Bit m
     of o sets chunk bit log2(dst_tab[2^m]); the runs that differ only in the bits that select
     chunk bits inside a 64-byte line are loaded together, element j of each in turn.
+
+    ``fresh``: ``src`` is not read; each chunk starts as the part of |0...0> it holds (amplitude
+    0 of chunk 0 is 1, all else 0: the state is |0...0> in any layout), so a run from |0...0>
+    needs no pass to zero the state and its first stage none to read it.
     """
     size = 1 << nbits
     run = 1 << run_bits
@@ -639,7 +643,13 @@ def run_chunks(src, dst, c0, c1, nbits, lanes, high_src, run_bits, src_tab, dst_
         base = 0
         for j in range(high_src.size):
             base |= ((h >> j) & 1) << high_src[j]
-        if v_lane.size:
+        if fresh:
+            for i in range(size):
+                re[i] = 0.0
+                im[i] = 0.0
+            if h == 0:
+                re[0] = 1.0
+        elif v_lane.size:
             _gather_load(src, _u(base), v_stab, v_dtab, v_lane, re, im, _u(0), _u(v_stab.size), _u(v_mode))
         elif n_tile == 0:
             for o in range(n_runs):

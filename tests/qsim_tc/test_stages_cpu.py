@@ -341,3 +341,53 @@ def test_run_stages_refuses_an_array_it_cannot_work_in(bad):
     with pytest.raises(ValueError, match="contiguous, writeable|power-of-two length"):
         run_stages(state, plan_stages(brickwork(10, 2, 2, seed=1), 6))
     np.testing.assert_array_equal(state, before)
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize(("n", "local", "block_bits", "threads"), [(6, 4, 6, 1), (10, 5, 8, 2), (12, 6, 9, 2)])
+def test_a_fresh_state_is_made_by_the_first_stage(dtype, n, local, block_bits, threads):
+    """``fresh``: the state's memory holds garbage (not zeroed) and stands for |0...0>; the first
+    stage makes its chunks instead of reading them. Same result as from a written |0...0>."""
+    for seed in range(3):
+        c = random_circuit(n, 40, seed=7 * n + seed, max_width=min(local, 4))
+        plan = plan_stages(c, local)
+        zero = np.zeros(1 << n, dtype)
+        zero[0] = 1
+        want = gate_at_a_time(c, zero)
+        garbage = np.random.default_rng(seed).standard_normal(2 << n).view(np.complex128).astype(dtype)
+        phys = PhysicalState(garbage, gemm.resolve_device("cpu"))
+        run_stages(phys, plan, block_bytes=np.dtype(dtype).itemsize << block_bits, threads=threads, fresh=True)
+        assert phys.invalid is None
+        phys.canonicalize()
+        np.testing.assert_allclose(phys.data, want, rtol=0, atol=TOL[dtype])
+
+
+def test_a_fresh_state_whose_stages_have_no_ops_is_still_written():
+    """A plan of SWAPs alone moves no amplitude: |0...0> is written all the same."""
+    from circuits.gate import Gate
+
+    swap = np.eye(4)[[0, 2, 1, 3]]
+    c = Circuit(6, [Gate(swap, (0, 5), "swap", check_unitary=False)])
+    phys = PhysicalState(np.full(64, np.nan, np.complex128), gemm.resolve_device("cpu"))
+    run_stages(phys, plan_stages(c, 4), fresh=True)
+    phys.canonicalize()
+    want = np.zeros(64, np.complex128)
+    want[0] = 1
+    np.testing.assert_array_equal(phys.data, want)
+
+
+def test_a_run_from_zero_takes_the_fresh_first_stage(monkeypatch):
+    """The Simulator's CPU stage path from |0...0> passes ``fresh``; from an initial state not."""
+    from circuits import brickwork
+    from qsim_tc import Simulator, StateVector
+    from qsim_tc.stages import cpu
+
+    seen = []
+    real = cpu.run_stages
+    monkeypatch.setattr(cpu, "run_stages", lambda *a, **k: (seen.append(k.get("fresh")), real(*a, **k))[1])
+    c = brickwork(12, 2, 6, seed=1)
+    sim = Simulator(device="cpu", plan="always")
+    a = sim.run(c).state.to_numpy()
+    b = sim.run(c, initial_state=StateVector(12, device="cpu")).state.to_numpy()
+    assert seen[-2:] == [True, False]  # (a first call may be the kernels' warm-up)
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-13)
