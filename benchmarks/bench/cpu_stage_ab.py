@@ -32,6 +32,9 @@ an amplitude merged by shuffles (the default) against the hardware gather
 end (the default) against right after it, as two separate arrays had put them (a multiple of 4
 KiB apart).
 
+``--compare fresh``: a run from |0...0> whose first stage makes its chunks (the default) against
+one from a zeroed state that its first stage reads.
+
 ``--compare fusion``: the host's fusion costs (``stages.cpu.host_fuse_costs``: this host's
 calibrated table where ``qsim-tc calibrate --device cpu`` measured one, else a shipped table for
 this CPU where one was measured) against the table of its vector width alone, and against the
@@ -302,10 +305,52 @@ def _line_canonicalize(row: dict) -> str:
     return f"numpy {row['numpy_s'] * 1e3:6.1f} ms  compiled {row['compiled_s'] * 1e3:6.1f} ms"
 
 
+def compare_fresh(name: str, dtype, n: int, threads: int, repeats: int) -> dict:
+    """A run from |0...0> whose first stage makes its chunks (``run_stages(fresh=True)`` on
+    unwritten memory, as the Simulator runs it) against one from a zeroed state whose first stage
+    reads it, alternating; the state's allocation is timed in both, the gather into logical order
+    in neither."""
+    circ, desc = build(name, n)
+    item = np.dtype(dtype).itemsize
+    plan = decide_cpu(circ, item, always=True).plan
+    dev = gemm.resolve_device("cpu")
+
+    def go(fresh: bool):
+        t0 = time.perf_counter()
+        if fresh:
+            phys = PhysicalState(np.empty(1 << n, dtype), dev)
+        else:
+            data = np.zeros(1 << n, dtype)
+            data[0] = 1
+            phys = PhysicalState(data, dev)
+        run_stages(phys, plan, threads=threads, fresh=fresh)
+        dt = time.perf_counter() - t0
+        phys.canonicalize()
+        return dt, phys.data
+
+    ref = go(False)[1].copy()
+    if float(np.abs(go(True)[1] - ref).max()) > TOL[item]:
+        raise SystemExit(f"{desc} {np.dtype(dtype).name}: the fresh run differs from the zeroed one")
+    times: dict[str, list[float]] = {"fresh": [], "zeroed": []}
+    for r in range(repeats):
+        for key in (("fresh", "zeroed") if r % 2 == 0 else ("zeroed", "fresh")):
+            times[key].append(go(key == "fresh")[0])
+    return {"circuit": name, "description": desc, "dtype": np.dtype(dtype).name, "n": n,
+            "local_qubits": plan.local_qubits, "stages": plan.n_stages,
+            **{f"{k}_s": min(v) for k, v in times.items()}, **{f"{k}_all_s": v for k, v in times.items()},
+            "ratio_fresh_to_zeroed": min(times["fresh"]) / min(times["zeroed"])}
+
+
+def _line_fresh(row: dict) -> str:
+    return (f"L {row['local_qubits']:2d}, {row['stages']:2d} stages  zeroed {row['zeroed_s']:.3f} s  fresh "
+            f"{row['fresh_s']:.3f} s  ({row['ratio_fresh_to_zeroed']:.3f}x)")
+
+
 COMPARISONS = {"chunk": (compare_chunk, _line_chunk), "canonicalize": (compare_canonicalize, _line_canonicalize),
                "local": (compare_local, _line_local), "load": (compare_load, _line_pair("vector", "element")),
                "gather": (compare_gather, _line_pair("amplitudes", "hardware")),
-               "gap": (compare_gap, _line_pair("gap", "no_gap")), "fusion": (compare_fusion, _line_fusion)}
+               "gap": (compare_gap, _line_pair("gap", "no_gap")), "fusion": (compare_fusion, _line_fusion),
+               "fresh": (compare_fresh, _line_fresh)}
 
 
 def main(argv=None) -> int:
