@@ -5,7 +5,10 @@ as ``benchmarks.bench.auto.build`` builds them, at --qubits (default 24):
 
   staged      ``run_stages`` on a complex64 (native32) and a complex128 (native) state, the plan
               made as the Simulator makes it (``stage_choice.decide_cpu``) or with L = --local, and
-              chunks of --block-bytes
+              chunks of --block-bytes; from |0...0> as the Simulator starts (the state allocated
+              unwritten, made by the first stage), its fusion costs the host's
+              (``stages.cpu.host_fuse_costs``: calibrated where ``qsim-tc calibrate`` measured them),
+              read back into logical order
   gate        ``Simulator(backend, device="cpu", fuse="auto", plan=None)`` (gate by gate, fused as the
               cost table says), native32
               and native (--gate-repeats runs, 0 skips them)
@@ -32,9 +35,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+import gemm
 from benchmarks.bench.auto import build
 from benchmarks.common import write_results
 from qsim_tc import Simulator
+from qsim_tc.engine.storage import PhysicalState
 from qsim_tc.stages.choice import decide_cpu
 from qsim_tc.stages.cpu import default_block_bytes, run_stages
 from qsim_tc.stages.plan import plan_stages
@@ -124,11 +129,13 @@ def timing(args) -> list[dict]:
                 plan = decide_cpu(c, np.dtype(dtype).itemsize, always=True).plan
 
             def go():
-                psi = np.zeros(1 << args.qubits, dtype)
-                psi[0] = 1
+                # as the Simulator runs it from |0...0>: the state allocated unwritten, made by the
+                # first stage (fresh); then read into logical order, as qsim's result is
                 t0 = time.perf_counter()
-                out = run_stages(psi, plan, block_bytes=args.block_bytes, threads=args.threads)
-                return out, time.perf_counter() - t0
+                phys = PhysicalState(np.empty(1 << args.qubits, dtype), gemm.resolve_device("cpu"))
+                run_stages(phys, plan, block_bytes=args.block_bytes, threads=args.threads, fresh=True)
+                phys.canonicalize()
+                return phys.data, time.perf_counter() - t0
             info = {"local_qubits": plan.local_qubits, "passes": plan.n_stages,
                     "block_bytes": args.block_bytes or default_block_bytes(np.dtype(dtype).itemsize, plan.local_qubits,
                                                                          args.threads),
@@ -218,13 +225,18 @@ def host_cpu() -> dict:
     (the ratio to qsim moves with all three between hosts)."""
     from llvmlite import binding as llvm  # noqa: PLC0415
 
-    from qsim_tc.stages import cpu_kernels  # noqa: PLC0415
+    from qsim_tc.stages import (
+        cpu,  # noqa: PLC0415
+        cpu_kernels,  # noqa: PLC0415
+    )
     from qsim_tc.stages.host_cache import cache_sizes  # noqa: PLC0415
 
     sizes = cache_sizes()
     caches = {f"l{level}_bytes": sizes.get(level) for level in (2, 3)}
+    costs = cpu.host_fuse_costs()
     return {"llvm_cpu": llvm.get_host_cpu_name(), "vector_bytes": cpu_kernels.VECTOR_BYTES,
-            "cpus": os.cpu_count(), **caches}
+            "cpus": os.cpu_count(), **caches, "fusion_costs": cpu.FUSE_COST_SOURCE,
+            "fusion_cost_table": {str(k): list(v) for k, v in costs.items()}}
 
 
 if __name__ == "__main__":
