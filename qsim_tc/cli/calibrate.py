@@ -67,7 +67,8 @@ def _stage_fusion(args) -> dict:
     """Measure and (unless --no-store) cache the CPU stage executor's fusion costs."""
     from qsim_tc.stages import cpu, cpu_fuse_calibration  # noqa: PLC0415 - numba, only here
 
-    print("measuring the CPU stage executor's fusion costs (ms an op of 1..4 targets, 24 qubits)")
+    print("measuring the CPU stage executor's fusion costs (ms an op of 1..4 targets; a 24-qubit state, "
+          "fewer qubits where memory is short)")
     cal = cpu_fuse_calibration.measure(seed=args.seed, progress=print)
     print(f"stage fusion costs measured in {cal.elapsed_s:.1f} s")
     if not args.no_store:

@@ -101,6 +101,8 @@ def forget_fuse_costs() -> None:
     FUSE_COST.update(SHIPPED_FUSE_COST)
     FUSE_COST_SOURCE = "cpu" if FUSE_COST_OWN else "vector"
     _FUSE_COST_READ = False
+
+
 _MAX_ACC = 1024  # a wide dense gate accumulates two output runs of _MAX_ACC / 2 at once (kernels._dense_any)
 # the storage bits whose qubits the gather into logical order keeps in its chunk (canonicalize,
 # ``_canonical_chunk``): 24 qubits, 2-core AVX-512 host, the final layouts of QuantumVolume, QFT
