@@ -29,6 +29,7 @@ from qsim_tc.stages import tc32
 _jit = njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 _NONE = -100000  # tc_mma's exponent of a zero term
 _CUT = 23 + db.TC_EXTRA_BITS  # a term is cut on the grid 2^(lead - _CUT)
+INSTRUCTION_K = tc32.INSTRUCTION_K
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -83,6 +84,17 @@ def _instruction(c, a, ea, b, eb, n):
     return _rz32(s)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _product(c, a, ea, b, eb, inner):
+    """One product of the tile for one output: one instruction, or at an inner dimension of 32 two
+    chained ones of 16 (the first's FP32 result the second's accumulator)."""
+    if inner <= INSTRUCTION_K:
+        return _instruction(c, a, ea, b, eb, inner)
+    c = _instruction(c, a[:INSTRUCTION_K], ea[:INSTRUCTION_K], b[:INSTRUCTION_K], eb[:INSTRUCTION_K], INSTRUCTION_K)
+    return _instruction(c, a[INSTRUCTION_K:], ea[INSTRUCTION_K:], b[INSTRUCTION_K:], eb[INSTRUCTION_K:],
+                        inner - INSTRUCTION_K)
+
+
 @_jit
 def _apply(parts, exps, xr, xi, out_r, out_i):
     """The groups (rows of xr/xi, complex64 parts) times the op: ``parts`` (4, 2h, 2h) the
@@ -113,14 +125,14 @@ def _apply(parts, exps, xr, xi, out_r, out_i):
             for t in range(3):
                 es[t, j] = _exp(split[t, j]) if split[t, j] != 0.0 else _NONE
         for r in range(inner):
-            hh = _instruction(np.float32(0.0), parts[0, r], exps[0, r], split[0], es[0], inner)
+            hh = _product(np.float32(0.0), parts[0, r], exps[0, r], split[0], es[0], inner)
             cor = np.float32(0.0)
             # a2 hi, a1s lo1, a1s lo2, a2 lo1, a3 hi: the numpy form's order
-            cor = _instruction(cor, parts[2, r], exps[2, r], split[0], es[0], inner)
-            cor = _instruction(cor, parts[1, r], exps[1, r], split[1], es[1], inner)
-            cor = _instruction(cor, parts[1, r], exps[1, r], split[2], es[2], inner)
-            cor = _instruction(cor, parts[2, r], exps[2, r], split[1], es[1], inner)
-            cor = _instruction(cor, parts[3, r], exps[3, r], split[0], es[0], inner)
+            cor = _product(cor, parts[2, r], exps[2, r], split[0], es[0], inner)
+            cor = _product(cor, parts[1, r], exps[1, r], split[1], es[1], inner)
+            cor = _product(cor, parts[1, r], exps[1, r], split[2], es[2], inner)
+            cor = _product(cor, parts[2, r], exps[2, r], split[1], es[1], inner)
+            cor = _product(cor, parts[3, r], exps[3, r], split[0], es[0], inner)
             d = np.float32(np.float64(hh) + np.float64(cor) * tc32.LO)
             if r < h:
                 out_r[g, r] = np.float32(d * down)
@@ -132,8 +144,8 @@ def apply_op(m: np.ndarray, x: np.ndarray) -> np.ndarray:
     """:func:`qsim_tc.stages.tc32.apply_op`, compiled: the same (g, 2^k) complex64, bit for bit."""
     x = np.asarray(x, np.complex64)
     k = x.shape[1].bit_length() - 1
-    if k not in tc32.TENSOR_K or np.shape(m) != (1 << k, 1 << k):
-        raise ValueError(f"a tensor-core op takes 2^k x 2^k matrices, k in {tc32.TENSOR_K}; got {np.shape(m)} "
+    if k not in tc32.DEFINED_K or np.shape(m) != (1 << k, 1 << k):
+        raise ValueError(f"a tensor-core op takes 2^k x 2^k matrices, k in {tc32.DEFINED_K}; got {np.shape(m)} "
                          f"for groups of {x.shape[1]}")
     if not x.shape[0]:
         return x.copy()

@@ -22,31 +22,36 @@ def test_bad_arguments_are_named():
         tc32.real_product(np.zeros((16, 12)), np.zeros((12, 3), np.float32))
 
 
-def test_the_matrix_split_holds_it_to_33_bits_and_the_leading_part_to_9():
-    """a = (a1 + (a2 + a3) 2^-11) / 8 to 2^-33 of the row's largest value; a1 is an integer of at most
-    9 bits on its row's grid; every part is an FP16 value; a1s = a1 2^11."""
-    a = tc32.real_form(haar_unitary(8, np.random.default_rng(1)))
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_the_matrix_split_holds_it_to_32_bits_and_the_leading_part_to_9(k):
+    """a = (a1 + (a2 + a3) 2^-11) / 8 to 2^-33 of the row's largest value (2^-32 at k = 4); a1 is an
+    integer of at most 9 bits (8 at k = 4) on its row's grid; every part is an FP16 value; a1s =
+    a1 2^11."""
+    a = tc32.real_form(haar_unitary(1 << k, np.random.default_rng(1)))
     a1, a1s, a2, a3 = tc32.split_matrix(a)
+    bits = tc32.A1_BITS[k]
     back = (a1.astype(np.float64) + (a2.astype(np.float64) + a3.astype(np.float64)) * 2.0**-11) / tc32.MATRIX_SCALE
     row = np.abs(a).max(axis=1, keepdims=True)
-    assert (np.abs(back - a) <= 2.0**-33 * row).all()
-    grid = 2.0 ** (np.floor(np.log2(row * tc32.MATRIX_SCALE)) - 8)
+    assert (np.abs(back - a) <= 2.0 ** -(24 + bits) * row).all()
+    grid = 2.0 ** (np.floor(np.log2(row * tc32.MATRIX_SCALE)) - (bits - 1))
     ints = a1 / grid
-    assert np.array_equal(ints, np.round(ints)) and np.abs(ints).max() <= 2**9
+    assert np.array_equal(ints, np.round(ints)) and np.abs(ints).max() <= 2**bits
     for p in (a1, a1s, a2, a3):
         assert np.array_equal(p.astype(np.float16).astype(np.float32), p)
     assert np.array_equal(a1s, a1 * 2048)
 
 
-def test_the_leading_product_is_exact():
-    """hi on the scaled group's grid 2^4 (11 bits) times a1 on the row's (9 bits): the 16 products sum
-    below 2^24 grid units, so the tensor core's FP32 sum equals the exact one; each group's scale is
-    a power of two that puts its largest part in [2^14, 2^15)."""
+@pytest.mark.parametrize("k", [3, 4])
+def test_the_leading_product_is_exact(k):
+    """hi on the scaled group's grid 2^4 (11 bits) times a1 on the row's (9 bits; 8 at k = 4): the
+    2^(k+1) products sum to at most 2^24 grid units, so the tensor core's FP32 sum (two chained
+    instructions at k = 4) equals the exact one, also where every product takes its largest value;
+    each group's scale is a power of two that puts its largest part in [2^14, 2^15)."""
     from gemm.tcec.emulate import tc_mma
 
     rng = np.random.default_rng(2)
-    a = tc32.real_form(haar_unitary(8, rng))
-    x = (rng.standard_normal((500, 8)) + 1j * rng.standard_normal((500, 8))).astype(np.complex64) * 1e-3
+    a = tc32.real_form(haar_unitary(1 << k, rng))
+    x = (rng.standard_normal((500, 1 << k)) + 1j * rng.standard_normal((500, 1 << k))).astype(np.complex64) * 1e-3
     a1 = tc32.split_matrix(a)[0]
     b = tc32._columns(x)
     bh, _, _, down = tc32.split_groups(b)
@@ -54,10 +59,17 @@ def test_the_leading_product_is_exact():
     assert ((top >= 2.0**14) & (top < 2.0**15)).all()
     x, y = a1[:, None, :].astype(np.float64), bh.T[None, :, :].astype(np.float64)
     exact = (x * y).sum(axis=-1)
-    assert np.array_equal(tc_mma(np.zeros(exact.shape, np.float32), x, y).astype(np.float64), exact)
+    got = tc_mma(np.zeros(exact.shape, np.float32), x, y, group=tc32.INSTRUCTION_K)
+    assert np.array_equal(got.astype(np.float64), exact)
+    # the worst case: every product the largest the bounds allow, all of one sign
+    inner = 2 << k
+    big_a = np.full((1, 1, inner), float(2 ** tc32.A1_BITS[k]))
+    big_b = np.full((1, 1, inner), 2.0**11)
+    worst = tc_mma(np.zeros((1, 1), np.float32), big_a, big_b, group=tc32.INSTRUCTION_K)
+    assert float(worst[0, 0]) == inner * 2.0 ** (tc32.A1_BITS[k] + 11) <= 2.0**24
 
 
-@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("k", [2, 3, 4])
 def test_one_op_is_within_a_rounding_of_the_exact_product(k):
     """One op on 20,000 random groups: the relative L2 error against the exact product of the
     complex128 matrix is that of rounding the exact result to complex64 (within 1.25x), at most
@@ -75,13 +87,15 @@ def test_one_op_is_within_a_rounding_of_the_exact_product(k):
     assert abs(drift) < 2e-9
 
 
-def test_small_and_unnormalised_amplitudes_keep_their_accuracy():
+@pytest.mark.parametrize("k", [3, 4])
+def test_small_and_unnormalised_amplitudes_keep_their_accuracy(k):
     """Groups of moduli from 1e-30 to 1e6 in one op (each group takes its own scale): every output
     stays within two FP32 roundings of the exact result (relative to its group's largest)."""
     rng = np.random.default_rng(5)
-    m = haar_unitary(8, rng)
+    dim = 1 << k
+    m = haar_unitary(dim, rng)
     mag = 10.0 ** rng.uniform(-30, 6, (4000, 1))
-    x = (mag * np.exp(2j * np.pi * rng.uniform(size=(4000, 8))) / np.sqrt(8)).astype(np.complex64)
+    x = (mag * np.exp(2j * np.pi * rng.uniform(size=(4000, dim))) / np.sqrt(dim)).astype(np.complex64)
     exact = x.astype(np.complex128) @ m.T
     y = tc32.apply_op(m, x).astype(np.complex128)
     bound = 2 * 2.0**-24 * np.abs(exact).max(axis=1, keepdims=True) * np.sqrt(2)

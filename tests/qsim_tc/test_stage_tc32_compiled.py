@@ -17,7 +17,7 @@ def _bits(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x).view(np.uint32)
 
 
-@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("k", [2, 3, 4])
 @pytest.mark.parametrize("scale", [1.0, 40.0, 1e-20, 1e-42, 3e30])
 def test_the_compiled_op_is_the_numpy_op_bit_for_bit(k, scale):
     """Random groups at moduli from FP32 subnormals to 3e30, with zero groups and groups of one
