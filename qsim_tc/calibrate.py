@@ -45,6 +45,7 @@ import numpy as np
 import gemm
 from circuits.haar import haar_unitary
 from qsim_tc import memory
+from qsim_tc.cache_folder import cache_dir  # (qsim_tc.calibrate.cache_dir, as before)
 from qsim_tc.engine.apply import MAX_BATCHES, MIN_BATCHED_L
 from qsim_tc.errors import InsufficientMemoryError
 from qsim_tc.plan import cache
@@ -104,14 +105,6 @@ def device_key(device) -> dict:
         key["processor"] = platform.processor() or platform.machine()
         key["cpu_count"] = os.cpu_count()
     return key
-
-
-def cache_dir() -> Path:
-    """``$QSIM_TC_CACHE``, else ``$XDG_CACHE_HOME/qsim-tc``, else ``~/.cache/qsim-tc``."""
-    if os.environ.get("QSIM_TC_CACHE"):
-        return Path(os.environ["QSIM_TC_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "qsim-tc"
 
 
 def cache_path(key: dict) -> Path:

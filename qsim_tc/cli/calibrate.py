@@ -1,6 +1,6 @@
 """``qsim-tc calibrate``: measure this device's cost table (every method, gate width and placement)
 and store it in the cache, where ``backend="auto"`` and ``fuse="auto"`` find it; on a CPU also the
-stage executor's fusion costs (:mod:`qsim_tc.stages.cpu_fuse_calibration`), which its next run
+stage executor's fusion costs (:mod:`qsim_tc.stages.cpu_fuse_measure`), which its next run
 fuses by."""
 
 from __future__ import annotations
@@ -65,11 +65,11 @@ def run(args) -> int:
 
 def _stage_fusion(args) -> dict:
     """Measure and (unless --no-store) cache the CPU stage executor's fusion costs."""
-    from qsim_tc.stages import cpu, cpu_fuse_calibration  # noqa: PLC0415 - numba, only here
+    from qsim_tc.stages import cpu, cpu_fuse_calibration, cpu_fuse_measure  # noqa: PLC0415 - numba, only here
 
     print("measuring the CPU stage executor's fusion costs (ms an op of 1..4 targets; a 24-qubit state, "
           "fewer qubits where memory is short)")
-    cal = cpu_fuse_calibration.measure(seed=args.seed, progress=print)
+    cal = cpu_fuse_measure.measure(seed=args.seed, progress=print)
     print(f"stage fusion costs measured in {cal.elapsed_s:.1f} s")
     if not args.no_store:
         print(f"stored {cpu_fuse_calibration.store(cal)}")

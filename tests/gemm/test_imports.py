@@ -159,7 +159,7 @@ def test_gemm_function_local_imports_are_optional_dependencies():
 # rank's slice: it sits above the Simulator, the other runners below it.
 LAYERS = (
     ("qsim_tc.errors", "qsim_tc.layout", "qsim_tc.memory", "qsim_tc.progress", "qsim_tc.environment",
-     "qsim_tc.transfer"),
+     "qsim_tc.transfer", "qsim_tc.cache_folder"),
     ("qsim_tc.plan", "qsim_tc.engine", "qsim_tc.error_bound", "qsim_tc.run_error"),
     ("qsim_tc.stages", "qsim_tc.state", "qsim_tc.observables", "qsim_tc.observables_gpu"),
     ("qsim_tc.runners", "qsim_tc.result", "qsim_tc.reference"),
@@ -169,7 +169,8 @@ LAYERS = (
      "qsim_tc"),
 )
 # the stage pipeline in data-path order: each module imports only those before it
-STAGE_PIPELINE = ("structure", "plan", "fusion", "relabel", "tc32", "program", "kernel", "gpu", "cpu_kernels", "host_cache", "cpu", "cpu_warmup", "choice")
+STAGE_PIPELINE = ("structure", "plan", "fusion", "relabel", "tc32", "tc32_compiled", "program", "kernel", "gpu",
+                  "cpu_kernels", "host_cache", "cpu_fuse_calibration", "cpu", "cpu_warmup", "choice", "cpu_fuse_measure")
 
 
 def _group(module: str) -> tuple[int, str] | None:

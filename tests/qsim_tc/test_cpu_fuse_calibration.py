@@ -1,4 +1,5 @@
-"""The CPU stage executor's fusion costs measured per host (:mod:`qsim_tc.stages.cpu_fuse_calibration`):
+"""The CPU stage executor's fusion costs measured per host (:mod:`qsim_tc.stages.cpu_fuse_measure`,
+:mod:`qsim_tc.stages.cpu_fuse_calibration`):
 the measurement, its cache file (trusted only when whole and for this host) and what the executor,
 ``qsim-tc calibrate --device cpu`` and ``qsim-tc info`` do with it."""
 
@@ -11,6 +12,7 @@ import pytest
 from qsim_tc.cli import main
 from qsim_tc.stages import cpu
 from qsim_tc.stages import cpu_fuse_calibration as fc
+from qsim_tc.stages import cpu_fuse_measure as fm
 
 
 @pytest.fixture
@@ -23,7 +25,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def _small(**kw):
-    return fc.measure(n_qubits=14, gates=6, base=2, repeats=1, **kw)
+    return fm.measure(n_qubits=14, gates=6, base=2, repeats=1, **kw)
 
 
 def test_a_measured_table_prices_each_width_and_rises(cache):
@@ -91,19 +93,19 @@ def test_a_bad_file_is_reported_once_and_the_shipped_table_serves(cache, damage)
 
 def test_bad_arguments_are_named(cache):
     with pytest.raises(ValueError, match="gates must exceed base"):
-        fc.measure(gates=4, base=4)
+        fm.measure(gates=4, base=4)
     with pytest.raises(ValueError, match="repeats"):
-        fc.measure(repeats=0)
+        fm.measure(repeats=0)
     with pytest.raises(ValueError, match="itemsizes"):
-        fc.measure(itemsizes=(4,))
+        fm.measure(itemsizes=(4,))
     with pytest.raises(ValueError, match="both|sizes 8 and 16"):
         fc.store(fc.FuseCalibration(fc.host_key(), {8: (1.0, 2.0, 3.0, 4.0)}, 24))
     assert not list(cache.iterdir())
 
 
 def test_cli_calibrates_the_stages_and_info_says_so(cache, capsys, monkeypatch, tmp_path):
-    real = fc.measure
-    monkeypatch.setattr(fc, "measure", lambda seed=0, progress=None: real(n_qubits=14, gates=6, base=2, repeats=1,
+    real = fm.measure
+    monkeypatch.setattr(fm, "measure", lambda seed=0, progress=None: real(n_qubits=14, gates=6, base=2, repeats=1,
                                                                           seed=seed, progress=progress))
     assert main(["calibrate", "--device", "cpu", "--part", "stages", "--json", str(tmp_path / "c.json")]) == 0
     out = capsys.readouterr().out
