@@ -270,11 +270,15 @@ MUTANTS = (
            "GRID = 1.5 * 2.0**26",
            ("tests/qsim_tc/test_stage_tc32.py",)),
     Mutant("tc32-compiled-swaps-two-corrections", "qsim_tc/stages/tc32_compiled.py",
-           "            cor = _instruction(cor, parts[1, r], exps[1, r], split[2], es[2], inner)\n"
-           "            cor = _instruction(cor, parts[2, r], exps[2, r], split[1], es[1], inner)",
-           "            cor = _instruction(cor, parts[2, r], exps[2, r], split[1], es[1], inner)\n"
-           "            cor = _instruction(cor, parts[1, r], exps[1, r], split[2], es[2], inner)",
+           "            cor = _product(cor, parts[1, r], exps[1, r], split[2], es[2], inner)\n"
+           "            cor = _product(cor, parts[2, r], exps[2, r], split[1], es[1], inner)",
+           "            cor = _product(cor, parts[2, r], exps[2, r], split[1], es[1], inner)\n"
+           "            cor = _product(cor, parts[1, r], exps[1, r], split[2], es[2], inner)",
            ("tests/qsim_tc/test_stage_tc32_compiled.py",)),
+    Mutant("tc32-k4-one-instruction-not-two", "qsim_tc/stages/tc32.py",
+           "INSTRUCTION_K = 16",
+           "INSTRUCTION_K = 32",
+           ("tests/qsim_tc/test_stage_tc32.py",)),
     Mutant("fuse-calibration-of-another-host-trusted", "qsim_tc/stages/cpu_fuse_calibration.py",
            '        if data.get("key") != key:',
            "        if False:",

@@ -154,3 +154,31 @@ def test_emulated_tensor_core_programs_equal_the_circuit():
         np.testing.assert_allclose(got, gate_at_a_time(c, psi), rtol=0, atol=2e-6)
     with pytest.raises(ValueError, match="complex64"):
         emulate(prog, psi.copy(), tensor_cores=True)
+
+
+def test_a_k4_product_is_two_chained_instructions():
+    """At k = 4 (inner 32) every product is two FP16 m16n8k16 instructions, inputs 0-7 then 8-15,
+    the first's FP32 result the second's accumulator: what the kernel's k = 4 tile will issue."""
+    from gemm.tcec.emulate import tc_mma
+
+    rng = np.random.default_rng(9)
+    a = tc32.real_form(haar_unitary(16, rng))
+    x = (rng.standard_normal((300, 16)) + 1j * rng.standard_normal((300, 16))).astype(np.complex64)
+    b = tc32._columns(x)
+    a1, a1s, a2, a3 = tc32.split_matrix(a)
+    bh, bl, bl2, down = tc32.split_groups(b)
+
+    def chained(c, p, q):
+        for lo in (0, 16):
+            c = tc_mma(c, p[:, None, lo:lo + 16].astype(np.float64), q[lo:lo + 16].T[None].astype(np.float64))
+        return c
+
+    zero = np.zeros((32, 300), np.float32)
+    hh = chained(zero, a1, bh)
+    cor = zero
+    for p, q in ((a2, bh), (a1s, bl), (a1s, bl2), (a2, bl), (a3, bh)):
+        cor = chained(cor, p, q)
+    want = ((hh.astype(np.float64) + cor.astype(np.float64) * tc32.LO).astype(np.float32) * down[None, :])
+    assert np.array_equal(tc32.real_product(a, b).view(np.uint32), want.astype(np.float32).view(np.uint32))
+    one = tc_mma(zero, a2[:, None, :].astype(np.float64), bh.T[None].astype(np.float64))  # one 32-wide sum
+    assert not np.array_equal(one.view(np.uint32), chained(zero, a2, bh).view(np.uint32))  # (the test can tell)
