@@ -29,12 +29,10 @@ cupy, cuBLAS and numpy versions) in ``$QSIM_TC_CACHE``, else ``$XDG_CACHE_HOME/q
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 import platform
-import re
 import sys
 import time
 from dataclasses import replace
@@ -45,7 +43,7 @@ import numpy as np
 import gemm
 from circuits.haar import haar_unitary
 from qsim_tc import memory
-from qsim_tc.cache_folder import cache_dir  # (qsim_tc.calibrate.cache_dir, as before)
+from qsim_tc.cache_folder import keyed_path  # (qsim_tc.calibrate.cache_dir, as before)
 from qsim_tc.engine.apply import MAX_BATCHES, MIN_BATCHED_L
 from qsim_tc.errors import InsufficientMemoryError
 from qsim_tc.plan import cache
@@ -109,10 +107,7 @@ def device_key(device) -> dict:
 
 def cache_path(key: dict) -> Path:
     """The cache file of a device key: a readable name and a hash of the whole key."""
-    name = key.get("gpu") or key.get("device", "device")
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", str(name)).strip("-").lower() or "device"
-    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
-    return cache_dir() / f"costs-{slug}-{digest}.json"
+    return keyed_path("costs", key.get("gpu") or key.get("device", "device"), key)
 
 
 def load_cached(key: dict) -> CostTable | None:

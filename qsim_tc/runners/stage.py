@@ -126,16 +126,17 @@ class StageRunner:
             if progress is not None:
                 progress(done_gates[done - 1], len(circuit))
 
+        fresh = start.initial is None  # the first stage makes |0...0> itself: no zeroing pass, no read
+        if fresh:
+            state = StateVector._unset(n, dtype=settings.dtype, device=settings.device,
+                                       workspace_bytes=settings.workspace_bytes)
+        else:
+            state = start.make()
         if settings.device.is_gpu:
             from qsim_tc.stages.gpu import run_plan  # noqa: PLC0415
             from qsim_tc.stages.kernel import upload  # noqa: PLC0415
 
-            fresh = start.initial is None  # the first stage makes |0...0> itself: no zeroing pass
-            if fresh:
-                state = StateVector._unset(n, dtype=settings.dtype, device=settings.device,
-                                           workspace_bytes=settings.workspace_bytes)
-            else:
-                state = start.make()
+            if not fresh:
                 state._phys.canonicalize()  # a copied initial state may keep a pending permutation
             if self._pools is None or self._pools[0] is not decision:
                 self._pools = (decision, upload(decision.program, settings.dtype, decision.wide))
@@ -159,12 +160,6 @@ class StageRunner:
         else:
             from qsim_tc.stages.cpu import run_stages  # noqa: PLC0415 - compiles numba kernels on use
 
-            fresh = start.initial is None  # the first stage makes |0...0> itself: no zeroing pass, no read
-            if fresh:
-                state = StateVector._unset(n, dtype=settings.dtype, device=settings.device,
-                                           workspace_bytes=settings.workspace_bytes)
-            else:
-                state = start.make()
             last[0] = time.perf_counter()
             executed: list = []
             # (from any layout; the global phase included; a stage stopped half-way marks the state invalid)

@@ -74,7 +74,8 @@ SHIPPED_FUSE_COST = dict(_FUSE_COSTS_BY_CPU[kernels.HOST_CPU] if FUSE_COST_OWN e
 # what the executor fuses by: the shipped table, replaced at the first run by this host's own where
 # `qsim-tc calibrate --device cpu` measured one (cpu_fuse_calibration; host_fuse_costs)
 FUSE_COST = dict(SHIPPED_FUSE_COST)
-FUSE_COST_SOURCE = "cpu" if FUSE_COST_OWN else "vector"  # "calibrated" once a measured table is read
+_SHIPPED_SOURCE = "cpu" if FUSE_COST_OWN else "vector"  # which shipped table: this CPU's or the vector width's
+FUSE_COST_SOURCE = _SHIPPED_SOURCE  # "calibrated" once a measured table is read
 _FUSE_COST_READ = False
 
 
@@ -99,7 +100,7 @@ def forget_fuse_costs() -> None:
     global _FUSE_COST_READ, FUSE_COST_SOURCE
     FUSE_COST.clear()
     FUSE_COST.update(SHIPPED_FUSE_COST)
-    FUSE_COST_SOURCE = "cpu" if FUSE_COST_OWN else "vector"
+    FUSE_COST_SOURCE = _SHIPPED_SOURCE
     _FUSE_COST_READ = False
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from circuits._atomic import write_atomic
-from qsim_tc.cache_folder import cache_dir
+from qsim_tc.cache_folder import keyed_path
 from qsim_tc.stages import cpu_kernels, host_cache
 
 WIDTHS = (1, 2, 3, 4)  # the fusion tables' op widths
@@ -77,10 +77,9 @@ def _kernels_digest() -> str:
 
 
 def cache_path(key: dict | None = None) -> Path:
-    """The host's fusion table in the cost tables' cache folder (:func:`qsim_tc.cache_folder.cache_dir`)."""
+    """The host's fusion table in the cost tables' cache folder (:func:`qsim_tc.cache_folder.keyed_path`)."""
     key = host_key() if key is None else key
-    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
-    return cache_dir() / f"fusion-cpu-{key.get('cpu', 'cpu')}-{digest}.json"
+    return keyed_path("fusion-cpu", key.get("cpu", "cpu"), key)
 
 
 def _valid_costs(costs) -> dict[int, tuple[float, ...]]:

@@ -145,15 +145,22 @@ def real_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (d * down[None, :]).astype(np.float32)
 
 
-def apply_op(m: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Groups ``x`` (g, 2^k) complex64 times the op's matrix ``m`` (2^k x 2^k, complex128 as the
-    program holds it; k in :data:`DEFINED_K`) as the complex64 kernel's tensor cores compute them:
-    (g, 2^k) complex64."""
+def op_groups(m: np.ndarray, x) -> tuple[np.ndarray, int]:
+    """``(x as complex64, k)`` for an op of matrix ``m`` on groups ``x`` (g, 2^k); ValueError where
+    k is not in :data:`DEFINED_K` or ``m`` is not 2^k x 2^k."""
     x = np.asarray(x, np.complex64)
     k = x.shape[1].bit_length() - 1
     if k not in DEFINED_K or np.shape(m) != (1 << k, 1 << k):
         raise ValueError(f"a tensor-core op takes 2^k x 2^k matrices, k in {DEFINED_K}; got {np.shape(m)} "
                          f"for groups of {x.shape[1]}")
+    return x, k
+
+
+def apply_op(m: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Groups ``x`` (g, 2^k) complex64 times the op's matrix ``m`` (2^k x 2^k, complex128 as the
+    program holds it; k in :data:`DEFINED_K`) as the complex64 kernel's tensor cores compute them:
+    (g, 2^k) complex64."""
+    x, k = op_groups(m, x)
     if not x.shape[0]:
         return x.copy()
     y = real_product(real_form(m), _columns(x))

@@ -142,11 +142,7 @@ def _apply(parts, exps, xr, xi, out_r, out_i):
 
 def apply_op(m: np.ndarray, x: np.ndarray) -> np.ndarray:
     """:func:`qsim_tc.stages.tc32.apply_op`, compiled: the same (g, 2^k) complex64, bit for bit."""
-    x = np.asarray(x, np.complex64)
-    k = x.shape[1].bit_length() - 1
-    if k not in tc32.DEFINED_K or np.shape(m) != (1 << k, 1 << k):
-        raise ValueError(f"a tensor-core op takes 2^k x 2^k matrices, k in {tc32.DEFINED_K}; got {np.shape(m)} "
-                         f"for groups of {x.shape[1]}")
+    x, _ = tc32.op_groups(m, x)
     if not x.shape[0]:
         return x.copy()
     parts = np.stack([p.astype(np.float64) for p in tc32.split_matrix(tc32.real_form(m))])
